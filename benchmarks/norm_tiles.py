@@ -1,0 +1,176 @@
+"""Tile / warp / program-count sweep for the norm kernels, and a CUDA correctness check.
+
+Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR]
+Times the launchers directly (no autograd), so the numbers are the kernels' own; the
+op benchmark (`blockfuse bench ops`) measures what a user sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+
+import torch
+import triton
+from triton.testing import do_bench
+
+from blockfuse.ops import norm
+
+SHAPES = [(16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192)]
+
+
+def copy_bandwidth() -> float:
+    src = torch.randn(2**29 // 2, device="cuda", dtype=torch.bfloat16)  # 512 MiB
+    dst = torch.empty_like(src)
+    ms = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    return 2 * src.numel() * src.element_size() / ms / 1e6  # GB/s
+
+
+def relerr(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def check_correctness() -> list[str]:
+    import blockfuse
+
+    failures = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for (m, n), dtype, is_rms, mode in itertools.product(
+            [(1, 72), (199, 760), (3, 4304), (257, 4096), (5, 20000)],
+            [torch.bfloat16, torch.float16, torch.float32], [False, True], [None, "pre", "post"]):
+        x = (torch.randn(m, n, device="cuda", generator=gen) * 2 + 0.5).to(dtype)
+        w = torch.randn(n, device="cuda", generator=gen).to(dtype)
+        b = None if is_rms else torch.randn(n, device="cuda", generator=gen).to(dtype)
+        r = torch.randn(m, n, device="cuda", generator=gen).to(dtype) if mode else None
+        kw = dict(residual=r, residual_mode=mode or "pre")
+        leaves = [t.requires_grad_() for t in (x, w, b, r) if t is not None]
+        out = blockfuse.rms_norm(x, w, **kw) if is_rms else blockfuse.layer_norm(x, w, b, **kw)
+        outs = out if isinstance(out, tuple) else (out,)
+        grads = [torch.randn(o.shape, device="cuda", generator=gen).to(dtype) for o in outs]
+        ours = list(outs) + list(torch.autograd.grad(outs, leaves, grads, allow_unused=True))
+        # fp64 oracle and PyTorch's own result in the same dtype.
+        def run(cast, torch_own):
+            xs = [t.detach().to(cast).requires_grad_() if t is not None else None for t in (x, w, b, r)]
+            xx, ww, bb, rr = xs
+            if torch_own:
+                z = xx if rr is None or mode == "post" else rr + xx
+                if is_rms:
+                    y = torch.nn.functional.rms_norm(z, (n,), ww, 1e-6)
+                else:
+                    y = torch.nn.functional.layer_norm(z, (n,), ww, bb, 1e-5)
+                o = y if mode is None else ((y, z) if mode == "pre" else rr + y)
+            else:
+                o = (blockfuse.rms_norm_ref(xx, ww, residual=rr, residual_mode=mode or "pre") if is_rms
+                     else blockfuse.layer_norm_ref(xx, ww, bb, residual=rr, residual_mode=mode or "pre"))
+            os_ = o if isinstance(o, tuple) else (o,)
+            lv = [t for t in xs if t is not None]
+            return list(os_) + list(torch.autograd.grad(os_, lv, [g.to(cast) for g in grads], allow_unused=True))
+        ref = run(torch.float64, False)
+        own = run(dtype, True)
+        for i, (a, r64, t) in enumerate(zip(ours, ref, own)):
+            if r64 is None or a is None:
+                continue
+            ea, et = relerr(a, r64), relerr(t, r64)
+            floor = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}[dtype]
+            ok = ea <= 2 * et + floor and ea == ea
+            if not ok:
+                failures.append(f"{'rms' if is_rms else 'ln'} {mode} {m}x{n} {dtype} out{i}: ours {ea:.2e} torch {et:.2e}")
+    return failures
+
+
+def _inputs(shape, is_rms, mode):
+    m, n = shape
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x) if mode != "none" else None
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    b = None if is_rms else torch.randn_like(w)
+    return x, r, w, b
+
+
+def time_forward(shape, is_rms, mode):
+    x, r, w, b = _inputs(shape, is_rms, mode)
+    ms = do_bench(lambda: norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False),
+                  warmup=25, rep=100, return_mode="median")
+    tensors = 2 + (2 if mode == "pre" else 1 if mode == "post" else 0)  # x, y (+ residual, s)
+    return ms, tensors * x.numel() * 2
+
+
+def time_backward(shape, is_rms, mode):
+    x, r, w, b = _inputs(shape, is_rms, mode)
+    y, s, mean, rstd = norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+    z = s if mode == "pre" else x
+    dy = torch.randn_like(x)
+    ds = torch.randn_like(x) if mode == "pre" else None
+    ms = do_bench(lambda: norm._norm_backward(dy, ds, z, w, b is not None, mean, rstd, None, mode, 0.0,
+                                              is_rms, False), warmup=25, rep=100, return_mode="median")
+    tensors = 3 + (1 if mode == "pre" else 0)  # dy, z, dx (+ ds)
+    return ms, tensors * x.numel() * 2
+
+
+def profile_backward(shape, is_rms, mode):
+    """Per-kernel time of one backward, from the profiler."""
+    x, r, w, b = _inputs(shape, is_rms, mode)
+    y, s, mean, rstd = norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+    z = s if mode == "pre" else x
+    dy = torch.randn_like(x)
+    for _ in range(3):
+        norm._norm_backward(dy, None, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            norm._norm_backward(dy, None, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=6)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    failures = check_correctness()
+    print("correctness failures:", len(failures))
+    for f in failures:
+        print("  ", f)
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw:.0f} GB/s")
+    rows = []
+    fwd_configs = list(itertools.product([4096, 8192, 16384], [512, 1024, 2048]))
+    bwd_configs = list(itertools.product([2048, 4096, 8192], [256, 512, 1024], [1, 2, 3, 4]))
+    defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
+                norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM)
+    print(profile_backward((16384, 4096), False, "none"))
+    for shape in SHAPES:
+        for is_rms, mode in [(True, "none"), (False, "none"), (False, "pre")]:
+            op = "rms" if is_rms else "ln"
+            for tile, epw in fwd_configs:
+                norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, epw
+                ms, nbytes = time_forward(shape, is_rms, mode)
+                rows.append(dict(shape=shape, op=op, mode=mode, pass_="fwd", tile=tile, epw=epw, pps=None,
+                                 ms=ms, frac=nbytes / ms / 1e6 / bw))
+            for tile, epw, pps in bwd_configs:
+                norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM = tile, epw, pps
+                ms, nbytes = time_backward(shape, is_rms, mode)
+                rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd", tile=tile, epw=epw, pps=pps,
+                                 ms=ms, frac=nbytes / ms / 1e6 / bw))
+            (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
+             norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM) = defaults
+            f_ms, f_bytes = time_forward(shape, is_rms, mode)
+            b_ms, b_bytes = time_backward(shape, is_rms, mode)
+            sel = [r for r in rows if r["shape"] == shape and r["op"] == op and r["mode"] == mode]
+            fb = max((r for r in sel if r["pass_"] == "fwd"), key=lambda r: r["frac"])
+            bb = max((r for r in sel if r["pass_"] == "bwd"), key=lambda r: r["frac"])
+            print(f"{shape} {op} {mode:4s} default fwd {f_bytes / f_ms / 1e6 / bw:.2f} bwd "
+                  f"{b_bytes / b_ms / 1e6 / bw:.2f} | best fwd {fb['frac']:.2f} (tile {fb['tile']} epw "
+                  f"{fb['epw']}) best bwd {bb['frac']:.2f} (tile {bb['tile']} epw {bb['epw']} pps {bb['pps']})")
+    if args.out:
+        with open(f"{args.out}/norm_tiles.json", "w") as fh:
+            json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
+                           copy_gbps=bw, failures=failures, rows=rows), fh, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from blockfuse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,257 @@
+"""The one report writer: ops.json, ops.md, ops.png and the table printed at the end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from blockfuse.bench.spec import MODES, PROVIDERS
+
+MODE_TITLES = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward+backward"}
+PEERS = ("compile", "liger")  # blockfuse must be at least as fast as the faster of these
+TARGET_SHAPE = [16384, 4096]
+TARGET_COPY_FRACTION = {"fwd": 0.90, "fwdbwd": 0.80}
+SMALL_SHAPE = [2048, 1024]
+
+
+def shape_text(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def _index(records) -> dict:
+    return {(r["op"], tuple(r["shape"]), r["mode"], r["provider"]): r for r in records}
+
+
+def _ops(records) -> list[str]:
+    return list(dict.fromkeys(r["op"] for r in records))
+
+
+def _shapes(records, op) -> list[tuple]:
+    return list(dict.fromkeys(tuple(r["shape"]) for r in records if r["op"] == op))
+
+
+def _modes(records, op) -> list[str]:
+    present = {r["mode"] for r in records if r["op"] == op}
+    return [m for m in MODES if m in present]
+
+
+def _providers(records, op) -> list[str]:
+    present = {r["provider"] for r in records if r["op"] == op}
+    return [p for p in PROVIDERS if p in present] + sorted(present - set(PROVIDERS))
+
+
+def _ms(record) -> float | None:
+    return record["ms"] if record is not None and record.get("error") is None and record.get("ms") else None
+
+
+def ratio_to_peers(index, op, shape, mode) -> tuple[float | None, str | None]:
+    """(faster peer's ms / blockfuse ms, that peer): above 1 means blockfuse is faster."""
+    mine = _ms(index.get((op, shape, mode, "blockfuse")))
+    peers = [(ms, p) for p in PEERS if (ms := _ms(index.get((op, shape, mode, p)))) is not None]
+    if mine is None or not peers:
+        return None, None
+    best_ms, best = min(peers)
+    return best_ms / mine, best
+
+
+# ---------------------------------------------------------------- targets
+
+
+def targets(records: list[dict], device: str) -> list[dict]:
+    """The issue's targets for blockfuse, one entry per op and target: met, missed or n/a.
+    None on the CPU: the targets are about CUDA speed."""
+    if device != "cuda":
+        return []
+    index = _index(records)
+    out = []
+    for op in _ops(records):
+        for mode, floor in TARGET_COPY_FRACTION.items():
+            record = index.get((op, tuple(TARGET_SHAPE), mode, "blockfuse"))
+            fraction = record.get("frac_copy") if record is not None and record.get("error") is None else None
+            text = f"{op} {shape_text(TARGET_SHAPE)} {MODE_TITLES[mode]}: blockfuse at "
+            text += f"{fraction:.2f} of copy bandwidth (target >= {floor:.2f})" if fraction is not None else "n/a of copy bandwidth"
+            status = "n/a" if fraction is None else ("met" if fraction >= floor else "missed")
+            out.append({"op": op, "target": f"copy_fraction_{mode}", "status": status, "value": fraction, "text": text})
+
+        ratios, missed = [], []
+        for shape in _shapes(records, op):
+            for mode in _modes(records, op):
+                ratio, peer = ratio_to_peers(index, op, shape, mode)
+                if ratio is not None:
+                    ratios.append(ratio)
+                    if ratio < 1.0:
+                        missed.append(f"{shape_text(shape)} {mode} {ratio:.2f}x of {peer}")
+        worst = min(ratios, default=None)
+        text = f"{op} vs the faster of torch.compile and Liger, every shape and mode: "
+        if not ratios:
+            status, text = "n/a", text + "n/a"
+        elif missed:
+            status, text = "missed", text + f"slower in {len(missed)}/{len(ratios)}: " + ", ".join(missed)
+        else:
+            status, text = "met", text + f"at least as fast in {len(ratios)}/{len(ratios)} (closest {worst:.2f}x)"
+        out.append({"op": op, "target": "vs_peers", "status": status, "value": worst, "text": text})
+
+        mine = _ms(index.get((op, tuple(SMALL_SHAPE), "fwdbwd", "blockfuse")))
+        theirs = _ms(index.get((op, tuple(SMALL_SHAPE), "fwdbwd", "compile")))
+        ratio = theirs / mine if mine and theirs else None
+        text = f"{op} {shape_text(SMALL_SHAPE)} forward+backward vs torch.compile: "
+        text += f"{ratio:.2f}x (target >= 1.00)" if ratio is not None else "n/a"
+        status = "n/a" if ratio is None else ("met" if ratio >= 1.0 else "missed")
+        out.append({"op": op, "target": "small_fwdbwd_vs_compile", "status": status, "value": ratio, "text": text})
+    return out
+
+
+# ---------------------------------------------------------------- files
+
+
+def _finite(value):
+    """JSON has no NaN or infinity: write them as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_json(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> None:
+    document = {"meta": meta, "copy": copy, "targets": targets(records, meta["device"]), "records": records}
+    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+
+
+def _cell(record, copy_known: bool) -> str:
+    if record is None:
+        return ""
+    if record.get("error"):
+        return "error"
+    parts = [f"{record['ms']:.4g} ms"]
+    parts.append(f"{record['frac_copy']:.2f}" if copy_known and record.get("frac_copy") is not None else f"{record['gbps']:.3g} GB/s")
+    error = record.get("rel_err_out") if record["mode"] == "fwd" else record.get("rel_err_grad")
+    parts.append(f"err {error:.1e}" if isinstance(error, float) else "err n/a")
+    if record.get("peak_mib") is not None:
+        parts.append(f"{record['peak_mib']:.0f} MiB")
+    return " · ".join(parts)
+
+
+def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
+    index = _index(records)
+    copy_known = copy is not None
+    lines = [
+        "# blockfuse op benchmarks",
+        "",
+        f"- card: **{meta['card']}**" + (f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs)" if meta.get("compute_capability") else ""),
+        f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, Liger-Kernel {meta['liger_kernel']}, python {meta['python']}",
+        f"- blockfuse path: {meta['blockfuse_implementation']}, commit {meta.get('git_commit')}; date {meta['date']}",
+        f"- command: `{meta['command']}`",
+        "- device-to-device copy: "
+        + (f"{copy['gbps']:.0f} GB/s ({copy['bytes'] / 2**30:.0f} GiB read + written in {copy['ms']:.3f} ms)" if copy_known else "not measured (no CUDA)"),
+        "",
+        "Each cell: median ms · "
+        + ("fraction of the copy bandwidth" if copy_known else "GB/s")
+        + " · relative error against a float32 reference of the same inputs, ||out - ref|| / ||ref|| in float64"
+        " (forward: the outputs; backward and forward+backward: the gradient of x) · peak memory above the inputs."
+        " Bytes: each input read once, each output written once (formulas in `blockfuse/bench/`)."
+        " Last column: the faster of torch.compile and Liger divided by blockfuse (above 1: blockfuse is faster).",
+        "",
+        "## Targets",
+        "",
+    ]
+    lines += [f"- **{t['status']}**: {t['text']}" for t in targets(records, meta["device"])] or ["Checked on CUDA runs only."]
+    for op in _ops(records):
+        providers = _providers(records, op)
+        for mode in _modes(records, op):
+            dtype = next(r["dtype"] for r in records if r["op"] == op)
+            lines += ["", f"## {op}, {MODE_TITLES[mode]} ({dtype})", ""]
+            lines.append("| shape | " + " | ".join(providers) + " | blockfuse vs best peer |")
+            lines.append("| --- " * (len(providers) + 2) + "|")
+            for shape in _shapes(records, op):
+                cells = [_cell(index.get((op, shape, mode, p)), copy_known) for p in providers]
+                ratio, peer = ratio_to_peers(index, op, shape, mode)
+                cells.append(f"{ratio:.2f}x ({peer})" if ratio is not None else "")
+                lines.append(f"| {shape_text(shape)} | " + " | ".join(cells) + " |")
+    failures = [r for r in records if r.get("error")]
+    if failures:
+        lines += ["", "## Errors", ""]
+        lines += [
+            f"- {r['op']} {shape_text(r['shape'])} {r['mode']} {r['provider']}: `{r['error'].replace('`', chr(39))}`"
+            for r in failures
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> None:
+    path.write_text(markdown(meta, copy, records))
+
+
+def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> bool:
+    """Fraction of the copy bandwidth (GB/s without CUDA) per provider, one panel per op and mode.
+    Returns False, quietly, when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    index = _index(records)
+    ops = _ops(records)
+    modes = [m for m in MODES if any(r["mode"] == m for r in records)]
+    if not ops or not modes:
+        return False
+    key = "frac_copy" if copy is not None else "gbps"
+    figure, axes = plt.subplots(len(ops), len(modes), figsize=(4.2 * len(modes), 3.0 * len(ops)), squeeze=False)
+    for row, op in enumerate(ops):
+        shapes, providers = _shapes(records, op), _providers(records, op)
+        width = 0.8 / max(len(providers), 1)
+        for column, mode in enumerate(modes):
+            ax = axes[row][column]
+            for k, provider in enumerate(providers):
+                values = []
+                for shape in shapes:
+                    record = index.get((op, shape, mode, provider))
+                    values.append(record.get(key) or 0.0 if record is not None else 0.0)
+                ax.bar([i + k * width for i in range(len(shapes))], values, width, label=provider)
+            if copy is not None:
+                ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            ax.set_xticks([i + width * (len(providers) - 1) / 2 for i in range(len(shapes))])
+            ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=7)
+            ax.set_title(f"{op} {MODE_TITLES[mode]}", fontsize=9)
+            ax.set_ylabel("fraction of copy bandwidth" if copy is not None else "GB/s", fontsize=8)
+            if row == 0 and column == 0:
+                ax.legend(fontsize=7)
+    figure.suptitle(f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def print_table(records: list[dict], copy: dict | None) -> None:
+    """The compact table printed at the end of a run: median ms (fraction of copy) per provider."""
+    from rich.console import Console
+    from rich.table import Table
+
+    index = _index(records)
+    providers = [p for p in PROVIDERS if any(r["provider"] == p for r in records)]
+    table = Table(title="median ms (fraction of copy bandwidth)" if copy else "median ms (GB/s)")
+    for column in ("op", "mode", "shape", *providers, "vs best peer"):
+        table.add_column(column, justify="left" if column in ("op", "mode", "shape") else "right")
+    for op in _ops(records):
+        for mode in _modes(records, op):
+            for shape in _shapes(records, op):
+                cells = []
+                for provider in providers:
+                    record = index.get((op, shape, mode, provider))
+                    if record is None:
+                        cells.append("")
+                    elif record.get("error"):
+                        cells.append("error")
+                    elif copy and record.get("frac_copy") is not None:
+                        cells.append(f"{record['ms']:.4g} ({record['frac_copy']:.2f})")
+                    else:
+                        cells.append(f"{record['ms']:.4g} ({record['gbps']:.3g})")
+                ratio, _ = ratio_to_peers(index, op, shape, mode)
+                table.add_row(op, mode, shape_text(shape), *cells, f"{ratio:.2f}x" if ratio else "")
+    Console(width=max(Console().width, 150)).print(table)

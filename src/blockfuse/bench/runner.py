@@ -1,0 +1,292 @@
+"""The one runner: every declared op x shape x provider x mode, timed the same way.
+
+For each op and shape it builds the inputs once (seeded), computes a float32 reference
+from the same inputs (forward outputs and input gradients), then for each provider and
+mode: checks the provider's numbers against that reference, warms up, measures peak
+memory (CUDA) and times it. A provider that raises is recorded with its error and the
+others still run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import platform
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from blockfuse.bench import timing
+from blockfuse.bench.spec import OpBenchmark, Shape, mode_bytes
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Settings:
+    dtype: str  # "bf16", "fp16" or "fp32"
+    modes: tuple[str, ...]
+    providers: tuple[str, ...]
+    shapes: tuple[Shape, ...] | None  # None: each op's own shapes
+    quick: bool
+    device: torch.device
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||, computed in float64."""
+    out, ref = out.detach().double(), ref.detach().double()
+    scale = torch.linalg.vector_norm(ref)
+    difference = torch.linalg.vector_norm(out - ref)
+    return float(difference / scale) if scale > 0 else float(difference)
+
+
+def _as_tuple(out) -> tuple[torch.Tensor, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _describe(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+class _Reference:
+    """The float32 oracle of one op and shape: outputs, output gradients dy, input gradients."""
+
+    def __init__(self, bench: OpBenchmark, inputs: dict[str, torch.Tensor], dtype: torch.dtype):
+        reference = bench.reference()
+        leaves = {name: t.detach().float().requires_grad_() for name, t in inputs.items()}
+        outs = _as_tuple(reference(**leaves))
+        self.outputs = [o.detach() for o in outs]
+        # dy for each output, in the benchmark dtype; the reference backpropagates their fp32 copies.
+        self.output_grads = [torch.randn_like(o, dtype=dtype) for o in self.outputs]
+        grads = torch.autograd.grad(outs, list(leaves.values()), [g.float() for g in self.output_grads])
+        self.input_grads = dict(zip(leaves, grads))
+
+
+class _Case:
+    """One provider on one op and shape: its callable, its inputs, its errors, its timers."""
+
+    def __init__(self, bench, fn, inputs, reference: _Reference, settings: Settings):
+        self.bench, self.fn, self.inputs, self.reference, self.settings = bench, fn, inputs, reference, settings
+        self._grad_errors: dict[str, float] | None = None
+
+    def forward_errors(self) -> dict[str, float]:
+        with torch.no_grad():
+            outs = _as_tuple(self.fn(**{name: t.detach() for name, t in self.inputs.items()}))
+        return {name: relative_error(o, r) for name, o, r in zip(self.bench.outputs, outs, self.reference.outputs)}
+
+    def grad_errors(self) -> dict[str, float]:
+        if self._grad_errors is None:
+            leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
+            outs = _as_tuple(self.fn(**leaves))
+            # clones: a provider may write its input gradient into dy (Liger's in_place=True).
+            dys = [g.clone() for g in self.reference.output_grads]
+            grads = torch.autograd.grad(outs, list(leaves.values()), dys, allow_unused=True)
+            self._grad_errors = {
+                f"d{name}": relative_error(g, self.reference.input_grads[name]) if g is not None else float("nan")
+                for name, g in zip(leaves, grads)
+            }
+        return self._grad_errors
+
+    def callable(self, mode: str) -> tuple[Callable | None, Callable, list[torch.Tensor]]:
+        """(setup, call, leaves) of ``mode``: ``call()``, or ``call(setup())`` with an untimed
+        setup; ``leaves`` are the tensors whose .grad is cleared between calls."""
+        fn, dys = self.fn, self.reference.output_grads
+        if mode == "fwd":
+            plain = {name: t.detach() for name, t in self.inputs.items()}
+
+            def forward():
+                with torch.no_grad():
+                    fn(**plain)
+
+            return None, forward, []
+        leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
+        if mode == "bwd":
+            # NOTE: a fresh forward before each timed backward, not backward(retain_graph=True):
+            # torch.compile donates the saved buffers to its backward, which then refuses retain_graph.
+            return (lambda: _as_tuple(fn(**leaves))), (lambda outs: torch.autograd.backward(outs, dys)), list(leaves.values())
+        return None, (lambda: torch.autograd.backward(_as_tuple(fn(**leaves)), dys)), list(leaves.values())
+
+    def measure(self, mode: str) -> dict:
+        record: dict = {}
+        if mode == "fwd":
+            errors = self.forward_errors()
+            record["rel_err_out"] = max(errors.values())
+        else:
+            errors = self.grad_errors()
+            record["rel_err_grad"] = errors[f"d{self.bench.grad_of}"]
+        record["rel_err"] = errors
+        setup, call, leaves = self.callable(mode)
+
+        def once():
+            for t in leaves:
+                t.grad = None
+            call(setup()) if setup is not None else call()
+
+        once()  # warm-up: compiles, autotunes, fills caches
+        quick = self.settings.quick
+        if self.settings.device.type == "cuda":
+            for t in leaves:
+                t.grad = None
+            state = setup() if setup is not None else None  # the forward of bwd is not counted
+            record["peak_mib"] = timing.peak_memory_mib(lambda: call(state) if setup is not None else call())
+            del state
+            t = timing.time_cuda(call, setup=setup, grad_to_none=leaves, warmup_ms=5 if quick else 25, rep_ms=20 if quick else 100)
+        else:
+            def clear_then(inner):
+                def wrapped(*state):
+                    for tensor in leaves:
+                        tensor.grad = None
+                    return inner(*state)
+                return wrapped
+
+            t = timing.time_cpu(clear_then(call), setup=setup, warmup=1 if quick else 2, rep_ms=20 if quick else 200,
+                                max_reps=20 if quick else 200)  # fmt: skip
+        record.update(ms=t.median, ms_p20=t.p20, ms_p80=t.p80)
+        return record
+
+
+def shapes_of(bench: OpBenchmark, settings: Settings) -> tuple[Shape, ...]:
+    if settings.shapes is not None:
+        return settings.shapes
+    shapes = bench.shapes if settings.device.type == "cuda" else bench.cpu_shapes
+    return shapes[:1] if settings.quick else shapes
+
+
+def run(
+    benchmarks: list[OpBenchmark],
+    settings: Settings,
+    copy_gbps: float | None,
+    *,
+    on_op_done: Callable[[list[dict]], None] | None = None,
+    show_progress: bool = True,
+) -> list[dict]:
+    """Time every op x shape x provider x mode; one record each. ``on_op_done`` gets the
+    records so far after each op (to write partial results)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    dtype = DTYPES[settings.dtype]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    cuda = settings.device.type == "cuda"
+    records: list[dict] = []
+    total = sum(
+        len(shapes_of(b, settings)) * len(settings.modes) * sum(p in b.providers for p in settings.providers)
+        for b in benchmarks
+    )
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not show_progress, transient=True) as progress:
+        task = progress.add_task("bench ops", total=total)
+        for bench in benchmarks:
+            for shape in shapes_of(bench, settings):
+                torch.manual_seed(0)
+                if cuda:
+                    torch.compiler.reset()  # NOTE: a fresh, static-shape compile per shape, as a user with one shape gets
+                    torch.cuda.empty_cache()
+                inputs = bench.make_inputs(shape, dtype, settings.device)
+                try:
+                    reference: _Reference | None = _Reference(bench, inputs, dtype)
+                    reference_error = None
+                except Exception as error:  # the oracle itself failed: every provider is unchecked
+                    reference, reference_error = None, f"reference: {_describe(error)}"
+                for provider in settings.providers:
+                    if provider not in bench.providers:
+                        continue
+                    case, setup_error = None, reference_error
+                    if reference is not None:
+                        try:
+                            case = _Case(bench, bench.providers[provider](), inputs, reference, settings)
+                        except Exception as error:
+                            setup_error = _describe(error)
+                    for mode in settings.modes:
+                        progress.update(task, description=f"{bench.name} {'x'.join(map(str, shape))} {provider} {mode}")
+                        moved = mode_bytes(bench, shape, itemsize, mode)
+                        record = {
+                            "op": bench.name, "shape": list(shape), "dtype": settings.dtype, "mode": mode,
+                            "provider": provider, "bytes": moved, "ms": None, "ms_p20": None, "ms_p80": None,
+                            "gbps": None, "frac_copy": None, "peak_mib": None,
+                            "rel_err_out": None, "rel_err_grad": None, "rel_err": {}, "error": setup_error,
+                        }  # fmt: skip
+                        if case is not None:
+                            try:
+                                record.update(case.measure(mode))
+                            except Exception as error:
+                                record["error"] = _describe(error)
+                                if cuda:
+                                    torch.cuda.empty_cache()
+                        if record["ms"]:
+                            record["gbps"] = moved / record["ms"] / 1e6
+                            if copy_gbps:
+                                record["frac_copy"] = record["gbps"] / copy_gbps
+                        records.append(record)
+                        progress.advance(task)
+                del inputs, reference
+            if on_op_done is not None:
+                on_op_done(records)
+    return records
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def environment(device: torch.device) -> dict:
+    """What the figures were measured on: card, versions, and which path blockfuse takes."""
+
+    def version(package):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    try:
+        from blockfuse.runtime import implementation
+
+        path = implementation(device)
+    except Exception as error:
+        path = f"unknown ({_describe(error)})"
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device.type,
+        "card": f"CPU ({platform.machine() or 'unknown'})",
+        "compute_capability": None,
+        "sm_count": None,
+        "memory_gib": None,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "liger_kernel": version("liger-kernel"),
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "blockfuse_implementation": path,
+        "git_commit": _git_commit(),
+    }
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        info.update(
+            card=properties.name,
+            compute_capability=f"{properties.major}.{properties.minor}",
+            sm_count=properties.multi_processor_count,
+            memory_gib=round(properties.total_memory / 2**30, 1),
+        )
+    return info
+
+
+def _git_commit() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        return done.stdout.strip() or None if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"

@@ -1,0 +1,69 @@
+"""The declaration of one op benchmark: shapes, inputs, providers and a byte count.
+
+Every op declares itself the same way (see ``blockfuse/bench/norm.py``) and one runner
+(``blockfuse/bench/runner.py``) times all of them.
+
+A provider is a factory: called with no argument, it imports what it needs and returns
+a callable that takes the op's inputs as keyword arguments and returns the output
+tensor, or a tuple of output tensors in the order of ``OpBenchmark.outputs``. A factory
+that raises (a missing package, an op not written yet) is reported as that provider's
+error; a provider that does not support an op is simply not declared for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+Shape = tuple[int, ...]
+Factory = Callable[[], Callable[..., object]]
+
+# The modes a benchmark is timed in.
+#   fwd:    inference forward, under torch.no_grad();
+#   bwd:    backward only: each timed backward follows an untimed forward (see runner.py);
+#   fwdbwd: forward + backward.
+MODES = ("fwd", "bwd", "fwdbwd")
+
+# Column order of every table; the default providers on CUDA and on the CPU.
+PROVIDERS = ("eager", "reference", "compile", "liger", "blockfuse")
+CUDA_PROVIDERS = ("eager", "compile", "liger", "blockfuse")
+CPU_PROVIDERS = ("eager", "reference", "blockfuse")
+
+
+@dataclass(frozen=True)
+class OpBenchmark:
+    name: str
+    # (shape, dtype, device) -> {input name: tensor}, in the order the providers take them.
+    make_inputs: Callable[[Shape, torch.dtype, torch.device], dict[str, torch.Tensor]]
+    # Names of the outputs, in the order the providers return them.
+    outputs: tuple[str, ...]
+    # Factory of the pure-PyTorch reference; run on float32 copies of the inputs it is
+    # the oracle of the relative errors.
+    reference: Factory
+    # Provider name -> factory.
+    providers: dict[str, Factory]
+    # (shape, bytes per element) -> (forward bytes, backward bytes); fwdbwd is their sum.
+    bytes_moved: Callable[[Shape, int], tuple[int, int]]
+    # Shapes timed on CUDA, and on the CPU (where only the reference path is fast enough).
+    shapes: tuple[Shape, ...]
+    cpu_shapes: tuple[Shape, ...]
+    # The input whose gradient's relative error is the headline one (the others are kept too).
+    grad_of: str = "x"
+    # False: only run when named with --op.
+    default: bool = True
+
+
+def compiled(reference: Factory) -> Factory:
+    """The ``compile`` provider: ``torch.compile`` of the reference, default mode."""
+
+    def factory():
+        return torch.compile(reference())
+
+    return factory
+
+
+def mode_bytes(bench: OpBenchmark, shape: Shape, itemsize: int, mode: str) -> int:
+    forward, backward = bench.bytes_moved(shape, itemsize)
+    return {"fwd": forward, "bwd": backward, "fwdbwd": forward + backward}[mode]

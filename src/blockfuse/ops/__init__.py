@@ -1,0 +1,1 @@
+"""Fused ops: Triton kernels (forward and backward) registered as ``blockfuse::`` custom ops."""

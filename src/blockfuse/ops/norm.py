@@ -1,0 +1,777 @@
+"""LayerNorm and RMSNorm, optionally fused with a residual add and seeded dropout.
+
+Three forms share one pair of kernels:
+
+* no residual:            ``y = norm(x)``
+* ``residual_mode="pre"``:  ``s = residual + dropout(x)``; returns ``(norm(s), s)``
+  (pre-norm blocks: Llama, SigLIP; ``s`` is the next residual stream)
+* ``residual_mode="post"``: returns ``residual + dropout(norm(x))`` (OLMo-2 reordered blocks)
+
+Statistics are computed in fp32 and outputs are written in the input dtype.  The file
+reads top to bottom: kernels, launchers, custom ops, public functionals, references.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from blockfuse.ops.dropout import draw_seed, dropout_keep
+from blockfuse.runtime import use_triton
+
+# Residual forms, as kernel constants.
+_NO_RESIDUAL: tl.constexpr = tl.constexpr(0)
+_PRE: tl.constexpr = tl.constexpr(1)
+_POST: tl.constexpr = tl.constexpr(2)
+_MODE_CODE = {"none": 0, "pre": 1, "post": 2}
+
+# NOTE: rows up to this width are normalized from registers in one tile (one read of the
+# input); wider rows are processed in chunks and read again for each pass.
+MAX_TILE = 16384
+# Elements per program tile in the forward and backward kernels, and backward programs
+# per multiprocessor (each keeps its own partial weight gradient). Tuned on an H100:
+# benchmarks/norm_tiles.py sweeps them.
+FWD_TILE_ELEMENTS = 8192
+BWD_TILE_ELEMENTS = 4096
+BWD_PROGRAMS_PER_SM = 2
+FWD_ELEMENTS_PER_WARP = 1024
+BWD_ELEMENTS_PER_WARP = 512
+
+
+# ----------------------------------------------------------------------------------------
+# Triton kernels
+# ----------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _load_norm_input(
+    X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):
+    """The fp32 tile that is normalized: ``x``, or ``residual + dropout(x)`` in pre mode."""
+    z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if MODE == _PRE:
+        if HAS_DROPOUT:
+            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            z = tl.where(keep, z * dropout_scale, 0.0)
+        z += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    return z
+
+
+@triton.jit
+def _norm_fwd_kernel(
+    X,  # (M, N) rows to normalize (pre mode: the branch output added to the residual)
+    RES,  # (M, N) residual stream, or None
+    W,  # (N,) weight, or None
+    B,  # (N,) bias, or None
+    Y,  # (M, N) output
+    S,  # (M, N) pre mode: residual + dropout(x), the next residual stream; else None
+    MEAN,  # (M,) fp32 row means (LayerNorm only)
+    RSTD,  # (M,) fp32 reciprocal standard deviations
+    SEED,  # (1,) int64 dropout seed, or None
+    stride_x, stride_res, stride_y, stride_s,  # row strides (the last dimension is contiguous)
+    M, N, eps, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
+    offs = tl.arange(0, BLOCK_N)
+
+    # Statistics. With one chunk the tile stays in registers for the output pass.
+    if NUM_CHUNKS == 1:
+        mask = row_mask[:, None] & (offs < N)[None, :]
+        z = _load_norm_input(X, RES, rows, offs, mask, stride_x, stride_res, seed, N, dropout_p,
+                             dropout_scale, MODE, HAS_DROPOUT)
+        if IS_RMS:
+            mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+            var = tl.sum(z * z, axis=1) / N
+        else:
+            mean = tl.sum(z, axis=1) / N
+            diff = tl.where(mask, z - mean[:, None], 0.0)
+            var = tl.sum(diff * diff, axis=1) / N
+    else:
+        # NOTE: two passes (mean, then squared deviations) instead of sum and sum of
+        # squares in one: the one-pass form cancels catastrophically for rows with a
+        # large mean, and rows this wide are rare enough that the extra read is cheap.
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for c in range(NUM_CHUNKS):
+            cols = c * BLOCK_N + offs
+            mask = row_mask[:, None] & (cols < N)[None, :]
+            z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
+                                 dropout_scale, MODE, HAS_DROPOUT)
+            if IS_RMS:
+                acc += z * z
+            else:
+                acc += z
+        if IS_RMS:
+            mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+            var = tl.sum(acc, axis=1) / N
+        else:
+            mean = tl.sum(acc, axis=1) / N
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                mask = row_mask[:, None] & (cols < N)[None, :]
+                z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N,
+                                     dropout_p, dropout_scale, MODE, HAS_DROPOUT)
+                diff = tl.where(mask, z - mean[:, None], 0.0)
+                acc += diff * diff
+            var = tl.sum(acc, axis=1) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+    if not IS_RMS:
+        tl.store(MEAN + rows, mean, mask=row_mask)
+    tl.store(RSTD + rows, rstd, mask=row_mask)
+
+    # Normalize, affine, residual; write.
+    for c in range(NUM_CHUNKS):
+        cols = c * BLOCK_N + offs
+        col_mask = cols < N
+        mask = row_mask[:, None] & col_mask[None, :]
+        if NUM_CHUNKS > 1:
+            z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
+                                 dropout_scale, MODE, HAS_DROPOUT)
+        if MODE == _PRE:
+            tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
+        y = (z - mean[:, None]) * rstd[:, None]
+        if HAS_W:
+            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+            if CAST_BEFORE_WEIGHT:
+                y = y.to(Y.dtype.element_ty).to(tl.float32)
+            y = y * w[None, :]
+        if HAS_B:
+            y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        if MODE == _POST:
+            if HAS_DROPOUT:
+                keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+                y = tl.where(keep, y * dropout_scale, 0.0)
+            y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_bwd_math(
+    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, OUT_DTYPE: tl.constexpr,
+):
+    """One fp32 tile of the backward: (xhat, xhat as the weight saw it, dy after dropout, w * dy)."""
+    xhat = tl.where(mask, (z - mean[:, None]) * rstd[:, None], 0.0)
+    if MODE == _POST:
+        if HAS_DROPOUT:
+            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            dy = tl.where(keep, dy * dropout_scale, 0.0)
+    if HAS_W:
+        wdy = dy * w[None, :]
+    else:
+        wdy = dy
+    if CAST_BEFORE_WEIGHT:
+        xhat_w = xhat.to(OUT_DTYPE).to(tl.float32)
+    else:
+        xhat_w = xhat
+    return xhat, xhat_w, dy, wdy
+
+
+@triton.jit
+def _store_input_grad(
+    DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_DS: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):
+    """Writes d(input): dz, plus the residual gradient in pre mode (and its dropout)."""
+    if MODE == _PRE:
+        if HAS_DS:
+            dz += tl.load(DS + rows[:, None] * stride_ds + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_DROPOUT:
+            tl.store(DRES + rows[:, None] * stride_dres + cols[None, :], dz.to(DRES.dtype.element_ty), mask=mask)
+            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            dz = tl.where(keep, dz * dropout_scale, 0.0)
+    tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dz.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_bwd_kernel(
+    DY,  # (M, N) gradient of the output y (post mode: of residual + dropout(norm(x)))
+    DS,  # (M, N) pre mode: gradient of the residual-stream output s, or None
+    Z,  # (M, N) the normalized input saved by the forward: x, or s in pre mode
+    W,  # (N,) weight, or None
+    MEAN,  # (M,) fp32 row means (LayerNorm only)
+    RSTD,  # (M,) fp32 reciprocal standard deviations
+    SEED,  # (1,) int64 dropout seed, or None
+    DX,  # (M, N) gradient of x
+    DRES,  # (M, N) pre mode with dropout: gradient of the residual (before dropout); else None
+    PARTIAL,  # (2, G, N) fp32: per-program partial sums of dweight [0] and dbias [1]
+    stride_dy, stride_ds, stride_z, stride_dx, stride_dres,
+    M, N, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_DS: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
+):
+    # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
+    # partial weight / bias gradient; a second kernel sums the G partials in a fixed
+    # order. No float atomics, so dweight and dbias are bitwise reproducible.
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
+    offs = tl.arange(0, BLOCK_N)
+    partial_w = PARTIAL + pid * N
+    partial_b = PARTIAL + (num_programs + pid) * N
+    num_blocks = tl.cdiv(M, BLOCK_M)
+
+    if NUM_CHUNKS == 1:
+        col_mask = offs < N
+        w = tl.zeros([BLOCK_N], dtype=tl.float32)
+        if HAS_W:
+            w = tl.load(W + offs, mask=col_mask, other=0.0).to(tl.float32)
+        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        # NOTE: the next row block's dy and z are loaded before this one is reduced, so
+        # the loads of one iteration overlap the reductions of the last (software
+        # pipelining by hand; a persistent program has no other source of overlap).
+        rows = pid * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        mask = (rows < M)[:, None] & col_mask[None, :]
+        z_next = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0)
+        dy_next = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
+        for block in range(pid, num_blocks, num_programs):
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            row_mask = rows < M
+            mask = row_mask[:, None] & col_mask[None, :]
+            z = z_next.to(tl.float32)
+            dy = dy_next.to(tl.float32)
+            next_rows = rows + num_programs * BLOCK_M
+            next_mask = (next_rows < M)[:, None] & col_mask[None, :]
+            z_next = tl.load(Z + next_rows[:, None] * stride_z + offs[None, :], mask=next_mask, other=0.0)
+            dy_next = tl.load(DY + next_rows[:, None] * stride_dy + offs[None, :], mask=next_mask, other=0.0)
+            rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+            if IS_RMS:
+                mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+            else:
+                mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+            xhat, xhat_w, dy, wdy = _norm_bwd_math(
+                z, dy, w, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
+                MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+            c1 = tl.sum(xhat * wdy, axis=1) / N
+            if IS_RMS:
+                dz = (wdy - xhat * c1[:, None]) * rstd[:, None]
+            else:
+                c2 = tl.sum(wdy, axis=1) / N
+                dz = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+            _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
+                              stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+            if HAS_W:
+                dw_acc += dy * xhat_w
+            if HAS_B:
+                db_acc += dy
+        if HAS_W:
+            tl.store(partial_w + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
+        if HAS_B:
+            tl.store(partial_b + offs, tl.sum(db_acc, axis=0), mask=col_mask)
+    else:
+        # Wide rows, one row at a time: one pass for the two row sums, one for the
+        # gradients. The partial weight gradient lives in PARTIAL (this program's row).
+        for block in range(pid, num_blocks, num_programs):
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            row_mask = rows < M
+            rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+            if IS_RMS:
+                mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+            else:
+                mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+            c1_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            c2_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                col_mask = cols < N
+                mask = row_mask[:, None] & col_mask[None, :]
+                z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+                w = tl.zeros([BLOCK_N], dtype=tl.float32)
+                if HAS_W:
+                    w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+                xhat, xhat_w, dy, wdy = _norm_bwd_math(
+                    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+                    MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                c1_acc += xhat * wdy
+                c2_acc += wdy
+            c1 = tl.sum(c1_acc, axis=1) / N
+            c2 = tl.sum(c2_acc, axis=1) / N
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                col_mask = cols < N
+                mask = row_mask[:, None] & col_mask[None, :]
+                z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+                w = tl.zeros([BLOCK_N], dtype=tl.float32)
+                if HAS_W:
+                    w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+                xhat, xhat_w, dy, wdy = _norm_bwd_math(
+                    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+                    MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                if IS_RMS:
+                    dz = (wdy - xhat * c1[:, None]) * rstd[:, None]
+                else:
+                    dz = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+                _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
+                                  stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+                if HAS_W:
+                    pw = tl.load(partial_w + cols, mask=col_mask, other=0.0)
+                    tl.store(partial_w + cols, pw + tl.sum(dy * xhat_w, axis=0), mask=col_mask)
+                if HAS_B:
+                    pb = tl.load(partial_b + cols, mask=col_mask, other=0.0)
+                    tl.store(partial_b + cols, pb + tl.sum(dy, axis=0), mask=col_mask)
+
+
+@triton.jit
+def _sum_partials_kernel(
+    PARTIAL,  # (P, G, N) fp32 partial sums; P = 2 (weight, bias)
+    DW,  # (N,) weight gradient, or None
+    DB,  # (N,) bias gradient, or None
+    G, N,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc_w = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    acc_b = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + tl.arange(0, BLOCK_G)
+        mask = (g < G)[:, None] & col_mask[None, :]
+        if HAS_W:
+            acc_w += tl.load(PARTIAL + g[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        if HAS_B:
+            acc_b += tl.load(PARTIAL + (G + g)[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    if HAS_W:
+        tl.store(DW + cols, tl.sum(acc_w, axis=0).to(DW.dtype.element_ty), mask=col_mask)
+    if HAS_B:
+        tl.store(DB + cols, tl.sum(acc_b, axis=0).to(DB.dtype.element_ty), mask=col_mask)
+
+
+# ----------------------------------------------------------------------------------------
+# Launchers
+# ----------------------------------------------------------------------------------------
+
+
+def _rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
+    """``t`` as (M, N) with a contiguous last dimension, as a view where possible."""
+    if t is None:
+        return None
+    t2 = t.reshape(-1, n)
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _stride(t: Optional[Tensor]) -> int:
+    return 0 if t is None else t.stride(0)
+
+
+def _tile(n: int, target_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
+    """Block shape and warps: (BLOCK_M, BLOCK_N, NUM_CHUNKS, num_warps)."""
+    block_n = min(triton.next_power_of_2(n), MAX_TILE)
+    num_chunks = triton.cdiv(n, block_n)
+    # NOTE: narrow rows are packed several to a program so each program still moves a
+    # few KB; one row of 1024 bf16 alone is too little work to hide memory latency.
+    block_m = max(1, target_elements // block_n) if num_chunks == 1 else 1
+    num_warps = min(16, max(4, (block_m * block_n) // elements_per_warp))
+    return block_m, block_n, num_chunks, num_warps
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_programs(x: Tensor, row_blocks: int) -> int:
+    if x.is_cuda:
+        return max(1, min(row_blocks, _sm_count(x.device.index or 0) * BWD_PROGRAMS_PER_SM))
+    return max(1, min(row_blocks, 4))
+
+
+def _dropout_scale(p: float) -> float:
+    return 1.0 / (1.0 - p) if p > 0 else 1.0
+
+
+def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight):
+    n = x.shape[-1]
+    x2, res2 = _rows(x, n), _rows(residual, n)
+    m = x2.shape[0]
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    s = torch.empty(x.shape if mode == "pre" else (0,), dtype=x.dtype, device=x.device)
+    mean = torch.empty((m,) if not is_rms else (0,), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+    if m == 0:
+        return y, s, mean, rstd
+    y2 = y.view(-1, n)
+    s2 = s.view(-1, n) if mode == "pre" else None
+    block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
+    has_dropout = dropout_p > 0
+    _norm_fwd_kernel[(triton.cdiv(m, block_m),)](
+        x2, res2, weight, bias, y2, s2, mean, rstd, seed if has_dropout else None,
+        x2.stride(0), _stride(res2), y2.stride(0), _stride(s2),
+        m, n, eps, dropout_p, _dropout_scale(dropout_p),
+        IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=weight is not None, HAS_B=bias is not None,
+        HAS_DROPOUT=has_dropout, CAST_BEFORE_WEIGHT=cast_before_weight,
+        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
+    )
+    return y, s, mean, rstd
+
+
+def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p, is_rms, cast_before_weight):
+    n = z.shape[-1]
+    dy2, ds2, z2 = _rows(dy, n), _rows(ds, n), _rows(z, n)
+    m = z2.shape[0]
+    has_w = weight is not None
+    has_dropout = dropout_p > 0
+    dx = torch.empty(z.shape, dtype=z.dtype, device=z.device)
+    dres = torch.empty(z.shape if (mode == "pre" and has_dropout) else (0,), dtype=z.dtype, device=z.device)
+    dw = torch.empty((n,) if has_w else (0,), dtype=weight.dtype if has_w else z.dtype, device=z.device)
+    db_dtype = weight.dtype if has_w else z.dtype
+    db = torch.empty((n,) if has_bias else (0,), dtype=db_dtype, device=z.device)
+    if m == 0:
+        dw.zero_()
+        db.zero_()
+        return dx, dres, dw, db
+    dx2 = dx.view(-1, n)
+    dres2 = dres.view(-1, n) if dres.numel() else None
+    block_m, block_n, num_chunks, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
+    g = _num_programs(z, triton.cdiv(m, block_m))
+    # Wide rows accumulate into PARTIAL in place, so it must start at zero.
+    alloc = torch.zeros if num_chunks > 1 else torch.empty
+    partial = alloc((2, g, n) if (has_w or has_bias) else (0,), dtype=torch.float32, device=z.device)
+    _norm_bwd_kernel[(g,)](
+        dy2, ds2, z2, weight, mean, rstd, seed if has_dropout else None, dx2, dres2, partial,
+        dy2.stride(0), _stride(ds2), z2.stride(0), dx2.stride(0), _stride(dres2),
+        m, n, dropout_p, _dropout_scale(dropout_p),
+        IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
+        HAS_DROPOUT=has_dropout, CAST_BEFORE_WEIGHT=cast_before_weight,
+        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
+    )
+    if has_w or has_bias:
+        # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU.
+        block_n = min(triton.next_power_of_2(n), 64)
+        _sum_partials_kernel[(triton.cdiv(n, block_n),)](
+            partial, dw if has_w else None, db if has_bias else None, g, n,
+            HAS_W=has_w, HAS_B=has_bias, BLOCK_G=32, BLOCK_N=block_n, num_warps=4,
+        )
+    return dx, dres, dw, db
+
+
+# ----------------------------------------------------------------------------------------
+# Custom ops: blockfuse::layer_norm, blockfuse::rms_norm and their backward ops
+# ----------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("blockfuse::layer_norm", mutates_args=())
+def _layer_norm_op(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
+    seed: Optional[Tensor], eps: float, residual_mode: str, dropout_p: float,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _norm_forward(x, weight, bias, residual, seed, eps, residual_mode, dropout_p, False, False)
+
+
+@torch.library.custom_op("blockfuse::rms_norm", mutates_args=())
+def _rms_norm_op(
+    x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
+    eps: float, residual_mode: str, dropout_p: float, cast_before_weight: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _norm_forward(x, weight, None, residual, seed, eps, residual_mode, dropout_p, True, cast_before_weight)
+
+
+@torch.library.custom_op("blockfuse::layer_norm_backward", mutates_args=())
+def _layer_norm_backward_op(
+    dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], has_bias: bool,
+    mean: Tensor, rstd: Tensor, seed: Optional[Tensor], residual_mode: str, dropout_p: float,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p, False, False)
+
+
+@torch.library.custom_op("blockfuse::rms_norm_backward", mutates_args=())
+def _rms_norm_backward_op(
+    dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], rstd: Tensor,
+    seed: Optional[Tensor], residual_mode: str, dropout_p: float, cast_before_weight: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    empty = rstd.new_empty((0,))
+    return _norm_backward(dy, ds, z, weight, False, empty, rstd, seed, residual_mode, dropout_p, True,
+                          cast_before_weight)
+
+
+def _fake_forward(x, residual_mode, is_rms):
+    m = math.prod(x.shape[:-1])
+    return (
+        x.new_empty(x.shape),
+        x.new_empty(x.shape if residual_mode == "pre" else (0,)),
+        x.new_empty((0,) if is_rms else (m,), dtype=torch.float32),
+        x.new_empty((m,), dtype=torch.float32),
+    )
+
+
+def _fake_backward(z, weight, has_bias, residual_mode, dropout_p):
+    n = z.shape[-1]
+    param_dtype = weight.dtype if weight is not None else z.dtype
+    return (
+        z.new_empty(z.shape),
+        z.new_empty(z.shape if (residual_mode == "pre" and dropout_p > 0) else (0,)),
+        z.new_empty((n,) if weight is not None else (0,), dtype=param_dtype),
+        z.new_empty((n,) if has_bias else (0,), dtype=param_dtype),
+    )
+
+
+@_layer_norm_op.register_fake
+def _(x, weight, bias, residual, seed, eps, residual_mode, dropout_p):
+    return _fake_forward(x, residual_mode, is_rms=False)
+
+
+@_rms_norm_op.register_fake
+def _(x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight):
+    return _fake_forward(x, residual_mode, is_rms=True)
+
+
+@_layer_norm_backward_op.register_fake
+def _(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p):
+    return _fake_backward(z, weight, has_bias, residual_mode, dropout_p)
+
+
+@_rms_norm_backward_op.register_fake
+def _(dy, ds, z, weight, rstd, seed, residual_mode, dropout_p, cast_before_weight):
+    return _fake_backward(z, weight, False, residual_mode, dropout_p)
+
+
+def _residual_grads(mode, dy, dx, dres, dropout_p):
+    """The residual's gradient: it passes straight through in post mode."""
+    if mode == "post":
+        return dy
+    if mode == "pre":
+        return dres if dropout_p > 0 else dx
+    return None
+
+
+def _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p):
+    y, s, mean, rstd = output
+    # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps
+    # anyway as its residual stream) rather than x and residual.
+    z = s if residual_mode == "pre" else x
+    ctx.save_for_backward(z, weight, mean, rstd, seed)
+    ctx.residual_mode = residual_mode
+    ctx.dropout_p = dropout_p
+    ctx.x_dtype = x.dtype
+    ctx.set_materialize_grads(False)
+
+
+def _layer_norm_setup(ctx, inputs, output):
+    x, weight, bias, residual, seed, eps, residual_mode, dropout_p = inputs
+    _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p)
+    ctx.has_bias = bias is not None
+
+
+def _layer_norm_backward(ctx, dy, ds, _dmean, _drstd):
+    z, weight, mean, rstd, seed = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(z)
+    dx, dres, dw, db = _layer_norm_backward_op(
+        dy, ds, z, weight, ctx.has_bias, mean, rstd, seed, ctx.residual_mode, ctx.dropout_p)
+    dresidual = _residual_grads(ctx.residual_mode, dy, dx, dres, ctx.dropout_p)
+    return (dx, dw if weight is not None else None, db if ctx.has_bias else None, dresidual,
+            None, None, None, None)
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight = inputs
+    _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p)
+    ctx.cast_before_weight = cast_before_weight
+
+
+def _rms_norm_backward(ctx, dy, ds, _dmean, _drstd):
+    z, weight, _mean, rstd, seed = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(z)
+    dx, dres, dw, _ = _rms_norm_backward_op(
+        dy, ds, z, weight, rstd, seed, ctx.residual_mode, ctx.dropout_p, ctx.cast_before_weight)
+    dresidual = _residual_grads(ctx.residual_mode, dy, dx, dres, ctx.dropout_p)
+    return dx, dw if weight is not None else None, dresidual, None, None, None, None, None
+
+
+_layer_norm_op.register_autograd(_layer_norm_backward, setup_context=_layer_norm_setup)
+_rms_norm_op.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setup)
+
+
+# ----------------------------------------------------------------------------------------
+# Public functionals
+# ----------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOAT_DTYPES and x.dtype != torch.float64:
+        raise TypeError(f"x: expected a float32, float16 or bfloat16 tensor (float64 runs the "
+                        f"reference), got {x.dtype}")
+    if x.dim() == 0:
+        raise ValueError("x: expected at least one dimension (the normalized one), got a scalar")
+    n = x.shape[-1]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is None:
+            continue
+        if not isinstance(p, Tensor) or not p.is_floating_point():
+            raise TypeError(f"{name}: expected a floating-point tensor, got "
+                            f"{p.dtype if isinstance(p, Tensor) else type(p).__name__}")
+        if tuple(p.shape) != (n,):
+            raise ValueError(f"{name}: expected shape ({n},) to match the last dimension of x, "
+                             f"got {tuple(p.shape)}")
+        if p.device != x.device:
+            raise ValueError(f"{name}: expected a tensor on {x.device} like x, got {p.device}")
+    if not isinstance(eps, (int, float)) or not eps > 0 or math.isinf(eps):
+        raise ValueError(f"eps: expected a positive finite number, got {eps!r}")
+    if residual_mode not in ("pre", "post"):
+        raise ValueError(f"residual_mode: expected 'pre' or 'post', got {residual_mode!r}")
+    if not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p: expected a probability in [0, 1), got {dropout_p!r}")
+    if residual is not None:
+        if not isinstance(residual, Tensor):
+            raise TypeError(f"residual: expected a Tensor, got {type(residual).__name__}")
+        if residual.dtype != x.dtype:
+            raise TypeError(f"residual: expected dtype {x.dtype} like x, got {residual.dtype}")
+        if residual.shape != x.shape:
+            raise ValueError(f"residual: expected shape {tuple(x.shape)} like x, got {tuple(residual.shape)}")
+        if residual.device != x.device:
+            raise ValueError(f"residual: expected a tensor on {x.device} like x, got {residual.device}")
+    elif dropout_p > 0:
+        raise ValueError("dropout_p: dropout is applied to the branch added to a residual; "
+                         "pass residual= or set dropout_p=0")
+
+
+def _run_norm(op, x, params, residual, residual_mode, dropout_p, training, eps, extra=()):
+    p = float(dropout_p) if training else 0.0
+    mode = "none" if residual is None else residual_mode
+    seed = draw_seed(x.device) if p > 0 else None
+    y, s, _, _ = op(x, *params, residual, seed, float(eps), mode, p, *extra)
+    return (y, s) if mode == "pre" else y
+
+
+def layer_norm(
+    x: Tensor,
+    weight: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    eps: float = 1e-5,
+    *,
+    residual: Optional[Tensor] = None,
+    residual_mode: str = "pre",
+    dropout_p: float = 0.0,
+    training: bool = True,
+):
+    """LayerNorm over the last dimension, optionally fused with a residual add and dropout.
+
+    Returns ``y`` without a residual, ``(norm(s), s)`` with ``s = residual + dropout(x)`` in
+    ``"pre"`` mode, and ``residual + dropout(norm(x))`` in ``"post"`` mode.
+    """
+    _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
+    if not use_triton(x) or x.dtype == torch.float64:
+        return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
+                              dropout_p=dropout_p, training=training)
+    return _run_norm(_layer_norm_op, x, (weight, bias), residual, residual_mode, dropout_p, training, eps)
+
+
+def rms_norm(
+    x: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: float = 1e-6,
+    *,
+    residual: Optional[Tensor] = None,
+    residual_mode: str = "pre",
+    dropout_p: float = 0.0,
+    training: bool = True,
+    cast_before_weight: bool = False,
+):
+    """RMSNorm over the last dimension, optionally fused with a residual add and dropout.
+
+    ``cast_before_weight=False`` multiplies by the weight in fp32 and casts once (OLMo-2);
+    ``True`` casts the normalized row to x's dtype first, then multiplies (Llama,
+    ``torch.nn.RMSNorm``). Returns as :func:`layer_norm` does.
+    """
+    _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
+    if not use_triton(x) or x.dtype == torch.float64:
+        return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
+                            dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
+    return _run_norm(_rms_norm_op, x, (weight,), residual, residual_mode, dropout_p, training, eps,
+                     extra=(bool(cast_before_weight),))
+
+
+# ----------------------------------------------------------------------------------------
+# References (pure PyTorch): the oracle of the tests, the CPU fallback, the benchmark baseline
+# ----------------------------------------------------------------------------------------
+
+
+def _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask):
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    p = float(dropout_p) if training else 0.0
+
+    def dropout(t):
+        if p == 0.0:
+            return t
+        keep = dropout_mask if dropout_mask is not None else torch.rand_like(t) >= p
+        return torch.where(keep, t / (1.0 - p), torch.zeros_like(t))
+
+    z = x.to(compute)
+    if residual is None:
+        return normalize(z, compute).to(x.dtype)
+    if residual_mode == "pre":
+        s = residual.to(compute) + dropout(z)
+        return normalize(s, compute).to(x.dtype), s.to(x.dtype)
+    return (residual.to(compute) + dropout(normalize(z, compute))).to(x.dtype)
+
+
+def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_mode="pre",
+                   dropout_p=0.0, training=True, dropout_mask=None):
+    """Pure-PyTorch :func:`layer_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype.
+
+    ``dropout_mask`` (bool, like the dropped tensor, True = keep) replaces the random mask.
+    """
+
+    def normalize(z, compute):
+        w = weight.to(compute) if weight is not None else None
+        b = bias.to(compute) if bias is not None else None
+        return F.layer_norm(z, (z.shape[-1],), w, b, eps)
+
+    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask)
+
+
+def rms_norm_ref(x, weight=None, eps=1e-6, *, residual=None, residual_mode="pre", dropout_p=0.0,
+                 training=True, cast_before_weight=False, dropout_mask=None):
+    """Pure-PyTorch :func:`rms_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype."""
+
+    def normalize(z, compute):
+        y = z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
+        if weight is None:
+            return y
+        if cast_before_weight:
+            y = y.to(x.dtype).to(compute)
+        return y * weight.to(compute)
+
+    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask)

@@ -1,0 +1,69 @@
+import dataclasses
+
+import torch
+
+from blockfuse.bench import norm, runner
+from blockfuse.bench.spec import OpBenchmark
+
+RMS = next(b for b in norm.BENCHMARKS if b.name == "rms_norm")
+
+
+def _settings(providers, modes=("fwd", "bwd", "fwdbwd")):
+    return runner.Settings(dtype="fp32", modes=modes, providers=providers, shapes=((5, 72),), quick=True,
+                           device=torch.device("cpu"))  # fmt: skip
+
+
+def _missing_package():
+    raise ImportError("No module named 'not_installed'")
+
+
+def _fails_when_called():
+    def fn(x, weight):
+        raise RuntimeError("kernel launch failed\nsecond line")
+
+    return fn
+
+
+def test_failing_providers_are_reported_and_the_others_run():
+    bench: OpBenchmark = dataclasses.replace(
+        RMS, providers={**RMS.providers, "liger": _missing_package, "broken": _fails_when_called}
+    )
+    records = runner.run([bench], _settings(("eager", "liger", "broken", "reference")), None, show_progress=False)
+    by_provider = {}
+    for r in records:
+        by_provider.setdefault(r["provider"], []).append(r)
+    assert set(by_provider) == {"eager", "liger", "broken", "reference"}
+    for r in by_provider["liger"]:
+        assert r["error"] == "ImportError: No module named 'not_installed'" and r["ms"] is None
+    for r in by_provider["broken"]:
+        assert r["error"] == "RuntimeError: kernel launch failed"
+    for provider in ("eager", "reference"):
+        for r in by_provider[provider]:
+            assert r["error"] is None and r["ms"] > 0 and r["gbps"] > 0 and r["frac_copy"] is None
+            assert r["peak_mib"] is None  # CPU
+
+
+def test_records_carry_errors_against_the_float32_reference():
+    records = runner.run([RMS], _settings(("eager", "reference")), None, show_progress=False)
+    assert {(r["provider"], r["mode"]) for r in records} == {(p, m) for p in ("eager", "reference") for m in ("fwd", "bwd", "fwdbwd")}
+    for r in records:
+        assert r["op"] == "rms_norm" and r["shape"] == [5, 72] and r["dtype"] == "fp32"
+        assert r["bytes"] == RMS.bytes_moved((5, 72), 4)[0] if r["mode"] == "fwd" else r["bytes"] > 0
+        if r["mode"] == "fwd":
+            assert set(r["rel_err"]) == {"y"} and r["rel_err_out"] < 1e-5 and r["rel_err_grad"] is None
+        else:
+            assert set(r["rel_err"]) == {"dx", "dweight"} and r["rel_err_grad"] < 1e-5 and r["rel_err_out"] is None
+        assert r["ms_p20"] <= r["ms"] <= r["ms_p80"]
+
+
+def test_copy_fraction_uses_the_copy_bandwidth():
+    records = runner.run([RMS], _settings(("eager",), modes=("fwd",)), 100.0, show_progress=False)
+    (r,) = records
+    assert r["frac_copy"] == r["gbps"] / 100.0
+
+
+def test_relative_error_is_float64():
+    ref = torch.tensor([1.0, 0.0], dtype=torch.float32)
+    out = torch.tensor([1.0, 1e-4], dtype=torch.bfloat16)
+    assert runner.relative_error(out, ref) == float(out[1].double())
+    assert runner.relative_error(torch.zeros(2), torch.zeros(2)) == 0.0

@@ -1,0 +1,39 @@
+"""Test configuration shared by every test file.
+
+* ``@pytest.mark.gpu`` tests are skipped ("needs CUDA") when no CUDA device is present;
+* the ``requires_triton`` fixture skips a test unless ops on CPU tensors run the Triton kernels
+  (in the interpreter: ``TRITON_INTERPRET=1`` must be set before Python starts);
+* the ``device`` fixture is ``"cuda"`` when available, else ``"cpu"``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    needs_cuda = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(needs_cuda)
+
+
+@pytest.fixture
+def requires_triton(device):
+    """Skip unless the ops run their Triton kernels on ``device`` (use with
+    ``@pytest.mark.usefixtures("requires_triton")``)."""
+    from blockfuse.runtime import use_triton
+
+    if not use_triton(torch.empty(0, device=device)):
+        pytest.skip(
+            "needs the Triton path: on CPU set TRITON_INTERPRET=1 before Python starts "
+            "(without it CPU tensors use the pure-PyTorch reference)"
+        )
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,0 +1,227 @@
+"""Shared test helpers: errors measured against an fp64 oracle, relative to PyTorch's own error.
+
+Every op test follows the same pattern:
+
+1. compute the oracle in float64 (the op's reference, or a PyTorch composition, on ``.double()``
+   copies of the inputs);
+2. compute what PyTorch itself gives in the low dtype (the "baseline");
+3. require the fused op to be at most ``factor`` times as wrong as the baseline, plus a small
+   per-dtype floor (see ``ERROR_FLOOR``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+# NOTE: the floor exists because PyTorch's result may happen to be exact, or much better than its
+# dtype's rounding error (an output that is representable, a reduction whose terms cancel
+# exactly, a grad that is a plain copy of the incoming grad). ``factor * 0`` would then demand
+# bit-exactness from a kernel that merely rounds differently. Each floor sits a little below
+# the unit roundoff of its dtype (fp32 6e-8, fp16 4.9e-4, bf16 3.9e-3), scaled for norms of
+# many elements, so a kernel that is genuinely worse than one rounding still fails.
+ERROR_FLOOR = {
+    torch.float64: 1e-12,
+    torch.float32: 1e-6,
+    torch.float16: 1e-4,
+    torch.bfloat16: 1e-3,
+}
+
+
+def error_floor(dtype: torch.dtype) -> float:
+    """The absolute floor added to every tolerance for results of ``dtype``."""
+    return ERROR_FLOOR[dtype]
+
+
+def interpreter_truncates(dtype: torch.dtype, device: torch.device | str = "cpu") -> bool:
+    """True when kernels on ``device`` run in Triton's interpreter and ``dtype`` is bfloat16.
+
+    NOTE: the interpreter (Triton 3.9, ``triton/runtime/interpreter.py``, ``cast_impl``) converts
+    fp32 -> bf16 by dropping the low 16 bits, i.e. it rounds toward zero, where a GPU rounds to
+    nearest even. A truncated result has about twice the RMS rounding error of a rounded one
+    (uniform on [0, ulp) rather than on [-ulp/2, ulp/2]), so a correct kernel run there looks about
+    2x worse than PyTorch in bf16. fp16 and fp32 round correctly in the interpreter.
+    """
+    from blockfuse.runtime import interpreter_enabled
+
+    return dtype == torch.bfloat16 and torch.device(device).type == "cpu" and interpreter_enabled()
+
+
+def downcast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor.to(dtype)`` rounded the way a kernel rounds on ``tensor``'s device: toward zero
+    for fp32 -> bf16 in Triton's interpreter (see ``interpreter_truncates``), to nearest otherwise."""
+    if not interpreter_truncates(dtype, tensor.device):
+        return tensor.to(dtype)
+    bits = tensor.to(torch.float32).view(torch.int32) & -65536  # keep sign, exponent, 7 mantissa bits
+    return bits.view(torch.float32).to(dtype)  # exact: the value is a bf16 value already
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """``||actual - expected|| / ||expected||`` (Frobenius norms) computed in float64.
+
+    Returns ``nan`` when ``actual`` holds NaN/inf, so that no tolerance can accept it. When the
+    expected tensor is all zeros the absolute error ``||actual||`` is returned instead.
+    """
+    if actual.shape != expected.shape:
+        raise AssertionError(f"shape mismatch: {tuple(actual.shape)} vs {tuple(expected.shape)}")
+    actual64 = actual.detach().to(device="cpu", dtype=torch.float64)
+    expected64 = expected.detach().to(device="cpu", dtype=torch.float64)
+    if not torch.isfinite(actual64).all():
+        return math.nan
+    difference = torch.linalg.vector_norm(actual64 - expected64).item()
+    scale = torch.linalg.vector_norm(expected64).item()
+    return difference / scale if scale > 0 else difference
+
+
+def assert_close_to_reference(
+    ours: torch.Tensor,
+    torch_lowp: torch.Tensor,
+    reference64: torch.Tensor,
+    *,
+    factor: float = 2.0,
+    floor: float | None = None,
+    rounded_through: torch.dtype | None = None,
+    name: str = "output",
+) -> None:
+    """Assert ``rel_err(ours) <= factor * rel_err(torch_lowp) + floor`` against ``reference64``.
+
+    ``ours``: the fused op's result; ``torch_lowp``: PyTorch's result in the same low dtype;
+    ``reference64``: the float64 oracle. ``floor`` defaults to ``ERROR_FLOOR[ours.dtype]``.
+    ``rounded_through``: the narrowest dtype the op rounds intermediates to (default
+    ``ours.dtype``; e.g. bf16 for an fp32 weight grad computed from a bf16-rounded x-hat). In
+    Triton's interpreter, results rounded through bf16 get twice the ``factor`` (see
+    ``interpreter_truncates``).
+    Fails on NaN/inf in ``ours``, and on a shape or dtype mismatch between ``ours`` and
+    ``torch_lowp``; the message shows both errors.
+    """
+    assert ours.shape == reference64.shape, (
+        f"{name}: shape {tuple(ours.shape)} != reference shape {tuple(reference64.shape)}"
+    )
+    assert ours.dtype == torch_lowp.dtype, f"{name}: dtype {ours.dtype} != PyTorch's {torch_lowp.dtype}"
+    if floor is None:
+        floor = error_floor(ours.dtype)
+    if interpreter_truncates(rounded_through or ours.dtype, ours.device):
+        factor = 2 * factor
+    ours_error = relative_error(ours, reference64)
+    torch_error = relative_error(torch_lowp, reference64)
+    tolerance = factor * torch_error + floor
+    message = (
+        f"{name} ({ours.dtype}, shape {tuple(ours.shape)}): relative error {ours_error:.3e} vs "
+        f"PyTorch's {torch_error:.3e} (tolerance {factor:g} * {torch_error:.3e} + {floor:.1e} "
+        f"= {tolerance:.3e})"
+    )
+    assert not math.isnan(ours_error), f"{message}: NaN or inf in the result"
+    assert ours_error <= tolerance, message
+
+
+def assert_all_close_to_reference(
+    ours: Sequence[torch.Tensor | None],
+    torch_lowp: Sequence[torch.Tensor | None],
+    reference64: Sequence[torch.Tensor | None],
+    names: Sequence[str],
+    **kwargs,
+) -> None:
+    """``assert_close_to_reference`` over matching lists (e.g. several grads); checks all, then
+    reports every failure at once. An entry that is None in the reference must be None in ours."""
+    failures = []
+    for mine, baseline, expected, name in zip(ours, torch_lowp, reference64, names, strict=True):
+        if expected is None:
+            if mine is not None:
+                failures.append(f"{name}: expected no gradient, got one")
+            continue
+        if mine is None:
+            failures.append(f"{name}: missing (None)")
+            continue
+        try:
+            assert_close_to_reference(mine, baseline, expected, name=name, **kwargs)
+        except AssertionError as error:
+            failures.append(str(error))
+    assert not failures, "\n".join(failures)
+
+
+def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def random_tensor(
+    shape: Sequence[int],
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    *,
+    seed: int = 0,
+    scale: float = 1.0,
+    offset: float = 0.0,
+    layout: str = "contiguous",
+) -> torch.Tensor:
+    """``randn(shape) * scale + offset`` from a fixed generator, rounded to ``dtype``.
+
+    ``layout`` picks the memory layout of the returned tensor (the values do not depend on it):
+    ``"contiguous"``; ``"transposed"`` (the last two dims swapped in memory, so the last dim has
+    a stride > 1); ``"strided"`` (a view taking every other element of the last dim of a buffer
+    twice as wide, and whose rows are padded).
+    """
+    generator = make_generator(seed)
+    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float32) * scale + offset
+    values = values.to(dtype)
+    return as_layout(values, layout).to(device)
+
+
+def as_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
+    """A copy of ``tensor`` with the same values in the memory layout ``layout``
+    (see ``random_tensor``). The result is a view into a larger or permuted buffer."""
+    if layout == "contiguous":
+        return tensor.contiguous()
+    if layout == "transposed":
+        if tensor.dim() < 2:
+            raise ValueError("a transposed layout needs at least 2 dims")
+        result = tensor.transpose(-1, -2).contiguous().transpose(-1, -2)
+    elif layout == "strided":
+        padded_shape = (*tensor.shape[:-1], 2 * tensor.shape[-1] + 3)
+        buffer = torch.full(padded_shape, float("nan"), dtype=tensor.dtype, device=tensor.device)
+        result = buffer[..., : 2 * tensor.shape[-1] : 2]
+        result.copy_(tensor)
+    else:
+        raise ValueError(f"unknown layout {layout!r}")
+    if tensor.numel() > 1 and tensor.shape[-1] > 1:
+        assert not result.is_contiguous()
+    return result
+
+
+def as_double(*tensors: torch.Tensor | None, requires_grad: bool = False) -> list[torch.Tensor | None]:
+    """Detached float64 copies (leaves) of ``tensors``; None stays None."""
+    return [
+        None if t is None else t.detach().double().requires_grad_(requires_grad and t.requires_grad)
+        for t in tensors
+    ]
+
+
+def leaves(*tensors: torch.Tensor | None, dtype: torch.dtype | None = None) -> list[torch.Tensor | None]:
+    """Detached copies that require grad (optionally cast to ``dtype``, keeping their layout
+    when no cast is needed); None stays None."""
+    result = []
+    for t in tensors:
+        if t is None:
+            result.append(None)
+            continue
+        copy = t.detach() if dtype is None or dtype == t.dtype else t.detach().to(dtype)
+        result.append(copy.requires_grad_(True))
+    return result
+
+
+def grads(
+    outputs: torch.Tensor | Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor | None],
+    grad_outputs: torch.Tensor | Sequence[torch.Tensor],
+) -> list[torch.Tensor | None]:
+    """``torch.autograd.grad`` that accepts None entries in ``inputs`` (returned as None) and casts
+    each incoming grad to its output's dtype."""
+    if isinstance(outputs, torch.Tensor):
+        outputs = [outputs]
+    if isinstance(grad_outputs, torch.Tensor):
+        grad_outputs = [grad_outputs]
+    grad_outputs = [g.to(o.dtype) for o, g in zip(outputs, grad_outputs, strict=True)]
+    present = [t for t in inputs if t is not None]
+    computed = iter(torch.autograd.grad(outputs, present, grad_outputs, allow_unused=True))
+    return [None if t is None else next(computed) for t in inputs]

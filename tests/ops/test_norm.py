@@ -1,0 +1,741 @@
+"""Tests of the fused norm ops: ``blockfuse.layer_norm`` and ``blockfuse.rms_norm``.
+
+The oracle is PyTorch's own norm (``F.layer_norm`` / ``F.rms_norm``) composed with the residual
+add and the dropout in float64, on ``.double()`` copies of the low-precision inputs; the baseline
+is the same composition run by PyTorch in the low dtype (autograd for its grads). A fused result
+may be at most about 2x as wrong as the baseline (``tests.helpers.assert_close_to_reference``).
+The references beside the kernels (``layer_norm_ref``, ``rms_norm_ref``) are checked against the
+same oracle in ``test_reference_*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import blockfuse
+from blockfuse.ops.dropout import draw_seed, keep_mask
+from tests.helpers import (
+    as_double,
+    as_layout,
+    assert_all_close_to_reference,
+    assert_close_to_reference,
+    downcast,
+    grads,
+    leaves,
+    random_tensor,
+    relative_error,
+)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16}
+LAYER_NORM_EPS = 1e-5
+RMS_NORM_EPS = 1e-6
+
+
+# ---------------------------------------------------------------------------------------------
+# What is called: a norm variant, its inputs, and the three ways to compute it.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way to call a norm: which norm, which affine parameters, which RMSNorm convention."""
+
+    norm: str  # "layer" or "rms"
+    weight: bool = True
+    bias: bool = False  # LayerNorm only
+    cast_before_weight: bool = False  # RMSNorm only
+
+    @property
+    def eps(self) -> float:
+        return LAYER_NORM_EPS if self.norm == "layer" else RMS_NORM_EPS
+
+
+VARIANTS = {
+    "ln": Variant("layer", weight=True, bias=True),
+    "ln-nobias": Variant("layer", weight=True, bias=False),
+    "ln-noaffine": Variant("layer", weight=False, bias=False),
+    "rms": Variant("rms", weight=True, cast_before_weight=False),  # OLMo-2
+    "rms-castfirst": Variant("rms", weight=True, cast_before_weight=True),  # Llama
+    "rms-noweight": Variant("rms", weight=False),
+}
+MAIN_VARIANTS = ["ln", "rms", "rms-castfirst"]
+OTHER_VARIANTS = ["ln-nobias", "ln-noaffine", "rms-noweight"]
+
+
+@dataclasses.dataclass
+class Inputs:
+    x: torch.Tensor
+    weight: torch.Tensor | None
+    bias: torch.Tensor | None
+    residual: torch.Tensor | None
+
+    def tensors(self) -> list[torch.Tensor | None]:
+        """The differentiable inputs, in the order of the grads (dx, dweight, dbias, dresidual)."""
+        return [self.x, self.weight, self.bias, self.residual]
+
+
+GRAD_NAMES = ["dx", "dweight", "dbias", "dresidual"]
+
+
+def make_inputs(
+    variant: Variant,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: str,
+    *,
+    residual: bool = False,
+    param_dtype: torch.dtype | None = None,
+    x_layout: str = "contiguous",
+    residual_layout: str = "contiguous",
+    seed: int = 0,
+) -> Inputs:
+    """Random inputs, never zeros: LayerNorm's x has a nonzero mean (``randn*2+0.5``) so that the
+    centering matters; the weight is around 1 and the bias around 0, both far from constant."""
+    width = shape[-1]
+    param_dtype = param_dtype or dtype
+    offset = 0.5 if variant.norm == "layer" else 0.0
+    x = random_tensor(shape, dtype, device, seed=seed, scale=2.0, offset=offset, layout=x_layout)
+    weight = bias = res = None
+    if variant.weight:
+        weight = random_tensor((width,), param_dtype, device, seed=seed + 1, scale=0.5, offset=1.0)
+    if variant.bias:
+        bias = random_tensor((width,), param_dtype, device, seed=seed + 2, scale=0.5)
+    if residual:
+        res = random_tensor(shape, dtype, device, seed=seed + 3, scale=2.0, offset=-0.25, layout=residual_layout)
+    return Inputs(x, weight, bias, res)
+
+
+def make_grad_outputs(output_shapes: list[tuple[int, ...]], dtype, device, *, layout="contiguous", seed=100):
+    return [random_tensor(shape, dtype, device, seed=seed + i, layout=layout) for i, shape in enumerate(output_shapes)]
+
+
+def call_blockfuse(variant: Variant, inputs: Inputs, mode: str = "pre", **kwargs):
+    """The op under test."""
+    if variant.norm == "layer":
+        return blockfuse.layer_norm(
+            inputs.x, inputs.weight, inputs.bias, variant.eps, residual=inputs.residual, residual_mode=mode, **kwargs
+        )
+    return blockfuse.rms_norm(
+        inputs.x,
+        inputs.weight,
+        variant.eps,
+        residual=inputs.residual,
+        residual_mode=mode,
+        cast_before_weight=variant.cast_before_weight,
+        **kwargs,
+    )
+
+
+def call_reference(variant: Variant, inputs: Inputs, mode: str = "pre", **kwargs):
+    """The pure-PyTorch reference beside the kernels."""
+    if variant.norm == "layer":
+        return blockfuse.layer_norm_ref(
+            inputs.x, inputs.weight, inputs.bias, variant.eps, residual=inputs.residual, residual_mode=mode, **kwargs
+        )
+    return blockfuse.rms_norm_ref(
+        inputs.x,
+        inputs.weight,
+        variant.eps,
+        residual=inputs.residual,
+        residual_mode=mode,
+        cast_before_weight=variant.cast_before_weight,
+        **kwargs,
+    )
+
+
+def call_pytorch(variant: Variant, inputs: Inputs, mode: str = "pre", dropout_mask=None, dropout_p=0.0):
+    """PyTorch's own composition, in the inputs' dtype: float64 gives the oracle, a low dtype
+    the baseline. ``dropout_mask`` (True = keep) applies dropout with ``dropout_p``."""
+    x, weight, bias, residual = inputs.tensors()
+    width = x.shape[-1]
+
+    def norm(t):
+        if variant.norm == "layer":
+            return F.layer_norm(t, (width,), weight, bias, variant.eps)
+        with warnings.catch_warnings():  # "Mismatch dtype between input and weight"
+            warnings.simplefilter("ignore", UserWarning)
+            if variant.cast_before_weight and weight is not None:
+                # Llama's convention, as PyTorch users write it: round x-hat, then scale.
+                return (F.rms_norm(t, (width,), None, variant.eps) * weight).to(t.dtype)
+            return F.rms_norm(t, (width,), weight, variant.eps)
+
+    def dropout(t):
+        if dropout_mask is None:
+            return t
+        return t * dropout_mask.to(t.dtype) * (1.0 / (1.0 - dropout_p))
+
+    if residual is None:
+        return norm(x)
+    if mode == "pre":
+        s = residual + dropout(x)
+        return norm(s), s
+    return residual + dropout(norm(x))
+
+
+def as_list(outputs) -> list[torch.Tensor]:
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def output_names(inputs: Inputs, mode: str) -> list[str]:
+    if inputs.residual is not None and mode == "pre":
+        return ["y", "s"]
+    return ["y"]
+
+
+def forward_backward(fn, inputs: Inputs, grad_outputs, *, as_dtype=None):
+    """Run ``fn(leaf inputs)`` and autograd; returns (outputs, grads in GRAD_NAMES order)."""
+    leaf_list = leaves(*inputs.tensors(), dtype=as_dtype)
+    leaf_inputs = Inputs(*leaf_list)
+    outputs = as_list(fn(leaf_inputs))
+    input_grads = grads(outputs, leaf_list, grad_outputs)
+    return [o.detach() for o in outputs], input_grads
+
+
+def check_against_pytorch(
+    variant: Variant,
+    inputs: Inputs,
+    mode: str = "pre",
+    *,
+    grad_layout: str = "contiguous",
+    dropout_p: float = 0.0,
+    dropout_mask: torch.Tensor | None = None,
+    run_ours=None,
+):
+    """Forward and backward of blockfuse against the fp64 oracle, relative to PyTorch's own error.
+
+    ``run_ours(grad_outputs) -> (outputs, grads)`` replaces the plain call of the op when it must
+    run in a particular way (under a fixed seed).
+    """
+    x = inputs.x
+    names = output_names(inputs, mode)
+    grad_outputs = make_grad_outputs([tuple(x.shape)] * len(names), x.dtype, x.device, layout=grad_layout)
+
+    if run_ours is None:
+        ours = forward_backward(
+            lambda t: call_blockfuse(variant, t, mode, dropout_p=dropout_p), inputs, grad_outputs
+        )
+    else:
+        ours = run_ours(grad_outputs)
+    baseline = forward_backward(
+        lambda t: call_pytorch(variant, t, mode, dropout_mask, dropout_p), inputs, grad_outputs
+    )
+    oracle = forward_backward(
+        lambda t: call_pytorch(variant, t, mode, dropout_mask, dropout_p),
+        inputs,
+        [g.double() for g in grad_outputs],
+        as_dtype=torch.float64,
+    )
+
+    our_outputs, our_grads = ours
+    assert len(our_outputs) == len(names), f"expected outputs {names}, got {len(our_outputs)} tensor(s)"
+    for output, name in zip(our_outputs, names):
+        assert output.dtype == x.dtype, f"{name}: dtype {output.dtype}, expected x's dtype {x.dtype}"
+        assert output.shape == x.shape, f"{name}: shape {tuple(output.shape)}, expected {tuple(x.shape)}"
+    for grad, tensor, name in zip(our_grads, inputs.tensors(), GRAD_NAMES):
+        if grad is not None:
+            assert grad.dtype == tensor.dtype, f"{name}: dtype {grad.dtype}, expected {tensor.dtype}"
+    assert_all_close_to_reference(
+        our_outputs + our_grads,
+        baseline[0] + baseline[1],
+        oracle[0] + oracle[1],
+        names + GRAD_NAMES,
+        rounded_through=x.dtype,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy of every mode against float64, relative to PyTorch's own error
+# ---------------------------------------------------------------------------------------------
+
+# (rows, width): every width, every awkward row count.
+SHAPES = [(199, 72), (3, 760), (1, 1128), (3, 4304)]
+RESIDUAL_SHAPES = [(199, 760), (3, 4304)]
+
+
+def shape_id(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("variant", MAIN_VARIANTS)
+def test_norm(variant, shape, dtype, device):
+    check_against_pytorch(VARIANTS[variant], make_inputs(VARIANTS[variant], shape, dtype, device))
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("shape", [(199, 72), (3, 4304)], ids=shape_id)
+@pytest.mark.parametrize("variant", OTHER_VARIANTS)
+def test_norm_without_affine_parameters(variant, shape, dtype, device):
+    check_against_pytorch(VARIANTS[variant], make_inputs(VARIANTS[variant], shape, dtype, device))
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("shape", RESIDUAL_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("variant", MAIN_VARIANTS)
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_norm_with_residual(mode, variant, shape, dtype, device):
+    inputs = make_inputs(VARIANTS[variant], shape, dtype, device, residual=True)
+    check_against_pytorch(VARIANTS[variant], inputs, mode)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION.values(), ids=LOW_PRECISION.keys())
+@pytest.mark.parametrize("variant", OTHER_VARIANTS)
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_norm_with_residual_without_affine_parameters(mode, variant, dtype, device):
+    inputs = make_inputs(VARIANTS[variant], (3, 1128), dtype, device, residual=True)
+    check_against_pytorch(VARIANTS[variant], inputs, mode)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION.values(), ids=LOW_PRECISION.keys())
+@pytest.mark.parametrize("variant", ["ln", "rms", "rms-castfirst"])
+@pytest.mark.parametrize("mode", ["none", "pre"])
+def test_float32_parameters_with_low_precision_input(mode, variant, dtype, device):
+    """Weight and bias in fp32 (mixed-precision training) while x is fp16/bf16: outputs stay in
+    x's dtype, dweight/dbias come back in fp32."""
+    inputs = make_inputs(
+        VARIANTS[variant], (199, 760), dtype, device, residual=(mode != "none"), param_dtype=torch.float32
+    )
+    check_against_pytorch(VARIANTS[variant], inputs, "pre")
+
+
+# ---------------------------------------------------------------------------------------------
+# RMSNorm conventions: where the weight multiply happens relative to the cast
+# ---------------------------------------------------------------------------------------------
+
+
+def rms_norm_convention(x, weight, eps, cast_before_weight):
+    """The two conventions as written in the API: statistics in fp32, then either
+    ``(xhat * w).to(dtype)`` (multiply in fp32) or ``w * xhat.to(dtype)``. Casts round the way
+    the kernels' platform rounds (``downcast``); the product of two fp16/bf16 values is exact in
+    fp32, so the second form is computed as one fp32 multiply and one cast."""
+    x32 = x.float()
+    xhat = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    if cast_before_weight:
+        return downcast(weight.float() * downcast(xhat, x.dtype).float(), x.dtype)
+    return downcast(xhat * weight.float(), x.dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION.values(), ids=LOW_PRECISION.keys())
+@pytest.mark.parametrize("cast_before_weight", [False, True], ids=["multiply-fp32", "cast-first"])
+def test_rms_norm_convention(cast_before_weight, dtype, device):
+    """Each convention rounds where the API says: the result equals its own formula except for
+    rare 1-ulp flips (a different reduction order), and differs from the other convention's.
+    The two conventions disagree on ~25% of the elements at these dtypes."""
+    inputs = make_inputs(VARIANTS["rms"], (64, 760), dtype, device)
+    ours = blockfuse.rms_norm(inputs.x, inputs.weight, RMS_NORM_EPS, cast_before_weight=cast_before_weight)
+    same = rms_norm_convention(inputs.x, inputs.weight, RMS_NORM_EPS, cast_before_weight)
+    other = rms_norm_convention(inputs.x, inputs.weight, RMS_NORM_EPS, not cast_before_weight)
+    differs_from_same = (ours != same).float().mean().item()
+    differs_from_other = (ours != other).float().mean().item()
+    conventions_differ = (same != other).float().mean().item()
+    assert conventions_differ > 0.05, "test inputs do not separate the two conventions"
+    assert differs_from_same < 0.01, (
+        f"{differs_from_same:.1%} of elements differ from the formula of cast_before_weight="
+        f"{cast_before_weight} (and {differs_from_other:.1%} from the other convention's)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts and ranks
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["none", "pre", "post"])
+def test_non_contiguous_inputs(mode, variant, dtype, device):
+    """x is a transposed view (last-dim stride > 1), the residual a strided view of a wider
+    buffer, and the incoming grads are transposed views."""
+    inputs = make_inputs(
+        VARIANTS[variant],
+        (5, 760),
+        dtype,
+        device,
+        residual=(mode != "none"),
+        x_layout="transposed",
+        residual_layout="strided",
+    )
+    x_before = inputs.x.clone()
+    check_against_pytorch(VARIANTS[variant], inputs, "post" if mode == "post" else "pre", grad_layout="transposed")
+    assert torch.equal(inputs.x, x_before), "x was modified in place"
+
+
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["none", "pre", "post"])
+@pytest.mark.parametrize(
+    "shape,layout",
+    [((2, 5, 760), "contiguous"), ((2, 3, 3, 72), "contiguous"), ((3, 5, 72), "transposed")],
+    ids=["3d", "4d", "3d-transposed"],
+)
+def test_higher_rank_inputs(shape, layout, mode, variant, device):
+    inputs = make_inputs(
+        VARIANTS[variant],
+        shape,
+        torch.bfloat16,
+        device,
+        residual=(mode != "none"),
+        x_layout=layout,
+        residual_layout=layout,
+    )
+    check_against_pytorch(VARIANTS[variant], inputs, "post" if mode == "post" else "pre")
+
+
+def test_batch_dims_permuted(device):
+    """A 3-D x whose leading dims are permuted (rows not evenly strided) with a contiguous last dim."""
+    x = random_tensor((5, 2, 1128), torch.float16, device, scale=2.0, offset=0.5).transpose(0, 1)
+    inputs = make_inputs(VARIANTS["ln"], (2, 5, 1128), torch.float16, device, residual=True)
+    inputs.x = x
+    assert not x.is_contiguous() and x.stride(-1) == 1
+    check_against_pytorch(VARIANTS["ln"], inputs, "pre", grad_layout="transposed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize(
+    "shape,dtype,mode",
+    [((3, 20000), torch.float32, "none"), ((1, 65536), torch.float32, "none"), ((3, 20000), torch.bfloat16, "pre")],
+    ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre"],
+)
+def test_large_width(shape, dtype, mode, variant, device):
+    """Widths beyond one block: the row is processed in chunks."""
+    inputs = make_inputs(VARIANTS[variant], shape, dtype, device, residual=(mode != "none"))
+    check_against_pytorch(VARIANTS[variant], inputs, "pre")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------------------------
+
+
+def regenerate_mask(seed_value: int, shape, p: float, device) -> torch.Tensor:
+    """The keep-mask the op drew after ``torch.manual_seed(seed_value)`` (its seed is the first draw)."""
+    torch.manual_seed(seed_value)
+    seed = draw_seed(device)
+    return keep_mask(seed, math.prod(shape), p).view(shape)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize(
+    "dtype,layout", [(torch.float32, "contiguous"), (torch.bfloat16, "transposed")], ids=["fp32", "bf16-transposed"]
+)
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_dropout_matches_reference_with_the_kernel_mask(mode, variant, dtype, layout, device):
+    """Forward and backward equal the oracle computed with the mask from ``keep_mask``: the
+    forward draws the mask it says it draws, and the backward regenerates the same one."""
+    p = 0.3
+    inputs = make_inputs(
+        VARIANTS[variant], (7, 760), dtype, device, residual=True, x_layout=layout, residual_layout=layout
+    )
+    ours = {}
+
+    def run_ours(grad_outputs):
+        # The seed the op draws is the first draw after this: the mask regenerated below.
+        torch.manual_seed(1234)
+        ours["result"] = forward_backward(
+            lambda t: call_blockfuse(VARIANTS[variant], t, mode, dropout_p=p), inputs, grad_outputs
+        )
+        return ours["result"]
+
+    mask = regenerate_mask(1234, tuple(inputs.x.shape), p, device)
+    assert 0.6 < mask.float().mean().item() < 0.8, "keep_mask does not keep ~70% of the elements"
+    check_against_pytorch(VARIANTS[variant], inputs, mode, dropout_p=p, dropout_mask=mask, run_ours=run_ours)
+
+    # The reference beside the kernel, given the same mask, agrees as well.
+    reference = as_list(call_reference(VARIANTS[variant], inputs, mode, dropout_p=p, dropout_mask=mask))
+    for ours_output, reference_output in zip(ours["result"][0], reference):
+        assert relative_error(ours_output, reference_output) < 1e-2
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("p", [0.1, 0.5])
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+def test_dropout_keep_rate(variant, p, device):
+    """Pre mode returns s = residual + dropout(x): a dropped element of s equals the residual
+    exactly, a kept one does not. The kept fraction is within 5 binomial sigmas of 1 - p."""
+    inputs = make_inputs(VARIANTS[variant], (31, 1128), torch.float32, device, residual=True)
+    torch.manual_seed(7)
+    _, s = call_blockfuse(VARIANTS[variant], inputs, "pre", dropout_p=p)
+    kept = s != inputs.residual
+    n = kept.numel()
+    sigma = math.sqrt(n * p * (1 - p))
+    assert abs(kept.sum().item() - n * (1 - p)) <= 5 * sigma, f"kept {kept.sum().item()} of {n} at p={p}"
+    # Kept elements carry the 1/(1-p) scale.
+    scaled = (s - inputs.residual)[kept]
+    expected = (inputs.x / (1 - p))[kept]
+    assert relative_error(scaled, expected) < 1e-5
+    # The mask keep_mask reports is the one applied.
+    assert torch.equal(kept, regenerate_mask(7, tuple(inputs.x.shape), p, device))
+
+    # keep_mask itself, on a larger sample.
+    torch.manual_seed(8)
+    mask = keep_mask(draw_seed(device), 1 << 18, p)
+    n = mask.numel()
+    sigma = math.sqrt(n * p * (1 - p))
+    assert abs(mask.sum().item() - n * (1 - p)) <= 5 * sigma
+
+
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_dropout_seeding(mode, variant, device):
+    """Same torch seed -> the same outputs and grads, bit for bit; another seed, or the next
+    call without reseeding -> another mask."""
+    inputs = make_inputs(VARIANTS[variant], (3, 760), torch.float32, device, residual=True)
+    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(output_names(inputs, mode)), torch.float32, device)
+
+    def run(seed=None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        return forward_backward(
+            lambda t: call_blockfuse(VARIANTS[variant], t, mode, dropout_p=0.5), inputs, grad_outputs
+        )
+
+    first, again, other = run(11), run(11), run(12)
+    following = run()
+    for a, b in zip(first[0] + first[1], again[0] + again[1]):
+        assert (a is None and b is None) or torch.equal(a, b)
+    for changed in (other, following):
+        differing = (changed[0][0] != first[0][0]).float().mean().item()
+        # Two independent masks at p=0.5 disagree on about half the elements.
+        assert differing > 0.25, f"only {differing:.1%} of the outputs changed with the seed"
+
+
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_dropout_off_equals_no_dropout(mode, variant, device):
+    """``dropout_p=0`` and ``training=False`` both give exactly the result without dropout,
+    forward and backward."""
+    inputs = make_inputs(VARIANTS[variant], (3, 760), torch.bfloat16, device, residual=True)
+    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(output_names(inputs, mode)), torch.bfloat16, device)
+
+    def run(**kwargs):
+        return forward_backward(lambda t: call_blockfuse(VARIANTS[variant], t, mode, **kwargs), inputs, grad_outputs)
+
+    plain = run()
+    for kwargs in ({"dropout_p": 0.0}, {"dropout_p": 0.0, "training": False}, {"dropout_p": 0.5, "training": False}):
+        result = run(**kwargs)
+        for a, b, name in zip(result[0] + result[1], plain[0] + plain[1], ["out"] * len(result[0]) + GRAD_NAMES):
+            assert (a is None and b is None) or torch.equal(a, b), f"{name} differs with {kwargs}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism of the weight gradients
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("mode", ["none", "pre"])
+def test_weight_grads_are_deterministic(mode, variant, dtype, device):
+    inputs = make_inputs(VARIANTS[variant], (199, 1128), dtype, device, residual=(mode != "none"))
+    names = output_names(inputs, "pre")
+    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(names), dtype, device)
+    fn = lambda t: call_blockfuse(VARIANTS[variant], t, "pre")  # noqa: E731
+    first = forward_backward(fn, inputs, grad_outputs)[1]
+    second = forward_backward(fn, inputs, grad_outputs)[1]
+    for a, b, name in zip(first, second, GRAD_NAMES):
+        assert (a is None and b is None) or torch.equal(a, b), f"{name} differs between two identical runs"
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile
+# ---------------------------------------------------------------------------------------------
+
+
+def block(x, residual, ln_weight, ln_bias, rms_weight):
+    """A small block that uses both ops in every mode, with dropout on one branch."""
+    y, s = blockfuse.layer_norm(x, ln_weight, ln_bias, residual=residual, dropout_p=0.25)
+    z = blockfuse.rms_norm(y * 1.5, rms_weight, residual=s, residual_mode="post")
+    u = blockfuse.layer_norm(z, ln_weight)
+    v, t = blockfuse.rms_norm(u, rms_weight, residual=z, cast_before_weight=True, dropout_p=0.1)
+    return blockfuse.rms_norm(v + t) + blockfuse.layer_norm(v, residual=t, residual_mode="post")
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(backend, device):
+    """One graph, no graph breaks, and the same forward and backward as eager (same torch seed:
+    the dropout seed is the first draw both ways; inductor is told to use eager's RNG)."""
+    import torch._dynamo
+    import torch._inductor.config
+    from torch._dynamo.utils import counters
+
+    shape = (5, 72)
+    inputs = [
+        random_tensor(shape, torch.float32, device, seed=1, scale=2.0, offset=0.5),
+        random_tensor(shape, torch.float32, device, seed=2),
+        random_tensor(shape[-1:], torch.float32, device, seed=3, scale=0.5, offset=1.0),
+        random_tensor(shape[-1:], torch.float32, device, seed=4, scale=0.5),
+        random_tensor(shape[-1:], torch.float32, device, seed=5, scale=0.5, offset=1.0),
+    ]
+    grad_output = random_tensor(shape, torch.float32, device, seed=6)
+
+    def run(fn):
+        torch.manual_seed(21)
+        leaf_list = leaves(*inputs)
+        out = fn(*leaf_list)
+        return [out.detach()] + grads(out, leaf_list, grad_output)
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(block)(*inputs)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._inductor.config.patch(fallback_random=True):
+        compiled = run(torch.compile(block, backend=backend, fullgraph=True))
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    eager = run(block)
+    for name, a, b in zip(["out", "dx", "dresidual", "dln_weight", "dln_bias", "drms_weight"], compiled, eager):
+        assert torch.equal(a, b), f"{name}: compiled differs from eager by {relative_error(a, b):.3e} (relative)"
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------------
+
+
+def _bad_calls():
+    x = random_tensor((3, 8), torch.float32)
+    w = random_tensor((8,), torch.float32, seed=1, offset=1.0)
+    r = random_tensor((3, 8), torch.float32, seed=2)
+    wrong = random_tensor((7,), torch.float32, seed=3)
+    ln, rms = blockfuse.layer_norm, blockfuse.rms_norm
+    int_x = torch.randint(1, 5, (3, 8), generator=torch.Generator().manual_seed(0))
+    return [
+        ("ln-weight-shape", lambda: ln(x, wrong), ValueError, "weight"),
+        ("ln-weight-2d", lambda: ln(x, w.view(1, 8)), ValueError, "weight"),
+        ("rms-weight-shape", lambda: rms(x, wrong), ValueError, "weight"),
+        ("ln-bias-shape", lambda: ln(x, w, wrong), ValueError, "bias"),
+        ("ln-residual-shape", lambda: ln(x, w, residual=r[:, :7]), ValueError, "residual"),
+        ("rms-residual-shape", lambda: rms(x, w, residual=r[:2]), ValueError, "residual"),
+        ("ln-residual-dtype", lambda: ln(x, w, residual=r.half()), TypeError, "residual"),
+        ("rms-residual-dtype", lambda: rms(x.bfloat16(), w, residual=r.half()), TypeError, "residual"),
+        ("ln-int-x", lambda: ln(int_x, w), TypeError, "x"),
+        ("rms-int-x", lambda: rms(int_x), TypeError, "x"),
+        ("ln-int-weight", lambda: ln(x, int_x[0]), TypeError, "weight"),
+        ("rms-int-weight", lambda: rms(x, int_x[0]), TypeError, "weight"),
+        ("ln-eps-zero", lambda: ln(x, w, eps=0.0), ValueError, "eps"),
+        ("rms-eps-negative", lambda: rms(x, w, eps=-1e-6), ValueError, "eps"),
+        ("ln-dropout-negative", lambda: ln(x, w, residual=r, dropout_p=-0.1), ValueError, "dropout_p"),
+        ("ln-dropout-one", lambda: ln(x, w, residual=r, dropout_p=1.0), ValueError, "dropout_p"),
+        ("rms-dropout-above-one", lambda: rms(x, w, residual=r, dropout_p=1.5), ValueError, "dropout_p"),
+        ("ln-dropout-no-residual", lambda: ln(x, w, dropout_p=0.1), ValueError, "dropout_p"),
+        ("rms-dropout-no-residual", lambda: rms(x, w, dropout_p=0.1), ValueError, "dropout_p"),
+        ("ln-residual-mode", lambda: ln(x, w, residual=r, residual_mode="middle"), ValueError, "residual_mode"),
+        ("rms-residual-mode", lambda: rms(x, w, residual=r, residual_mode="Pre"), ValueError, "residual_mode"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_calls())), ids=[c[0] for c in _bad_calls()])
+def test_bad_input_raises(case):
+    _, call, error, argument = _bad_calls()[case]
+    with pytest.raises(error, match=argument):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------
+# The references beside the kernels, and the CPU fallback
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("mode", ["none", "pre", "post", "pre-dropout", "post-dropout"])
+def test_reference_in_float64_matches_pytorch(mode, variant):
+    """``*_ref`` on float64 inputs (the documented oracle) equals PyTorch's composition in float64."""
+    p = 0.3 if "dropout" in mode else 0.0
+    inputs = make_inputs(VARIANTS[variant], (3, 760), torch.float64, "cpu", residual=(mode != "none"))
+    mask = None
+    if p:
+        mask = torch.rand(inputs.x.shape, generator=torch.Generator().manual_seed(0)) >= p
+    residual_mode = "post" if mode.startswith("post") else "pre"
+    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(output_names(inputs, residual_mode)), torch.float64, "cpu")
+    reference = forward_backward(
+        lambda t: call_reference(VARIANTS[variant], t, residual_mode, dropout_p=p, dropout_mask=mask),
+        inputs,
+        grad_outputs,
+    )
+    expected = forward_backward(
+        lambda t: call_pytorch(VARIANTS[variant], t, residual_mode, mask, p), inputs, grad_outputs
+    )
+    names = output_names(inputs, residual_mode) + GRAD_NAMES
+    for a, b, name in zip(reference[0] + reference[1], expected[0] + expected[1], names, strict=True):
+        if b is None:
+            assert a is None, f"{name}: unexpected grad"
+            continue
+        assert a.dtype == torch.float64, f"{name}: {a.dtype}"
+        assert relative_error(a, b) < 1e-12, f"{name}: relative error {relative_error(a, b):.3e}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("variant", MAIN_VARIANTS)
+def test_reference_in_low_precision(variant, dtype):
+    """The reference (what CPU tensors use without Triton) is as accurate as PyTorch."""
+    inputs = make_inputs(VARIANTS[variant], (3, 760), dtype, "cpu", residual=True)
+    ours = call_reference(VARIANTS[variant], inputs, "pre")
+    baseline = call_pytorch(VARIANTS[variant], inputs, "pre")
+    oracle = call_pytorch(VARIANTS[variant], Inputs(*as_double(*inputs.tensors())), "pre")
+    assert_all_close_to_reference(list(ours), list(baseline), list(oracle), ["y", "s"])
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+FALLBACK_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    import blockfuse
+    from blockfuse.runtime import implementation
+
+    assert implementation("cpu") == "reference", implementation("cpu")
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 760, generator=g) * 2 + 0.5).bfloat16()
+    r = torch.randn(3, 760, generator=g).bfloat16()
+    w = torch.randn(760, generator=g).bfloat16()
+    b = torch.randn(760, generator=g).bfloat16()
+
+    def leaves():
+        return [t.clone().requires_grad_() for t in (x, r, w, b)]
+
+    for mode in ("pre", "post"):
+        a, c = leaves(), leaves()
+        ours = blockfuse.layer_norm(a[0], a[2], a[3], residual=a[1], residual_mode=mode)
+        ref = blockfuse.layer_norm_ref(c[0], c[2], c[3], residual=c[1], residual_mode=mode)
+        ours = ours if isinstance(ours, tuple) else (ours,)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        for o, e in zip(ours, ref):
+            assert torch.equal(o, e), (mode, (o.float() - e.float()).abs().max())
+        sum(o.float().sum() for o in ours).backward()
+        sum(e.float().sum() for e in ref).backward()
+        for t, u in zip(a, c):
+            assert torch.equal(t.grad, u.grad), mode
+    assert torch.equal(blockfuse.layer_norm(x, w, b), blockfuse.layer_norm_ref(x, w, b))
+    assert torch.equal(blockfuse.rms_norm(x, w), blockfuse.rms_norm_ref(x, w))
+    assert torch.equal(
+        blockfuse.rms_norm(x, w, cast_before_weight=True), blockfuse.rms_norm_ref(x, w, cast_before_weight=True)
+    )
+    print("reference fallback ok")
+    """
+)
+
+
+def test_cpu_without_interpreter_uses_the_reference():
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run(
+        [sys.executable, "-c", FALLBACK_SCRIPT], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reference fallback ok" in result.stdout
