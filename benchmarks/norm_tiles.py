@@ -138,7 +138,7 @@ def main():
     print(f"copy bandwidth {bw:.0f} GB/s")
     rows = []
     fwd_configs = list(itertools.product([4096, 8192, 16384], [512, 1024, 2048]))
-    bwd_configs = list(itertools.product([2048, 4096, 8192], [256, 512, 1024], [1, 2, 3, 4]))
+    bwd_configs = list(itertools.product([4096, 8192], [256, 512, 1024], [1, 2, 4]))
     defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
                 norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM)
     print(profile_backward((16384, 4096), False, "none"))

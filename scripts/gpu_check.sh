@@ -39,7 +39,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,temperature.gpu
 python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" \
     2>&1 | tee -a "$OUT_DIR/env.log"
 
-step tests-gpu 120 "$OUT_DIR/tests-gpu.log" python3 -m pytest tests -m gpu -q
+# pytest exits 5 when no test is marked gpu: that is no failure.
+step tests-gpu 120 "$OUT_DIR/tests-gpu.log" bash -c 'python3 -m pytest tests -m gpu -q; code=$?; exit $((code == 5 ? 0 : code))'
 step bench 330 "$OUT_DIR/bench.log" python3 -m blockfuse bench ops --out "$OUT_DIR/ops"
 # The whole suite on CUDA, in what is left of about 9 minutes.
 step tests-all $((540 - (SECONDS - BEGAN) > 30 ? 540 - (SECONDS - BEGAN) : 30)) "$OUT_DIR/tests-all.log" \

@@ -192,8 +192,7 @@ def as_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
 def as_double(*tensors: torch.Tensor | None, requires_grad: bool = False) -> list[torch.Tensor | None]:
     """Detached float64 copies (leaves) of ``tensors``; None stays None."""
     return [
-        None if t is None else t.detach().double().requires_grad_(requires_grad and t.requires_grad)
-        for t in tensors
+        None if t is None else t.detach().double().requires_grad_(requires_grad and t.requires_grad) for t in tensors
     ]
 
 

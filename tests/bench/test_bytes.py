@@ -30,7 +30,7 @@ def test_norm_byte_formulas(name, forward, backward):
 def test_forward_bytes_are_inputs_plus_outputs(name, dtype):
     """The forward count is every input read once and every output written once."""
     bench = BENCHMARKS[name]
-    shape = (24, 72)
+    shape = (3, 8, 72)  # (batch, seq, hidden)
     inputs = bench.make_inputs(shape, dtype, torch.device("cpu"))
     outputs = bench.reference()(**inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -40,7 +40,12 @@ def test_forward_bytes_are_inputs_plus_outputs(name, dtype):
 
 
 def test_declared_norm_benchmarks():
-    assert [b.name for b in norm.BENCHMARKS if b.default] == ["rms_norm", "layer_norm", "add_rms_norm", "add_layer_norm"]
+    assert [b.name for b in norm.BENCHMARKS if b.default] == [
+        "rms_norm",
+        "layer_norm",
+        "add_rms_norm",
+        "add_layer_norm",
+    ]
     assert norm.SHAPES == ((16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192))
     for bench in norm.BENCHMARKS:
         assert {"eager", "reference", "compile", "blockfuse"} <= set(bench.providers)

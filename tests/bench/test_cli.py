@@ -5,16 +5,54 @@ import json
 from blockfuse.cli import main
 
 RECORD_FIELDS = {
-    "op", "shape", "dtype", "mode", "provider", "bytes", "ms", "ms_p20", "ms_p80", "gbps", "frac_copy",
-    "peak_mib", "rel_err_out", "rel_err_grad", "rel_err", "error",
-}  # fmt: skip
-META_FIELDS = {"date", "card", "compute_capability", "torch", "triton", "liger_kernel", "cuda", "command", "device"}
+    "op",
+    "shape",
+    "dtype",
+    "mode",
+    "provider",
+    "bytes",
+    "ms",
+    "ms_p20",
+    "ms_p80",
+    "gbps",
+    "frac_copy",
+    "peak_mib",
+    "rel_err_out",
+    "rel_err_grad",
+    "rel_err",
+    "error",
+}
+META_FIELDS = {
+    "date",
+    "card",
+    "compute_capability",
+    "torch",
+    "triton",
+    "liger_kernel",
+    "cuda",
+    "command",
+    "device",
+}
 
 
 def test_bench_ops_quick_writes_json_and_markdown(tmp_path, capsys):
     out = tmp_path / "results"
-    code = main(["bench", "ops", "--quick", "--op", "rms_norm", "add_rms_norm", "--shapes", "8x256",
-                 "--providers", "eager,reference,blockfuse", "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "bench",
+            "ops",
+            "--quick",
+            "--op",
+            "rms_norm",
+            "add_rms_norm",
+            "--shapes",
+            "8x256",
+            "--providers",
+            "eager,reference,blockfuse",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     document = json.loads((out / "ops.json").read_text())
     assert META_FIELDS <= set(document["meta"])
@@ -38,8 +76,23 @@ def test_bench_ops_quick_writes_json_and_markdown(tmp_path, capsys):
 def test_bench_ops_reports_a_failing_peer_without_failing(tmp_path):
     out = tmp_path / "results"
     # liger: not installed, or installed but without a GPU driver on the CPU; either way not fatal.
-    code = main(["bench", "ops", "--quick", "--op", "rms_norm", "--shapes", "8x256", "--modes", "fwd",
-                 "--providers", "eager,liger", "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "bench",
+            "ops",
+            "--quick",
+            "--op",
+            "rms_norm",
+            "--shapes",
+            "8x256",
+            "--modes",
+            "fwd",
+            "--providers",
+            "eager,liger",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     records = {r["provider"]: r for r in json.loads((out / "ops.json").read_text())["records"]}
     assert records["eager"]["error"] is None and records["eager"]["ms"] > 0

@@ -9,8 +9,9 @@ RMS = next(b for b in norm.BENCHMARKS if b.name == "rms_norm")
 
 
 def _settings(providers, modes=("fwd", "bwd", "fwdbwd")):
-    return runner.Settings(dtype="fp32", modes=modes, providers=providers, shapes=((5, 72),), quick=True,
-                           device=torch.device("cpu"))  # fmt: skip
+    return runner.Settings(
+        dtype="fp32", modes=modes, providers=providers, shapes=((5, 72),), quick=True, device=torch.device("cpu")
+    )
 
 
 def _missing_package():
@@ -45,7 +46,9 @@ def test_failing_providers_are_reported_and_the_others_run():
 
 def test_records_carry_errors_against_the_float32_reference():
     records = runner.run([RMS], _settings(("eager", "reference")), None, show_progress=False)
-    assert {(r["provider"], r["mode"]) for r in records} == {(p, m) for p in ("eager", "reference") for m in ("fwd", "bwd", "fwdbwd")}
+    assert {(r["provider"], r["mode"]) for r in records} == {
+        (p, m) for p in ("eager", "reference") for m in ("fwd", "bwd", "fwdbwd")
+    }
     for r in records:
         assert r["op"] == "rms_norm" and r["shape"] == [5, 72] and r["dtype"] == "fp32"
         assert r["bytes"] == RMS.bytes_moved((5, 72), 4)[0] if r["mode"] == "fwd" else r["bytes"] > 0

@@ -4,7 +4,9 @@ import pytest
 from blockfuse.bench.timing import Timing, quantile, summarize, time_cpu
 
 
-@pytest.mark.parametrize("samples", [[3.0], [2.0, 1.0], [5.0, 1.0, 4.0, 2.0, 3.0], list(np.random.default_rng(0).random(37))])
+@pytest.mark.parametrize(
+    "samples", [[3.0], [2.0, 1.0], [5.0, 1.0, 4.0, 2.0, 3.0], list(np.random.default_rng(0).random(37))]
+)
 @pytest.mark.parametrize("q", [0.0, 0.2, 0.5, 0.8, 1.0])
 def test_quantile_matches_numpy(samples, q):
     assert quantile(samples, q) == pytest.approx(float(np.quantile(samples, q)))

@@ -27,9 +27,7 @@ import blockfuse
 from blockfuse.ops.dropout import draw_seed, keep_mask
 from tests.helpers import (
     as_double,
-    as_layout,
     assert_all_close_to_reference,
-    assert_close_to_reference,
     downcast,
     grads,
     leaves,
@@ -56,22 +54,24 @@ class Variant:
     weight: bool = True
     bias: bool = False  # LayerNorm only
     cast_before_weight: bool = False  # RMSNorm only
+    eps: float | None = None  # None: the op's default
 
-    @property
-    def eps(self) -> float:
-        return LAYER_NORM_EPS if self.norm == "layer" else RMS_NORM_EPS
+    def __post_init__(self):
+        if self.eps is None:
+            object.__setattr__(self, "eps", LAYER_NORM_EPS if self.norm == "layer" else RMS_NORM_EPS)
 
 
 VARIANTS = {
     "ln": Variant("layer", weight=True, bias=True),
     "ln-nobias": Variant("layer", weight=True, bias=False),
     "ln-noaffine": Variant("layer", weight=False, bias=False),
+    "ln-biasonly": Variant("layer", weight=False, bias=True),
     "rms": Variant("rms", weight=True, cast_before_weight=False),  # OLMo-2
     "rms-castfirst": Variant("rms", weight=True, cast_before_weight=True),  # Llama
     "rms-noweight": Variant("rms", weight=False),
 }
 MAIN_VARIANTS = ["ln", "rms", "rms-castfirst"]
-OTHER_VARIANTS = ["ln-nobias", "ln-noaffine", "rms-noweight"]
+OTHER_VARIANTS = ["ln-nobias", "ln-noaffine", "ln-biasonly", "rms-noweight"]
 
 
 @dataclasses.dataclass
@@ -223,14 +223,10 @@ def check_against_pytorch(
     grad_outputs = make_grad_outputs([tuple(x.shape)] * len(names), x.dtype, x.device, layout=grad_layout)
 
     if run_ours is None:
-        ours = forward_backward(
-            lambda t: call_blockfuse(variant, t, mode, dropout_p=dropout_p), inputs, grad_outputs
-        )
+        ours = forward_backward(lambda t: call_blockfuse(variant, t, mode, dropout_p=dropout_p), inputs, grad_outputs)
     else:
         ours = run_ours(grad_outputs)
-    baseline = forward_backward(
-        lambda t: call_pytorch(variant, t, mode, dropout_mask, dropout_p), inputs, grad_outputs
-    )
+    baseline = forward_backward(lambda t: call_pytorch(variant, t, mode, dropout_mask, dropout_p), inputs, grad_outputs)
     oracle = forward_backward(
         lambda t: call_pytorch(variant, t, mode, dropout_mask, dropout_p),
         inputs,
@@ -309,6 +305,49 @@ def test_float32_parameters_with_low_precision_input(mode, variant, dtype, devic
         VARIANTS[variant], (199, 760), dtype, device, residual=(mode != "none"), param_dtype=torch.float32
     )
     check_against_pytorch(VARIANTS[variant], inputs, "pre")
+
+
+@pytest.mark.parametrize("width", [760, 20000])
+def test_layer_norm_of_input_with_large_mean(width, device):
+    """x = 300 + randn: a variance taken as E[x^2] - E[x]^2 in fp32 loses ~3 digits here, where
+    PyTorch (Welford / two-pass) does not. 20000 covers the chunked path."""
+    inputs = make_inputs(VARIANTS["ln"], (3, width), torch.float32, device, residual=True)
+    inputs.x = random_tensor((3, width), torch.float32, device, seed=9, offset=300.0)
+    check_against_pytorch(VARIANTS["ln"], inputs, "pre")
+    check_against_pytorch(VARIANTS["ln"], Inputs(inputs.x, inputs.weight, inputs.bias, None))
+
+
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+def test_eps_is_used(variant, device):
+    """A large eps changes the result a lot: the kernels must use the one they are given."""
+    large_eps = dataclasses.replace(VARIANTS[variant], eps=0.5)
+    check_against_pytorch(large_eps, make_inputs(large_eps, (3, 760), torch.float32, device, residual=True))
+
+
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+@pytest.mark.parametrize("needs_grad", ["x", "weight", "none"])
+def test_grads_of_some_inputs(needs_grad, variant, device):
+    """Only some inputs require grad (frozen weights, frozen activations, inference): the grads
+    that are asked for equal those of the full backward, bit for bit."""
+    inputs = make_inputs(VARIANTS[variant], (3, 760), torch.float32, device, residual=True)
+    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * 2, torch.float32, device)
+    full_outputs, full_grads = forward_backward(lambda t: call_blockfuse(VARIANTS[variant], t), inputs, grad_outputs)
+    tensors = [None if t is None else t.detach().clone() for t in inputs.tensors()]
+    chosen = {"x": [0], "weight": [1], "none": []}[needs_grad]
+    for index in chosen:
+        tensors[index].requires_grad_(True)
+    if not chosen:
+        with torch.no_grad():
+            outputs = call_blockfuse(VARIANTS[variant], Inputs(*tensors))
+    else:
+        outputs = call_blockfuse(VARIANTS[variant], Inputs(*tensors))
+        # s = residual + x does not depend on the weight: only differentiate what may.
+        pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+        computed = torch.autograd.grad([o for o, _ in pairs], [tensors[i] for i in chosen], [g for _, g in pairs])
+        for index, grad in zip(chosen, computed):
+            assert torch.equal(grad, full_grads[index]), GRAD_NAMES[index]
+    for output, full_output in zip(outputs, full_outputs):
+        assert torch.equal(output.detach(), full_output)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,10 +546,10 @@ def test_dropout_seeding(mode, variant, device):
     following = run()
     for a, b in zip(first[0] + first[1], again[0] + again[1]):
         assert (a is None and b is None) or torch.equal(a, b)
-    for changed in (other, following):
-        differing = (changed[0][0] != first[0][0]).float().mean().item()
+    for changed, before, what in ((other, first, "another torch seed"), (following, other, "the next call")):
+        differing = (changed[0][0] != before[0][0]).float().mean().item()
         # Two independent masks at p=0.5 disagree on about half the elements.
-        assert differing > 0.25, f"only {differing:.1%} of the outputs changed with the seed"
+        assert differing > 0.25, f"only {differing:.1%} of the outputs changed with {what}"
 
 
 @pytest.mark.parametrize("variant", ["ln", "rms"])
@@ -543,7 +582,10 @@ def test_weight_grads_are_deterministic(mode, variant, dtype, device):
     inputs = make_inputs(VARIANTS[variant], (199, 1128), dtype, device, residual=(mode != "none"))
     names = output_names(inputs, "pre")
     grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(names), dtype, device)
-    fn = lambda t: call_blockfuse(VARIANTS[variant], t, "pre")  # noqa: E731
+
+    def fn(t):
+        return call_blockfuse(VARIANTS[variant], t, "pre")
+
     first = forward_backward(fn, inputs, grad_outputs)[1]
     second = forward_backward(fn, inputs, grad_outputs)[1]
     for a, b, name in zip(first, second, GRAD_NAMES):
@@ -600,8 +642,23 @@ def test_torch_compile_fullgraph(backend, device):
     assert not counters["graph_break"], dict(counters["graph_break"])
     eager = run(block)
     for name, a, b in zip(["out", "dx", "dresidual", "dln_weight", "dln_bias", "drms_weight"], compiled, eager):
-        assert torch.equal(a, b), f"{name}: compiled differs from eager by {relative_error(a, b):.3e} (relative)"
+        if backend == "aot_eager":
+            assert torch.equal(a, b), f"{name}: compiled differs from eager by {relative_error(a, b):.3e} (relative)"
+        else:
+            # Inductor fuses the ops around the norms (and the reference's ops on the reference
+            # path), so the last bits may differ.
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
     torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+def test_cuda_runs_the_triton_kernels(variant):
+    from blockfuse.runtime import implementation
+
+    assert implementation("cuda") == "triton"
+    inputs = make_inputs(VARIANTS[variant], (199, 4304), torch.bfloat16, "cuda", residual=True)
+    check_against_pytorch(VARIANTS[variant], inputs, "pre")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -663,7 +720,9 @@ def test_reference_in_float64_matches_pytorch(mode, variant):
     if p:
         mask = torch.rand(inputs.x.shape, generator=torch.Generator().manual_seed(0)) >= p
     residual_mode = "post" if mode.startswith("post") else "pre"
-    grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * len(output_names(inputs, residual_mode)), torch.float64, "cpu")
+    grad_outputs = make_grad_outputs(
+        [tuple(inputs.x.shape)] * len(output_names(inputs, residual_mode)), torch.float64, "cpu"
+    )
     reference = forward_backward(
         lambda t: call_reference(VARIANTS[variant], t, residual_mode, dropout_p=p, dropout_mask=mask),
         inputs,
@@ -735,7 +794,13 @@ FALLBACK_SCRIPT = textwrap.dedent(
 def test_cpu_without_interpreter_uses_the_reference():
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run(
-        [sys.executable, "-c", FALLBACK_SCRIPT], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", FALLBACK_SCRIPT],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "reference fallback ok" in result.stdout

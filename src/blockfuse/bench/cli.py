@@ -26,15 +26,23 @@ def add_bench_parser(subparsers) -> None:
         help="time each op against PyTorch eager, torch.compile and Liger-Kernel",
         description="Time ops x shapes x providers x modes; write ops.json, ops.md and ops.png.",
     )
-    ops.add_argument("--op", dest="ops", action="extend", nargs="+", metavar="NAME",
-                     help="ops to run (default: every default op: rms_norm layer_norm add_rms_norm add_layer_norm; "
-                          "also layer_norm_post)")  # fmt: skip
+    ops.add_argument(
+        "--op",
+        dest="ops",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="ops to run (default: every default op: rms_norm layer_norm add_rms_norm add_layer_norm; "
+        "also layer_norm_post)",
+    )
     ops.add_argument("--shapes", help="comma-separated shapes, e.g. 16384x4096,2048x1024 (default: each op's own)")
     ops.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
     ops.add_argument("--modes", default="fwd,bwd,fwdbwd", help="comma-separated from fwd,bwd,fwdbwd")
-    ops.add_argument("--providers",
-                     help="comma-separated from eager,reference,compile,liger,blockfuse "
-                          "(default: eager,compile,liger,blockfuse on CUDA; eager,reference,blockfuse on CPU)")  # fmt: skip
+    ops.add_argument(
+        "--providers",
+        help="comma-separated from eager,reference,compile,liger,blockfuse "
+        "(default: eager,compile,liger,blockfuse on CUDA; eager,reference,blockfuse on CPU)",
+    )
     ops.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
     ops.add_argument("--quick", action="store_true", help="the first shape of each op only, short timing")
     ops.set_defaults(func=run_ops)
@@ -42,9 +50,13 @@ def add_bench_parser(subparsers) -> None:
 
 def _parse_shapes(text: str) -> tuple[tuple[int, ...], ...]:
     try:
-        shapes = tuple(tuple(int(d) for d in item.strip().lower().split("x")) for item in text.split(",") if item.strip())
+        shapes = tuple(
+            tuple(int(d) for d in item.strip().lower().split("x")) for item in text.split(",") if item.strip()
+        )
     except ValueError:
-        raise SystemExit(f"blockfuse bench ops: bad --shapes {text!r}: expected e.g. 16384x4096,2048x1024") from None
+        raise SystemExit(
+            f"blockfuse bench ops: bad --shapes {text!r}: expected e.g. 16384x4096,2048x1024"
+        ) from None
     if not shapes or any(not s or min(s) < 1 for s in shapes):
         raise SystemExit(f"blockfuse bench ops: bad --shapes {text!r}")
     return shapes
@@ -54,7 +66,9 @@ def _parse_list(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, 
     items = tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
     unknown = [item for item in items if item not in allowed]
     if unknown or not items:
-        raise SystemExit(f"blockfuse bench ops: unknown {option} {unknown or text!r}; choose from {','.join(allowed)}")
+        raise SystemExit(
+            f"blockfuse bench ops: unknown {option} {unknown or text!r}; choose from {','.join(allowed)}"
+        )
     return items
 
 
@@ -78,26 +92,31 @@ def run_ops(args: argparse.Namespace) -> int:
         raise SystemExit(f"blockfuse bench ops: unknown --op {unknown}; choose from {' '.join(declared)}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
+    default_providers = ",".join(CUDA_PROVIDERS if cuda else CPU_PROVIDERS)
     settings = runner.Settings(
         dtype=args.dtype,
         modes=_parse_list(args.modes, MODES, "--modes"),
-        providers=_parse_list(args.providers, PROVIDERS, "--providers") if args.providers else (CUDA_PROVIDERS if cuda else CPU_PROVIDERS),
+        providers=_parse_list(args.providers or default_providers, PROVIDERS, "--providers"),
         shapes=_parse_shapes(args.shapes) if args.shapes else None,
         quick=args.quick,
         device=device,
-    )  # fmt: skip
+    )
 
     meta = runner.environment(device)
     if not cuda:
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today().isoformat()}-{runner.slug(meta['card'])}"
+    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
     out.mkdir(parents=True, exist_ok=True)
     meta["command"] = _command(args, names, settings, out)
     meta["settings"] = {
-        "ops": names, "dtype": settings.dtype, "modes": list(settings.modes), "providers": list(settings.providers),
-        "shapes": [list(s) for s in settings.shapes] if settings.shapes else None, "quick": settings.quick,
-    }  # fmt: skip
+        "ops": names,
+        "dtype": settings.dtype,
+        "modes": list(settings.modes),
+        "providers": list(settings.providers),
+        "shapes": [list(s) for s in settings.shapes] if settings.shapes else None,
+        "quick": settings.quick,
+    }
 
     began = time.perf_counter()
     copy = None
@@ -110,14 +129,16 @@ def run_ops(args: argparse.Namespace) -> int:
         report.write_json(out / "ops.json", meta, copy, records)
         report.write_markdown(out / "ops.md", meta, copy, records)
 
-    records = runner.run([declared[n] for n in names], settings, copy["gbps"] if copy else None, on_op_done=write)
+    records = runner.run([declared[n] for n in names], settings, copy["gbps"] if copy else None, on_update=write)
     write(records)
     report.write_plot(out / "ops.png", meta, copy, records)
     report.print_table(records, copy)
     for target in report.targets(records, device.type):
         print(f"{target['status']:>6}: {target['text']}")
     failed = [r for r in records if r.get("error")]
-    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {out}/ops.json, ops.md, ops.png")
+    print(
+        f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {out}/ops.{{json,md,png}}"
+    )
     # Exit 1 when blockfuse itself failed somewhere; a peer that fails (say, Liger missing) is only reported.
     return 1 if any(r["provider"] == "blockfuse" for r in failed) else 0
 
@@ -127,7 +148,8 @@ def _command(args, names, settings, out) -> str:
     words = ["blockfuse", "bench", "ops", "--op", *names]
     if settings.shapes:
         words += ["--shapes", ",".join("x".join(map(str, s)) for s in settings.shapes)]
-    words += ["--dtype", settings.dtype, "--modes", ",".join(settings.modes), "--providers", ",".join(settings.providers)]
+    words += ["--dtype", settings.dtype, "--modes", ",".join(settings.modes)]
+    words += ["--providers", ",".join(settings.providers)]
     if settings.quick:
         words.append("--quick")
     words += ["--out", str(out)]

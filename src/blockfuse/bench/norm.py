@@ -1,9 +1,9 @@
 """Benchmarks of the norm ops: RMSNorm, LayerNorm, and their fused residual-add forms.
 
-Byte counts: each input read once, each output written once, for an input of
-``rows x hidden`` elements of ``b`` bytes (``n = rows * hidden``). The per-row
-statistics (mean, rstd: 4 or 8 bytes a row) are not counted: at these shapes they are
-below 0.1% of the traffic.
+Byte counts: each input read once, each output written once; ``n`` is the number of
+elements of x (rows x hidden), ``hidden`` its last dimension, ``b`` bytes per element.
+The per-row statistics (mean, rstd: 4 bytes each a row) are not counted: at these
+shapes they are below 0.1% of the traffic.
 
 Liger-Kernel conventions: ``LigerRMSNormFunction.apply(x, w, eps, offset, casting_mode,
 in_place)`` with ``offset=0.0`` (our weight is applied as is, no Gemma ``1 + w``) and
@@ -19,6 +19,8 @@ options (fp32 statistics and affine). Liger has no fused add + LayerNorm, so
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +38,7 @@ CPU_SHAPES: tuple[Shape, ...] = ((64, 256), (8, 1024))
 
 
 def _activation(shape, dtype, device):
-    return torch.randn(shape, dtype=dtype, device=device)  # (rows, hidden)
+    return torch.randn(shape, dtype=dtype, device=device)  # (..., hidden)
 
 
 def _weight(shape, dtype, device):
@@ -52,11 +54,19 @@ def _rms_inputs(shape, dtype, device):
 
 
 def _layer_inputs(shape, dtype, device):
-    return {"x": _activation(shape, dtype, device), "weight": _weight(shape, dtype, device), "bias": _bias(shape, dtype, device)}
+    return {
+        "x": _activation(shape, dtype, device),
+        "weight": _weight(shape, dtype, device),
+        "bias": _bias(shape, dtype, device),
+    }
 
 
 def _add_rms_inputs(shape, dtype, device):
-    return {"x": _activation(shape, dtype, device), "residual": _activation(shape, dtype, device), "weight": _weight(shape, dtype, device)}
+    return {
+        "x": _activation(shape, dtype, device),
+        "residual": _activation(shape, dtype, device),
+        "weight": _weight(shape, dtype, device),
+    }
 
 
 def _add_layer_inputs(shape, dtype, device):
@@ -67,37 +77,39 @@ def _add_layer_inputs(shape, dtype, device):
 
 
 def _rms_norm_bytes(shape, b):
-    n, hidden = shape[0] * shape[1], shape[1]
+    n, hidden = math.prod(shape), shape[-1]
     forward = (2 * n + hidden) * b  # read x, weight; write y
     backward = (3 * n + 2 * hidden) * b  # read dy, x, weight; write dx, dweight
     return forward, backward
 
 
 def _layer_norm_bytes(shape, b):
-    n, hidden = shape[0] * shape[1], shape[1]
+    n, hidden = math.prod(shape), shape[-1]
     forward = (2 * n + 2 * hidden) * b  # read x, weight, bias; write y
     backward = (3 * n + 3 * hidden) * b  # read dy, x, weight; write dx, dweight, dbias
     return forward, backward
 
 
 def _add_rms_norm_bytes(shape, b):
-    n, hidden = shape[0] * shape[1], shape[1]
+    n, hidden = math.prod(shape), shape[-1]
     forward = (4 * n + hidden) * b  # read x, residual, weight; write y, s
     backward = (4 * n + 2 * hidden) * b  # read dy, ds, s, weight; write dx (= dresidual, once), dweight
     return forward, backward
 
 
 def _add_layer_norm_bytes(shape, b):
-    n, hidden = shape[0] * shape[1], shape[1]
+    n, hidden = math.prod(shape), shape[-1]
     forward = (4 * n + 2 * hidden) * b  # read x, residual, weight, bias; write y, s
     backward = (4 * n + 3 * hidden) * b  # read dy, ds, s, weight; write dx (= dresidual, once), dweight, dbias
     return forward, backward
 
 
 def _layer_norm_post_bytes(shape, b):
-    n, hidden = shape[0] * shape[1], shape[1]
+    n, hidden = math.prod(shape), shape[-1]
     forward = (3 * n + 2 * hidden) * b  # read x, residual, weight, bias; write out
-    backward = (3 * n + 3 * hidden) * b  # read dout, x, weight; write dx, dweight, dbias (dresidual is dout itself)
+    backward = (
+        3 * n + 3 * hidden
+    ) * b  # read dout, x, weight; write dx, dweight, dbias (dresidual is dout itself)
     return forward, backward
 
 
@@ -153,13 +165,17 @@ def _reference_add_rms_norm():
 def _reference_add_layer_norm():
     from blockfuse import layer_norm_ref
 
-    return lambda x, residual, weight, bias: layer_norm_ref(x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre")
+    return lambda x, residual, weight, bias: layer_norm_ref(
+        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre"
+    )
 
 
 def _reference_layer_norm_post():
     from blockfuse import layer_norm_ref
 
-    return lambda x, residual, weight, bias: layer_norm_ref(x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post")
+    return lambda x, residual, weight, bias: layer_norm_ref(
+        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post"
+    )
 
 
 def _blockfuse_rms_norm():
@@ -183,13 +199,17 @@ def _blockfuse_add_rms_norm():
 def _blockfuse_add_layer_norm():
     from blockfuse import layer_norm
 
-    return lambda x, residual, weight, bias: layer_norm(x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre")
+    return lambda x, residual, weight, bias: layer_norm(
+        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre"
+    )
 
 
 def _blockfuse_layer_norm_post():
     from blockfuse import layer_norm
 
-    return lambda x, residual, weight, bias: layer_norm(x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post")
+    return lambda x, residual, weight, bias: layer_norm(
+        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post"
+    )
 
 
 def _liger_rms_norm():
@@ -210,7 +230,9 @@ def _liger_add_rms_norm():
     from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
 
     # apply(X, R, W, eps, offset, casting_mode, in_place) -> (Y, S), S = X + R
-    return lambda x, residual, weight: LigerFusedAddRMSNormFunction.apply(x, residual, weight, RMS_EPS, 0.0, "gemma", False)
+    return lambda x, residual, weight: LigerFusedAddRMSNormFunction.apply(
+        x, residual, weight, RMS_EPS, 0.0, "gemma", False
+    )
 
 
 # ---------------------------------------------------------------- declarations
@@ -235,18 +257,57 @@ def _declare(name, make_inputs, outputs, reference, eager, blockfuse, bytes_move
 
 BENCHMARKS = (
     # y = rms_norm(x) * weight
-    _declare("rms_norm", _rms_inputs, ("y",), _reference_rms_norm, _eager_rms_norm, _blockfuse_rms_norm,
-             _rms_norm_bytes, liger=_liger_rms_norm),
+    _declare(
+        "rms_norm",
+        _rms_inputs,
+        ("y",),
+        _reference_rms_norm,
+        _eager_rms_norm,
+        _blockfuse_rms_norm,
+        _rms_norm_bytes,
+        liger=_liger_rms_norm,
+    ),
     # y = layer_norm(x) * weight + bias
-    _declare("layer_norm", _layer_inputs, ("y",), _reference_layer_norm, _eager_layer_norm, _blockfuse_layer_norm,
-             _layer_norm_bytes, liger=_liger_layer_norm),
+    _declare(
+        "layer_norm",
+        _layer_inputs,
+        ("y",),
+        _reference_layer_norm,
+        _eager_layer_norm,
+        _blockfuse_layer_norm,
+        _layer_norm_bytes,
+        liger=_liger_layer_norm,
+    ),
     # s = residual + x; y = rms_norm(s) * weight
-    _declare("add_rms_norm", _add_rms_inputs, ("y", "s"), _reference_add_rms_norm, _eager_add_rms_norm,
-             _blockfuse_add_rms_norm, _add_rms_norm_bytes, liger=_liger_add_rms_norm),
+    _declare(
+        "add_rms_norm",
+        _add_rms_inputs,
+        ("y", "s"),
+        _reference_add_rms_norm,
+        _eager_add_rms_norm,
+        _blockfuse_add_rms_norm,
+        _add_rms_norm_bytes,
+        liger=_liger_add_rms_norm,
+    ),
     # s = residual + x; y = layer_norm(s) * weight + bias
-    _declare("add_layer_norm", _add_layer_inputs, ("y", "s"), _reference_add_layer_norm, _eager_add_layer_norm,
-             _blockfuse_add_layer_norm, _add_layer_norm_bytes),
+    _declare(
+        "add_layer_norm",
+        _add_layer_inputs,
+        ("y", "s"),
+        _reference_add_layer_norm,
+        _eager_add_layer_norm,
+        _blockfuse_add_layer_norm,
+        _add_layer_norm_bytes,
+    ),
     # out = residual + layer_norm(x) * weight + bias (the reordered block's norm); only with --op
-    _declare("layer_norm_post", _add_layer_inputs, ("out",), _reference_layer_norm_post, _eager_layer_norm_post,
-             _blockfuse_layer_norm_post, _layer_norm_post_bytes, default=False),
+    _declare(
+        "layer_norm_post",
+        _add_layer_inputs,
+        ("out",),
+        _reference_layer_norm_post,
+        _eager_layer_norm_post,
+        _blockfuse_layer_norm_post,
+        _layer_norm_post_bytes,
+        default=False,
+    ),
 )

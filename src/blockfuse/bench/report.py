@@ -70,9 +70,15 @@ def targets(records: list[dict], device: str) -> list[dict]:
             record = index.get((op, tuple(TARGET_SHAPE), mode, "blockfuse"))
             fraction = record.get("frac_copy") if record is not None and record.get("error") is None else None
             text = f"{op} {shape_text(TARGET_SHAPE)} {MODE_TITLES[mode]}: blockfuse at "
-            text += f"{fraction:.2f} of copy bandwidth (target >= {floor:.2f})" if fraction is not None else "n/a of copy bandwidth"
+            text += (
+                f"{fraction:.2f} of copy bandwidth (target >= {floor:.2f})"
+                if fraction is not None
+                else "n/a of copy bandwidth"
+            )
             status = "n/a" if fraction is None else ("met" if fraction >= floor else "missed")
-            out.append({"op": op, "target": f"copy_fraction_{mode}", "status": status, "value": fraction, "text": text})
+            out.append(
+                {"op": op, "target": f"copy_fraction_{mode}", "status": status, "value": fraction, "text": text}
+            )
 
         ratios, missed = [], []
         for shape in _shapes(records, op):
@@ -127,7 +133,11 @@ def _cell(record, copy_known: bool) -> str:
     if record.get("error"):
         return "error"
     parts = [f"{record['ms']:.4g} ms"]
-    parts.append(f"{record['frac_copy']:.2f}" if copy_known and record.get("frac_copy") is not None else f"{record['gbps']:.3g} GB/s")
+    parts.append(
+        f"{record['frac_copy']:.2f}"
+        if copy_known and record.get("frac_copy") is not None
+        else f"{record['gbps']:.3g} GB/s"
+    )
     error = record.get("rel_err_out") if record["mode"] == "fwd" else record.get("rel_err_grad")
     parts.append(f"err {error:.1e}" if isinstance(error, float) else "err n/a")
     if record.get("peak_mib") is not None:
@@ -138,15 +148,23 @@ def _cell(record, copy_known: bool) -> str:
 def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
     index = _index(records)
     copy_known = copy is not None
+    card = f"- card: **{meta['card']}**"
+    if meta.get("compute_capability"):
+        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs)"
+    ceiling = "not measured (no CUDA)"
+    if copy_known:
+        ceiling = (
+            f"{copy['gbps']:.0f} GB/s ({copy['bytes'] / 2**30:.0f} GiB read + written in {copy['ms']:.3f} ms)"
+        )
     lines = [
         "# blockfuse op benchmarks",
         "",
-        f"- card: **{meta['card']}**" + (f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs)" if meta.get("compute_capability") else ""),
-        f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, Liger-Kernel {meta['liger_kernel']}, python {meta['python']}",
+        card,
+        f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, "
+        f"Liger-Kernel {meta['liger_kernel']}, python {meta['python']}",
         f"- blockfuse path: {meta['blockfuse_implementation']}, commit {meta.get('git_commit')}; date {meta['date']}",
         f"- command: `{meta['command']}`",
-        "- device-to-device copy: "
-        + (f"{copy['gbps']:.0f} GB/s ({copy['bytes'] / 2**30:.0f} GiB read + written in {copy['ms']:.3f} ms)" if copy_known else "not measured (no CUDA)"),
+        f"- device-to-device copy: {ceiling}",
         "",
         "Each cell: median ms · "
         + ("fraction of the copy bandwidth" if copy_known else "GB/s")
@@ -158,7 +176,8 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         "## Targets",
         "",
     ]
-    lines += [f"- **{t['status']}**: {t['text']}" for t in targets(records, meta["device"])] or ["Checked on CUDA runs only."]
+    checked = [f"- **{t['status']}**: {t['text']}" for t in targets(records, meta["device"])]
+    lines += checked or ["Checked on CUDA runs only."]
     for op in _ops(records):
         providers = _providers(records, op)
         for mode in _modes(records, op):
@@ -174,10 +193,9 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
     failures = [r for r in records if r.get("error")]
     if failures:
         lines += ["", "## Errors", ""]
-        lines += [
-            f"- {r['op']} {shape_text(r['shape'])} {r['mode']} {r['provider']}: `{r['error'].replace('`', chr(39))}`"
-            for r in failures
-        ]
+        for r in failures:
+            message = r["error"].replace("`", "'")
+            lines.append(f"- {r['op']} {shape_text(r['shape'])} {r['mode']} {r['provider']}: `{message}`")
     return "\n".join(lines) + "\n"
 
 

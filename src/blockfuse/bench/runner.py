@@ -14,6 +14,7 @@ import importlib.metadata
 import platform
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -95,7 +96,8 @@ class _Case:
     def callable(self, mode: str) -> tuple[Callable | None, Callable, list[torch.Tensor]]:
         """(setup, call, leaves) of ``mode``: ``call()``, or ``call(setup())`` with an untimed
         setup; ``leaves`` are the tensors whose .grad is cleared between calls."""
-        fn, dys = self.fn, self.reference.output_grads
+        # own copies of dy: a provider may write its input gradient into dy (Liger's in_place=True)
+        fn, dys = self.fn, [g.clone() for g in self.reference.output_grads]
         if mode == "fwd":
             plain = {name: t.detach() for name, t in self.inputs.items()}
 
@@ -108,7 +110,11 @@ class _Case:
         if mode == "bwd":
             # NOTE: a fresh forward before each timed backward, not backward(retain_graph=True):
             # torch.compile donates the saved buffers to its backward, which then refuses retain_graph.
-            return (lambda: _as_tuple(fn(**leaves))), (lambda outs: torch.autograd.backward(outs, dys)), list(leaves.values())
+            return (
+                (lambda: _as_tuple(fn(**leaves))),
+                (lambda outs: torch.autograd.backward(outs, dys)),
+                list(leaves.values()),
+            )
         return None, (lambda: torch.autograd.backward(_as_tuple(fn(**leaves)), dys)), list(leaves.values())
 
     def measure(self, mode: str) -> dict:
@@ -122,30 +128,35 @@ class _Case:
         record["rel_err"] = errors
         setup, call, leaves = self.callable(mode)
 
-        def once():
-            for t in leaves:
-                t.grad = None
-            call(setup()) if setup is not None else call()
+        def clear_grads():
+            for tensor in leaves:
+                tensor.grad = None
 
-        once()  # warm-up: compiles, autotunes, fills caches
+        clear_grads()
+        call(setup()) if setup is not None else call()  # warm-up: compiles, autotunes, fills caches
+        clear_grads()
         quick = self.settings.quick
         if self.settings.device.type == "cuda":
-            for t in leaves:
-                t.grad = None
-            state = setup() if setup is not None else None  # the forward of bwd is not counted
-            record["peak_mib"] = timing.peak_memory_mib(lambda: call(state) if setup is not None else call())
+            state = setup() if setup is not None else None  # bwd: the forward is not counted
+            record["peak_mib"] = timing.peak_memory_mib((lambda: call(state)) if setup is not None else call)
             del state
-            t = timing.time_cuda(call, setup=setup, grad_to_none=leaves, warmup_ms=5 if quick else 25, rep_ms=20 if quick else 100)
+            clear_grads()
+            t = timing.time_cuda(
+                call, setup=setup, grad_to_none=leaves, warmup_ms=5 if quick else 25, rep_ms=20 if quick else 100
+            )
         else:
-            def clear_then(inner):
-                def wrapped(*state):
-                    for tensor in leaves:
-                        tensor.grad = None
-                    return inner(*state)
-                return wrapped
 
-            t = timing.time_cpu(clear_then(call), setup=setup, warmup=1 if quick else 2, rep_ms=20 if quick else 200,
-                                max_reps=20 if quick else 200)  # fmt: skip
+            def clear_then_call(*state):
+                clear_grads()
+                call(*state)
+
+            t = timing.time_cpu(
+                clear_then_call,
+                setup=setup,
+                warmup=1 if quick else 2,
+                rep_ms=20 if quick else 200,
+                max_reps=20 if quick else 200,
+            )
         record.update(ms=t.median, ms_p20=t.p20, ms_p80=t.p80)
         return record
 
@@ -162,16 +173,13 @@ def run(
     settings: Settings,
     copy_gbps: float | None,
     *,
-    on_op_done: Callable[[list[dict]], None] | None = None,
+    on_update: Callable[[list[dict]], None] | None = None,
     show_progress: bool = True,
 ) -> list[dict]:
-    """Time every op x shape x provider x mode; one record each. ``on_op_done`` gets the
-    records so far after each op (to write partial results)."""
+    """Time every op x shape x provider x mode; one record each. ``on_update`` gets the
+    records so far after each op and shape (to write partial results)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    dtype = DTYPES[settings.dtype]
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    cuda = settings.device.type == "cuda"
     records: list[dict] = []
     total = sum(
         len(shapes_of(b, settings)) * len(settings.modes) * sum(p in b.providers for p in settings.providers)
@@ -181,51 +189,80 @@ def run(
     with Progress(*columns, disable=not show_progress, transient=True) as progress:
         task = progress.add_task("bench ops", total=total)
         for bench in benchmarks:
+            began, before = time.perf_counter(), len(records)
             for shape in shapes_of(bench, settings):
-                torch.manual_seed(0)
-                if cuda:
-                    torch.compiler.reset()  # NOTE: a fresh, static-shape compile per shape, as a user with one shape gets
-                    torch.cuda.empty_cache()
-                inputs = bench.make_inputs(shape, dtype, settings.device)
+                measured = _measure_shape(
+                    bench, shape, settings, copy_gbps, lambda text: progress.update(task, description=text)
+                )
+                records += measured
+                progress.advance(task, len(measured))
+                if on_update is not None:
+                    on_update(records)
+            failed = sum(1 for r in records[before:] if r["error"])
+            elapsed = time.perf_counter() - began
+            progress.console.print(
+                f"{bench.name}: {len(records) - before} measurements, {failed} failed, {elapsed:.1f} s"
+            )
+    return records
+
+
+def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gbps, status) -> list[dict]:
+    """Every provider x mode of one op and shape; ``status(text)`` says which is running."""
+    dtype = DTYPES[settings.dtype]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    cuda = settings.device.type == "cuda"
+    torch.manual_seed(0)
+    torch.compiler.reset()  # NOTE: a fresh, static-shape compile per shape, as a user with one shape gets
+    if cuda:
+        torch.cuda.empty_cache()
+    inputs = bench.make_inputs(shape, dtype, settings.device)
+    try:
+        reference, reference_error = _Reference(bench, inputs, dtype), None
+    except Exception as error:  # the oracle itself failed: no provider can be checked
+        reference, reference_error = None, f"reference: {_describe(error)}"
+    records = []
+    for provider in settings.providers:
+        if provider not in bench.providers:
+            continue
+        case, setup_error = None, reference_error
+        if reference is not None:
+            try:
+                case = _Case(bench, bench.providers[provider](), inputs, reference, settings)
+            except Exception as error:
+                setup_error = _describe(error)
+        for mode in settings.modes:
+            status(f"{bench.name} {'x'.join(map(str, shape))} {provider} {mode}")
+            moved = mode_bytes(bench, shape, itemsize, mode)
+            record = {
+                "op": bench.name,
+                "shape": list(shape),
+                "dtype": settings.dtype,
+                "mode": mode,
+                "provider": provider,
+                "bytes": moved,
+                "ms": None,
+                "ms_p20": None,
+                "ms_p80": None,
+                "gbps": None,
+                "frac_copy": None,
+                "peak_mib": None,
+                "rel_err_out": None,
+                "rel_err_grad": None,
+                "rel_err": {},
+                "error": setup_error,
+            }
+            if case is not None:
                 try:
-                    reference: _Reference | None = _Reference(bench, inputs, dtype)
-                    reference_error = None
-                except Exception as error:  # the oracle itself failed: every provider is unchecked
-                    reference, reference_error = None, f"reference: {_describe(error)}"
-                for provider in settings.providers:
-                    if provider not in bench.providers:
-                        continue
-                    case, setup_error = None, reference_error
-                    if reference is not None:
-                        try:
-                            case = _Case(bench, bench.providers[provider](), inputs, reference, settings)
-                        except Exception as error:
-                            setup_error = _describe(error)
-                    for mode in settings.modes:
-                        progress.update(task, description=f"{bench.name} {'x'.join(map(str, shape))} {provider} {mode}")
-                        moved = mode_bytes(bench, shape, itemsize, mode)
-                        record = {
-                            "op": bench.name, "shape": list(shape), "dtype": settings.dtype, "mode": mode,
-                            "provider": provider, "bytes": moved, "ms": None, "ms_p20": None, "ms_p80": None,
-                            "gbps": None, "frac_copy": None, "peak_mib": None,
-                            "rel_err_out": None, "rel_err_grad": None, "rel_err": {}, "error": setup_error,
-                        }  # fmt: skip
-                        if case is not None:
-                            try:
-                                record.update(case.measure(mode))
-                            except Exception as error:
-                                record["error"] = _describe(error)
-                                if cuda:
-                                    torch.cuda.empty_cache()
-                        if record["ms"]:
-                            record["gbps"] = moved / record["ms"] / 1e6
-                            if copy_gbps:
-                                record["frac_copy"] = record["gbps"] / copy_gbps
-                        records.append(record)
-                        progress.advance(task)
-                del inputs, reference
-            if on_op_done is not None:
-                on_op_done(records)
+                    record.update(case.measure(mode))
+                except Exception as error:
+                    record["error"] = _describe(error)
+                    if cuda:
+                        torch.cuda.empty_cache()
+            if record["ms"]:
+                record["gbps"] = moved / record["ms"] / 1e6
+                if copy_gbps:
+                    record["frac_copy"] = record["gbps"] / copy_gbps
+            records.append(record)
     return records
 
 
@@ -282,7 +319,9 @@ def environment(device: torch.device) -> dict:
 def _git_commit() -> str | None:
     try:
         here = Path(__file__).resolve().parent
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
         return done.stdout.strip() or None if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None

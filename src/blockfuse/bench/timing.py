@@ -38,7 +38,9 @@ def summarize(samples: Sequence[float]) -> Timing:
     return Timing(median=quantile(samples, 0.5), p20=quantile(samples, 0.2), p80=quantile(samples, 0.8))
 
 
-def time_cuda(fn: Callable, *, warmup_ms: float, rep_ms: float, grad_to_none=None, setup: Callable | None = None) -> Timing:
+def time_cuda(
+    fn: Callable, *, warmup_ms: float, rep_ms: float, grad_to_none=None, setup: Callable | None = None
+) -> Timing:
     """Time ``fn`` on the current CUDA device.
 
     Without ``setup``: ``triton.testing.do_bench``, which warms up for ``warmup_ms``, then
@@ -96,7 +98,13 @@ def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none) -> Tim
 
 
 def time_cpu(
-    fn: Callable, *, warmup: int, rep_ms: float, min_reps: int = 3, max_reps: int = 200, setup: Callable | None = None
+    fn: Callable,
+    *,
+    warmup: int,
+    rep_ms: float,
+    min_reps: int = 3,
+    max_reps: int = 200,
+    setup: Callable | None = None,
 ) -> Timing:
     """Time ``fn`` on the CPU with ``time.perf_counter``: ``warmup`` calls, then calls until
     ``rep_ms`` milliseconds have passed (at least ``min_reps``, at most ``max_reps``).
@@ -125,11 +133,11 @@ def copy_bandwidth(*, gib: float = 1.0, warmup_ms: float = 25, rep_ms: float = 1
     numel = int(gib * 2**30) // 2
     source = torch.empty(numel, dtype=torch.bfloat16, device="cuda").normal_()
     target = torch.empty_like(source)
-    timing = time_cuda(lambda: target.copy_(source), warmup_ms=warmup_ms, rep_ms=rep_ms)
     moved = 2 * source.numel() * source.element_size()
-    del source, target
+    median = time_cuda(lambda: target.copy_(source), warmup_ms=warmup_ms, rep_ms=rep_ms).median
+    source = target = None  # free the 2 GiB before the ops run
     torch.cuda.empty_cache()
-    return {"bytes": moved, "ms": timing.median, "gbps": moved / timing.median / 1e6}
+    return {"bytes": moved, "ms": median, "gbps": moved / median / 1e6}
 
 
 def peak_memory_mib(fn: Callable[[], object]) -> float:

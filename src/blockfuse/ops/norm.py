@@ -24,6 +24,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.dropout import draw_seed, dropout_keep
+from blockfuse.ops.launch import CachedKernel
 from blockfuse.runtime import use_triton
 
 # Residual forms, as kernel constants.
@@ -378,6 +379,10 @@ def _sum_partials_kernel(
 # Launchers
 # ----------------------------------------------------------------------------------------
 
+_fwd_kernel = CachedKernel(_norm_fwd_kernel)
+_bwd_kernel = CachedKernel(_norm_bwd_kernel)
+_sum_kernel = CachedKernel(_sum_partials_kernel)
+
 
 def _rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
     """``t`` as (M, N) with a contiguous last dimension, as a view where possible."""
@@ -418,20 +423,22 @@ def _dropout_scale(p: float) -> float:
 
 
 def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight):
+    """Returns (y, s, mean, rstd); s is None unless mode is "pre", mean is None for RMSNorm."""
     n = x.shape[-1]
     x2, res2 = _rows(x, n), _rows(residual, n)
     m = x2.shape[0]
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    s = torch.empty(x.shape if mode == "pre" else (0,), dtype=x.dtype, device=x.device)
-    mean = torch.empty((m,) if not is_rms else (0,), dtype=torch.float32, device=x.device)
+    s = torch.empty(x.shape, dtype=x.dtype, device=x.device) if mode == "pre" else None
+    mean = None if is_rms else torch.empty((m,), dtype=torch.float32, device=x.device)
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     if m == 0:
         return y, s, mean, rstd
     y2 = y.view(-1, n)
-    s2 = s.view(-1, n) if mode == "pre" else None
+    s2 = None if s is None else s.view(-1, n)
     block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
     has_dropout = dropout_p > 0
-    _norm_fwd_kernel[(triton.cdiv(m, block_m),)](
+    _fwd_kernel(
+        (triton.cdiv(m, block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if has_dropout else None,
         x2.stride(0), _stride(res2), y2.stride(0), _stride(s2),
         m, n, eps, dropout_p, _dropout_scale(dropout_p),
@@ -443,28 +450,31 @@ def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
 
 
 def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p, is_rms, cast_before_weight):
+    """Returns (dx, dres, dweight, dbias); dres is the residual's gradient when it differs
+    from dx (pre mode with dropout), else None; dweight / dbias are None without them."""
     n = z.shape[-1]
     dy2, ds2, z2 = _rows(dy, n), _rows(ds, n), _rows(z, n)
     m = z2.shape[0]
     has_w = weight is not None
     has_dropout = dropout_p > 0
+    param_dtype = weight.dtype if has_w else z.dtype
     dx = torch.empty(z.shape, dtype=z.dtype, device=z.device)
-    dres = torch.empty(z.shape if (mode == "pre" and has_dropout) else (0,), dtype=z.dtype, device=z.device)
-    dw = torch.empty((n,) if has_w else (0,), dtype=weight.dtype if has_w else z.dtype, device=z.device)
-    db_dtype = weight.dtype if has_w else z.dtype
-    db = torch.empty((n,) if has_bias else (0,), dtype=db_dtype, device=z.device)
+    dres = torch.empty(z.shape, dtype=z.dtype, device=z.device) if (mode == "pre" and has_dropout) else None
+    dw = torch.empty((n,), dtype=param_dtype, device=z.device) if has_w else None
+    db = torch.empty((n,), dtype=param_dtype, device=z.device) if has_bias else None
     if m == 0:
-        dw.zero_()
-        db.zero_()
-        return dx, dres, dw, db
+        return dx, dres, None if dw is None else dw.zero_(), None if db is None else db.zero_()
     dx2 = dx.view(-1, n)
-    dres2 = dres.view(-1, n) if dres.numel() else None
+    dres2 = None if dres is None else dres.view(-1, n)
     block_m, block_n, num_chunks, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
     g = _num_programs(z, triton.cdiv(m, block_m))
-    # Wide rows accumulate into PARTIAL in place, so it must start at zero.
-    alloc = torch.zeros if num_chunks > 1 else torch.empty
-    partial = alloc((2, g, n) if (has_w or has_bias) else (0,), dtype=torch.float32, device=z.device)
-    _norm_bwd_kernel[(g,)](
+    partial = None
+    if has_w or has_bias:
+        # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
+        alloc = torch.zeros if num_chunks > 1 else torch.empty
+        partial = alloc((2, g, n), dtype=torch.float32, device=z.device)
+    _bwd_kernel(
+        (g,),
         dy2, ds2, z2, weight, mean, rstd, seed if has_dropout else None, dx2, dres2, partial,
         dy2.stride(0), _stride(ds2), z2.stride(0), dx2.stride(0), _stride(dres2),
         m, n, dropout_p, _dropout_scale(dropout_p),
@@ -472,19 +482,61 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
         HAS_DROPOUT=has_dropout, CAST_BEFORE_WEIGHT=cast_before_weight,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
     )
-    if has_w or has_bias:
+    if partial is not None:
         # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU.
         block_n = min(triton.next_power_of_2(n), 64)
-        _sum_partials_kernel[(triton.cdiv(n, block_n),)](
-            partial, dw if has_w else None, db if has_bias else None, g, n,
+        _sum_kernel(
+            (triton.cdiv(n, block_n),), partial, dw, db, g, n,
             HAS_W=has_w, HAS_B=has_bias, BLOCK_G=32, BLOCK_N=block_n, num_warps=4,
         )
     return dx, dres, dw, db
 
 
+def _residual_grad(mode, dy, dx, dres):
+    """The residual's gradient: dy itself in post mode (the add passes it straight through)."""
+    if mode == "post":
+        return dy
+    if mode == "pre":
+        return dx if dres is None else dres
+    return None
+
+
 # ----------------------------------------------------------------------------------------
-# Custom ops: blockfuse::layer_norm, blockfuse::rms_norm and their backward ops
+# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
 # ----------------------------------------------------------------------------------------
+#
+# NOTE: both run the same launchers. Eager calls go through a plain autograd.Function
+# because custom-op dispatch costs about 190 us of host time per call with autograd
+# (measured on an H200 host, torch 2.11), longer than the kernels themselves below
+# ~16M elements; under torch.compile the custom ops keep the kernels opaque to Dynamo
+# (no graph break) and the dispatch cost is paid once, at trace time.
+
+
+class _NormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight):
+        y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
+                                         cast_before_weight)
+        # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps
+        # anyway as its residual stream) rather than x and residual.
+        ctx.save_for_backward(s if mode == "pre" else x, weight, mean, rstd, seed)
+        ctx.config = (bias is not None, mode, dropout_p, is_rms, cast_before_weight)
+        ctx.set_materialize_grads(False)
+        return y, s
+
+    @staticmethod
+    def backward(ctx, dy, ds):
+        z, weight, mean, rstd, seed = ctx.saved_tensors
+        has_bias, mode, dropout_p, is_rms, cast_before_weight = ctx.config
+        if dy is None:
+            dy = torch.zeros_like(z)
+        dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p,
+                                          is_rms, cast_before_weight)
+        return dx, dw, db, _residual_grad(mode, dy, dx, dres), None, None, None, None, None, None
+
+
+def _empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
+    return like.new_empty((0,)) if t is None else t
 
 
 @torch.library.custom_op("blockfuse::layer_norm", mutates_args=())
@@ -492,15 +544,18 @@ def _layer_norm_op(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
     seed: Optional[Tensor], eps: float, residual_mode: str, dropout_p: float,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _norm_forward(x, weight, bias, residual, seed, eps, residual_mode, dropout_p, False, False)
+    y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, residual_mode, dropout_p, False, False)
+    return y, _empty_if_none(s, x), mean, rstd
 
 
 @torch.library.custom_op("blockfuse::rms_norm", mutates_args=())
 def _rms_norm_op(
     x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
     eps: float, residual_mode: str, dropout_p: float, cast_before_weight: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _norm_forward(x, weight, None, residual, seed, eps, residual_mode, dropout_p, True, cast_before_weight)
+) -> tuple[Tensor, Tensor, Tensor]:
+    y, s, _, rstd = _norm_forward(x, weight, None, residual, seed, eps, residual_mode, dropout_p, True,
+                                  cast_before_weight)
+    return y, _empty_if_none(s, x), rstd
 
 
 @torch.library.custom_op("blockfuse::layer_norm_backward", mutates_args=())
@@ -508,48 +563,47 @@ def _layer_norm_backward_op(
     dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], has_bias: bool,
     mean: Tensor, rstd: Tensor, seed: Optional[Tensor], residual_mode: str, dropout_p: float,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p, False, False)
+    dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p,
+                                      False, False)
+    return dx, _empty_if_none(dres, z), _empty_if_none(dw, z), _empty_if_none(db, z)
 
 
 @torch.library.custom_op("blockfuse::rms_norm_backward", mutates_args=())
 def _rms_norm_backward_op(
     dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], rstd: Tensor,
     seed: Optional[Tensor], residual_mode: str, dropout_p: float, cast_before_weight: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    empty = rstd.new_empty((0,))
-    return _norm_backward(dy, ds, z, weight, False, empty, rstd, seed, residual_mode, dropout_p, True,
-                          cast_before_weight)
+) -> tuple[Tensor, Tensor, Tensor]:
+    dx, dres, dw, _ = _norm_backward(dy, ds, z, weight, False, None, rstd, seed, residual_mode, dropout_p, True,
+                                     cast_before_weight)
+    return dx, _empty_if_none(dres, z), _empty_if_none(dw, z)
 
 
-def _fake_forward(x, residual_mode, is_rms):
+def _fake_forward(x, residual_mode):
     m = math.prod(x.shape[:-1])
-    return (
-        x.new_empty(x.shape),
-        x.new_empty(x.shape if residual_mode == "pre" else (0,)),
-        x.new_empty((0,) if is_rms else (m,), dtype=torch.float32),
-        x.new_empty((m,), dtype=torch.float32),
-    )
+    y = x.new_empty(x.shape)
+    s = x.new_empty(x.shape if residual_mode == "pre" else (0,))
+    return y, s, x.new_empty((m,), dtype=torch.float32)
 
 
 def _fake_backward(z, weight, has_bias, residual_mode, dropout_p):
     n = z.shape[-1]
     param_dtype = weight.dtype if weight is not None else z.dtype
-    return (
-        z.new_empty(z.shape),
-        z.new_empty(z.shape if (residual_mode == "pre" and dropout_p > 0) else (0,)),
-        z.new_empty((n,) if weight is not None else (0,), dtype=param_dtype),
-        z.new_empty((n,) if has_bias else (0,), dtype=param_dtype),
-    )
+    dx = z.new_empty(z.shape)
+    dres = z.new_empty(z.shape if (residual_mode == "pre" and dropout_p > 0) else (0,))
+    dw = z.new_empty((n,) if weight is not None else (0,), dtype=param_dtype)
+    db = z.new_empty((n,) if has_bias else (0,), dtype=param_dtype)
+    return dx, dres, dw, db
 
 
 @_layer_norm_op.register_fake
 def _(x, weight, bias, residual, seed, eps, residual_mode, dropout_p):
-    return _fake_forward(x, residual_mode, is_rms=False)
+    y, s, stat = _fake_forward(x, residual_mode)
+    return y, s, stat, stat.new_empty(stat.shape)
 
 
 @_rms_norm_op.register_fake
 def _(x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight):
-    return _fake_forward(x, residual_mode, is_rms=True)
+    return _fake_forward(x, residual_mode)
 
 
 @_layer_norm_backward_op.register_fake
@@ -559,60 +613,47 @@ def _(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p):
 
 @_rms_norm_backward_op.register_fake
 def _(dy, ds, z, weight, rstd, seed, residual_mode, dropout_p, cast_before_weight):
-    return _fake_backward(z, weight, False, residual_mode, dropout_p)
+    return _fake_backward(z, weight, False, residual_mode, dropout_p)[:3]
 
 
-def _residual_grads(mode, dy, dx, dres, dropout_p):
-    """The residual's gradient: it passes straight through in post mode."""
-    if mode == "post":
-        return dy
-    if mode == "pre":
-        return dres if dropout_p > 0 else dx
-    return None
-
-
-def _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p):
-    y, s, mean, rstd = output
-    # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps
-    # anyway as its residual stream) rather than x and residual.
-    z = s if residual_mode == "pre" else x
-    ctx.save_for_backward(z, weight, mean, rstd, seed)
-    ctx.residual_mode = residual_mode
-    ctx.dropout_p = dropout_p
-    ctx.x_dtype = x.dtype
-    ctx.set_materialize_grads(False)
+def _none_if_empty(t: Tensor) -> Optional[Tensor]:
+    return None if t.numel() == 0 else t
 
 
 def _layer_norm_setup(ctx, inputs, output):
     x, weight, bias, residual, seed, eps, residual_mode, dropout_p = inputs
-    _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p)
-    ctx.has_bias = bias is not None
+    y, s, mean, rstd = output
+    ctx.save_for_backward(s if residual_mode == "pre" else x, weight, mean, rstd, seed)
+    ctx.config = (bias is not None, residual_mode, dropout_p)
+    ctx.set_materialize_grads(False)
 
 
 def _layer_norm_backward(ctx, dy, ds, _dmean, _drstd):
     z, weight, mean, rstd, seed = ctx.saved_tensors
+    has_bias, mode, dropout_p = ctx.config
     if dy is None:
         dy = torch.zeros_like(z)
-    dx, dres, dw, db = _layer_norm_backward_op(
-        dy, ds, z, weight, ctx.has_bias, mean, rstd, seed, ctx.residual_mode, ctx.dropout_p)
-    dresidual = _residual_grads(ctx.residual_mode, dy, dx, dres, ctx.dropout_p)
-    return (dx, dw if weight is not None else None, db if ctx.has_bias else None, dresidual,
+    dx, dres, dw, db = _layer_norm_backward_op(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p)
+    dresidual = _residual_grad(mode, dy, dx, _none_if_empty(dres))
+    return (dx, dw if weight is not None else None, db if has_bias else None, dresidual,
             None, None, None, None)
 
 
 def _rms_norm_setup(ctx, inputs, output):
     x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight = inputs
-    _save_for_backward(ctx, x, weight, residual, seed, output, residual_mode, dropout_p)
-    ctx.cast_before_weight = cast_before_weight
+    y, s, rstd = output
+    ctx.save_for_backward(s if residual_mode == "pre" else x, weight, rstd, seed)
+    ctx.config = (residual_mode, dropout_p, cast_before_weight)
+    ctx.set_materialize_grads(False)
 
 
-def _rms_norm_backward(ctx, dy, ds, _dmean, _drstd):
-    z, weight, _mean, rstd, seed = ctx.saved_tensors
+def _rms_norm_backward(ctx, dy, ds, _drstd):
+    z, weight, rstd, seed = ctx.saved_tensors
+    mode, dropout_p, cast_before_weight = ctx.config
     if dy is None:
         dy = torch.zeros_like(z)
-    dx, dres, dw, _ = _rms_norm_backward_op(
-        dy, ds, z, weight, rstd, seed, ctx.residual_mode, ctx.dropout_p, ctx.cast_before_weight)
-    dresidual = _residual_grads(ctx.residual_mode, dy, dx, dres, ctx.dropout_p)
+    dx, dres, dw = _rms_norm_backward_op(dy, ds, z, weight, rstd, seed, mode, dropout_p, cast_before_weight)
+    dresidual = _residual_grad(mode, dy, dx, _none_if_empty(dres))
     return dx, dw if weight is not None else None, dresidual, None, None, None, None, None
 
 
@@ -667,11 +708,18 @@ def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
                          "pass residual= or set dropout_p=0")
 
 
-def _run_norm(op, x, params, residual, residual_mode, dropout_p, training, eps, extra=()):
+def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight):
     p = float(dropout_p) if training else 0.0
     mode = "none" if residual is None else residual_mode
     seed = draw_seed(x.device) if p > 0 else None
-    y, s, _, _ = op(x, *params, residual, seed, float(eps), mode, p, *extra)
+    eps = float(eps)
+    if torch.compiler.is_compiling():
+        if is_rms:
+            y, s, _ = _rms_norm_op(x, weight, residual, seed, eps, mode, p, cast_before_weight)
+        else:
+            y, s, _, _ = _layer_norm_op(x, weight, bias, residual, seed, eps, mode, p)
+    else:
+        y, s = _NormFunction.apply(x, weight, bias, residual, seed, eps, mode, p, is_rms, cast_before_weight)
     return (y, s) if mode == "pre" else y
 
 
@@ -695,7 +743,7 @@ def layer_norm(
     if not use_triton(x) or x.dtype == torch.float64:
         return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
                               dropout_p=dropout_p, training=training)
-    return _run_norm(_layer_norm_op, x, (weight, bias), residual, residual_mode, dropout_p, training, eps)
+    return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False)
 
 
 def rms_norm(
@@ -719,8 +767,8 @@ def rms_norm(
     if not use_triton(x) or x.dtype == torch.float64:
         return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
                             dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
-    return _run_norm(_rms_norm_op, x, (weight,), residual, residual_mode, dropout_p, training, eps,
-                     extra=(bool(cast_before_weight),))
+    return _run_norm(x, weight, None, residual, residual_mode, dropout_p, training, eps, True,
+                     bool(cast_before_weight))
 
 
 # ----------------------------------------------------------------------------------------
