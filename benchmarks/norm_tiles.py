@@ -1,8 +1,9 @@
 """Tile / warp / program-count sweep for the norm kernels, and a CUDA correctness check.
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR]
-Times the launchers directly (no autograd), so the numbers are the kernels' own; the
-op benchmark (`blockfuse bench ops`) measures what a user sees.
+Times the launchers directly (no autograd) with CUDA-graph replays and the L2 flushed
+before each call, so the numbers are the kernels' own; the op benchmark
+(`blockfuse bench ops`) measures what a user sees.
 """
 
 from __future__ import annotations
@@ -14,18 +15,11 @@ import sys
 
 import torch
 import triton
-from triton.testing import do_bench
 
+from blockfuse.bench.timing import copy_bandwidth, l2_flush, time_cuda_graph
 from blockfuse.ops import norm
 
 SHAPES = [(16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192)]
-
-
-def copy_bandwidth() -> float:
-    src = torch.randn(2**29 // 2, device="cuda", dtype=torch.bfloat16)  # 512 MiB
-    dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    return 2 * src.numel() * src.element_size() / ms / 1e6  # GB/s
 
 
 def relerr(a, b):
@@ -91,8 +85,13 @@ def _inputs(shape, is_rms, mode):
 
 def time_forward(shape, is_rms, mode):
     x, r, w, b = _inputs(shape, is_rms, mode)
-    ms = do_bench(lambda: norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False),
-                  warmup=25, rep=100, return_mode="median")
+    flush = l2_flush()
+
+    def body():
+        flush()
+        norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+
+    ms = time_cuda_graph(body, flush, reps=10, samples=7).median
     tensors = 2 + (2 if mode == "pre" else 1 if mode == "post" else 0)  # x, y (+ residual, s)
     return ms, tensors * x.numel() * 2
 
@@ -103,8 +102,13 @@ def time_backward(shape, is_rms, mode):
     z = s if mode == "pre" else x
     dy = torch.randn_like(x)
     ds = torch.randn_like(x) if mode == "pre" else None
-    ms = do_bench(lambda: norm._norm_backward(dy, ds, z, w, b is not None, mean, rstd, None, mode, 0.0,
-                                              is_rms, False), warmup=25, rep=100, return_mode="median")
+    flush = l2_flush()
+
+    def body():
+        flush()
+        norm._norm_backward(dy, ds, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+
+    ms = time_cuda_graph(body, flush, reps=10, samples=7).median
     tensors = 3 + (1 if mode == "pre" else 0)  # dy, z, dx (+ ds)
     return ms, tensors * x.numel() * 2
 
@@ -134,11 +138,11 @@ def main():
     print("correctness failures:", len(failures))
     for f in failures:
         print("  ", f)
-    bw = copy_bandwidth()
+    bw = copy_bandwidth()["gbps"]
     print(f"copy bandwidth {bw:.0f} GB/s")
     rows = []
-    fwd_configs = list(itertools.product([4096, 8192, 16384], [512, 1024, 2048]))
-    bwd_configs = list(itertools.product([4096, 8192], [256, 512, 1024], [1, 2, 4]))
+    fwd_configs = list(itertools.product([4096, 8192], [256, 512, 1024, 2048]))
+    bwd_configs = list(itertools.product([4096, 8192], [128, 256, 512], [1, 2, 3]))
     defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
                 norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM)
     print(profile_backward((16384, 4096), False, "none"))

@@ -13,6 +13,8 @@ RECORD_FIELDS = {
     "bytes",
     "ms",
     "ms_p20",
+    "ms_eager",
+    "timing",
     "ms_p80",
     "gbps",
     "frac_copy",

@@ -163,6 +163,11 @@ def call_pytorch(variant: Variant, inputs: Inputs, mode: str = "pre", dropout_ma
 
     def norm(t):
         if variant.norm == "layer":
+            params = [p for p in (weight, bias) if p is not None]
+            if params and params[0].dtype != t.dtype:
+                # Mixed precision as autocast runs it (CUDA's layer_norm refuses mixed dtypes):
+                # upcast, normalize, cast back.
+                return F.layer_norm(t.to(params[0].dtype), (width,), weight, bias, variant.eps).to(t.dtype)
             return F.layer_norm(t, (width,), weight, bias, variant.eps)
         with warnings.catch_warnings():  # "Mismatch dtype between input and weight"
             warnings.simplefilter("ignore", UserWarning)

@@ -117,6 +117,28 @@ class _Case:
             )
         return None, (lambda: torch.autograd.backward(_as_tuple(fn(**leaves)), dys)), list(leaves.values())
 
+    @staticmethod
+    def _time_graph(setup, call, clear_grads, quick):
+        """CUDA-graph time of ``call`` (after ``setup``, whose own time is subtracted)."""
+        flush = timing.l2_flush()
+        if setup is None:
+            def body():
+                flush()
+                clear_grads()
+                call()
+            baseline = flush
+        else:
+            def body():
+                flush()
+                clear_grads()
+                call(setup())
+
+            def baseline():
+                flush()
+                clear_grads()
+                setup()
+        return timing.time_cuda_graph(body, baseline, reps=5 if quick else 10, samples=5 if quick else 15)
+
     def measure(self, mode: str) -> dict:
         record: dict = {}
         if mode == "fwd":
@@ -144,6 +166,14 @@ class _Case:
             t = timing.time_cuda(
                 call, setup=setup, grad_to_none=leaves, warmup_ms=5 if quick else 25, rep_ms=20 if quick else 100
             )
+            record.update(ms_eager=t.median, ms_eager_p20=t.p20, ms_eager_p80=t.p80)
+            try:
+                t = self._time_graph(setup, call, clear_grads, quick)
+                record["timing"] = "cuda-graph"
+            except Exception as error:  # capture failed: keep the eager-call time, say why
+                record["timing"] = "eager-call"
+                record["graph_error"] = _describe(error)
+                torch.cuda.synchronize()
         else:
 
             def clear_then_call(*state):
@@ -243,6 +273,8 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
                 "ms": None,
                 "ms_p20": None,
                 "ms_p80": None,
+                "ms_eager": None,
+                "timing": None,
                 "gbps": None,
                 "frac_copy": None,
                 "peak_mib": None,

@@ -38,12 +38,13 @@ class LayerNorm(nn.Module):
         self.residual_mode = residual_mode
         self.dropout_p = dropout_p
         factory = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.ones(n, **factory)) if elementwise_affine else None
-        self.bias = nn.Parameter(torch.zeros(n, **factory)) if elementwise_affine and bias else None
-        if not elementwise_affine:
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(n, **factory))
+        else:
             self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        elif not bias:
+        if elementwise_affine and bias:
+            self.bias = nn.Parameter(torch.zeros(n, **factory))
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor, residual: Optional[Tensor] = None):
@@ -58,8 +59,9 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """``torch.nn.RMSNorm`` over the last dimension, with an optional fused residual and dropout.
 
-    ``cast_before_weight=True`` follows torch.nn.RMSNorm and Llama (cast, then multiply by the
-    weight); the default multiplies in fp32 and casts once (OLMo-2).
+    The default multiplies by the weight in fp32 and casts once (OLMo-2, and what
+    ``torch.nn.functional.rms_norm`` computes); ``cast_before_weight=True`` casts the normalized
+    row to x's dtype first, then multiplies (Hugging Face Llama).
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-6, elementwise_affine: bool = True,

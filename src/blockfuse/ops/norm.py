@@ -240,8 +240,6 @@ def _norm_bwd_kernel(
     if HAS_DROPOUT:
         seed = tl.load(SEED)
     offs = tl.arange(0, BLOCK_N)
-    partial_w = PARTIAL + pid * N
-    partial_b = PARTIAL + (num_programs + pid) * N
     num_blocks = tl.cdiv(M, BLOCK_M)
 
     if NUM_CHUNKS == 1:
@@ -289,9 +287,9 @@ def _norm_bwd_kernel(
             if HAS_B:
                 db_acc += dy
         if HAS_W:
-            tl.store(partial_w + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
+            tl.store(PARTIAL + pid * N + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
         if HAS_B:
-            tl.store(partial_b + offs, tl.sum(db_acc, axis=0), mask=col_mask)
+            tl.store(PARTIAL + (num_programs + pid) * N + offs, tl.sum(db_acc, axis=0), mask=col_mask)
     else:
         # Wide rows, one row at a time: one pass for the two row sums, one for the
         # gradients. The partial weight gradient lives in PARTIAL (this program's row).
@@ -340,11 +338,13 @@ def _norm_bwd_kernel(
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
                 if HAS_W:
-                    pw = tl.load(partial_w + cols, mask=col_mask, other=0.0)
-                    tl.store(partial_w + cols, pw + tl.sum(dy * xhat_w, axis=0), mask=col_mask)
+                    partial_w = PARTIAL + pid * N + cols
+                    pw = tl.load(partial_w, mask=col_mask, other=0.0)
+                    tl.store(partial_w, pw + tl.sum(dy * xhat_w, axis=0), mask=col_mask)
                 if HAS_B:
-                    pb = tl.load(partial_b + cols, mask=col_mask, other=0.0)
-                    tl.store(partial_b + cols, pb + tl.sum(dy, axis=0), mask=col_mask)
+                    partial_b = PARTIAL + (num_programs + pid) * N + cols
+                    pb = tl.load(partial_b, mask=col_mask, other=0.0)
+                    tl.store(partial_b, pb + tl.sum(dy, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -759,9 +759,9 @@ def rms_norm(
 ):
     """RMSNorm over the last dimension, optionally fused with a residual add and dropout.
 
-    ``cast_before_weight=False`` multiplies by the weight in fp32 and casts once (OLMo-2);
-    ``True`` casts the normalized row to x's dtype first, then multiplies (Llama,
-    ``torch.nn.RMSNorm``). Returns as :func:`layer_norm` does.
+    ``cast_before_weight=False`` multiplies by the weight in fp32 and casts once (OLMo-2, and
+    ``torch.nn.functional.rms_norm``); ``True`` casts the normalized row to x's dtype first,
+    then multiplies (Hugging Face Llama). Returns as :func:`layer_norm` does.
     """
     _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
     if not use_triton(x) or x.dtype == torch.float64:
