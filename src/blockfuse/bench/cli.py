@@ -121,7 +121,7 @@ def run_ops(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     copy = None
     if cuda:
-        copy = timing.copy_bandwidth(gib=0.25 if args.quick else 1.0)
+        copy = timing.copy_bandwidth(warmup_ms=5 if args.quick else 25, rep_ms=20 if args.quick else 100)
         print(f"{meta['card']}: device-to-device copy {copy['gbps']:.0f} GB/s")
 
     def write(records):

@@ -18,13 +18,11 @@ from blockfuse.runtime import interpreter_enabled
 
 def _spec(arg):
     if isinstance(arg, torch.Tensor):
-        return (arg.dtype, arg.device, arg.data_ptr() % 16 == 0)
-    if isinstance(arg, bool) or arg is None:
-        return arg
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if arg is None or isinstance(arg, (bool, float)):
+        return arg if arg is None or isinstance(arg, bool) else float
     if isinstance(arg, int):
-        return (int, arg == 1, arg % 16 == 0, -(2**31) <= arg < 2**31)
-    if isinstance(arg, float):
-        return float
+        return (arg == 1, arg % 16 == 0, -(2**31) <= arg < 2**31)
     return arg
 
 
@@ -44,7 +42,9 @@ class CachedKernel:
 
     def __call__(self, grid, *args, num_warps=4, num_stages=None, **constexprs):
         grid = tuple(grid) + (1,) * (3 - len(grid))
-        key = (tuple(_spec(a) for a in args), tuple(constexprs.items()), num_warps, num_stages)
+        # The compiled kernel is loaded on one device: the first tensor's device is in the key.
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        key = (device, tuple(map(_spec, args)), tuple(constexprs.items()), num_warps, num_stages)
         compiled = self._cache.get(key)
         if compiled is not None:
             # The compiled runner takes every parameter in declaration order, constexprs

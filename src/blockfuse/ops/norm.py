@@ -36,10 +36,11 @@ _MODE_CODE = {"none": 0, "pre": 1, "post": 2}
 # NOTE: rows up to this width are normalized from registers in one tile (one read of the
 # input); wider rows are processed in chunks and read again for each pass.
 MAX_TILE = 16384
-# Elements per program tile in the forward and backward kernels, and backward programs
-# per multiprocessor (each keeps its own partial weight gradient). Tuned on an H100:
-# benchmarks/norm_tiles.py sweeps them.
-FWD_TILE_ELEMENTS = 8192
+# Elements per program tile in the forward and backward kernels, elements per warp, and
+# backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
+# partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
+# H200 with CUDA-graph timing: benchmarks/norm_tiles.py sweeps them.
+FWD_TILE_ELEMENTS = 4096
 BWD_TILE_ELEMENTS = 4096
 BWD_PROGRAMS_PER_SM = 2
 FWD_ELEMENTS_PER_WARP = 1024
@@ -412,9 +413,10 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _num_programs(x: Tensor, row_blocks: int) -> int:
+def _num_programs(x: Tensor, row_blocks: int, block_n: int) -> int:
     if x.is_cuda:
-        return max(1, min(row_blocks, _sm_count(x.device.index or 0) * BWD_PROGRAMS_PER_SM))
+        per_sm = BWD_PROGRAMS_PER_SM if block_n <= 4096 else 1
+        return max(1, min(row_blocks, _sm_count(x.device.index or 0) * per_sm))
     return max(1, min(row_blocks, 4))
 
 
@@ -467,7 +469,7 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
     dx2 = dx.view(-1, n)
     dres2 = None if dres is None else dres.view(-1, n)
     block_m, block_n, num_chunks, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
-    g = _num_programs(z, triton.cdiv(m, block_m))
+    g = _num_programs(z, triton.cdiv(m, block_m), block_n)
     partial = None
     if has_w or has_bias:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -484,10 +486,10 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
     )
     if partial is not None:
         # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU.
-        block_n = min(triton.next_power_of_2(n), 64)
+        block_n = min(triton.next_power_of_2(n), 32)
         _sum_kernel(
             (triton.cdiv(n, block_n),), partial, dw, db, g, n,
-            HAS_W=has_w, HAS_B=has_bias, BLOCK_G=32, BLOCK_N=block_n, num_warps=4,
+            HAS_W=has_w, HAS_B=has_bias, BLOCK_G=64, BLOCK_N=block_n, num_warps=4,
         )
     return dx, dres, dw, db
 
