@@ -13,7 +13,14 @@ import pytest
 import torch
 
 import blockfuse
-from tests.helpers import assert_all_close_to_reference, grads, interpreter_truncates, leaves, random_tensor
+from tests.helpers import (
+    assert_all_close_to_reference,
+    grads,
+    interpreter_truncates,
+    leaves,
+    random_tensor,
+    relative_error,
+)
 
 WIDTH = 760
 SHAPE = (3, 5, WIDTH)  # (batch, seq, hidden)
@@ -99,10 +106,9 @@ def rms_norm_formula(x, weight, eps, cast_before_weight):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_rms_norm_reproduces_torch_rounding(dtype, device):
-    """``torch.nn.RMSNorm`` rounds in one of the two conventions (which one depends on the torch
-    version: the fused ``_fused_rms_norm`` of recent releases multiplies by the weight in fp32 and
-    casts once); the module with the matching ``cast_before_weight`` reproduces it up to rare
-    1-ulp flips."""
+    """``torch.nn.RMSNorm`` rounds in one of the two conventions, or (its fused CUDA kernel)
+    in neither bit for bit. Whichever: the module is at most as far from torch's output as
+    torch's own output is from the fp64 result, in the convention closest to torch's."""
     if interpreter_truncates(dtype, device):
         pytest.skip("Triton's interpreter rounds fp32 -> bf16 toward zero, torch to nearest")
     theirs = torch.nn.RMSNorm(WIDTH, eps=1e-6, device=device, dtype=dtype)
@@ -111,17 +117,18 @@ def test_rms_norm_reproduces_torch_rounding(dtype, device):
     with torch.no_grad():
         expected = theirs(x)
         weight = theirs.weight
-        torch_casts_first = torch.equal(expected, rms_norm_formula(x, weight, 1e-6, True))
-        torch_multiplies_first = torch.equal(expected, rms_norm_formula(x, weight, 1e-6, False))
-    assert torch_casts_first != torch_multiplies_first, "cannot tell which convention torch.nn.RMSNorm uses"
-    ours = blockfuse.nn.RMSNorm(WIDTH, eps=1e-6, cast_before_weight=torch_casts_first, device=device, dtype=dtype)
+        exact = rms_norm_formula(x.double(), weight.double(), 1e-6, False)
+        mismatches = {flag: (expected != rms_norm_formula(x, weight, 1e-6, flag)).float().mean().item()
+                      for flag in (True, False)}
+    convention = min(mismatches, key=mismatches.get)
+    ours = blockfuse.nn.RMSNorm(WIDTH, eps=1e-6, cast_before_weight=convention, device=device, dtype=dtype)
     ours.load_state_dict(theirs.state_dict())
     with torch.no_grad():
-        mismatch = (ours(x) != expected).float().mean().item()
-    assert mismatch < 0.01, (
-        f"cast_before_weight={torch_casts_first} (torch {torch.__version__}'s convention): "
-        f"{mismatch:.1%} of elements differ from torch.nn.RMSNorm"
+        out = ours(x)
+    assert relative_error(out, expected) <= 2 * relative_error(expected, exact), (
+        f"cast_before_weight={convention} (closest to torch {torch.__version__}: mismatches {mismatches})"
     )
+    assert (out != expected).float().mean().item() <= mismatches[convention] + 0.01
 
 
 @pytest.mark.parametrize("norm", ["layer", "rms"])

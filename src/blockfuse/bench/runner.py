@@ -274,6 +274,8 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
                 "ms_p20": None,
                 "ms_p80": None,
                 "ms_eager": None,
+                "ms_eager_p20": None,
+                "ms_eager_p80": None,
                 "timing": None,
                 "gbps": None,
                 "frac_copy": None,
