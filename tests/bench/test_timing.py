@@ -45,3 +45,14 @@ def test_time_cpu_stops_at_max_reps():
     calls = []
     time_cpu(lambda: calls.append(1), warmup=0, rep_ms=1e9, min_reps=1, max_reps=4)
     assert len(calls) == 4
+
+
+@pytest.mark.gpu
+def test_time_cuda_loop_summarizes_like_the_others():
+    import torch
+
+    from blockfuse.bench.timing import time_cuda_loop
+
+    x = torch.randn(1024, device="cuda")
+    t = time_cuda_loop(lambda: x.mul_(1.0), calls=5, samples=3)
+    assert 0 < t.p20 <= t.median <= t.p80

@@ -97,6 +97,33 @@ def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none) -> Tim
     return summarize([start.elapsed_time(end) for start, end in zip(starts, ends)])
 
 
+def time_cuda_loop(fn: Callable, *, before_each: Callable | None = None, calls: int = 50,
+                   samples: int = 9) -> Timing:
+    """Wall-clock time per call of ``fn`` called back to back, host overhead included.
+
+    Each sample synchronizes, calls ``fn`` ``calls`` times (``before_each`` first, untimed
+    only in the sense that it is cheap host work such as clearing grads), synchronizes
+    again and divides. A call costs the larger of its host and GPU time, as in an eager
+    loop; the median of several samples steadies the host's jitter, which a single
+    do_bench pass of a launch-bound op does not.
+    """
+    for _ in range(3):
+        if before_each is not None:
+            before_each()
+        fn()
+    per_call = []
+    for _ in range(samples):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            if before_each is not None:
+                before_each()
+            fn()
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - start) * 1e3 / calls)
+    return summarize(per_call)
+
+
 def time_cuda_graph(body: Callable, baseline: Callable, *, reps: int = 10, samples: int = 15) -> Timing:
     """GPU time of ``body`` minus ``baseline``, from CUDA-graph replays: no host overhead.
 
