@@ -224,6 +224,9 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
     if not ops or not modes:
         return False
     key = "frac_copy" if copy is not None else "gbps"
+    # One color per provider across every panel, also where a provider has no such op.
+    everyone = list(dict.fromkeys(p for op in ops for p in _providers(records, op)))
+    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(everyone)}
     figure, axes = plt.subplots(len(ops), len(modes), figsize=(4.2 * len(modes), 3.0 * len(ops)), squeeze=False)
     for row, op in enumerate(ops):
         shapes, providers = _shapes(records, op), _providers(records, op)
@@ -235,17 +238,20 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
                 for shape in shapes:
                     record = index.get((op, shape, mode, provider))
                     values.append(record.get(key) or 0.0 if record is not None else 0.0)
-                ax.bar([i + k * width for i in range(len(shapes))], values, width, label=provider)
+                ax.bar([i + k * width for i in range(len(shapes))], values, width, label=provider,
+                       color=colors[provider])
             if copy is not None:
                 ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             ax.set_xticks([i + width * (len(providers) - 1) / 2 for i in range(len(shapes))])
             ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=7)
             ax.set_title(f"{op} {MODE_TITLES[mode]}", fontsize=9)
             ax.set_ylabel("fraction of copy bandwidth" if copy is not None else "GB/s", fontsize=8)
-            if row == 0 and column == 0:
-                ax.legend(fontsize=7)
+    from matplotlib.patches import Patch
+
     figure.suptitle(f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
-    figure.tight_layout()
+    figure.legend(handles=[Patch(color=colors[p], label=p) for p in everyone], loc="upper right",
+                  ncol=len(everyone), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 0.97))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
