@@ -27,8 +27,7 @@ from blockfuse.ops.dropout import draw_seed, dropout_keep
 from blockfuse.ops.launch import CachedKernel
 from blockfuse.runtime import use_triton
 
-# Residual forms, as kernel constants.
-_NO_RESIDUAL: tl.constexpr = tl.constexpr(0)
+# Residual forms, as kernel constants (0: no residual).
 _PRE: tl.constexpr = tl.constexpr(1)
 _POST: tl.constexpr = tl.constexpr(2)
 _MODE_CODE = {"none": 0, "pre": 1, "post": 2}
