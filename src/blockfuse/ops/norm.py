@@ -191,6 +191,30 @@ def _norm_bwd_math(
 
 
 @triton.jit
+def _norm_bwd_chunk(
+    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, OUT_DTYPE: tl.constexpr,
+):
+    """Loads one chunk of a wide row (z, dy, w) and returns ``_norm_bwd_math`` of it."""
+    z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    w = tl.zeros(cols.shape, dtype=tl.float32)
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+    return _norm_bwd_math(z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+                          MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, OUT_DTYPE)
+
+
+@triton.jit
+def _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS: tl.constexpr):
+    """d(normalized input) from the row means c1 = mean(xhat * w * dy) and c2 = mean(w * dy)."""
+    if IS_RMS:
+        return (wdy - xhat * c1[:, None]) * rstd[:, None]
+    return (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+
+
+@triton.jit
 def _store_input_grad(
     DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p, dropout_scale,
     MODE: tl.constexpr, HAS_DS: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -275,11 +299,10 @@ def _norm_bwd_kernel(
                 z, dy, w, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
                 MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
             c1 = tl.sum(xhat * wdy, axis=1) / N
-            if IS_RMS:
-                dz = (wdy - xhat * c1[:, None]) * rstd[:, None]
-            else:
+            c2 = c1
+            if not IS_RMS:
                 c2 = tl.sum(wdy, axis=1) / N
-                dz = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+            dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
             _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
                               stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
             if HAS_W:
@@ -307,14 +330,9 @@ def _norm_bwd_kernel(
                 cols = c * BLOCK_N + offs
                 col_mask = cols < N
                 mask = row_mask[:, None] & col_mask[None, :]
-                z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-                w = tl.zeros([BLOCK_N], dtype=tl.float32)
-                if HAS_W:
-                    w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-                xhat, xhat_w, dy, wdy = _norm_bwd_math(
-                    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
-                    MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
+                    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
+                    dropout_p, dropout_scale, MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
                 c1_acc += xhat * wdy
                 c2_acc += wdy
             c1 = tl.sum(c1_acc, axis=1) / N
@@ -323,18 +341,10 @@ def _norm_bwd_kernel(
                 cols = c * BLOCK_N + offs
                 col_mask = cols < N
                 mask = row_mask[:, None] & col_mask[None, :]
-                z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-                w = tl.zeros([BLOCK_N], dtype=tl.float32)
-                if HAS_W:
-                    w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-                xhat, xhat_w, dy, wdy = _norm_bwd_math(
-                    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
-                    MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
-                if IS_RMS:
-                    dz = (wdy - xhat * c1[:, None]) * rstd[:, None]
-                else:
-                    dz = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+                xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
+                    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
+                    dropout_p, dropout_scale, MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
                 if HAS_W:
