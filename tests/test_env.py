@@ -14,7 +14,7 @@ def test_env_names_every_op_and_its_implementation(capsys):
     printed = capsys.readouterr().out
     assert f"torch         {torch.__version__}" in printed
     for op in OPS:
-        assert f"{op:<14} cpu   -> {runtime.implementation('cpu')}" in printed
+        assert f"{op:<18} cpu   -> {runtime.implementation('cpu')}" in printed
     if not torch.cuda.is_available() and not runtime.interpreter_enabled():
         assert "need CUDA (or TRITON_INTERPRET=1" in printed
 

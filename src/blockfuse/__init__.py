@@ -1,8 +1,20 @@
 """blockfuse: fused Triton kernels for transformer blocks, and the tools that show why they are fast."""
 
-from blockfuse.ops.norm import layer_norm, layer_norm_ref, rms_norm, rms_norm_ref
+from blockfuse.ops.bias_dropout_add import bias_dropout_add, bias_dropout_add_ref
+from blockfuse.ops.gated import geglu, geglu_ref, swiglu, swiglu_ref
+from blockfuse.ops.norm import (
+    layer_norm, layer_norm_gelu, layer_norm_gelu_ref, layer_norm_ref, rms_norm, rms_norm_ref,
+)
+from blockfuse.ops.rotary import rotary, rotary_ref
 from blockfuse import nn  # noqa: E402  (nn imports the ops above)
+from blockfuse import analyze  # noqa: E402  (a callable module: blockfuse.analyze(module, *inputs))
 
 __version__ = "0.1.0"
 
-__all__ = ["layer_norm", "layer_norm_ref", "rms_norm", "rms_norm_ref", "nn", "__version__"]
+__all__ = [
+    "bias_dropout_add", "bias_dropout_add_ref",
+    "geglu", "geglu_ref", "swiglu", "swiglu_ref",
+    "layer_norm", "layer_norm_ref", "layer_norm_gelu", "layer_norm_gelu_ref", "rms_norm", "rms_norm_ref",
+    "rotary", "rotary_ref",
+    "analyze", "nn", "__version__",
+]

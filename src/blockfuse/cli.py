@@ -23,6 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     from blockfuse.bench.cli import add_bench_parser
 
     add_bench_parser(commands)
+
+    from blockfuse.analyze.cli import add_analyze_parser
+
+    add_analyze_parser(commands)
     return parser
 
 

@@ -9,7 +9,7 @@ import torch
 from blockfuse import runtime
 
 # Every public op, by name; each dispatches by the rule in blockfuse.runtime.
-OPS = ("layer_norm", "rms_norm")
+OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "bias_dropout_add")
 
 
 def collect_env() -> dict:
@@ -53,7 +53,7 @@ def format_env(info: dict) -> str:
     ]
     for device, ops in info["implementation"].items():
         for op, impl in ops.items():
-            lines.append(f"  {op:<14} {device:<5} -> {impl}")
+            lines.append(f"  {op:<18} {device:<5} -> {impl}")
     if not info["cuda_available"] and not info["triton_interpret"]:
         lines.append("note: the fused Triton kernels need CUDA (or TRITON_INTERPRET=1 for the CPU "
                      "interpreter); CPU tensors use the pure-PyTorch references.")

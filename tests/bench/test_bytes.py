@@ -16,6 +16,7 @@ N, H, B = 16384 * 4096, 4096, 2  # [16384, 4096] bf16
         ("add_rms_norm", 4 * N + H, 4 * N + 2 * H),  # x, r, w -> y, s;  dy, ds, s, w -> dx (= dr), dw
         ("add_layer_norm", 4 * N + 2 * H, 4 * N + 3 * H),  # x, r, w, b -> y, s;  dy, ds, s, w -> dx, dw, db
         ("layer_norm_post", 3 * N + 2 * H, 3 * N + 3 * H),  # x, r, w, b -> out;  dout, x, w -> dx, dw, db
+        ("layer_norm_gelu", 2 * N + 2 * H, 3 * N + 4 * H),  # x, w, b -> y;  dy, x, w, b -> dx, dw, db
     ],
 )
 def test_norm_byte_formulas(name, forward, backward):
@@ -45,8 +46,26 @@ def test_declared_norm_benchmarks():
         "layer_norm",
         "add_rms_norm",
         "add_layer_norm",
+        "layer_norm_gelu",
     ]
     assert norm.SHAPES == ((16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192))
     for bench in norm.BENCHMARKS:
         assert {"eager", "reference", "compile", "blockfuse"} <= set(bench.providers)
     assert "liger" in BENCHMARKS["rms_norm"].providers and "liger" not in BENCHMARKS["add_layer_norm"].providers
+    assert "liger" not in BENCHMARKS["layer_norm_gelu"].providers
+
+
+def test_layer_norm_gelu_benchmark():
+    """The headline shape and the small norm shapes; every provider computes the same GELU form
+    (tanh) as the reference, and the eager provider is PyTorch's unfused composition."""
+    bench = BENCHMARKS["layer_norm_gelu"]
+    assert bench.shapes == ((16384, 4096), (8192, 1024), (2048, 1024))
+    assert set(bench.providers) == {"eager", "reference", "compile", "blockfuse"}
+    inputs = bench.make_inputs((3, 5, 72), torch.float32, torch.device("cpu"))
+    expected = torch.nn.functional.gelu(
+        torch.nn.functional.layer_norm(inputs["x"], (72,), inputs["weight"], inputs["bias"], norm.LAYER_EPS),
+        approximate="tanh",
+    )
+    for name in ("eager", "reference", "blockfuse"):
+        result = bench.providers[name]()(**inputs)
+        torch.testing.assert_close(result, expected, msg=lambda m, name=name: f"{name}: {m}")

@@ -113,3 +113,12 @@ def test_bench_ops_rejects_unknown_names(tmp_path):
     for argv in (["--op", "nope"], ["--modes", "fwd,sideways"], ["--providers", "eager,tvm"], ["--shapes", "8xq"]):
         with pytest.raises(SystemExit):
             main(["bench", "ops", "--quick", "--out", str(tmp_path), *argv])
+
+
+def test_bench_ops_list_names_every_declared_op(capsys):
+    from blockfuse.bench.cli import declared_ops
+
+    assert main(["bench", "ops", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [bench.name for bench in declared_ops()]
+    assert {"rms_norm", "swiglu", "bias_dropout_add"} <= set(listed)

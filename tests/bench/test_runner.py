@@ -1,11 +1,13 @@
 import dataclasses
 
 import torch
+import torch.nn.functional as F
 
-from blockfuse.bench import norm, runner
+from blockfuse.bench import bias_dropout_add, norm, runner
 from blockfuse.bench.spec import OpBenchmark
 
 RMS = next(b for b in norm.BENCHMARKS if b.name == "rms_norm")
+BIAS_DROPOUT_ADD = bias_dropout_add.BENCHMARKS[0]
 
 
 def _settings(providers, modes=("fwd", "bwd", "fwdbwd")):
@@ -70,3 +72,46 @@ def test_relative_error_is_float64():
     out = torch.tensor([1.0, 1e-4], dtype=torch.bfloat16)
     assert runner.relative_error(out, ref) == float(out[1].double())
     assert runner.relative_error(torch.zeros(2), torch.zeros(2)) == 0.0
+
+
+def _dropout_depending_on_grad_mode():
+    """Eager dropout that draws another mask when grad is enabled (as a compiled training graph
+    may draw differently from an inference one): the probe must mirror the checked call's mode."""
+
+    def fn(x, bias, residual):
+        if torch.is_grad_enabled():
+            torch.rand(1)
+        return residual + F.dropout(x + bias, bias_dropout_add.P)
+
+    return fn
+
+
+def test_providers_with_dropout_are_checked_against_their_own_mask():
+    """Each provider draws its own dropout mask; the probe gives the reference that mask, forward
+    and backward, so every error is a rounding error. Without the probe they are not."""
+    bench = dataclasses.replace(
+        BIAS_DROPOUT_ADD, providers={**BIAS_DROPOUT_ADD.providers, "grad_mode": _dropout_depending_on_grad_mode}
+    )
+    providers = ("eager", "reference", "blockfuse", "grad_mode")
+    settings = runner.Settings(
+        dtype="fp32", modes=("fwd", "bwd"), providers=providers, shapes=((16, 72),), quick=True,
+        device=torch.device("cpu"),
+    )
+    records = runner.run([bench], settings, None, show_progress=False)
+    assert {(r["provider"], r["mode"]) for r in records} == {(p, m) for p in providers for m in ("fwd", "bwd")}
+    n, hidden = 16 * 72, 72
+    for r in records:
+        assert r["error"] is None, r
+        if r["mode"] == "fwd":
+            assert r["bytes"] == (3 * n + hidden) * 4  # x, residual, bias -> out
+            assert set(r["rel_err"]) == {"out"} and r["rel_err_out"] < 1e-6, r
+        else:
+            assert r["bytes"] == (2 * n + hidden) * 4  # dout -> dx, dbias
+            assert set(r["rel_err"]) == {"dx", "dbias", "dresidual"}, r
+            assert max(r["rel_err"].values()) < 1e-6, r
+
+    unprobed = dataclasses.replace(bench, probe=None)
+    settings = dataclasses.replace(settings, providers=("eager",))
+    for r in runner.run([unprobed], settings, None, show_progress=False):
+        # A mask independent of the reference's: a tenth of the elements differ by O(1).
+        assert (r["rel_err_out"] if r["mode"] == "fwd" else r["rel_err_grad"]) > 0.1, r

@@ -32,8 +32,7 @@ def add_bench_parser(subparsers) -> None:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="ops to run (default: every default op: rms_norm layer_norm add_rms_norm add_layer_norm; "
-        "also layer_norm_post)",
+        help="ops to run (default: every op declared default; --list shows them all)",
     )
     ops.add_argument("--shapes", help="comma-separated shapes, e.g. 16384x4096,2048x1024 (default: each op's own)")
     ops.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
@@ -45,6 +44,7 @@ def add_bench_parser(subparsers) -> None:
     )
     ops.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
     ops.add_argument("--quick", action="store_true", help="the first shape of each op only, short timing")
+    ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
     ops.set_defaults(func=run_ops)
 
 
@@ -74,9 +74,9 @@ def _parse_list(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, 
 
 def declared_ops():
     """Every declared op benchmark. A new op adds its module's BENCHMARKS here."""
-    from blockfuse.bench import norm
+    from blockfuse.bench import bias_dropout_add, gated, norm, rotary
 
-    return [*norm.BENCHMARKS]
+    return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS]
 
 
 def run_ops(args: argparse.Namespace) -> int:
@@ -86,6 +86,12 @@ def run_ops(args: argparse.Namespace) -> int:
     from blockfuse.bench.spec import CPU_PROVIDERS, CUDA_PROVIDERS, MODES, PROVIDERS
 
     declared = {b.name: b for b in declared_ops()}
+    if args.list:
+        for bench in declared.values():
+            shapes = ", ".join("x".join(map(str, shape)) for shape in bench.shapes)
+            flag = "" if bench.default else "  (only with --op)"
+            print(f"{bench.name:<18} {shapes:<40} {' '.join(bench.providers)}{flag}")
+        return 0
     names = list(dict.fromkeys(args.ops or [n for n, b in declared.items() if b.default]))
     unknown = [n for n in names if n not in declared]
     if unknown:

@@ -1,4 +1,4 @@
-"""Benchmarks of the norm ops: RMSNorm, LayerNorm, and their fused residual-add forms.
+"""Benchmarks of the norm ops: RMSNorm, LayerNorm, their fused residual-add forms, and LayerNorm + GELU.
 
 Byte counts: each input read once, each output written once; ``n`` is the number of
 elements of x (rows x hidden), ``hidden`` its last dimension, ``b`` bytes per element.
@@ -15,7 +15,9 @@ the normalized row to the input dtype before the weight multiply (our
 in_place)`` returns ``(y, s)`` with ``s = x + residual``, as our ``residual_mode="pre"``;
 ``in_place=False`` is its default. ``LigerLayerNormFunction.apply(x, w, b, eps)`` has no
 options (fp32 statistics and affine). Liger has no fused add + LayerNorm, so
-``add_layer_norm`` and ``layer_norm_post`` have no ``liger`` provider.
+``add_layer_norm`` and ``layer_norm_post`` have no ``liger`` provider; nor has
+``layer_norm_gelu`` (``gelu(layer_norm(x) * weight + bias, approximate="tanh")``, SigLIP-2's
+form), which Liger does not fuse.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ RMS_EPS = 1e-6
 LAYER_EPS = 1e-5
 
 SHAPES: tuple[Shape, ...] = ((16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192))  # (rows, hidden)
+# LayerNorm + GELU: the headline shape and the small (launch-bound) ones.
+LAYER_NORM_GELU_SHAPES: tuple[Shape, ...] = ((16384, 4096), (8192, 1024), (2048, 1024))
 CPU_SHAPES: tuple[Shape, ...] = ((64, 256), (8, 1024))
 
 
@@ -113,6 +117,14 @@ def _layer_norm_post_bytes(shape, b):
     return forward, backward
 
 
+def _layer_norm_gelu_bytes(shape, b):
+    n, hidden = math.prod(shape), shape[-1]
+    forward = (2 * n + 2 * hidden) * b  # read x, weight, bias; write y
+    # The backward recomputes the GELU's input, so it reads the bias as well.
+    backward = (3 * n + 4 * hidden) * b  # read dy, x, weight, bias; write dx, dweight, dbias
+    return forward, backward
+
+
 # ---------------------------------------------------------------- providers
 
 
@@ -142,6 +154,10 @@ def _eager_add_layer_norm():
 
 def _eager_layer_norm_post():
     return lambda x, residual, weight, bias: residual + F.layer_norm(x, (x.shape[-1],), weight, bias, LAYER_EPS)
+
+
+def _eager_layer_norm_gelu():
+    return lambda x, weight, bias: F.gelu(F.layer_norm(x, (x.shape[-1],), weight, bias, LAYER_EPS), approximate="tanh")
 
 
 def _reference_rms_norm():
@@ -178,6 +194,12 @@ def _reference_layer_norm_post():
     )
 
 
+def _reference_layer_norm_gelu():
+    from blockfuse.ops.norm import layer_norm_gelu_ref
+
+    return lambda x, weight, bias: layer_norm_gelu_ref(x, weight, bias, LAYER_EPS, approximate="tanh")
+
+
 def _blockfuse_rms_norm():
     from blockfuse import rms_norm
 
@@ -212,6 +234,12 @@ def _blockfuse_layer_norm_post():
     )
 
 
+def _blockfuse_layer_norm_gelu():
+    from blockfuse.ops.norm import layer_norm_gelu
+
+    return lambda x, weight, bias: layer_norm_gelu(x, weight, bias, LAYER_EPS, approximate="tanh")
+
+
 def _liger_rms_norm():
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 
@@ -238,7 +266,9 @@ def _liger_add_rms_norm():
 # ---------------------------------------------------------------- declarations
 
 
-def _declare(name, make_inputs, outputs, reference, eager, blockfuse, bytes_moved, liger=None, default=True):
+def _declare(
+    name, make_inputs, outputs, reference, eager, blockfuse, bytes_moved, liger=None, default=True, shapes=SHAPES
+):
     providers = {"eager": eager, "reference": reference, "compile": compiled(reference), "blockfuse": blockfuse}
     if liger is not None:
         providers["liger"] = liger
@@ -249,7 +279,7 @@ def _declare(name, make_inputs, outputs, reference, eager, blockfuse, bytes_move
         reference=reference,
         providers=providers,
         bytes_moved=bytes_moved,
-        shapes=SHAPES,
+        shapes=shapes,
         cpu_shapes=CPU_SHAPES,
         default=default,
     )
@@ -298,6 +328,17 @@ BENCHMARKS = (
         _eager_add_layer_norm,
         _blockfuse_add_layer_norm,
         _add_layer_norm_bytes,
+    ),
+    # y = gelu(layer_norm(x) * weight + bias), tanh form
+    _declare(
+        "layer_norm_gelu",
+        _layer_inputs,
+        ("y",),
+        _reference_layer_norm_gelu,
+        _eager_layer_norm_gelu,
+        _blockfuse_layer_norm_gelu,
+        _layer_norm_gelu_bytes,
+        shapes=LAYER_NORM_GELU_SHAPES,
     ),
     # out = residual + layer_norm(x) * weight + bias (the reordered block's norm); only with --op
     _declare(

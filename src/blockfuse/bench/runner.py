@@ -58,14 +58,27 @@ class _Reference:
     """The float32 oracle of one op and shape: outputs, output gradients dy, input gradients."""
 
     def __init__(self, bench: OpBenchmark, inputs: dict[str, torch.Tensor], dtype: torch.dtype):
-        reference = bench.reference()
+        self._reference, self._inputs = bench.reference(), inputs
         leaves = {name: t.detach().float().requires_grad_() for name, t in inputs.items()}
-        outs = _as_tuple(reference(**leaves))
+        outs = _as_tuple(self._reference(**leaves))
         self.outputs = [o.detach() for o in outs]
         # dy for each output, in the benchmark dtype; the reference backpropagates their fp32 copies.
         self.output_grads = [torch.randn_like(o, dtype=dtype) for o in self.outputs]
         grads = torch.autograd.grad(outs, list(leaves.values()), [g.float() for g in self.output_grads])
         self.input_grads = dict(zip(leaves, grads))
+
+    def evaluate(self, **kwargs) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        """(outputs, input gradients) of the reference called with extra keyword arguments (a
+        provider's dropout mask), backpropagating the same dy."""
+        leaves = {name: t.detach().float().requires_grad_() for name, t in self._inputs.items()}
+        outs = _as_tuple(self._reference(**leaves, **kwargs))
+        grads = torch.autograd.grad(outs, list(leaves.values()), [g.float() for g in self.output_grads])
+        return [o.detach() for o in outs], dict(zip(leaves, grads))
+
+
+# NOTE: a provider that makes random choices is probed and then checked right after
+# torch.manual_seed(PROBE_SEED) both times: the two calls draw the same random numbers.
+PROBE_SEED = 1234
 
 
 class _Case:
@@ -75,20 +88,42 @@ class _Case:
         self.bench, self.fn, self.inputs, self.reference, self.settings = bench, fn, inputs, reference, settings
         self._grad_errors: dict[str, float] | None = None
 
+    def _call(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The provider on ``inputs``, right after ``torch.manual_seed(PROBE_SEED)`` for an op
+        that declares a probe."""
+        if self.bench.probe is not None:
+            torch.manual_seed(PROBE_SEED)
+        return _as_tuple(self.fn(**inputs))
+
+    def _expected(self, grad: bool) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        """The reference (outputs, input gradients) this provider is checked against: the shared
+        one, or for an op with a probe, the one with the random choices that this provider makes
+        in this grad mode (the probe call mirrors the checked call: leaves that require grad, or
+        no_grad)."""
+        probe = self.bench.probe
+        if probe is None:
+            return self.reference.outputs, self.reference.input_grads
+        probe_inputs = probe.inputs(self.inputs)
+        with torch.set_grad_enabled(grad):
+            outs = self._call({name: t.detach().clone().requires_grad_(grad) for name, t in probe_inputs.items()})
+        return self.reference.evaluate(**probe.reference_kwargs(tuple(o.detach() for o in outs)))
+
     def forward_errors(self) -> dict[str, float]:
+        expected, _ = self._expected(grad=False)
         with torch.no_grad():
-            outs = _as_tuple(self.fn(**{name: t.detach() for name, t in self.inputs.items()}))
-        return {name: relative_error(o, r) for name, o, r in zip(self.bench.outputs, outs, self.reference.outputs)}
+            outs = self._call({name: t.detach() for name, t in self.inputs.items()})
+        return {name: relative_error(o, r) for name, o, r in zip(self.bench.outputs, outs, expected)}
 
     def grad_errors(self) -> dict[str, float]:
         if self._grad_errors is None:
+            _, expected = self._expected(grad=True)
             leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
-            outs = _as_tuple(self.fn(**leaves))
+            outs = self._call(leaves)
             # clones: a provider may write its input gradient into dy (Liger's in_place=True).
             dys = [g.clone() for g in self.reference.output_grads]
             grads = torch.autograd.grad(outs, list(leaves.values()), dys, allow_unused=True)
             self._grad_errors = {
-                f"d{name}": relative_error(g, self.reference.input_grads[name]) if g is not None else float("nan")
+                f"d{name}": relative_error(g, expected[name]) if g is not None else float("nan")
                 for name, g in zip(leaves, grads)
             }
         return self._grad_errors
@@ -107,15 +142,20 @@ class _Case:
 
             return None, forward, []
         leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
+        inputs = list(leaves.values())
+
+        # NOTE: gradients are returned (autograd.grad), not accumulated into .grad: a leaf's
+        # AccumulateGrad copies an incoming gradient that is still referenced elsewhere, so an op
+        # whose input gradient is dy itself (a residual add) would be charged a copy that no
+        # real model pays (the residual stream is not a leaf).
+        def backward(outs):
+            torch.autograd.grad(outs, inputs, dys, allow_unused=True)
+
         if mode == "bwd":
             # NOTE: a fresh forward before each timed backward, not backward(retain_graph=True):
             # torch.compile donates the saved buffers to its backward, which then refuses retain_graph.
-            return (
-                (lambda: _as_tuple(fn(**leaves))),
-                (lambda outs: torch.autograd.backward(outs, dys)),
-                list(leaves.values()),
-            )
-        return None, (lambda: torch.autograd.backward(_as_tuple(fn(**leaves)), dys)), list(leaves.values())
+            return (lambda: _as_tuple(fn(**leaves))), backward, inputs
+        return None, (lambda: backward(_as_tuple(fn(**leaves)))), inputs
 
     @staticmethod
     def _time_graph(setup, call, clear_grads, quick):

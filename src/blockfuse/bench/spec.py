@@ -33,6 +33,21 @@ CPU_PROVIDERS = ("eager", "reference", "blockfuse")
 
 
 @dataclass(frozen=True)
+class Probe:
+    """How the runner sees a provider's random choices (its dropout mask), for an op that makes some.
+
+    The runner calls the provider on ``inputs(the real inputs)`` and then on the real inputs, each
+    call right after ``torch.manual_seed`` of the same seed and in the same grad mode, so both draw
+    the same random numbers; ``reference_kwargs(the probe call's outputs)`` gives the keyword
+    arguments (e.g. ``dropout_mask=``) with which the reference makes the same choices, and the
+    provider's errors are measured against that reference.
+    """
+
+    inputs: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+    reference_kwargs: Callable[[tuple[torch.Tensor, ...]], dict[str, object]]
+
+
+@dataclass(frozen=True)
 class OpBenchmark:
     name: str
     # (shape, dtype, device) -> {input name: tensor}, in the order the providers take them.
@@ -53,6 +68,9 @@ class OpBenchmark:
     grad_of: str = "x"
     # False: only run when named with --op.
     default: bool = True
+    # For ops with random choices (dropout): how to check each provider against the reference
+    # with its own choices. None: the op is deterministic.
+    probe: Probe | None = None
 
 
 def compiled(reference: Factory) -> Factory:

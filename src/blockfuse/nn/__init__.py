@@ -1,5 +1,6 @@
 """Drop-in modules on the fused ops."""
 
 from blockfuse.nn.norm import LayerNorm, RMSNorm
+from blockfuse.nn.rotary import RotaryEmbedding
 
-__all__ = ["LayerNorm", "RMSNorm"]
+__all__ = ["LayerNorm", "RMSNorm", "RotaryEmbedding"]

@@ -10,11 +10,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-# sqrt(2 / pi) * 2, 1 / sqrt(2), 1 / sqrt(2 pi), and the cubic coefficient of the tanh form.
-_TWO_SQRT_2_OVER_PI = 1.5957691216057308
-_INV_SQRT_2 = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
-_GELU_CUBIC = 0.044715
+# NOTE: the constants are literals inside the kernels: a compiled kernel may only read
+# constexpr globals, and the interpreter mishandles constexpr * tensor. They are
+# 2 sqrt(2 / pi) = 1.5957691216057308, 1 / sqrt(2) = 0.7071067811865476,
+# 1 / sqrt(2 pi) = 0.3989422804014327, and the cubic coefficient of the tanh form, 0.044715.
 
 GELU_APPROXIMATIONS = ("tanh", "none")
 
@@ -36,25 +35,25 @@ def silu_grad(x):
 def _gelu_tanh(x):
     # NOTE: 0.5 * x * (1 + tanh(u)) == x * sigmoid(2u): one exp, no tanh (which Triton only
     # offers through libdevice), and no cancellation in 1 + tanh(u) for negative x.
-    s = tl.sigmoid(_TWO_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+    s = tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
     return x * s
 
 
 @triton.jit
 def _gelu_tanh_grad(x):
-    s = tl.sigmoid(_TWO_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
-    return s + x * s * (1.0 - s) * _TWO_SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
+    s = tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
+    return s + x * s * (1.0 - s) * 1.5957691216057308 * (1.0 + 3.0 * 0.044715 * x * x)
 
 
 @triton.jit
 def _gelu_erf(x):
-    return 0.5 * x * (1.0 + tl.erf(x * _INV_SQRT_2))
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
 
 
 @triton.jit
 def _gelu_erf_grad(x):
-    cdf = 0.5 * (1.0 + tl.erf(x * _INV_SQRT_2))
-    return cdf + x * _INV_SQRT_2PI * tl.exp(-0.5 * x * x)
+    cdf = 0.5 * (1.0 + tl.erf(x * 0.7071067811865476))
+    return cdf + x * 0.3989422804014327 * tl.exp(-0.5 * x * x)
 
 
 @triton.jit

@@ -11,6 +11,9 @@ Triton's normal path, which compiles and returns the kernel to cache.
 
 from __future__ import annotations
 
+import functools
+from typing import Optional
+
 import torch
 
 from blockfuse.runtime import interpreter_enabled
@@ -57,3 +60,27 @@ class CachedKernel:
         compiled = self.kernel[grid](*args, **constexprs, **options)
         if compiled is not None and hasattr(compiled, "__getitem__") and not interpreter_enabled():
             self._cache[key] = compiled
+
+
+def as_rows(t: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
+    """``t`` as (M, n) with a contiguous last dimension, as a view where possible (None stays None).
+
+    NOTE: a last dimension with a stride (a transposed or every-other-element view) is copied
+    once: the kernels then read whole rows with vector loads, faster than gathering strided
+    elements, and such inputs are rare for the outputs of a GEMM.
+    """
+    if t is None:
+        return None
+    t2 = t.reshape(-1, n)
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA ``device`` (the current device when it has no index)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _multiprocessors(index)

@@ -1,11 +1,13 @@
-"""LayerNorm and RMSNorm, optionally fused with a residual add and seeded dropout.
+"""LayerNorm and RMSNorm, optionally fused with a residual add and seeded dropout, or a GELU.
 
-Three forms share one pair of kernels:
+Four forms share one pair of kernels:
 
 * no residual:            ``y = norm(x)``
 * ``residual_mode="pre"``:  ``s = residual + dropout(x)``; returns ``(norm(s), s)``
   (pre-norm blocks: Llama, SigLIP; ``s`` is the next residual stream)
 * ``residual_mode="post"``: returns ``residual + dropout(norm(x))`` (OLMo-2 reordered blocks)
+* ``layer_norm_gelu``:      ``y = gelu(layer_norm(x) * weight + bias)``; the backward recomputes
+  the GELU's input from the saved x and statistics (nothing but those is kept)
 
 Statistics are computed in fp32 and outputs are written in the input dtype.  The file
 reads top to bottom: kernels, launchers, custom ops, public functionals, references.
@@ -13,7 +15,6 @@ reads top to bottom: kernels, launchers, custom ops, public functionals, referen
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Optional
 
@@ -23,14 +24,19 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.dropout import draw_seed, dropout_keep
-from blockfuse.ops.launch import CachedKernel
+from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
+from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile
+from blockfuse.ops.launch import CachedKernel, as_rows, sm_count
 from blockfuse.runtime import use_triton
 
 # Residual forms, as kernel constants (0: no residual).
 _PRE: tl.constexpr = tl.constexpr(1)
 _POST: tl.constexpr = tl.constexpr(2)
 _MODE_CODE = {"none": 0, "pre": 1, "post": 2}
+# Activations applied after the affine, as kernel constants (0: none).
+_GELU_TANH: tl.constexpr = tl.constexpr(1)
+_GELU_ERF: tl.constexpr = tl.constexpr(2)
+_GELU_CODE = {"tanh": 1, "none": 2}
 
 # NOTE: rows up to this width are normalized from registers in one tile (one read of the
 # input); wider rows are processed in chunks and read again for each pass.
@@ -60,7 +66,7 @@ def _load_norm_input(
     z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if MODE == _PRE:
         if HAS_DROPOUT:
-            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
             z = tl.where(keep, z * dropout_scale, 0.0)
         z += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     return z
@@ -83,8 +89,9 @@ def _norm_fwd_kernel(
     MODE: tl.constexpr,
     HAS_W: tl.constexpr,
     HAS_B: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,  # a code of dropout.dropout_code (0: no dropout)
     CAST_BEFORE_WEIGHT: tl.constexpr,
+    ACTIVATION: tl.constexpr,  # 0, or _GELU_TANH / _GELU_ERF applied after the affine (no residual)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
@@ -141,7 +148,7 @@ def _norm_fwd_kernel(
         tl.store(MEAN + rows, mean, mask=row_mask)
     tl.store(RSTD + rows, rstd, mask=row_mask)
 
-    # Normalize, affine, residual; write.
+    # Normalize, affine, activation or residual; write.
     for c in range(NUM_CHUNKS):
         cols = c * BLOCK_N + offs
         col_mask = cols < N
@@ -159,9 +166,11 @@ def _norm_fwd_kernel(
             y = y * w[None, :]
         if HAS_B:
             y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        if ACTIVATION != 0:
+            y = gelu(y, ACTIVATION == _GELU_TANH)
         if MODE == _POST:
             if HAS_DROPOUT:
-                keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+                keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
                 y = tl.where(keep, y * dropout_scale, 0.0)
             y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
@@ -169,16 +178,28 @@ def _norm_fwd_kernel(
 
 @triton.jit
 def _norm_bwd_math(
-    z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
-    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    CAST_BEFORE_WEIGHT: tl.constexpr, OUT_DTYPE: tl.constexpr,
+    z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr,
 ):
-    """One fp32 tile of the backward: (xhat, xhat as the weight saw it, dy after dropout, w * dy)."""
+    """One fp32 tile of the backward: (xhat, xhat as the weight saw it, d(affine output) (dy
+    after dropout, or times the activation's derivative), w * that). ``b`` is read only with
+    an activation."""
     xhat = tl.where(mask, (z - mean[:, None]) * rstd[:, None], 0.0)
     if MODE == _POST:
         if HAS_DROPOUT:
-            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
             dy = tl.where(keep, dy * dropout_scale, 0.0)
+    if ACTIVATION != 0:
+        # NOTE: the activation's input is recomputed from x and the statistics (as the
+        # forward computed it, in fp32) instead of being saved: one tensor less to write in
+        # the forward and to read here.
+        h = xhat
+        if HAS_W:
+            h = h * w[None, :]
+        if HAS_B:
+            h = h + b[None, :]
+        dy = dy * gelu_grad(h, ACTIVATION == _GELU_TANH)
     if HAS_W:
         wdy = dy * w[None, :]
     else:
@@ -191,19 +212,32 @@ def _norm_bwd_math(
 
 
 @triton.jit
+def _load_bias_for_activation(B, cols, col_mask, w, HAS_B: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The fp32 bias the backward needs to recompute an activation's input; else ``w`` as a
+    placeholder that is never read (so the path without an activation is unchanged)."""
+    b = w
+    if ACTIVATION != 0:
+        if HAS_B:
+            b = tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)
+    return b
+
+
+@triton.jit
 def _norm_bwd_chunk(
-    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N, dropout_p, dropout_scale,
-    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    CAST_BEFORE_WEIGHT: tl.constexpr, OUT_DTYPE: tl.constexpr,
+    DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N, dropout_p, dropout_scale,
+    MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr,
 ):
-    """Loads one chunk of a wide row (z, dy, w) and returns ``_norm_bwd_math`` of it."""
+    """Loads one chunk of a wide row (z, dy, w, and b with an activation) and returns
+    ``_norm_bwd_math`` of it."""
     z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.zeros(cols.shape, dtype=tl.float32)
     if HAS_W:
         w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-    return _norm_bwd_math(z, dy, w, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
-                          MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, OUT_DTYPE)
+    b = _load_bias_for_activation(B, cols, col_mask, w, HAS_B, ACTIVATION)
+    return _norm_bwd_math(z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
+                          MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
 
 
 @triton.jit
@@ -225,7 +259,7 @@ def _store_input_grad(
             dz += tl.load(DS + rows[:, None] * stride_ds + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         if HAS_DROPOUT:
             tl.store(DRES + rows[:, None] * stride_dres + cols[None, :], dz.to(DRES.dtype.element_ty), mask=mask)
-            keep = dropout_keep(seed, rows[:, None] * N + cols[None, :], dropout_p)
+            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
             dz = tl.where(keep, dz * dropout_scale, 0.0)
     tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dz.to(DX.dtype.element_ty), mask=mask)
 
@@ -236,6 +270,7 @@ def _norm_bwd_kernel(
     DS,  # (M, N) pre mode: gradient of the residual-stream output s, or None
     Z,  # (M, N) the normalized input saved by the forward: x, or s in pre mode
     W,  # (N,) weight, or None
+    B,  # (N,) bias with an activation (to recompute its input), else None
     MEAN,  # (M,) fp32 row means (LayerNorm only)
     RSTD,  # (M,) fp32 reciprocal standard deviations
     SEED,  # (1,) int64 dropout seed, or None
@@ -249,8 +284,9 @@ def _norm_bwd_kernel(
     HAS_W: tl.constexpr,
     HAS_B: tl.constexpr,
     HAS_DS: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,  # a code of dropout.dropout_code (0: no dropout)
     CAST_BEFORE_WEIGHT: tl.constexpr,
+    ACTIVATION: tl.constexpr,  # as in the forward: 0, _GELU_TANH or _GELU_ERF
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
@@ -271,6 +307,7 @@ def _norm_bwd_kernel(
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
         if HAS_W:
             w = tl.load(W + offs, mask=col_mask, other=0.0).to(tl.float32)
+        b = _load_bias_for_activation(B, offs, col_mask, w, HAS_B, ACTIVATION)
         dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         # NOTE: the next row block's dy and z are loaded before this one is reduced, so
@@ -296,8 +333,8 @@ def _norm_bwd_kernel(
             else:
                 mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
             xhat, xhat_w, dy, wdy = _norm_bwd_math(
-                z, dy, w, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
-                MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                z, dy, w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
+                MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
             c1 = tl.sum(xhat * wdy, axis=1) / N
             c2 = c1
             if not IS_RMS:
@@ -331,8 +368,9 @@ def _norm_bwd_kernel(
                 col_mask = cols < N
                 mask = row_mask[:, None] & col_mask[None, :]
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
-                    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
-                    dropout_p, dropout_scale, MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                    DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
+                    dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
+                    DX.dtype.element_ty)
                 c1_acc += xhat * wdy
                 c2_acc += wdy
             c1 = tl.sum(c1_acc, axis=1) / N
@@ -342,8 +380,9 @@ def _norm_bwd_kernel(
                 col_mask = cols < N
                 mask = row_mask[:, None] & col_mask[None, :]
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
-                    DY, Z, W, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
-                    dropout_p, dropout_scale, MODE, HAS_W, HAS_DROPOUT, CAST_BEFORE_WEIGHT, DX.dtype.element_ty)
+                    DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
+                    dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
+                    DX.dtype.element_ty)
                 dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -394,12 +433,9 @@ _bwd_kernel = CachedKernel(_norm_bwd_kernel)
 _sum_kernel = CachedKernel(_sum_partials_kernel)
 
 
-def _rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
-    """``t`` as (M, N) with a contiguous last dimension, as a view where possible."""
-    if t is None:
-        return None
-    t2 = t.reshape(-1, n)
-    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+def _vector(t: Optional[Tensor]) -> Optional[Tensor]:
+    """A weight or bias with unit stride (the kernels index it as ``W + cols``)."""
+    return t if t is None or t.stride(0) == 1 else t.contiguous()
 
 
 def _stride(t: Optional[Tensor]) -> int:
@@ -417,15 +453,10 @@ def _tile(n: int, target_elements: int, elements_per_warp: int) -> tuple[int, in
     return block_m, block_n, num_chunks, num_warps
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _num_programs(x: Tensor, row_blocks: int, block_n: int) -> int:
     if x.is_cuda:
         per_sm = BWD_PROGRAMS_PER_SM if block_n <= 4096 else 1
-        return max(1, min(row_blocks, _sm_count(x.device.index or 0) * per_sm))
+        return max(1, min(row_blocks, sm_count(x.device) * per_sm))
     return max(1, min(row_blocks, 4))
 
 
@@ -433,10 +464,14 @@ def _dropout_scale(p: float) -> float:
     return 1.0 / (1.0 - p) if p > 0 else 1.0
 
 
-def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight):
-    """Returns (y, s, mean, rstd); s is None unless mode is "pre", mean is None for RMSNorm."""
+def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight, activation=0):
+    """Returns (y, s, mean, rstd); s is None unless mode is "pre", mean is None for RMSNorm.
+    ``activation`` (0, or a ``_GELU_CODE`` value) is applied after the affine, without a residual."""
+    if activation and mode != "none":
+        raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
     n = x.shape[-1]
-    x2, res2 = _rows(x, n), _rows(residual, n)
+    x2, res2 = as_rows(x, n), as_rows(residual, n)
+    weight, bias = _vector(weight), _vector(bias)
     m = x2.shape[0]
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device) if mode == "pre" else None
@@ -454,25 +489,29 @@ def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
         x2.stride(0), _stride(res2), y2.stride(0), _stride(s2),
         m, n, eps, dropout_p, _dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=weight is not None, HAS_B=bias is not None,
-        HAS_DROPOUT=has_dropout, CAST_BEFORE_WEIGHT=cast_before_weight,
+        HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
     )
     return y, s, mean, rstd
 
 
-def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p, is_rms, cast_before_weight):
+def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p, is_rms, cast_before_weight,
+                   activation=0, bias=None):
     """Returns (dx, dres, dweight, dbias); dres is the residual's gradient when it differs
-    from dx (pre mode with dropout), else None; dweight / dbias are None without them."""
+    from dx (pre mode with dropout), else None; dweight / dbias are None without them.
+    With an ``activation`` the forward's ``bias`` (or None) must be given: the backward reads it."""
     n = z.shape[-1]
-    dy2, ds2, z2 = _rows(dy, n), _rows(ds, n), _rows(z, n)
+    dy2, ds2, z2 = as_rows(dy, n), as_rows(ds, n), as_rows(z, n)
+    weight, bias = _vector(weight), _vector(bias)
     m = z2.shape[0]
     has_w = weight is not None
     has_dropout = dropout_p > 0
     param_dtype = weight.dtype if has_w else z.dtype
+    bias_dtype = bias.dtype if bias is not None else param_dtype
     dx = torch.empty(z.shape, dtype=z.dtype, device=z.device)
     dres = torch.empty(z.shape, dtype=z.dtype, device=z.device) if (mode == "pre" and has_dropout) else None
     dw = torch.empty((n,), dtype=param_dtype, device=z.device) if has_w else None
-    db = torch.empty((n,), dtype=param_dtype, device=z.device) if has_bias else None
+    db = torch.empty((n,), dtype=bias_dtype, device=z.device) if has_bias else None
     if m == 0:
         return dx, dres, None if dw is None else dw.zero_(), None if db is None else db.zero_()
     dx2 = dx.view(-1, n)
@@ -486,11 +525,12 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
         partial = alloc((2, g, n), dtype=torch.float32, device=z.device)
     _bwd_kernel(
         (g,),
-        dy2, ds2, z2, weight, mean, rstd, seed if has_dropout else None, dx2, dres2, partial,
+        dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None, dx2, dres2,
+        partial,
         dy2.stride(0), _stride(ds2), z2.stride(0), dx2.stride(0), _stride(dres2),
         m, n, dropout_p, _dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
-        HAS_DROPOUT=has_dropout, CAST_BEFORE_WEIGHT=cast_before_weight,
+        HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
     )
     if partial is not None:
@@ -525,25 +565,26 @@ def _residual_grad(mode, dy, dx, dres):
 
 class _NormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight):
+    def forward(ctx, x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight, activation):
         y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
-                                         cast_before_weight)
+                                         cast_before_weight, activation)
         # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps
-        # anyway as its residual stream) rather than x and residual.
-        ctx.save_for_backward(s if mode == "pre" else x, weight, mean, rstd, seed)
-        ctx.config = (bias is not None, mode, dropout_p, is_rms, cast_before_weight)
+        # anyway as its residual stream) rather than x and residual. An activation's backward
+        # also reads the bias.
+        ctx.save_for_backward(s if mode == "pre" else x, weight, bias if activation else None, mean, rstd, seed)
+        ctx.config = (bias is not None, mode, dropout_p, is_rms, cast_before_weight, activation)
         ctx.set_materialize_grads(False)
         return y, s
 
     @staticmethod
     def backward(ctx, dy, ds):
-        z, weight, mean, rstd, seed = ctx.saved_tensors
-        has_bias, mode, dropout_p, is_rms, cast_before_weight = ctx.config
+        z, weight, bias, mean, rstd, seed = ctx.saved_tensors
+        has_bias, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
         if dy is None:
             dy = torch.zeros_like(z)
         dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p,
-                                          is_rms, cast_before_weight)
-        return dx, dw, db, _residual_grad(mode, dy, dx, dres), None, None, None, None, None, None
+                                          is_rms, cast_before_weight, activation, bias)
+        return dx, dw, db, _residual_grad(mode, dy, dx, dres), None, None, None, None, None, None, None
 
 
 def _empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
@@ -589,6 +630,25 @@ def _rms_norm_backward_op(
     return dx, _empty_if_none(dres, z), _empty_if_none(dw, z)
 
 
+@torch.library.custom_op("blockfuse::layer_norm_gelu", mutates_args=())
+def _layer_norm_gelu_op(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, approximate: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    y, _, mean, rstd = _norm_forward(x, weight, bias, None, None, eps, "none", 0.0, False, False,
+                                     _GELU_CODE[approximate])
+    return y, mean, rstd
+
+
+@torch.library.custom_op("blockfuse::layer_norm_gelu_backward", mutates_args=())
+def _layer_norm_gelu_backward_op(
+    dy: Tensor, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], mean: Tensor, rstd: Tensor,
+    approximate: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    dx, _, dw, db = _norm_backward(dy, None, x, weight, bias is not None, mean, rstd, None, "none", 0.0, False,
+                                   False, _GELU_CODE[approximate], bias)
+    return dx, _empty_if_none(dw, x), _empty_if_none(db, x)
+
+
 def _fake_forward(x, residual_mode):
     m = math.prod(x.shape[:-1])
     y = x.new_empty(x.shape)
@@ -625,6 +685,20 @@ def _(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p):
 @_rms_norm_backward_op.register_fake
 def _(dy, ds, z, weight, rstd, seed, residual_mode, dropout_p, cast_before_weight):
     return _fake_backward(z, weight, False, residual_mode, dropout_p)[:3]
+
+
+@_layer_norm_gelu_op.register_fake
+def _(x, weight, bias, eps, approximate):
+    y, _, stat = _fake_forward(x, "none")
+    return y, stat, stat.new_empty(stat.shape)
+
+
+@_layer_norm_gelu_backward_op.register_fake
+def _(dy, x, weight, bias, mean, rstd, approximate):
+    n = x.shape[-1]
+    dw = x.new_empty((0,)) if weight is None else weight.new_empty((n,))
+    db = x.new_empty((0,)) if bias is None else bias.new_empty((n,))
+    return x.new_empty(x.shape), dw, db
 
 
 def _none_if_empty(t: Tensor) -> Optional[Tensor]:
@@ -668,8 +742,22 @@ def _rms_norm_backward(ctx, dy, ds, _drstd):
     return dx, dw if weight is not None else None, dresidual, None, None, None, None, None
 
 
+def _layer_norm_gelu_setup(ctx, inputs, output):
+    x, weight, bias, _, approximate = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, bias, mean, rstd)
+    ctx.approximate = approximate
+
+
+def _layer_norm_gelu_backward(ctx, dy, _dmean, _drstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    dx, dw, db = _layer_norm_gelu_backward_op(dy, x, weight, bias, mean, rstd, ctx.approximate)
+    return dx, dw if weight is not None else None, db if bias is not None else None, None, None
+
+
 _layer_norm_op.register_autograd(_layer_norm_backward, setup_context=_layer_norm_setup)
 _rms_norm_op.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setup)
+_layer_norm_gelu_op.register_autograd(_layer_norm_gelu_backward, setup_context=_layer_norm_gelu_setup)
 
 
 # ----------------------------------------------------------------------------------------
@@ -730,7 +818,7 @@ def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps
         else:
             y, s, _, _ = _layer_norm_op(x, weight, bias, residual, seed, eps, mode, p)
     else:
-        y, s = _NormFunction.apply(x, weight, bias, residual, seed, eps, mode, p, is_rms, cast_before_weight)
+        y, s = _NormFunction.apply(x, weight, bias, residual, seed, eps, mode, p, is_rms, cast_before_weight, 0)
     return (y, s) if mode == "pre" else y
 
 
@@ -780,6 +868,29 @@ def rms_norm(
                             dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
     return _run_norm(x, weight, None, residual, residual_mode, dropout_p, training, eps, True,
                      bool(cast_before_weight))
+
+
+def layer_norm_gelu(
+    x: Tensor,
+    weight: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    eps: float = 1e-5,
+    approximate: str = "tanh",
+) -> Tensor:
+    """``gelu(layer_norm(x) * weight + bias)`` over the last dimension in one pass, and a fused
+    backward. ``approximate`` is GELU's form as in ``torch.nn.functional.gelu``: ``"tanh"`` or
+    ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32."""
+    _check_norm_args(x, weight, bias, eps, None, "pre", 0.0)
+    check_gelu_approximation(approximate)
+    if not use_triton(x) or x.dtype == torch.float64:
+        return layer_norm_gelu_ref(x, weight, bias, eps, approximate)
+    eps = float(eps)
+    if torch.compiler.is_compiling():
+        y, _, _ = _layer_norm_gelu_op(x, weight, bias, eps, approximate)
+        return y
+    y, _ = _NormFunction.apply(x, weight, bias, None, None, eps, "none", 0.0, False, False,
+                               _GELU_CODE[approximate])
+    return y
 
 
 # ----------------------------------------------------------------------------------------
@@ -834,3 +945,13 @@ def rms_norm_ref(x, weight=None, eps=1e-6, *, residual=None, residual_mode="pre"
         return y * weight.to(compute)
 
     return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask)
+
+
+def layer_norm_gelu_ref(x, weight=None, bias=None, eps=1e-5, approximate="tanh"):
+    """Pure-PyTorch :func:`layer_norm_gelu`: fp32 math (fp64 for fp64 inputs), output in x's dtype."""
+    check_gelu_approximation(approximate)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    w = weight.to(compute) if weight is not None else None
+    b = bias.to(compute) if bias is not None else None
+    y = F.layer_norm(x.to(compute), (x.shape[-1],), w, b, eps)
+    return F.gelu(y, approximate=approximate).to(x.dtype)

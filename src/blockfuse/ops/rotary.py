@@ -1,0 +1,652 @@
+"""Rotary position embedding (RoPE) of q and k in one kernel, forward and backward.
+
+For each token at position ``p`` and each rotated pair ``(x1, x2)`` of a head with angle
+``theta = p * inv_freq[j]``::
+
+    y1 = x1 * cos(theta) - x2 * sin(theta)
+    y2 = x2 * cos(theta) + x1 * sin(theta)
+
+Two conventions pick the pairs: rotate-half (Llama, OLMo, GPT-NeoX; ``interleaved=False``)
+pairs element ``j`` with ``j + rotary_dim / 2``; interleaved (Meta, GPT-J; ``interleaved=True``)
+pairs ``2j`` with ``2j + 1``. With a partial rotary (``rotary_dim < head_dim``) the last
+``head_dim - rotary_dim`` elements of each head pass through unchanged. The backward is the
+rotation by the negative angle (the same kernel with the sign of sin flipped); cos and sin
+are constant buffers and get no gradient.
+
+Math in fp32, outputs in the input dtype. The file reads top to bottom: kernels, launchers,
+custom ops, public functional, reference.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from blockfuse.ops.launch import CachedKernel, sm_count
+from blockfuse.runtime import use_triton
+
+LAYOUTS = ("bshd", "bhsd")
+
+# NOTE: about 4096 elements a program tile (tokens x heads x head_dim) and 1024 a warp, as
+# the norm kernels: each program moves a few KB per loop step, enough to hide memory
+# latency, with small register tiles so that many programs fit on a multiprocessor.
+TILE_ELEMENTS = 4096
+ELEMENTS_PER_WARP = 1024
+MAX_WARPS = 8
+
+
+# ----------------------------------------------------------------------------------------
+# Triton kernels
+# ----------------------------------------------------------------------------------------
+#
+# NOTE: the rotary dim R and head dim D are compile-time constants (a model has one or two):
+# the compiler then knows the alignment of the second half (x[R/2:]) and drops the masks
+# of full tiles, so every load and store is vectorized.
+
+
+@triton.jit
+def _rotate_heads(
+    X, Y, cos, sin, b, s, token_mask,
+    H, stride_xb, stride_xs, stride_xh, stride_xd, stride_yb, stride_ys, stride_yh, stride_yd,
+    R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr,
+):
+    """Rotates the H heads of one tensor for a tile of tokens, BLOCK_H heads a step.
+
+    ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens; ``b``,
+    ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
+    """
+    half = R // 2
+    p = tl.arange(0, BLOCK_P)
+    x_token = (b * stride_xb + s * stride_xs)[:, None]  # (BLOCK_T, 1)
+    y_token = (b * stride_yb + s * stride_ys)[:, None]
+    # the heads of this program: blocks program_id(1), program_id(1) + num_programs(1), ...
+    for h0 in range(tl.program_id(1) * BLOCK_H, H, tl.num_programs(1) * BLOCK_H):
+        h = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+        th_mask = token_mask[:, None] & (h < H)[None, :]  # (BLOCK_T, BLOCK_H)
+        x_head = (x_token + h[None, :] * stride_xh)[:, :, None]  # (BLOCK_T, BLOCK_H, 1)
+        y_head = (y_token + h[None, :] * stride_yh)[:, :, None]
+        if INTERLEAVED:
+            # NOTE: one contiguous load of the rotary part, split into even / odd elements
+            # in registers, rather than two stride-2 loads that cannot be vectorized.
+            c = tl.arange(0, 2 * BLOCK_P)
+            mask = th_mask[:, :, None] & (c < R)[None, None, :]
+            x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+            tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
+        else:
+            mask = th_mask[:, :, None] & (p < half)[None, None, :]
+            first = p[None, None, :]
+            second = (p + half)[None, None, :]
+            x1 = tl.load(X + x_head + first * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            x2 = tl.load(X + x_head + second * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            tl.store(Y + y_head + first * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
+            tl.store(Y + y_head + second * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
+        if COPY_PASS:
+            c = R + tl.arange(0, BLOCK_PASS)
+            mask = th_mask[:, :, None] & (c < D)[None, None, :]
+            rest = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
+            tl.store(Y + y_head + c[None, None, :] * stride_yd, rest.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rotary_kernel(
+    X1,  # (B, S, H1, D) first tensor to rotate (q, or dq_out in the backward), any strides
+    Y1,  # (B, S, H1, D) its output; may be X1 itself (in place)
+    X2,  # (B, S, H2, D) second tensor (k / dk_out); X1 when H2 == 0 (never touched)
+    Y2,  # (B, S, H2, D) its output
+    COS,  # (B or 1, rows, *) or (rows, *) cosine table: the half table is read through strides
+    SIN,  # same shape as COS: sine table
+    POS,  # (B or 1, S) or (S,) int positions, or None (position = seq_offset + s)
+    stride_x1b, stride_x1s, stride_x1h, stride_x1d,  # strides in (batch, seq, head, dim) order
+    stride_y1b, stride_y1s, stride_y1h, stride_y1d,
+    stride_x2b, stride_x2s, stride_x2h, stride_x2d,
+    stride_y2b, stride_y2s, stride_y2h, stride_y2d,
+    stride_cos_b, stride_cos_r, stride_cos_c,  # batch (0: shared), row, column of the half table
+    stride_sin_b, stride_sin_r, stride_sin_c,
+    stride_pos_b, stride_pos_s,
+    num_tokens, S, H1, H2, seq_offset, table_rows,
+    R: tl.constexpr,  # rotary dim (even)
+    D: tl.constexpr,  # head dim
+    INTERLEAVED: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    COPY_PASS: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_H1: tl.constexpr,
+    BLOCK_H2: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+):
+    # NOTE: one program owns a tile of tokens and walks every head of both tensors, so the
+    # cos / sin rows of its tokens are read once and reused for all q and k heads.
+    tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+    token_mask = tokens < num_tokens
+    b = tokens // S
+    s = tokens % S
+    if HAS_POS:
+        row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=token_mask, other=0).to(tl.int64)
+    else:
+        row = s + seq_offset
+    # NOTE: positions from position_ids are not checked on the host (that needs a device
+    # sync); one outside the table reads nothing and makes its token's rotated part NaN.
+    in_table = (row >= 0) & (row < table_rows)
+    p = tl.arange(0, BLOCK_P)
+    table_mask = (token_mask & in_table)[:, None] & (p < R // 2)[None, :]
+    cos = tl.load(COS + (b * stride_cos_b + row * stride_cos_r)[:, None] + p[None, :] * stride_cos_c,
+                  mask=table_mask, other=0.0).to(tl.float32)
+    sin = tl.load(SIN + (b * stride_sin_b + row * stride_sin_r)[:, None] + p[None, :] * stride_sin_c,
+                  mask=table_mask, other=0.0).to(tl.float32)
+    cos = tl.where(in_table[:, None], cos, float("nan"))
+    sin = tl.where(in_table[:, None], sin, float("nan"))
+    if BACKWARD:
+        sin = -sin  # the transpose of a rotation is the rotation by the negative angle
+    cos = cos[:, None, :]
+    sin = sin[:, None, :]
+    _rotate_heads(X1, Y1, cos, sin, b, s, token_mask, H1,
+                  stride_x1b, stride_x1s, stride_x1h, stride_x1d, stride_y1b, stride_y1s, stride_y1h, stride_y1d,
+                  R, D, INTERLEAVED, COPY_PASS, BLOCK_T, BLOCK_H1, BLOCK_P, BLOCK_PASS)
+    _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, H2,
+                  stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h, stride_y2d,
+                  R, D, INTERLEAVED, COPY_PASS, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
+
+
+# ----------------------------------------------------------------------------------------
+# Launchers
+# ----------------------------------------------------------------------------------------
+
+_kernel = CachedKernel(_rotary_kernel)
+
+
+def _logical(t: Tensor, layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Sizes and strides of ``t`` in (batch, seq, heads, head_dim) order."""
+    if layout == "bshd":
+        return tuple(t.shape), tuple(t.stride())
+    b, h, s, d = t.shape
+    sb, sh, ss, sd = t.stride()
+    return (b, s, h, d), (sb, ss, sh, sd)
+
+
+def _new_in_layout(like: Tensor, layout_of_like: str, layout: str) -> Tensor:
+    """An empty tensor contiguous in ``layout`` with the logical sizes of ``like``."""
+    b, s, h, d = _logical(like, layout_of_like)[0]
+    shape = (b, s, h, d) if layout == "bshd" else (b, h, s, d)
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+def _table_strides(table: Tensor, rotary_dim: int, interleaved: bool) -> tuple[int, int, int]:
+    """(batch, row, column) strides that read the half table (rows x rotary_dim / 2) out of
+    ``table``: a half table as is; a duplicated full table through its first half
+    (rotate-half: ``cat(half, half)``) or its even columns (interleaved:
+    ``repeat_interleave(half, 2)``)."""
+    full = table.shape[-1] == rotary_dim
+    column = table.stride(-1) * (2 if full and interleaved else 1)
+    if table.dim() == 2:
+        return 0, table.stride(0), column
+    batch = table.stride(0) if table.shape[0] > 1 else 0
+    return batch, table.stride(1), column
+
+
+def _power_of_2_below(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
+
+
+def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int):
+    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, head_splits, num_warps)."""
+    block_p = triton.next_power_of_2(rotary_dim // 2)
+    width = 2 * block_p + (triton.next_power_of_2(pass_dim) if pass_dim else 0)
+    heads_cap = max(1, TILE_ELEMENTS // width)
+    block_h1 = min(triton.next_power_of_2(heads1), heads_cap)
+    block_h2 = min(triton.next_power_of_2(max(heads2, 1)), heads_cap)
+    # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
+    # moves about TILE_ELEMENTS a step.
+    block_t = _power_of_2_below(max(1, TILE_ELEMENTS // (max(block_h1, block_h2) * width)))
+    block_t = min(block_t, triton.next_power_of_2(num_tokens))
+    # NOTE: small inputs (decoding, short sequences): fewer tokens a program, then the heads
+    # split over a second grid dimension, until there are programs for every multiprocessor;
+    # one program a few tokens wide left most of an H200 idle (2.4x slower than Inductor at
+    # 128 tokens x 32 heads).
+    head_splits = 1
+    while triton.cdiv(num_tokens, block_t) < min_programs and block_t > 1:
+        block_t //= 2
+    while triton.cdiv(num_tokens, block_t) * head_splits < min_programs and max(block_h1, block_h2) > 1:
+        block_h1, block_h2 = max(1, block_h1 // 2), max(1, block_h2 // 2)
+        head_splits *= 2
+    elements = block_t * max(block_h1, block_h2) * width
+    num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // ELEMENTS_PER_WARP)))
+    block_pass = triton.next_power_of_2(pass_dim) if pass_dim else 1
+    return block_t, block_h1, block_h2, block_p, block_pass, head_splits, num_warps
+
+
+def _min_programs(device: torch.device) -> int:
+    """Programs a launch should have at least: one per multiprocessor on a GPU."""
+    return sm_count(device) if device.type == "cuda" else 1
+
+
+def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, in_layout, out_layout,
+            backward, copy_pass):
+    """Rotates each ``(x, y)`` of ``pairs`` (one or two; x read in ``in_layout``, y written in
+    ``out_layout``; y may be x) by the angles of ``cos`` / ``sin`` in one launch."""
+    (b, s, h1, d), x1_strides = _logical(pairs[0][0], in_layout)
+    y1_strides = _logical(pairs[0][1], out_layout)[1]
+    if len(pairs) > 1:
+        h2 = _logical(pairs[1][0], in_layout)[0][2]
+        x2, y2 = pairs[1]
+        x2_strides, y2_strides = _logical(x2, in_layout)[1], _logical(y2, out_layout)[1]
+    else:  # a second tensor that the kernel never touches (H2 = 0)
+        h2, (x2, y2) = 0, pairs[0]
+        x2_strides = y2_strides = (0, 0, 0, 0)
+    num_tokens = b * s
+    if num_tokens == 0:
+        return
+    pass_dim = d - rotary_dim if copy_pass else 0
+    block_t, block_h1, block_h2, block_p, block_pass, head_splits, num_warps = _tile(
+        num_tokens, h1, h2, rotary_dim, pass_dim, _min_programs(pairs[0][0].device))
+    if position_ids is None:
+        pos_strides = (0, 0)
+    elif position_ids.dim() == 1:
+        pos_strides = (0, position_ids.stride(0))
+    else:
+        pos_strides = (position_ids.stride(0) if position_ids.shape[0] > 1 else 0, position_ids.stride(1))
+    table_rows = cos.shape[0] if cos.dim() == 2 else cos.shape[1]
+    _kernel(
+        (triton.cdiv(num_tokens, block_t), head_splits),
+        pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
+        *x1_strides, *y1_strides, *x2_strides, *y2_strides,
+        *_table_strides(cos, rotary_dim, interleaved), *_table_strides(sin, rotary_dim, interleaved),
+        *pos_strides,
+        num_tokens, s, h1, h2, seq_offset, table_rows,
+        R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
+        COPY_PASS=pass_dim > 0, BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2, BLOCK_P=block_p,
+        BLOCK_PASS=block_pass, num_warps=num_warps,
+    )
+
+
+def _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
+    """(q_out, k_out), new tensors contiguous in ``out_layout``."""
+    q_out = _new_in_layout(q, layout, out_layout)
+    k_out = _new_in_layout(k, layout, out_layout)
+    _launch([(q, q_out), (k, k_out)], cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+            out_layout, backward=False, copy_pass=True)
+    return q_out, k_out
+
+
+def _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
+    """Rotates q and k in their own storage (the pass-through part is not touched)."""
+    _launch([(q, q), (k, k)], cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, layout,
+            backward=False, copy_pass=False)
+
+
+def _rotary_backward(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+                     out_layout):
+    """(dq, dk) contiguous in ``layout`` from the output grads (in ``out_layout``); a missing
+    output grad (None) gives None."""
+    dq = None if dq_out is None else _new_in_layout(dq_out, out_layout, layout)
+    dk = None if dk_out is None else _new_in_layout(dk_out, out_layout, layout)
+    pairs = [(g, d) for g, d in ((dq_out, dq), (dk_out, dk)) if g is not None]
+    if pairs:
+        _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, out_layout, layout,
+                backward=True, copy_pass=True)
+    return dq, dk
+
+
+# ----------------------------------------------------------------------------------------
+# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
+# ----------------------------------------------------------------------------------------
+#
+# NOTE: as for the norms, eager calls use a plain autograd.Function (cheaper on the host
+# than a custom op with autograd) and skip autograd entirely when no input needs a grad;
+# under torch.compile the custom ops keep the kernel opaque to Dynamo (no graph break).
+
+
+class _RotaryFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
+        q_out, k_out = _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+                                       out_layout)
+        ctx.save_for_backward(cos, sin, position_ids)
+        ctx.config = (seq_offset, rotary_dim, interleaved, layout, out_layout)
+        ctx.set_materialize_grads(False)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, dq_out, dk_out):
+        cos, sin, position_ids = ctx.saved_tensors
+        dq, dk = _rotary_backward(dq_out if ctx.needs_input_grad[0] else None,
+                                  dk_out if ctx.needs_input_grad[1] else None,
+                                  cos, sin, position_ids, *ctx.config)
+        return dq, dk, None, None, None, None, None, None, None, None
+
+
+class _RotaryInplaceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
+        _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
+        ctx.mark_dirty(q, k)
+        ctx.save_for_backward(cos, sin, position_ids)
+        ctx.config = (seq_offset, rotary_dim, interleaved, layout, layout)
+        ctx.set_materialize_grads(False)
+        return q, k
+
+    @staticmethod
+    def backward(ctx, dq_out, dk_out):
+        return _RotaryFunction.backward(ctx, dq_out, dk_out)[:9]
+
+
+@torch.library.custom_op("blockfuse::rotary", mutates_args=())
+def _rotary_op(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
+    rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
+) -> tuple[Tensor, Tensor]:
+    return _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout)
+
+
+@torch.library.custom_op("blockfuse::rotary_", mutates_args=("q", "k"))
+def _rotary_inplace_op(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
+    rotary_dim: int, interleaved: bool, layout: str,
+) -> None:
+    _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
+
+
+@torch.library.custom_op("blockfuse::rotary_backward", mutates_args=())
+def _rotary_backward_op(
+    dq_out: Optional[Tensor], dk_out: Optional[Tensor], cos: Tensor, sin: Tensor, position_ids: Optional[Tensor],
+    seq_offset: int, rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
+) -> tuple[Tensor, Tensor]:
+    dq, dk = _rotary_backward(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+                              out_layout)
+    return _empty_if_none(dq, cos), _empty_if_none(dk, cos)
+
+
+def _empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
+    return like.new_empty((0,)) if t is None else t
+
+
+@_rotary_op.register_fake
+def _(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
+    return _new_in_layout(q, layout, out_layout), _new_in_layout(k, layout, out_layout)
+
+
+@_rotary_inplace_op.register_fake
+def _(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
+    return None
+
+
+@_rotary_backward_op.register_fake
+def _(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
+    dq = cos.new_empty((0,)) if dq_out is None else _new_in_layout(dq_out, out_layout, layout)
+    dk = cos.new_empty((0,)) if dk_out is None else _new_in_layout(dk_out, out_layout, layout)
+    return dq, dk
+
+
+def _rotary_setup(ctx, inputs, output):
+    _q, _k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout = inputs
+    ctx.save_for_backward(cos, sin, position_ids)
+    ctx.config = (seq_offset, rotary_dim, interleaved, layout, out_layout)
+    ctx.set_materialize_grads(False)
+
+
+def _rotary_op_backward(ctx, dq_out, dk_out):
+    cos, sin, position_ids = ctx.saved_tensors
+    dq, dk = _rotary_backward_op(dq_out, dk_out, cos, sin, position_ids, *ctx.config)
+    return (None if dq_out is None else dq, None if dk_out is None else dk,
+            None, None, None, None, None, None, None, None)
+
+
+_rotary_op.register_autograd(_rotary_op_backward, setup_context=_rotary_setup)
+
+
+# ----------------------------------------------------------------------------------------
+# Public functional
+# ----------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _check_rotary_args(q, k, cos, sin, interleaved, position_ids, seq_offset, layout, out_layout, inplace,
+                       rotary_dim):
+    """Checks every argument; returns (rotary_dim, out_layout)."""
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a Tensor, got {type(t).__name__}")
+        if t.dtype not in _FLOAT_DTYPES:
+            raise TypeError(f"{name}: expected a float32, float16 or bfloat16 tensor (float64 runs the "
+                            f"reference), got {t.dtype}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: expected 4 dimensions ({layout if layout in LAYOUTS else 'bshd'}: "
+                             f"batch, seq, heads, head_dim in that order), got shape {tuple(t.shape)}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected 'bshd' or 'bhsd', got {layout!r}")
+    if out_layout is None:
+        out_layout = layout
+    if out_layout not in LAYOUTS:
+        raise ValueError(f"out_layout: expected 'bshd', 'bhsd' or None (the input layout), got {out_layout!r}")
+    if not isinstance(interleaved, bool):
+        raise TypeError(f"interleaved: expected a bool, got {type(interleaved).__name__}")
+    if not isinstance(inplace, bool):
+        raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
+    if k.dtype != q.dtype:
+        raise TypeError(f"k: expected dtype {q.dtype} like q, got {k.dtype}")
+    if k.device != q.device:
+        raise ValueError(f"k: expected a tensor on {q.device} like q, got {k.device}")
+    (b, s, hq, d), (kb, ks, hk, kd) = _logical(q, layout)[0], _logical(k, layout)[0]
+    if (kb, ks) != (b, s):
+        raise ValueError(f"k: expected batch {b} and seq {s} like q (layout {layout!r}), got batch {kb} and "
+                         f"seq {ks}")
+    if kd != d:
+        raise ValueError(f"k: expected head_dim {d} like q, got {kd}")
+    if hq == 0 or hk == 0 or hq % hk != 0:
+        raise ValueError(f"k: the number of q heads ({hq}) must be a positive multiple of the number of k "
+                         f"heads ({hk}) (grouped-query attention)")
+    if inplace:
+        if out_layout != layout:
+            raise ValueError(f"out_layout: inplace=True writes q and k in their own storage, so out_layout must "
+                             f"equal layout ({layout!r}), got {out_layout!r}")
+        if q is k:
+            raise ValueError("k: inplace=True needs q and k to be different tensors (k is q)")
+        for name, t in (("q", q), ("k", k)):
+            if any(stride == 0 and size > 1 for stride, size in zip(t.stride(), t.shape)):
+                raise ValueError(f"{name}: inplace=True cannot write an expanded tensor (a stride of 0 makes "
+                                 f"several elements share memory), got strides {tuple(t.stride())}")
+
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a Tensor, got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name}: expected a floating-point table, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"{name}: expected a tensor on {q.device} like q, got {t.device}")
+    if cos.dim() not in (2, 3):
+        raise ValueError(f"cos: expected a table (max_seq, width) or HF's per-token table (batch, seq, width), "
+                         f"got shape {tuple(cos.shape)}")
+    if sin.shape != cos.shape:
+        raise ValueError(f"sin: expected shape {tuple(cos.shape)} like cos, got {tuple(sin.shape)}")
+    width = cos.shape[-1]
+    if rotary_dim is None:
+        # 3-D tables are Hugging Face's (duplicated, full width); a 2-D table is a half table
+        # unless it is too wide to be one.
+        rotary_dim = width if (cos.dim() == 3 or 2 * width > d) else 2 * width
+    elif not isinstance(rotary_dim, int) or isinstance(rotary_dim, bool):
+        raise TypeError(f"rotary_dim: expected an int or None, got {type(rotary_dim).__name__}")
+    elif width not in (rotary_dim, rotary_dim // 2) or rotary_dim % 2:
+        raise ValueError(f"rotary_dim: a table of width {width} is neither the half ({rotary_dim // 2}) nor the "
+                         f"full ({rotary_dim}) table of rotary_dim={rotary_dim}")
+    if rotary_dim % 2 or rotary_dim <= 0:
+        raise ValueError(f"cos: the rotary dim must be even and positive (pairs of elements), got {rotary_dim} "
+                         f"from a table of width {width}")
+    if rotary_dim > d:
+        raise ValueError(f"cos: the rotary dim {rotary_dim} (table width {width}) exceeds head_dim {d} of q and k")
+
+    if not isinstance(seq_offset, (int, torch.SymInt)) or isinstance(seq_offset, bool):
+        raise TypeError(f"seq_offset: expected an int, got {type(seq_offset).__name__}")
+    if seq_offset < 0:
+        raise ValueError(f"seq_offset: expected a non-negative int, got {int(seq_offset)}")
+    if cos.dim() == 3:
+        if cos.shape[0] not in (1, b) or cos.shape[1] != s:
+            raise ValueError(f"cos: a per-token table must have shape ({b} or 1, {s}, width) for q of batch {b} "
+                             f"and seq {s}, got {tuple(cos.shape)}")
+        if position_ids is not None or seq_offset != 0:
+            raise ValueError("position_ids: cos / sin of shape (batch, seq, width) are already gathered by "
+                             "position; position_ids and seq_offset apply to 2-D tables (max_seq, width) only")
+    if position_ids is not None:
+        if not isinstance(position_ids, Tensor):
+            raise TypeError(f"position_ids: expected a Tensor, got {type(position_ids).__name__}")
+        if position_ids.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"position_ids: expected an int32 or int64 tensor, got {position_ids.dtype}")
+        if position_ids.device != q.device:
+            raise ValueError(f"position_ids: expected a tensor on {q.device} like q, got {position_ids.device}")
+        shape = tuple(position_ids.shape)
+        if not (shape == (s,) or (len(shape) == 2 and shape[0] in (1, b) and shape[1] == s)):
+            raise ValueError(f"position_ids: expected shape ({b}, {s}), (1, {s}) or ({s},), got {shape}")
+        if seq_offset != 0:
+            raise ValueError("position_ids: give either position_ids or a seq_offset, not both "
+                             f"(seq_offset={int(seq_offset)})")
+    elif cos.dim() == 2 and seq_offset + s > cos.shape[0]:
+        offset = int(seq_offset)  # a plain int for the message (seq_offset may be symbolic under torch.compile)
+        raise ValueError(f"cos: positions up to seq_offset + seq = {offset} + {s} need a table of at least "
+                         f"{offset + s} rows, got {cos.shape[0]}")
+    return rotary_dim, out_layout
+
+
+def rotary(
+    q: Tensor,
+    k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    interleaved: bool = False,
+    position_ids: Optional[Tensor] = None,
+    seq_offset: int = 0,
+    layout: str = "bshd",
+    out_layout: Optional[str] = None,
+    inplace: bool = False,
+    rotary_dim: Optional[int] = None,
+) -> tuple[Tensor, Tensor]:
+    """Rotary position embedding of q and k in one kernel launch (and one for the backward).
+
+    q: (batch, seq, q_heads, head_dim) for ``layout="bshd"`` or (batch, q_heads, seq, head_dim)
+    for ``"bhsd"``, any strides (e.g. slices of a fused qkv projection); k likewise with
+    k_heads dividing q_heads (grouped-query attention).
+
+    cos, sin: one of
+      * a half table (max_seq, rotary_dim / 2), row = position;
+      * Hugging Face's duplicated full table (max_seq, rotary_dim): ``cat(half, half)`` for
+        rotate-half, ``repeat_interleave(half, 2)`` for interleaved;
+      * Hugging Face's per-token table (batch or 1, seq, rotary_dim), what
+        ``LlamaRotaryEmbedding(x, position_ids)`` returns: already gathered by position.
+    A 2-D table of width at most head_dim / 2 is read as a half table; pass ``rotary_dim`` for
+    a full table of a partial rotary that narrow (or slice its half: ``cos[:, :r // 2]``,
+    interleaved ``cos[:, ::2]``). ``rotary_dim < head_dim`` rotates the first rotary_dim
+    elements of each head and passes the rest through.
+
+    Positions (2-D tables only): ``position_ids`` (batch or 1, seq) / (seq,) int32/int64, or
+    ``seq_offset + s`` (decoding with a KV cache), not both. ``seq_offset + seq`` is checked
+    against the table length; the values of ``position_ids`` are not checked on the host
+    (that would need a device sync): on the Triton path a position outside the table makes
+    that token's rotated elements NaN (the reference raises an indexing error).
+
+    Returns (q_out, k_out) contiguous in ``out_layout`` (default: ``layout``) with that
+    layout's logical shape, so ``out_layout="bhsd"`` feeds ``scaled_dot_product_attention``
+    without a transpose copy. ``inplace=True`` rotates q and k in their own storage
+    (``out_layout`` must equal ``layout``) and returns them; autograd supports it (a leaf
+    that requires grad cannot be modified in place, as in PyTorch).
+
+    Math in fp32 (the input read once, the output written once in the input dtype). cos and
+    sin are constant buffers: no gradient flows to them, even if they require grad.
+    """
+    rotary_dim, out_layout = _check_rotary_args(q, k, cos, sin, interleaved, position_ids, seq_offset, layout,
+                                                out_layout, inplace, rotary_dim)
+    if not use_triton(q) or q.dtype == torch.float64:
+        return rotary_ref(q, k, cos, sin, interleaved=interleaved, position_ids=position_ids,
+                          seq_offset=seq_offset, layout=layout, out_layout=out_layout, inplace=inplace,
+                          rotary_dim=rotary_dim)
+    args = (cos.detach(), sin.detach(), position_ids, seq_offset, rotary_dim, interleaved, layout)
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    if torch.compiler.is_compiling():
+        if not inplace:
+            return _rotary_op(q, k, *args, out_layout)
+        if needs_grad:
+            # NOTE: a mutating custom op cannot carry an autograd formula, so under
+            # torch.compile with grads the in-place form is the functional op plus a copy
+            # into q and k: exact, at the cost of one more read and write of q and k.
+            q_out, k_out = _rotary_op(q, k, *args, out_layout)
+            return q.copy_(q_out), k.copy_(k_out)
+        _rotary_inplace_op(q, k, *args)
+        return q, k
+    if inplace:
+        if needs_grad:
+            if q._is_view() or k._is_view():
+                # Autograd cannot let one Function modify two views in place (e.g. q and k
+                # sliced from one qkv tensor): the functional form plus copies, as above.
+                q_out, k_out = _RotaryFunction.apply(q, k, *args, layout)
+                return q.copy_(q_out), k.copy_(k_out)
+            return _RotaryInplaceFunction.apply(q, k, *args)
+        _rotary_forward_inplace(q, k, *args)
+        # The kernel wrote behind autograd's back: bump the version counters so that a graph
+        # which saved q or k for its backward notices the change.
+        for t in (q, k):
+            if not t.is_inference():  # inference tensors have no version counter
+                torch.autograd.graph.increment_version(t)
+        return q, k
+    if needs_grad:
+        return _RotaryFunction.apply(q, k, *args, out_layout)
+    return _rotary_forward(q, k, *args, out_layout)
+
+
+# ----------------------------------------------------------------------------------------
+# Reference (pure PyTorch): the oracle of the tests, the CPU fallback, the benchmark baseline
+# ----------------------------------------------------------------------------------------
+
+
+def _half_table(table, rotary_dim, interleaved, position_ids, seq_offset, seq, compute):
+    """The table as (batch or 1, seq, rotary_dim / 2) in ``compute`` dtype, gathered by position."""
+    table = table.detach()
+    if table.dim() == 2:
+        if position_ids is None:
+            position_ids = torch.arange(seq_offset, seq_offset + seq, device=table.device)
+        table = table[position_ids.long()]
+        if table.dim() == 2:
+            table = table.unsqueeze(0)
+    if table.shape[-1] == rotary_dim:
+        table = table[..., 0::2] if interleaved else table[..., : rotary_dim // 2]
+    return table.to(compute)
+
+
+def rotary_ref(q, k, cos, sin, *, interleaved=False, position_ids=None, seq_offset=0, layout="bshd",
+               out_layout=None, inplace=False, rotary_dim=None):
+    """Pure-PyTorch :func:`rotary`: fp32 math (fp64 for fp64 inputs), outputs in q's dtype,
+    contiguous in ``out_layout``. No gradient flows to cos and sin."""
+    rotary_dim, out_layout = _check_rotary_args(q, k, cos, sin, interleaved, position_ids, seq_offset, layout,
+                                                out_layout, inplace, rotary_dim)
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    seq = _logical(q, layout)[0][1]
+    c = _half_table(cos, rotary_dim, interleaved, position_ids, seq_offset, seq, compute)[:, :, None, :]
+    s = _half_table(sin, rotary_dim, interleaved, position_ids, seq_offset, seq, compute)[:, :, None, :]
+
+    def rotate(x):
+        x_bshd = (x if layout == "bshd" else x.transpose(1, 2)).to(compute)  # (batch, seq, heads, head_dim)
+        rot, rest = x_bshd[..., :rotary_dim], x_bshd[..., rotary_dim:]
+        if interleaved:
+            x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        else:
+            x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2:]
+        y1 = x1 * c - x2 * s
+        y2 = x2 * c + x1 * s
+        y = torch.stack((y1, y2), dim=-1).flatten(-2) if interleaved else torch.cat((y1, y2), dim=-1)
+        y = torch.cat((y, rest), dim=-1).to(x.dtype)
+        return y.contiguous() if out_layout == "bshd" else y.transpose(1, 2).contiguous()
+
+    q_out, k_out = rotate(q), rotate(k)
+    if inplace:
+        return q.copy_(q_out), k.copy_(k_out)
+    return q_out, k_out

@@ -1,0 +1,846 @@
+"""Tests of the fused rotary position embedding ``blockfuse.ops.rotary.rotary``.
+
+The oracle is the rotation written as Hugging Face writes it (``x * cos + rotate_half(x) *
+sin``, generalized to interleaved pairs and partial rotary) in float64 on ``.double()``
+copies of the inputs and of the table values the op was given; the baseline is the same
+formula run by PyTorch in the low dtype with the tables cast to it (Hugging Face's eager
+path). A fused result may be at most about 2x as wrong as the baseline
+(``tests.helpers.assert_close_to_reference``). Independent checks: Hugging Face's own
+``apply_rotary_pos_emb`` / ``LlamaRotaryEmbedding`` / GPT-NeoX partial rotary, and Meta's
+complex-number form for the interleaved convention. The reference beside the kernel
+(``rotary_ref``) is checked against the oracle in ``test_reference_*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from blockfuse.ops.rotary import rotary, rotary_ref
+from tests.helpers import (
+    as_layout,
+    assert_all_close_to_reference,
+    downcast,
+    grads,
+    leaves,
+    make_generator,
+    random_tensor,
+    relative_error,
+)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LAYOUT_PAIRS = [("bshd", "bshd"), ("bshd", "bhsd"), ("bhsd", "bshd"), ("bhsd", "bhsd")]
+
+
+# ---------------------------------------------------------------------------------------------
+# A call of the op: shapes, tables, positions, memory layout of q and k
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    batch: int = 3
+    seq: int = 7
+    q_heads: int = 6
+    k_heads: int = 2
+    head_dim: int = 72
+    rotary_dim: int | None = None  # None: head_dim
+    interleaved: bool = False
+    layout: str = "bshd"
+    out_layout: str | None = None
+    # half: (max_seq, r/2) fp32; full: HF's duplicated (max_seq, r) fp32; full-lowp: the same in
+    # q's dtype; half-view: the half read out of a full table by slicing (a strided view);
+    # per-token: HF's (batch, seq, r) in q's dtype; per-token-1: (1, seq, r)
+    table: str = "half"
+    # none; offset: seq_offset=5; ids: (batch, seq) int64, shuffled with repeats; ids-1d:
+    # (seq,); ids-int32; ids-row: (1, seq)
+    positions: str = "none"
+    # contiguous; qkv: slices of a fused projection output; transposed: head_dim not contiguous
+    source: str = "contiguous"
+    grad_layout: str = "contiguous"  # or "transposed": non-contiguous incoming grads
+    pass_rotary_dim: bool = False  # give rotary_dim= explicitly
+
+    @property
+    def rot(self) -> int:
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
+
+    def shape(self, heads: int, layout: str | None = None) -> tuple[int, int, int, int]:
+        layout = layout or self.layout
+        if layout == "bshd":
+            return (self.batch, self.seq, heads, self.head_dim)
+        return (self.batch, heads, self.seq, self.head_dim)
+
+    def max_seq(self) -> int:
+        return self.seq + 9
+
+    def kwargs(self) -> dict:
+        return {"interleaved": self.interleaved, "layout": self.layout, "out_layout": self.out_layout}
+
+
+def case_id(case: Case) -> str:
+    default = Case()
+    parts = [f"{f.name}={getattr(case, f.name)}" for f in dataclasses.fields(Case)
+             if getattr(case, f.name) != getattr(default, f.name)]
+    return ",".join(parts) or "default"
+
+
+def make_qk(case: Case, dtype, device, seed=0):
+    """q, k in ``case.layout`` with the memory layout ``case.source``; values ~ randn * 2."""
+    q_shape, k_shape = case.shape(case.q_heads, "bshd"), case.shape(case.k_heads, "bshd")
+    if case.source == "qkv":
+        width = (case.q_heads + 2 * case.k_heads) * case.head_dim
+        qkv = random_tensor((case.batch, case.seq, width), dtype, device, seed=seed, scale=2.0)
+        q = qkv[..., : case.q_heads * case.head_dim].unflatten(-1, (case.q_heads, case.head_dim))
+        k = qkv[..., case.q_heads * case.head_dim:(case.q_heads + case.k_heads) * case.head_dim]
+        k = k.unflatten(-1, (case.k_heads, case.head_dim))
+        assert not q.is_contiguous() and not k.is_contiguous()
+    else:
+        q = random_tensor(q_shape, dtype, device, seed=seed, scale=2.0)
+        k = random_tensor(k_shape, dtype, device, seed=seed + 1, scale=2.0)
+    if case.layout == "bhsd":
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        if case.source == "contiguous":
+            q, k = q.contiguous(), k.contiguous()
+    if case.source == "transposed":
+        q, k = as_layout(q, "transposed"), as_layout(k, "transposed")
+    return q, k
+
+
+def make_positions(case: Case, device, seed=7):
+    """(position_ids or None, seq_offset, positions (batch or 1, seq) int64 for the oracle)."""
+    generator = make_generator(seed)
+    offset = 0
+    if case.positions in ("none", "offset"):
+        offset = 5 if case.positions == "offset" else 0
+        return None, offset, (torch.arange(case.seq) + offset)[None]
+    rows = case.batch if case.positions in ("ids", "ids-int32") else 1
+    ids = torch.randint(0, case.max_seq(), (rows, case.seq), generator=generator)
+    if case.seq > 2:
+        ids[:, 1] = ids[:, 0]  # a repeated position
+    positions = ids
+    if case.positions == "ids-1d":
+        ids = ids[0]
+    if case.positions == "ids-int32":
+        ids = ids.to(torch.int32)
+    return ids.to(device), 0, positions
+
+
+def make_tables(case: Case, dtype, device, positions, seed=11):
+    """(cos, sin as passed to the op, cos and sin half values (batch or 1, seq, r/2) in float64).
+
+    The angles are random (not a frequency ladder), so every pair sees a different rotation."""
+    r = case.rot
+    angles = random_tensor((case.max_seq(), r // 2), torch.float32, seed=seed, scale=3.0)
+    half_cos, half_sin = angles.cos(), angles.sin()  # (max_seq, r/2) fp32
+    table_dtype = dtype if case.table in ("full-lowp", "per-token", "per-token-1") else torch.float32
+    half_cos, half_sin = half_cos.to(table_dtype), half_sin.to(table_dtype)
+
+    def full(half):
+        return half.repeat_interleave(2, dim=-1) if case.interleaved else torch.cat((half, half), dim=-1)
+
+    if case.table == "half":
+        cos, sin = half_cos, half_sin
+    elif case.table in ("full", "full-lowp"):
+        cos, sin = full(half_cos), full(half_sin)
+    elif case.table == "half-view":
+        slice_half = (lambda t: t[:, 0::2]) if case.interleaved else (lambda t: t[:, : r // 2])
+        cos, sin = slice_half(full(half_cos)), slice_half(full(half_sin))
+        assert not cos.is_contiguous() or not case.interleaved
+    elif case.table in ("per-token", "per-token-1"):
+        rows = positions if case.table == "per-token-1" else positions.expand(case.batch, -1)
+        if case.table == "per-token-1":
+            rows = rows[:1]
+        cos, sin = full(half_cos)[rows], full(half_sin)[rows]  # (batch or 1, seq, r)
+    else:
+        raise ValueError(case.table)
+    gathered = (half_cos.double()[positions], half_sin.double()[positions])
+    return cos.to(device), sin.to(device), gathered
+
+
+def formula(x, cos_half, sin_half, case: Case, layout: str, out_layout: str):
+    """Hugging Face's rotation in x's dtype: ``x * cos + swap(x) * sin`` on the first r elements
+    of each head (swap = rotate_half, or (-x_odd, x_even) pairs), the rest passed through."""
+    r = case.rot
+    x = x if layout == "bshd" else x.transpose(1, 2)  # (batch, seq, heads, head_dim)
+    c = cos_half.to(x.dtype)[:, :, None, :]
+    s = sin_half.to(x.dtype)[:, :, None, :]
+    rot, rest = x[..., :r], x[..., r:]
+    if case.interleaved:
+        c, s = c.repeat_interleave(2, dim=-1), s.repeat_interleave(2, dim=-1)
+        swapped = torch.stack((-rot[..., 1::2], rot[..., 0::2]), dim=-1).flatten(-2)
+    else:
+        c, s = torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)
+        swapped = torch.cat((-rot[..., r // 2:], rot[..., : r // 2]), dim=-1)
+    y = torch.cat((rot * c + swapped * s, rest), dim=-1)
+    return y if out_layout == "bshd" else y.transpose(1, 2)
+
+
+def check_case(case: Case, dtype, device, *, run=None):
+    """Forward and backward of the op against the float64 oracle, relative to PyTorch's error.
+
+    ``run(q, k, cos, sin, position_ids, seq_offset) -> (q_out, k_out)`` replaces the plain call."""
+    q, k = make_qk(case, dtype, device)
+    position_ids, seq_offset, positions = make_positions(case, device)
+    cos, sin, (cos_half, sin_half) = make_tables(case, dtype, device, positions)
+    cos_half, sin_half = cos_half.to(device), sin_half.to(device)
+    out_layout = case.out_layout or case.layout
+    grad_outputs = [
+        random_tensor(case.shape(h, out_layout), dtype, device, seed=20 + i, layout=case.grad_layout)
+        for i, h in enumerate((case.q_heads, case.k_heads))
+    ]
+    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+    if run is None:
+        def run(q, k, cos, sin, position_ids, seq_offset):
+            return rotary(q, k, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
+
+    q_before, k_before = q.clone(), k.clone()
+    leaf_q, leaf_k = leaves(q, k)
+    ours = run(leaf_q, leaf_k, cos, sin, position_ids, seq_offset)
+    our_grads = grads(ours, [leaf_q, leaf_k], grad_outputs)
+    assert torch.equal(q, q_before) and torch.equal(k, k_before), "the inputs were modified"
+
+    def reference(dtype_):
+        lq, lk = leaves(q, k, dtype=dtype_)
+        outs = [formula(t, cos_half, sin_half, case, case.layout, out_layout) for t in (lq, lk)]
+        return [o.detach() for o in outs] + grads(outs, [lq, lk], [g.to(dtype_) for g in grad_outputs])
+
+    for output, heads, name in zip(ours, (case.q_heads, case.k_heads), ("q_out", "k_out")):
+        assert output.dtype == dtype, f"{name}: dtype {output.dtype}, expected {dtype}"
+        assert tuple(output.shape) == case.shape(heads, out_layout), f"{name}: shape {tuple(output.shape)}"
+        assert output.is_contiguous(), f"{name}: not contiguous in out_layout {out_layout!r}"
+    for grad, leaf, name in zip(our_grads, (leaf_q, leaf_k), ("dq", "dk")):
+        assert grad.dtype == dtype and grad.shape == leaf.shape, f"{name}: {grad.dtype} {tuple(grad.shape)}"
+    baseline = reference(dtype) if dtype != torch.float64 else reference(torch.float64)
+    assert_all_close_to_reference(
+        [o.detach() for o in ours] + our_grads, baseline, reference(torch.float64),
+        ["q_out", "k_out", "dq", "dk"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy against float64, relative to PyTorch's own error
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("layout,out_layout", LAYOUT_PAIRS, ids=[f"{a}-to-{b}" for a, b in LAYOUT_PAIRS])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["rotate-half", "interleaved"])
+def test_rotary(interleaved, layout, out_layout, dtype, device):
+    """Every dtype x layout x out_layout x convention at head_dim 72 with grouped-query heads."""
+    check_case(Case(interleaved=interleaved, layout=layout, out_layout=out_layout), dtype, device)
+
+
+SHAPE_CASES = [
+    Case(batch=1, seq=199, q_heads=4, k_heads=4, head_dim=128),
+    Case(batch=3, seq=1, q_heads=6, k_heads=1, head_dim=128, layout="bhsd"),
+    Case(batch=1, seq=1, q_heads=2, k_heads=2, head_dim=72, interleaved=True),
+    Case(batch=1, seq=199, q_heads=2, k_heads=1, head_dim=72, interleaved=True, layout="bhsd", out_layout="bshd"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16], ids=["bf16"])
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=case_id)
+def test_rotary_shapes(case, dtype, device):
+    """Odd sequence lengths (1, 199), batch 1 and 3, head_dim 72 and 128, MQA / GQA / MHA."""
+    check_case(case, dtype, device)
+
+
+TABLE_CASES = [
+    Case(table=table, positions=positions, interleaved=interleaved)
+    for interleaved in (False, True)
+    for table, positions in [
+        ("half", "offset"), ("half", "ids"), ("full", "none"), ("full", "ids-1d"), ("full-lowp", "ids-int32"),
+        ("full-lowp", "offset"), ("half-view", "ids-row"), ("per-token", "none"), ("per-token-1", "none"),
+    ]
+]
+
+
+@pytest.mark.parametrize("case", TABLE_CASES, ids=case_id)
+def test_tables_and_positions(case, device):
+    """Half, full (fp32 and bf16) and per-token tables; seq_offset and position_ids of every shape
+    and int dtype, non-monotonic with a repeated position."""
+    check_case(case, torch.bfloat16, device)
+
+
+PARTIAL_CASES = [
+    Case(head_dim=72, rotary_dim=32, table="half"),  # 2-D half table, 40 elements passed through
+    Case(head_dim=72, rotary_dim=32, table="half", interleaved=True, layout="bhsd", out_layout="bshd"),
+    Case(head_dim=128, rotary_dim=96, table="full", positions="ids"),  # full table wider than head_dim / 2
+    Case(head_dim=128, rotary_dim=96, table="full", interleaved=True, positions="offset"),
+    Case(head_dim=128, rotary_dim=32, table="full-lowp", pass_rotary_dim=True),  # narrow full: rotary_dim=
+    Case(head_dim=128, rotary_dim=32, table="full-lowp", interleaved=True, pass_rotary_dim=True),
+    Case(head_dim=72, rotary_dim=24, table="per-token", layout="bhsd", out_layout="bhsd"),  # HF partial
+    Case(head_dim=72, rotary_dim=36, table="half-view", positions="ids-1d", interleaved=True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("case", PARTIAL_CASES, ids=case_id)
+def test_partial_rotary(case, dtype, device):
+    """rotary_dim < head_dim: the first rotary_dim elements rotate, the rest pass through."""
+    check_case(case, dtype, device)
+
+
+NON_CONTIGUOUS_CASES = [
+    Case(source="qkv", grad_layout="transposed"),
+    Case(source="qkv", layout="bhsd", out_layout="bhsd", interleaved=True),
+    Case(source="qkv", layout="bhsd", out_layout="bshd", head_dim=128, rotary_dim=64, table="full",
+         pass_rotary_dim=True),
+    Case(source="transposed", out_layout="bhsd", grad_layout="transposed"),
+    Case(source="transposed", layout="bhsd", interleaved=True, rotary_dim=32),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("case", NON_CONTIGUOUS_CASES, ids=case_id)
+def test_non_contiguous(case, dtype, device):
+    """q and k sliced from a fused qkv projection output (``qkv[..., :hq*d].unflatten``, both
+    layouts), head_dim not contiguous, and non-contiguous incoming grads; inputs untouched."""
+    check_case(case, dtype, device)
+
+
+@pytest.mark.parametrize("case", [Case(), Case(interleaved=True, layout="bhsd", out_layout="bshd", rotary_dim=32)],
+                         ids=case_id)
+def test_float64_runs_the_reference(case, device):
+    check_case(case, torch.float64, device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["rotate-half", "interleaved"])
+def test_math_in_float32_with_one_rounding(interleaved, dtype, device):
+    """The output is the fp32 rotation rounded once to the input dtype (OLMo-2's convention), not
+    the input-dtype formula (three roundings, Hugging Face eager): equal but for rare 1-ulp flips
+    (a fused multiply-add on the GPU), while the input-dtype formula differs on many elements."""
+    case = Case(batch=2, seq=16, q_heads=4, k_heads=4, head_dim=128, interleaved=interleaved, positions="offset")
+    q, k = make_qk(case, dtype, device)
+    _, seq_offset, positions = make_positions(case, device)
+    cos, sin, (cos_half, sin_half) = make_tables(case, dtype, device, positions)
+    cos_half, sin_half = cos_half.to(device), sin_half.to(device)
+    q_out, _ = rotary(q, k, cos, sin, interleaved=interleaved, seq_offset=seq_offset)
+    one_rounding = downcast(formula(q.float(), cos_half.float(), sin_half.float(), case, "bshd", "bshd"), dtype)
+    input_dtype = formula(q, cos_half, sin_half, case, "bshd", "bshd")
+    assert (input_dtype != one_rounding).float().mean().item() > 0.05, "inputs do not separate the two"
+    differing = (q_out != one_rounding).float().mean().item()
+    assert differing < 0.01, f"{differing:.1%} of the elements differ from fp32 math rounded once"
+
+
+def test_only_some_grads(device):
+    """Only q_out is used: dq is the full backward's, dk is None (no gradient reaches k); only k
+    requires grad: dk is the full backward's; no_grad: the same outputs."""
+    case = Case(positions="ids")
+    q, k = make_qk(case, torch.float32, device)
+    position_ids, _, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, torch.float32, device, positions)
+    dq_out = random_tensor(q.shape, torch.float32, device, seed=3)
+    dk_out = random_tensor(k.shape, torch.float32, device, seed=4)
+
+    def call(q_, k_):
+        return rotary(q_, k_, cos, sin, position_ids=position_ids)
+
+    lq, lk = leaves(q, k)
+    full_out = call(lq, lk)
+    full = grads(full_out, [lq, lk], [dq_out, dk_out])
+    lq, lk = leaves(q, k)
+    q_out, _ = call(lq, lk)
+    dq, dk = torch.autograd.grad(q_out, [lq, lk], dq_out, allow_unused=True)
+    assert torch.equal(dq, full[0]) and dk is None
+    (lk,) = leaves(k)
+    _, k_out = call(q, lk)
+    assert torch.equal(torch.autograd.grad(k_out, lk, dk_out)[0], full[1])
+    with torch.no_grad():
+        plain = call(q, k)
+    assert all(torch.equal(a, b.detach()) for a, b in zip(plain, full_out))
+
+
+def test_tables_get_no_gradient(device):
+    """cos / sin are constant buffers: even when they require grad none flows to them (documented),
+    on the kernel path and in the reference alike, and dq, dk are unaffected."""
+    case = Case(table="full")
+    q, k = make_qk(case, torch.float32, device)
+    _, _, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, torch.float32, device, positions)
+    for fn in (rotary, rotary_ref):
+        lq, lk, lcos, lsin = leaves(q, k, cos, sin)
+        q_out, k_out = fn(lq, lk, cos=lcos, sin=lsin)
+        (q_out.sum() + (k_out * 2).sum()).backward()
+        assert lcos.grad is None and lsin.grad is None, fn.__name__
+        plain_q, plain_k = leaves(q, k)
+        q_ref, k_ref = rotary_ref(plain_q, plain_k, cos, sin)
+        (q_ref.sum() + (k_ref * 2).sum()).backward()
+        assert relative_error(lq.grad, plain_q.grad) < 1e-6 and relative_error(lk.grad, plain_k.grad) < 1e-6
+
+
+def test_empty_sequence(device):
+    q = torch.empty((2, 0, 4, 8), device=device)
+    k = torch.empty((2, 0, 2, 8), device=device)
+    cos = torch.ones((5, 4), device=device)
+    q_out, k_out = rotary(q, k, cos, cos, out_layout="bhsd")
+    assert q_out.shape == (2, 4, 0, 8) and k_out.shape == (2, 2, 0, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Against Hugging Face transformers and Meta's complex-number form
+# ---------------------------------------------------------------------------------------------
+
+
+def hf_llama(head_dim, heads, kv_heads, theta=10000.0, max_positions=64):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = transformers.LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads,
+                                      num_key_value_heads=kv_heads, head_dim=head_dim,
+                                      max_position_embeddings=max_positions, rope_theta=theta)
+    return LlamaRotaryEmbedding(config)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("table", ["per-token", "full-2d"])
+def test_matches_hugging_face_llama(table, dtype, device):
+    """HF's cos / sin (per token, or the 2-D table of every position with position_ids) fed to our
+    op give HF's ``apply_rotary_pos_emb`` (layout (b, h, s, d), unsqueeze_dim=1), forward and
+    backward, within 2x of HF's own error against float64."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    batch, seq, heads, kv_heads, head_dim = 3, 7, 6, 2, 72
+    embedding = hf_llama(head_dim, heads, kv_heads, theta=5e5).to(device)
+    q = random_tensor((batch, heads, seq, head_dim), dtype, device, seed=1, scale=2.0)
+    k = random_tensor((batch, kv_heads, seq, head_dim), dtype, device, seed=2, scale=2.0)
+    position_ids = torch.randint(0, 64, (batch, seq), generator=make_generator(3)).to(device)
+    cos, sin = embedding(q, position_ids)  # (batch, seq, head_dim), q's dtype
+    grad_outputs = [random_tensor(t.shape, dtype, device, seed=5 + i) for i, t in enumerate((q, k))]
+    if table == "per-token":
+        ours_call = {"cos": cos, "sin": sin}
+    else:
+        every = torch.arange(64, device=device)[None]
+        full_cos, full_sin = embedding(q, every)
+        ours_call = {"cos": full_cos[0], "sin": full_sin[0], "position_ids": position_ids}
+
+    def run(fn, dtype_):
+        lq, lk = leaves(q, k, dtype=dtype_)
+        outs = fn(lq, lk)
+        return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+
+    ours = run(lambda a, b: rotary(a, b, layout="bhsd", **ours_call), dtype)
+    theirs = run(lambda a, b: apply_rotary_pos_emb(a, b, cos, sin), dtype)
+    oracle = run(lambda a, b: apply_rotary_pos_emb(a, b, cos.double(), sin.double()), torch.float64)
+    assert_all_close_to_reference(ours, theirs, oracle, ["q_out", "k_out", "dq", "dk"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_matches_hugging_face_partial_rotary(dtype, device):
+    """GPT-NeoX (Pythia) rotates the first ``partial_rotary_factor * head_dim`` elements of each
+    head: HF's tables (batch, seq, 32) for head_dim 128 make our op rotate 32 and pass 96."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding, apply_rotary_pos_emb
+
+    batch, seq, heads, head_dim = 3, 7, 4, 128
+    config = transformers.GPTNeoXConfig(hidden_size=heads * head_dim, num_attention_heads=heads,
+                                        max_position_embeddings=64, rotary_pct=0.25)
+    embedding = GPTNeoXRotaryEmbedding(config).to(device)
+    q = random_tensor((batch, heads, seq, head_dim), dtype, device, seed=1, scale=2.0)
+    k = random_tensor((batch, heads, seq, head_dim), dtype, device, seed=2, scale=2.0)
+    position_ids = torch.randint(0, 64, (batch, seq), generator=make_generator(3)).to(device)
+    cos, sin = embedding(q, position_ids)
+    assert cos.shape == (batch, seq, 32), "HF no longer gives partial tables this way"
+    grad_outputs = [random_tensor(t.shape, dtype, device, seed=5 + i) for i, t in enumerate((q, k))]
+
+    def run(fn, dtype_):
+        lq, lk = leaves(q, k, dtype=dtype_)
+        outs = fn(lq, lk)
+        return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+
+    ours = run(lambda a, b: rotary(a, b, cos, sin, layout="bhsd"), dtype)
+    theirs = run(lambda a, b: apply_rotary_pos_emb(a, b, cos, sin), dtype)
+    oracle = run(lambda a, b: apply_rotary_pos_emb(a, b, cos.double(), sin.double()), torch.float64)
+    assert_all_close_to_reference(ours, theirs, oracle, ["q_out", "k_out", "dq", "dk"])
+    assert torch.equal(ours[0][..., 32:], q[..., 32:]), "the pass-through part changed"
+
+
+def meta_apply_rotary_emb(xq, xk, freqs_cis):
+    """Meta's Llama ``apply_rotary_emb``: pairs (2j, 2j+1) as complex numbers times e^(i theta)."""
+    xq_ = torch.view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.reshape(*xk.shape[:-1], -1, 2))
+    freqs = freqs_cis[None, :, None, :]  # (1, seq, 1, head_dim / 2)
+    return torch.view_as_real(xq_ * freqs).flatten(3), torch.view_as_real(xk_ * freqs).flatten(3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_interleaved_matches_meta_complex_form(dtype, device):
+    """Meta's convention: freqs_cis = polar(1, t * inv_freq), (b, s, h, d) layout, decoding at an
+    offset; our interleaved op with the half tables cos / sin of the same angles agrees."""
+    batch, seq, heads, head_dim, offset = 3, 7, 4, 72, 5
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.arange(64, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (64, head_dim / 2)
+    freqs_cis = torch.polar(torch.ones_like(angles), angles)[offset:offset + seq]
+    q = random_tensor((batch, seq, heads, head_dim), dtype, device, seed=1, scale=2.0)
+    k = random_tensor((batch, seq, 2, head_dim), dtype, device, seed=2, scale=2.0)
+    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    q_out, k_out = rotary(q, k, cos, sin, interleaved=True, seq_offset=offset)
+    meta = meta_apply_rotary_emb(q.double(), k.double(), freqs_cis.to(device))
+    # Meta's own low-precision path: fp32 math, one rounding (their .float() ... .type_as(xq)).
+    meta_lowp = [t.to(dtype) for t in meta_apply_rotary_emb(q.float(), k.float(), freqs_cis.to(torch.complex64)
+                                                            .to(device))]
+    assert_all_close_to_reference([q_out, k_out], meta_lowp, meta, ["q_out", "k_out"])
+
+
+# ---------------------------------------------------------------------------------------------
+# In place
+# ---------------------------------------------------------------------------------------------
+
+
+def inplace_inputs(device, source="contiguous", dtype=torch.float32):
+    case = Case(head_dim=72, rotary_dim=32, positions="ids", source=source)
+    q, k = make_qk(case, dtype, device)
+    position_ids, _, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, dtype, device, positions)
+    return q, k, {"cos": cos, "sin": sin, "position_ids": position_ids}
+
+
+@pytest.mark.parametrize("source", ["contiguous", "qkv"])
+def test_inplace_without_grad(source, device):
+    """inplace=True writes the out-of-place result into q and k (their own storage, also when they
+    are views of one qkv buffer), returns q and k themselves, leaves the pass-through part alone,
+    and bumps their version counters."""
+    q, k, tables = inplace_inputs(device, source)
+    expected = rotary(q, k, **tables)
+    versions = (q._version, k._version)
+    q_out, k_out = rotary(q, k, **tables, inplace=True)
+    assert q_out is q and k_out is k
+    assert torch.equal(q, expected[0]) and torch.equal(k, expected[1])
+    assert q._version > versions[0] and k._version > versions[1]
+    with torch.no_grad():
+        again = rotary(q.clone(), k.clone(), **tables, inplace=True)
+    assert all(not t.requires_grad for t in again)
+
+
+@pytest.mark.parametrize("source", ["contiguous", "qkv"])
+def test_inplace_with_grad(source, device):
+    """Under autograd, in place gives the out-of-place result and the same grads for the tensors q
+    and k came from (a non-leaf q, k, or views of a qkv projection output)."""
+    q0, k0, tables = inplace_inputs(device, source)
+    dq_out = random_tensor(q0.shape, torch.float32, device, seed=3)
+    dk_out = random_tensor(k0.shape, torch.float32, device, seed=4)
+
+    def run(inplace):
+        if source == "qkv":
+            base = q0._base.detach().clone().requires_grad_()
+            qkv = base * 1.0  # a non-leaf, as a projection's output
+            q = torch.as_strided(qkv, q0.shape, q0.stride(), q0.storage_offset())
+            k = torch.as_strided(qkv, k0.shape, k0.stride(), k0.storage_offset())
+            leaves_ = [base]
+        else:
+            lq, lk = leaves(q0, k0)
+            q, k = lq * 1.0, lk * 1.0
+            leaves_ = [lq, lk]
+        q_out, k_out = rotary(q, k, **tables, inplace=inplace)
+        if inplace:
+            assert q_out is q and k_out is k
+        torch.autograd.backward([q_out, k_out], [dq_out, dk_out])
+        return [q_out.detach(), k_out.detach()] + [t.grad for t in leaves_]
+
+    for a, b in zip(run(True), run(False)):
+        assert torch.equal(a, b)
+
+
+def test_inplace_errors(device):
+    q, k, tables = inplace_inputs(device)
+    lq, lk = leaves(q, k)
+    with pytest.raises(RuntimeError, match="leaf"):
+        rotary(lq, lk, **tables, inplace=True)
+    with pytest.raises(ValueError, match="out_layout"):
+        rotary(q, k, **tables, inplace=True, out_layout="bhsd")
+    with pytest.raises(ValueError, match="k is q"):
+        rotary(q, q, **tables, inplace=True)
+    with pytest.raises(ValueError, match="expanded"):
+        rotary(q[:1].expand(q.shape), k, **tables, inplace=True)
+    # A tensor that autograd saved is modified in place: its backward notices.
+    x = q.clone().requires_grad_()
+    saved = q.clone()
+    y = (x * saved).sum()
+    rotary(saved, k.clone(), **tables, inplace=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions outside the table
+# ---------------------------------------------------------------------------------------------
+
+
+def test_seq_offset_beyond_table_raises():
+    q = random_tensor((1, 4, 2, 8), torch.float32)
+    cos = torch.ones((10, 4))
+    rotary(q, q, cos, cos, seq_offset=6)  # rows 6..9: fits
+    with pytest.raises(ValueError, match="cos"):
+        rotary(q, q, cos, cos, seq_offset=7)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_position_ids_outside_the_table_give_nan(device):
+    """Documented: position_ids are not checked on the host; the kernel reads nothing outside the
+    table and makes that token's rotated part NaN (pass-through and other tokens intact)."""
+    q = random_tensor((1, 4, 2, 8), torch.float32, device)
+    angles = random_tensor((10, 2), torch.float32, seed=1)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)
+    position_ids = torch.tensor([[0, 10, 3, -1]], device=device)
+    q_out, _ = rotary(q, q, cos, sin, position_ids=position_ids)
+    assert torch.isnan(q_out[0, [1, 3], :, :4]).all()
+    assert not torch.isnan(q_out[0, [0, 2]]).any() and torch.equal(q_out[..., 4:], q[..., 4:])
+    expected, _ = rotary_ref(q[:, [0, 2]], q[:, [0, 2]], cos, sin, position_ids=position_ids[:, [0, 2]])
+    torch.testing.assert_close(q_out[:, [0, 2]], expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(IndexError):  # on the CPU: on CUDA the reference's gather is a device assert
+        rotary_ref(q.cpu(), q.cpu(), cos.cpu(), sin.cpu(), position_ids=position_ids.cpu())
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile
+# ---------------------------------------------------------------------------------------------
+
+
+def attention_inputs(qkv, cos, sin, position_ids):
+    """A small attention prologue: q, k sliced from qkv, RoPE into SDPA's layout, then a product."""
+    q, k = qkv[..., :24].unflatten(-1, (3, 8)), qkv[..., 24:48].unflatten(-1, (3, 8))
+    q_out, k_out = rotary(q, k, cos, sin, position_ids=position_ids, out_layout="bhsd")
+    q2, k2 = rotary(q_out * 1.5, k_out, cos, sin, position_ids=position_ids, layout="bhsd", interleaved=True)
+    return (q2 @ k2.transpose(-1, -2)).sum(-1) + q_out.sum(-1)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(backend, device):
+    """One graph, no graph breaks, the same forward and backward as eager."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    qkv = random_tensor((2, 5, 72), torch.float32, device, seed=1)  # (batch, seq, 3 x 3 heads x 8)
+    angles = random_tensor((16, 4), torch.float32, seed=2)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)
+    position_ids = torch.tensor([[3, 1, 1, 7, 0], [15, 2, 9, 9, 4]], device=device)
+    grad_output = random_tensor((2, 3, 5), torch.float32, device, seed=3)
+
+    def run(fn):
+        (leaf,) = leaves(qkv)
+        out = fn(leaf, cos, sin, position_ids)
+        return [out.detach()] + grads(out, [leaf], grad_output)
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(attention_inputs)(qkv, cos, sin, position_ids)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = run(torch.compile(attention_inputs, backend=backend, fullgraph=True))
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    eager = run(attention_inputs)
+    for name, a, b in zip(["out", "dqkv"], compiled, eager):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+    torch._dynamo.reset()
+
+
+def inplace_block(x, weight, cos, sin):
+    """A projection, RoPE in place on its q / k views, and a use of the whole qkv."""
+    qkv = (x @ weight).unflatten(-1, (3, 2, 8))  # (batch, seq, 3, heads, head_dim)
+    rotary(qkv[:, :, 0], qkv[:, :, 1], cos, sin, inplace=True, seq_offset=2)
+    return qkv.pow(2).sum(-1) + qkv.sum(-1)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_inplace(backend, device):
+    """inplace=True under torch.compile: without grad the mutating custom op (q and k are views of
+    one buffer), with grad the functional op and copies; both equal eager, no graph break."""
+    import torch._dynamo
+
+    x = random_tensor((2, 5, 4), torch.float32, device, seed=1)
+    weight = random_tensor((4, 48), torch.float32, device, seed=2)
+    angles = random_tensor((16, 4), torch.float32, seed=3)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(inplace_block)(x, weight, cos, sin)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(inplace_block, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, weight, cos, sin), inplace_block(x, weight, cos, sin),
+                                   rtol=1e-5, atol=1e-5)
+
+    def run(fn):
+        (w,) = leaves(weight)
+        out = fn(x, w, cos, sin)
+        out.sum().backward()
+        return out.detach(), w.grad
+
+    for a, b in zip(run(compiled), run(inplace_block)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("interleaved", [False, True], ids=["rotate-half", "interleaved"])
+def test_cuda_runs_the_triton_kernel(interleaved):
+    """Bigger shapes on the GPU: Llama-3 8B heads (32 / 8, 128), a fused qkv source, bf16."""
+    from blockfuse.runtime import implementation
+
+    assert implementation("cuda") == "triton"
+    for case in (
+        Case(batch=2, seq=512, q_heads=32, k_heads=8, head_dim=128, interleaved=interleaved, source="qkv",
+             out_layout="bhsd", positions="offset"),
+        Case(batch=2, seq=333, q_heads=16, k_heads=16, head_dim=64, interleaved=interleaved, layout="bhsd",
+             table="per-token"),
+        Case(batch=1, seq=257, q_heads=12, k_heads=4, head_dim=80, rotary_dim=40, interleaved=interleaved,
+             positions="ids"),
+    ):
+        check_case(case, torch.bfloat16, "cuda")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------------
+
+
+def _bad_calls(op):
+    q = random_tensor((2, 5, 4, 8), torch.float32)
+    k = random_tensor((2, 5, 2, 8), torch.float32, seed=1)
+    k3 = random_tensor((2, 5, 3, 8), torch.float32, seed=2)
+    cos = torch.ones((16, 4))
+    full = torch.ones((16, 8))
+    per_token = full[:5].expand(2, 5, 8)
+    ids = torch.zeros(5, dtype=torch.long)
+    return [
+        ("q-not-tensor", lambda: op(q.tolist(), k, cos, cos), TypeError, "q"),
+        ("q-int", lambda: op(q.long(), k, cos, cos), TypeError, "q"),
+        ("q-3d", lambda: op(q[0], k, cos, cos), ValueError, "q"),
+        ("k-dtype", lambda: op(q, k.half(), cos, cos), TypeError, "k"),
+        ("k-device", lambda: op(q, k.to("meta"), cos, cos), ValueError, "k"),
+        ("k-batch", lambda: op(q, k[:1], cos, cos), ValueError, "k"),
+        ("k-seq", lambda: op(q, k[:, :4], cos, cos), ValueError, "k"),
+        ("k-head-dim", lambda: op(q, k[..., :6], cos, cos), ValueError, "k"),
+        ("heads-not-divisible", lambda: op(q, k3, cos, cos), ValueError, "heads"),
+        ("layout", lambda: op(q, k, cos, cos, layout="bsh"), ValueError, "layout"),
+        ("out-layout", lambda: op(q, k, cos, cos, out_layout="BHSD"), ValueError, "out_layout"),
+        ("interleaved-not-bool", lambda: op(q, k, cos, cos, interleaved=1), TypeError, "interleaved"),
+        ("cos-int", lambda: op(q, k, cos.long(), cos), TypeError, "cos"),
+        ("cos-1d", lambda: op(q, k, cos[0], cos[0]), ValueError, "cos"),
+        ("cos-device", lambda: op(q, k, cos.to("meta"), cos.to("meta")), ValueError, "cos"),
+        ("sin-shape", lambda: op(q, k, cos, cos[:8]), ValueError, "sin"),
+        ("table-wider-than-head", lambda: op(q, k, torch.ones(16, 10), torch.ones(16, 10)), ValueError, "cos"),
+        ("odd-rotary-dim", lambda: op(q, k, torch.ones(16, 7), torch.ones(16, 7)), ValueError, "cos"),
+        ("rotary-dim-mismatch", lambda: op(q, k, cos, cos, rotary_dim=6), ValueError, "rotary_dim"),
+        ("table-too-short", lambda: op(q, k, cos[:4], cos[:4]), ValueError, "cos"),
+        ("offset-beyond-table", lambda: op(q, k, cos, cos, seq_offset=12), ValueError, "cos"),
+        ("offset-negative", lambda: op(q, k, cos, cos, seq_offset=-1), ValueError, "seq_offset"),
+        ("offset-float", lambda: op(q, k, cos, cos, seq_offset=1.0), TypeError, "seq_offset"),
+        ("ids-and-offset", lambda: op(q, k, cos, cos, position_ids=ids, seq_offset=2), ValueError, "position_ids"),
+        ("ids-float", lambda: op(q, k, cos, cos, position_ids=torch.zeros(2, 5)), TypeError, "position_ids"),
+        ("ids-shape", lambda: op(q, k, cos, cos, position_ids=torch.zeros(2, 4, dtype=torch.long)),
+         ValueError, "position_ids"),
+        ("ids-with-per-token-table", lambda: op(q, k, per_token, per_token, position_ids=ids), ValueError,
+         "position_ids"),
+        ("per-token-seq", lambda: op(q, k, full[None, :4], full[None, :4]), ValueError, "cos"),
+        ("per-token-batch", lambda: op(q, k, full[:3, None].expand(3, 5, 8), full[:3, None].expand(3, 5, 8)),
+         ValueError, "cos"),
+        ("inplace-not-bool", lambda: op(q, k, cos, cos, inplace=None), TypeError, "inplace"),
+    ]
+
+
+BAD_CALL_NAMES = [c[0] for c in _bad_calls(rotary)]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_CALL_NAMES)), ids=BAD_CALL_NAMES)
+@pytest.mark.parametrize("op", [rotary, rotary_ref], ids=["rotary", "rotary_ref"])
+def test_bad_input_raises(op, case):
+    """The same clear errors, naming the argument, from the op and from the reference."""
+    _, call, error, argument = _bad_calls(op)[case]
+    with pytest.raises(error, match=argument):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference beside the kernel, and the CPU fallback
+# ---------------------------------------------------------------------------------------------
+
+REFERENCE_CASES = [
+    Case(),
+    Case(interleaved=True, layout="bhsd", out_layout="bshd", positions="ids"),
+    Case(head_dim=128, rotary_dim=96, table="full", positions="offset", source="qkv"),
+    Case(head_dim=72, rotary_dim=32, table="per-token", interleaved=True, layout="bhsd"),
+]
+
+
+@pytest.mark.parametrize("case", REFERENCE_CASES, ids=case_id)
+def test_reference_in_float64_matches_the_oracle(case):
+    """``rotary_ref`` on float64 inputs (the documented oracle) equals the formula in float64."""
+    check_case(case, torch.float64, "cpu", run=lambda q, k, cos, sin, position_ids, seq_offset: rotary_ref(
+        q, k, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", REFERENCE_CASES[:2], ids=case_id)
+def test_reference_in_low_precision(case, dtype):
+    """The reference (what CPU tensors use without Triton) is as accurate as PyTorch's formula."""
+    check_case(case, dtype, "cpu", run=lambda q, k, cos, sin, position_ids, seq_offset: rotary_ref(
+        q, k, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs()))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+FALLBACK_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    from blockfuse.ops.rotary import rotary, rotary_ref
+    from blockfuse.runtime import implementation
+
+    assert implementation("cpu") == "reference", implementation("cpu")
+    g = torch.Generator().manual_seed(0)
+    qkv = torch.randn(3, 7, 10, 72, generator=g).bfloat16()
+    angles = torch.randn(16, 36, generator=g)
+    cos, sin = angles.cos(), angles.sin()
+    ids = torch.randint(0, 16, (3, 7), generator=g)
+    for kwargs in ({}, {"interleaved": True, "out_layout": "bhsd", "position_ids": ids}, {"seq_offset": 4}):
+        a, c = qkv.clone().requires_grad_(), qkv.clone().requires_grad_()
+        ours = rotary(a[:, :, :6], a[:, :, 6:8], cos, sin, **kwargs)
+        ref = rotary_ref(c[:, :, :6], c[:, :, 6:8], cos, sin, **kwargs)
+        for o, e in zip(ours, ref):
+            assert torch.equal(o, e), kwargs
+        sum(o.float().sum() for o in ours).backward()
+        sum(e.float().sum() for e in ref).backward()
+        assert torch.equal(a.grad, c.grad), kwargs
+    q, k = qkv[:, :, :6].clone(), qkv[:, :, 6:8].clone()
+    expected = rotary_ref(q, k, cos, sin)
+    out = rotary(q, k, cos, sin, inplace=True)
+    assert out[0] is q and torch.equal(q, expected[0]) and torch.equal(k, expected[1])
+    print("reference fallback ok")
+    """
+)
+
+
+def test_cpu_without_interpreter_uses_the_reference():
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", FALLBACK_SCRIPT], env=env, cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reference fallback ok" in result.stdout
+
+
+SPLIT_CASES = [
+    Case(),
+    Case(q_heads=5, k_heads=1, interleaved=True, layout="bhsd", out_layout="bshd", rotary_dim=32),
+    Case(batch=1, seq=3, q_heads=8, k_heads=8, head_dim=128, positions="ids"),
+]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=case_id)
+def test_small_inputs_split_heads_over_programs(case, monkeypatch, device):
+    """Few tokens: the launcher splits the heads over a second grid dimension (as it does on a GPU
+    with more multiprocessors than token tiles); every head of q and k must still be rotated once."""
+    import blockfuse.ops.rotary as rotary_module
+
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 64)
+    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, 64)
+    assert tile[5] > 1, f"expected a head split, got tile {tile}"
+    check_case(case, torch.float32, device)
