@@ -1,0 +1,799 @@
+# AOT ID: ['3_forward']
+from ctypes import c_void_p, c_long, c_int
+import torch
+import math
+import random
+import os
+import tempfile
+from math import inf, nan
+from cmath import nanj
+from torch._inductor.hooks import run_intermediate_hooks
+from torch._inductor.utils import maybe_profile
+from torch._inductor.codegen.memory_planning import _align as align
+from torch import device, empty_strided
+from torch._inductor.async_compile import AsyncCompile
+from torch._inductor.select_algorithm import extern_kernels
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import start_graph, end_graph
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+
+aten = torch.ops.aten
+inductor_ops = torch.ops.inductor
+_quantized = torch.ops._quantized
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+assert_alignment = torch._C._dynamo.guards.assert_alignment
+empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
+empty_strided_cpu_pinned = torch._C._dynamo.guards._empty_strided_cpu_pinned
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+empty_strided_xpu = torch._C._dynamo.guards._empty_strided_xpu
+empty_strided_mtia = torch._C._dynamo.guards._empty_strided_mtia
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+alloc_from_pool = torch.ops.inductor._alloc_from_pool
+async_compile = AsyncCompile()
+empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
+
+
+# kernel path: /tmp/torchinductor_root/xq/cxq7rrued6k6rbnpkl5tjnqb2xe4yj3t7zwcgbqmjkehxdtqvahv.py
+# Topologically Sorted Source Nodes: [layer_norm], Original ATen: [aten.native_layer_norm]
+# Source node to ATen node mapping:
+#   layer_norm => add, add_1, convert_element_type, convert_element_type_1, mul, mul_1, rsqrt, sub, var_mean
+# Graph fragment:
+#   %primals_3 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0" = PlaceHolder[target=primals_3]
+#   %buf1 : Tensor "f32[4, 2048, 1][2048, 1, 8192]cuda:0" = PlaceHolder[target=buf1]
+#   %getitem_1 : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0" = PlaceHolder[target=getitem_1]
+#   %rsqrt : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0" = PlaceHolder[target=rsqrt]
+#   %primals_1 : Tensor "bf16[1024][1]cuda:0" = PlaceHolder[target=primals_1]
+#   %primals_2 : Tensor "bf16[1024][1]cuda:0" = PlaceHolder[target=primals_2]
+#   %convert_element_type : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%primals_3, torch.float32), kwargs = {})
+#   %var_mean : [num_users=2] = call_function[target=torch.ops.aten.var_mean.correction](args = (%convert_element_type, [2]), kwargs = {correction: 0, keepdim: True})
+#   %add : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%getitem, 1e-05), kwargs = {})
+#   %rsqrt : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.rsqrt.default](args = (%add,), kwargs = {})
+#   %sub : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.sub.Tensor](args = (%convert_element_type, %getitem_1), kwargs = {})
+#   %mul : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%sub, %rsqrt), kwargs = {})
+#   %mul_1 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%mul, %primals_1), kwargs = {})
+#   %add_1 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%mul_1, %primals_2), kwargs = {})
+#   %convert_element_type_1 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%add_1, torch.bfloat16), kwargs = {})
+#   return %getitem_1,%buf1,%rsqrt,%convert_element_type_1
+triton_per_fused_native_layer_norm_0 = async_compile.triton('triton_per_fused_native_layer_norm_0', '''
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+
+from torch._dynamo.testing import rand_strided
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+import torch
+
+@triton_heuristics.persistent_reduction(
+    size_hints={'x': 8192, 'r0_': 1024},
+    reduction_hint=ReductionHint.INNER,
+    filename=__file__,
+    triton_meta={'signature': {'in_out_ptr0': '*fp32', 'in_ptr0': '*bf16', 'in_ptr1': '*bf16', 'in_ptr2': '*bf16', 'out_ptr0': '*fp32', 'out_ptr1': '*bf16', 'xnumel': 'i32', 'r0_numel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]], (4,): [['tt.divisibility', 16]], (5,): [['tt.divisibility', 16]], (6,): [['tt.divisibility', 16]], (7,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_per_fused_native_layer_norm_0', 'mutated_arg_names': ['in_out_ptr0'], 'optimize_mem': False, 'no_x_dim': None, 'atomic_add_found': False, 'num_load': 3, 'num_store': 3, 'num_reduction': 4, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 131072, 'r0_': 50335744}, 'kernel_num_gb': 0.033656832, 'kernel_flop': 0}
+)
+@triton.jit
+def triton_per_fused_native_layer_norm_0(in_out_ptr0, in_ptr0, in_ptr1, in_ptr2, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 8192
+    r0_numel = 1024
+    R0_BLOCK: tl.constexpr = 1024
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:, None]
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_offset = 0
+    r0_mask = tl.full([R0_BLOCK], True, tl.int1)[None, :]
+    roffset = r0_offset
+    rindex = r0_index
+    r0_1 = r0_index
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 1024*x0), None).to(tl.float32)
+    tmp22 = tl.load(in_ptr1 + (r0_1), None, eviction_policy='evict_last').to(tl.float32)
+    tmp25 = tl.load(in_ptr2 + (r0_1), None, eviction_policy='evict_last').to(tl.float32)
+    tmp1 = tmp0.to(tl.float32)
+    tmp2 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
+    tmp4 = tl.broadcast_to(tmp2, [XBLOCK, R0_BLOCK])
+    tmp6 = tl.sum(tmp4, 1)[:, None].to(tl.float32)
+    tmp7 = tl.full([1, 1], 1024, tl.int32)
+    tmp8 = tmp7.to(tl.float32)
+    tmp9 = (tmp6 / tmp8)
+    tmp10 = tmp2 - tmp9
+    tmp11 = tmp10 * tmp10
+    tmp12 = tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK])
+    tmp14 = tl.sum(tmp12, 1)[:, None].to(tl.float32)
+    tmp15 = tl.full([1, 1], 1024.0, tl.float32)
+    tmp16 = (tmp14 / tmp15)
+    tmp17 = tl.full([1, 1], 1e-05, tl.float32)
+    tmp18 = tmp16 + tmp17
+    tmp19 = libdevice.rsqrt(tmp18)
+    tmp20 = tmp1 - tmp9
+    tmp21 = tmp20 * tmp19
+    tmp23 = tmp22.to(tl.float32)
+    tmp24 = tmp21 * tmp23
+    tmp26 = tmp25.to(tl.float32)
+    tmp27 = tmp24 + tmp26
+    tmp28 = tmp27.to(tl.float32)
+    tl.debug_barrier()
+    tl.store(in_out_ptr0 + (x0), tmp19, None)
+    tl.store(out_ptr1 + (r0_1 + 1024*x0), tmp28, None)
+    tl.store(out_ptr0 + (x0), tmp9, None)
+
+
+def get_args():
+    arg_0 = rand_strided((4, 2048, 1), (2048, 1, 1), device='cuda:0', dtype=torch.float32)
+    arg_1 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_2 = rand_strided((1024,), (1,), device='cuda:0', dtype=torch.bfloat16)
+    arg_3 = rand_strided((1024,), (1,), device='cuda:0', dtype=torch.bfloat16)
+    arg_4 = rand_strided((4, 2048, 1), (2048, 1, 1), device='cuda:0', dtype=torch.float32)
+    arg_5 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    return arg_0, arg_1, arg_2, arg_3, arg_4, arg_5, 8192, 1024,
+
+
+def call(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        stream0 = get_raw_stream(0)
+        triton_per_fused_native_layer_norm_0.run(*args, stream=stream0)
+
+
+def benchmark_all_configs(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        return triton_per_fused_native_layer_norm_0.benchmark_all_configs(*args)
+
+
+if __name__ == '__main__':
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    args = get_args()
+    ms = benchmarker.benchmark(lambda: call(args), device='cuda', rep=40)
+    num_gb = 0.033656832
+    gb_per_s = num_gb / (ms / 1e3)
+    print(f"{ms:.3f}ms    {num_gb:.3f}GB    {gb_per_s:.2f}GB/s")
+''', device_str='cuda')
+
+
+# kernel path: /tmp/torchinductor_root/xo/cxooxtbr2apv4idbcwubxojkxzlovdashyotpox35wa3isfz2xuh.py
+# Topologically Sorted Source Nodes: [linear, view, transpose, xf, getitem, mul, chunk, neg, cat, getitem_3, mul_1, add, q, linear_1, view_1, transpose_1, xf_1, mul_2, chunk_1, neg_1, cat_1, mul_3, add_1, k], Original ATen: [aten.view, aten.transpose, aten._to_copy, aten.slice, aten.mul, aten.split, aten.neg, aten.cat, aten.add]
+# Source node to ATen node mapping:
+#   add => add_2
+#   add_1 => add_3
+#   cat => cat
+#   cat_1 => cat_1
+#   chunk => split
+#   chunk_1 => split_1
+#   getitem => slice_1
+#   getitem_3 => slice_2
+#   k => convert_element_type_11
+#   linear => view_1
+#   linear_1 => view_4
+#   mul => mul_2
+#   mul_1 => mul_3
+#   mul_2 => mul_4
+#   mul_3 => mul_5
+#   neg => neg
+#   neg_1 => neg_1
+#   q => convert_element_type_6
+#   transpose => permute_1
+#   transpose_1 => permute_3
+#   view => view_2
+#   view_1 => view_5
+#   xf => convert_element_type_5
+#   xf_1 => convert_element_type_10
+# Graph fragment:
+#   %addmm : Tensor "bf16[8192, 1024][1024, 1]cuda:0" = PlaceHolder[target=addmm]
+#   %primals_6 : Tensor "f32[4096, 64][64, 1]cuda:0" = PlaceHolder[target=primals_6]
+#   %primals_7 : Tensor "f32[4096, 64][64, 1]cuda:0" = PlaceHolder[target=primals_7]
+#   %addmm_1 : Tensor "bf16[8192, 1024][1024, 1]cuda:0" = PlaceHolder[target=addmm_1]
+#   %view_1 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm, [4, 2048, 1024]), kwargs = {})
+#   %view_2 : Tensor "bf16[4, 2048, 16, 64][2097152, 1024, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%view_1, [4, 2048, 16, 64]), kwargs = {})
+#   %permute_1 : Tensor "bf16[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.permute.default](args = (%view_2, [0, 2, 1, 3]), kwargs = {})
+#   %convert_element_type_5 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%permute_1, torch.float32), kwargs = {})
+#   %slice_1 : Tensor "f32[2048, 64][64, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.slice.Tensor](args = (%primals_6, 0, 0, 2048), kwargs = {})
+#   %mul_2 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%convert_element_type_5, %slice_1), kwargs = {})
+#   %split : [num_users=2] = call_function[target=torch.ops.aten.split.Tensor](args = (%convert_element_type_5, 32, -1), kwargs = {})
+#   %neg : Tensor "f32[4, 16, 2048, 32][1048576, 32, 512, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.neg.default](args = (%getitem_3,), kwargs = {})
+#   %cat : Tensor "f32[4, 16, 2048, 64][2097152, 131072, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.cat.default](args = ([%neg, %getitem_2], -1), kwargs = {})
+#   %slice_2 : Tensor "f32[2048, 64][64, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.slice.Tensor](args = (%primals_7, 0, 0, 2048), kwargs = {})
+#   %mul_3 : Tensor "f32[4, 16, 2048, 64][2097152, 131072, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%cat, %slice_2), kwargs = {})
+#   %add_2 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%mul_2, %mul_3), kwargs = {})
+#   %convert_element_type_6 : Tensor "bf16[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%add_2, torch.bfloat16), kwargs = {})
+#   %view_4 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_1, [4, 2048, 1024]), kwargs = {})
+#   %view_5 : Tensor "bf16[4, 2048, 16, 64][2097152, 1024, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%view_4, [4, 2048, 16, 64]), kwargs = {})
+#   %permute_3 : Tensor "bf16[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.permute.default](args = (%view_5, [0, 2, 1, 3]), kwargs = {})
+#   %convert_element_type_10 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%permute_3, torch.float32), kwargs = {})
+#   %mul_4 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%convert_element_type_10, %slice_1), kwargs = {})
+#   %split_1 : [num_users=2] = call_function[target=torch.ops.aten.split.Tensor](args = (%convert_element_type_10, 32, -1), kwargs = {})
+#   %neg_1 : Tensor "f32[4, 16, 2048, 32][1048576, 32, 512, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.neg.default](args = (%getitem_5,), kwargs = {})
+#   %cat_1 : Tensor "f32[4, 16, 2048, 64][2097152, 131072, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.cat.default](args = ([%neg_1, %getitem_4], -1), kwargs = {})
+#   %mul_5 : Tensor "f32[4, 16, 2048, 64][2097152, 131072, 64, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%cat_1, %slice_2), kwargs = {})
+#   %add_3 : Tensor "f32[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%mul_4, %mul_5), kwargs = {})
+#   %convert_element_type_11 : Tensor "bf16[4, 16, 2048, 64][2097152, 64, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%add_3, torch.bfloat16), kwargs = {})
+#   return %convert_element_type_6,%convert_element_type_11
+triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1 = async_compile.triton('triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1', '''
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+
+from torch._dynamo.testing import rand_strided
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+import torch
+
+@triton_heuristics.pointwise(
+    size_hints={'x': 8388608}, 
+    filename=__file__,
+    triton_meta={'signature': {'in_ptr0': '*bf16', 'in_ptr1': '*fp32', 'in_ptr2': '*fp32', 'in_ptr3': '*bf16', 'out_ptr0': '*bf16', 'out_ptr1': '*bf16', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]], (4,): [['tt.divisibility', 16]], (5,): [['tt.divisibility', 16]], (6,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1', 'mutated_arg_names': [], 'optimize_mem': False, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 8, 'num_store': 2, 'num_reduction': 0, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 168820736}, 'kernel_num_gb': 0.069206016, 'kernel_flop': 0},
+    min_elem_per_thread=0
+)
+@triton.jit
+def triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1(in_ptr0, in_ptr1, in_ptr2, in_ptr3, out_ptr0, out_ptr1, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 8388608
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:]
+    x4 = xindex
+    x0 = (xindex % 64)
+    x2 = ((xindex // 1024) % 2048)
+    x5 = xindex // 64
+    tmp0 = tl.load(in_ptr0 + (x4), None).to(tl.float32)
+    tmp2 = tl.load(in_ptr1 + (x0 + 64*x2), None, eviction_policy='evict_last')
+    tmp22 = tl.load(in_ptr2 + (x0 + 64*x2), None, eviction_policy='evict_last')
+    tmp26 = tl.load(in_ptr3 + (x4), None).to(tl.float32)
+    tmp1 = tmp0.to(tl.float32)
+    tmp3 = tmp1 * tmp2
+    tmp4 = x0
+    tmp5 = tl.full([1], 0, tl.int64)
+    tmp6 = tmp4 >= tmp5
+    tmp7 = tl.full([1], 32, tl.int64)
+    tmp8 = tmp4 < tmp7
+    tmp9 = tl.load(in_ptr0 + (32 + 64*x5 + (x0)), tmp8, eviction_policy='evict_last', other=0.0).to(tl.float32)
+    tmp10 = tmp9.to(tl.float32)
+    tmp11 = -tmp10
+    tmp12 = tl.full(tmp11.shape, 0.0, tmp11.dtype)
+    tmp13 = tl.where(tmp8, tmp11, tmp12)
+    tmp14 = tmp4 >= tmp7
+    tmp15 = tl.full([1], 64, tl.int64)
+    tmp16 = tmp4 < tmp15
+    tmp17 = tl.load(in_ptr0 + (64*x5 + ((-32) + x0)), tmp14, eviction_policy='evict_last', other=0.0).to(tl.float32)
+    tmp18 = tmp17.to(tl.float32)
+    tmp19 = tl.full(tmp18.shape, 0.0, tmp18.dtype)
+    tmp20 = tl.where(tmp14, tmp18, tmp19)
+    tmp21 = tl.where(tmp8, tmp13, tmp20)
+    tmp23 = tmp21 * tmp22
+    tmp24 = tmp3 + tmp23
+    tmp25 = tmp24.to(tl.float32)
+    tmp27 = tmp26.to(tl.float32)
+    tmp28 = tmp27 * tmp2
+    tmp29 = tl.load(in_ptr3 + (32 + 64*x5 + (x0)), tmp8, eviction_policy='evict_last', other=0.0).to(tl.float32)
+    tmp30 = tmp29.to(tl.float32)
+    tmp31 = -tmp30
+    tmp32 = tl.full(tmp31.shape, 0.0, tmp31.dtype)
+    tmp33 = tl.where(tmp8, tmp31, tmp32)
+    tmp34 = tl.load(in_ptr3 + (64*x5 + ((-32) + x0)), tmp14, eviction_policy='evict_last', other=0.0).to(tl.float32)
+    tmp35 = tmp34.to(tl.float32)
+    tmp36 = tl.full(tmp35.shape, 0.0, tmp35.dtype)
+    tmp37 = tl.where(tmp14, tmp35, tmp36)
+    tmp38 = tl.where(tmp8, tmp33, tmp37)
+    tmp39 = tmp38 * tmp22
+    tmp40 = tmp28 + tmp39
+    tmp41 = tmp40.to(tl.float32)
+    tl.store(out_ptr0 + (x4), tmp25, None)
+    tl.store(out_ptr1 + (x4), tmp41, None)
+
+
+def get_args():
+    arg_0 = rand_strided((8192, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_1 = rand_strided((4096, 64), (64, 1), device='cuda:0', dtype=torch.float32)
+    arg_2 = rand_strided((4096, 64), (64, 1), device='cuda:0', dtype=torch.float32)
+    arg_3 = rand_strided((8192, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_4 = rand_strided((4, 16, 2048, 64), (2097152, 64, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_5 = rand_strided((4, 16, 2048, 64), (2097152, 64, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    return arg_0, arg_1, arg_2, arg_3, arg_4, arg_5, 8388608,
+
+
+def call(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        stream0 = get_raw_stream(0)
+        triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1.run(*args, stream=stream0)
+
+
+def benchmark_all_configs(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        return triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1.benchmark_all_configs(*args)
+
+
+if __name__ == '__main__':
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    args = get_args()
+    ms = benchmarker.benchmark(lambda: call(args), device='cuda', rep=40)
+    num_gb = 0.069206016
+    gb_per_s = num_gb / (ms / 1e3)
+    print(f"{ms:.3f}ms    {num_gb:.3f}GB    {gb_per_s:.2f}GB/s")
+''', device_str='cuda')
+
+
+# kernel path: /tmp/torchinductor_root/o5/co5vpaw6eyyfvalmlsx4timenybscfws6nwn6unlu2du4t7eqxb3.py
+# Topologically Sorted Source Nodes: [linear_3, h, layer_norm_1], Original ATen: [aten.view, aten.add, aten.native_layer_norm]
+# Source node to ATen node mapping:
+#   h => add_4
+#   layer_norm_1 => add_5, add_6, convert_element_type_18, convert_element_type_19, mul_6, mul_7, rsqrt_1, sub_1, var_mean_1
+#   linear_3 => view_11
+# Graph fragment:
+#   %primals_3 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0" = PlaceHolder[target=primals_3]
+#   %addmm_3 : Tensor "bf16[8192, 1024][1024, 1]cuda:0" = PlaceHolder[target=addmm_3]
+#   %buf17 : Tensor "f32[4, 2048, 1][2048, 1, 8192]cuda:0" = PlaceHolder[target=buf17]
+#   %getitem_16 : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0" = PlaceHolder[target=getitem_16]
+#   %rsqrt_1 : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0" = PlaceHolder[target=rsqrt_1]
+#   %primals_14 : Tensor "bf16[1024][1]cuda:0" = PlaceHolder[target=primals_14]
+#   %primals_15 : Tensor "bf16[1024][1]cuda:0" = PlaceHolder[target=primals_15]
+#   %view_11 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_3, [4, 2048, 1024]), kwargs = {})
+#   %add_4 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.add.Tensor](args = (%primals_3, %view_11), kwargs = {})
+#   %convert_element_type_18 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%add_4, torch.float32), kwargs = {})
+#   %var_mean_1 : [num_users=2] = call_function[target=torch.ops.aten.var_mean.correction](args = (%convert_element_type_18, [2]), kwargs = {correction: 0, keepdim: True})
+#   %add_5 : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%getitem_15, 1e-05), kwargs = {})
+#   %rsqrt_1 : Tensor "f32[4, 2048, 1][2048, 1, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.rsqrt.default](args = (%add_5,), kwargs = {})
+#   %sub_1 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.sub.Tensor](args = (%convert_element_type_18, %getitem_16), kwargs = {})
+#   %mul_6 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%sub_1, %rsqrt_1), kwargs = {})
+#   %mul_7 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%mul_6, %primals_14), kwargs = {})
+#   %add_6 : Tensor "f32[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%mul_7, %primals_15), kwargs = {})
+#   %convert_element_type_19 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%add_6, torch.bfloat16), kwargs = {})
+#   return %getitem_16,%buf17,%rsqrt_1,%convert_element_type_19
+triton_per_fused_add_native_layer_norm_view_2 = async_compile.triton('triton_per_fused_add_native_layer_norm_view_2', '''
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+
+from torch._dynamo.testing import rand_strided
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+import torch
+
+@triton_heuristics.persistent_reduction(
+    size_hints={'x': 8192, 'r0_': 1024},
+    reduction_hint=ReductionHint.INNER,
+    filename=__file__,
+    triton_meta={'signature': {'in_out_ptr0': '*fp32', 'in_ptr0': '*bf16', 'in_ptr1': '*bf16', 'in_ptr2': '*bf16', 'in_ptr3': '*bf16', 'out_ptr0': '*fp32', 'out_ptr1': '*bf16', 'xnumel': 'i32', 'r0_numel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]], (4,): [['tt.divisibility', 16]], (5,): [['tt.divisibility', 16]], (6,): [['tt.divisibility', 16]], (7,): [['tt.divisibility', 16]], (8,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_per_fused_add_native_layer_norm_view_2', 'mutated_arg_names': ['in_out_ptr0'], 'optimize_mem': False, 'no_x_dim': None, 'atomic_add_found': False, 'num_load': 4, 'num_store': 3, 'num_reduction': 4, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 131072, 'r0_': 67112960}, 'kernel_num_gb': 0.050434048, 'kernel_flop': 0}
+)
+@triton.jit
+def triton_per_fused_add_native_layer_norm_view_2(in_out_ptr0, in_ptr0, in_ptr1, in_ptr2, in_ptr3, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 8192
+    r0_numel = 1024
+    R0_BLOCK: tl.constexpr = 1024
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:, None]
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_offset = 0
+    r0_mask = tl.full([R0_BLOCK], True, tl.int1)[None, :]
+    roffset = r0_offset
+    rindex = r0_index
+    r0_1 = r0_index
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 1024*x0), None).to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + (r0_1 + 1024*x0), None).to(tl.float32)
+    tmp24 = tl.load(in_ptr2 + (r0_1), None, eviction_policy='evict_last').to(tl.float32)
+    tmp27 = tl.load(in_ptr3 + (r0_1), None, eviction_policy='evict_last').to(tl.float32)
+    tmp2 = tmp0 + tmp1
+    tmp3 = tmp2.to(tl.float32)
+    tmp4 = tl.broadcast_to(tmp3, [XBLOCK, R0_BLOCK])
+    tmp6 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
+    tmp8 = tl.sum(tmp6, 1)[:, None].to(tl.float32)
+    tmp9 = tl.full([1, 1], 1024, tl.int32)
+    tmp10 = tmp9.to(tl.float32)
+    tmp11 = (tmp8 / tmp10)
+    tmp12 = tmp4 - tmp11
+    tmp13 = tmp12 * tmp12
+    tmp14 = tl.broadcast_to(tmp13, [XBLOCK, R0_BLOCK])
+    tmp16 = tl.sum(tmp14, 1)[:, None].to(tl.float32)
+    tmp17 = tl.full([1, 1], 1024.0, tl.float32)
+    tmp18 = (tmp16 / tmp17)
+    tmp19 = tl.full([1, 1], 1e-05, tl.float32)
+    tmp20 = tmp18 + tmp19
+    tmp21 = libdevice.rsqrt(tmp20)
+    tmp22 = tmp3 - tmp11
+    tmp23 = tmp22 * tmp21
+    tmp25 = tmp24.to(tl.float32)
+    tmp26 = tmp23 * tmp25
+    tmp28 = tmp27.to(tl.float32)
+    tmp29 = tmp26 + tmp28
+    tmp30 = tmp29.to(tl.float32)
+    tl.debug_barrier()
+    tl.store(in_out_ptr0 + (x0), tmp21, None)
+    tl.store(out_ptr1 + (r0_1 + 1024*x0), tmp30, None)
+    tl.store(out_ptr0 + (x0), tmp11, None)
+
+
+def get_args():
+    arg_0 = rand_strided((4, 2048, 1), (2048, 1, 1), device='cuda:0', dtype=torch.float32)
+    arg_1 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_2 = rand_strided((8192, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_3 = rand_strided((1024,), (1,), device='cuda:0', dtype=torch.bfloat16)
+    arg_4 = rand_strided((1024,), (1,), device='cuda:0', dtype=torch.bfloat16)
+    arg_5 = rand_strided((4, 2048, 1), (2048, 1, 1), device='cuda:0', dtype=torch.float32)
+    arg_6 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    return arg_0, arg_1, arg_2, arg_3, arg_4, arg_5, arg_6, 8192, 1024,
+
+
+def call(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        stream0 = get_raw_stream(0)
+        triton_per_fused_add_native_layer_norm_view_2.run(*args, stream=stream0)
+
+
+def benchmark_all_configs(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        return triton_per_fused_add_native_layer_norm_view_2.benchmark_all_configs(*args)
+
+
+if __name__ == '__main__':
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    args = get_args()
+    ms = benchmarker.benchmark(lambda: call(args), device='cuda', rep=40)
+    num_gb = 0.050434048
+    gb_per_s = num_gb / (ms / 1e3)
+    print(f"{ms:.3f}ms    {num_gb:.3f}GB    {gb_per_s:.2f}GB/s")
+''', device_str='cuda')
+
+
+# kernel path: /tmp/torchinductor_root/r5/cr5ea3upjami4myckgi7usmupwydlkj4dr6mlc6y63zn7k2okngm.py
+# Topologically Sorted Source Nodes: [linear_4, silu, linear_5, mul_4], Original ATen: [aten.view, aten.silu, aten.mul]
+# Source node to ATen node mapping:
+#   linear_4 => view_13
+#   linear_5 => view_15
+#   mul_4 => mul_8
+#   silu => add_7, convert_element_type_23, convert_element_type_24, div, exp, neg_2
+# Graph fragment:
+#   %addmm_4 : Tensor "bf16[8192, 4096][4096, 1]cuda:0" = PlaceHolder[target=addmm_4]
+#   %addmm_5 : Tensor "bf16[8192, 4096][4096, 1]cuda:0" = PlaceHolder[target=addmm_5]
+#   %view_13 : Tensor "bf16[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_4, [4, 2048, 4096]), kwargs = {})
+#   %convert_element_type_23 : Tensor "f32[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%view_13, torch.float32), kwargs = {})
+#   %neg_2 : Tensor "f32[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.neg.default](args = (%convert_element_type_23,), kwargs = {})
+#   %exp : Tensor "f32[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.exp.default](args = (%neg_2,), kwargs = {})
+#   %add_7 : Tensor "f32[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%exp, 1), kwargs = {})
+#   %div : Tensor "f32[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.div.Tensor](args = (%convert_element_type_23, %add_7), kwargs = {})
+#   %convert_element_type_24 : Tensor "bf16[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.prims.convert_element_type.default](args = (%div, torch.bfloat16), kwargs = {})
+#   %view_15 : Tensor "bf16[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_5, [4, 2048, 4096]), kwargs = {})
+#   %mul_8 : Tensor "bf16[4, 2048, 4096][8388608, 4096, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.mul.Tensor](args = (%convert_element_type_24, %view_15), kwargs = {})
+#   return %mul_8
+triton_poi_fused_mul_silu_view_3 = async_compile.triton('triton_poi_fused_mul_silu_view_3', '''
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+
+from torch._dynamo.testing import rand_strided
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+import torch
+
+@triton_heuristics.pointwise(
+    size_hints={'x': 33554432}, 
+    filename=__file__,
+    triton_meta={'signature': {'in_ptr0': '*bf16', 'in_ptr1': '*bf16', 'out_ptr0': '*bf16', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused_mul_silu_view_3', 'mutated_arg_names': [], 'optimize_mem': False, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 2, 'num_store': 1, 'num_reduction': 0, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 268435456}, 'kernel_num_gb': 0.201326592, 'kernel_flop': 0},
+    min_elem_per_thread=0
+)
+@triton.jit
+def triton_poi_fused_mul_silu_view_3(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 33554432
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:]
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), None).to(tl.float32)
+    tmp8 = tl.load(in_ptr1 + (x0), None).to(tl.float32)
+    tmp1 = tmp0.to(tl.float32)
+    tmp2 = -tmp1
+    tmp3 = libdevice.exp(tmp2)
+    tmp4 = tl.full([1], 1.0, tl.float32)
+    tmp5 = tmp3 + tmp4
+    tmp6 = (tmp1 / tmp5)
+    tmp7 = tmp6.to(tl.float32)
+    tmp9 = tmp7 * tmp8
+    tl.store(out_ptr0 + (x0), tmp9, None)
+
+
+def get_args():
+    arg_0 = rand_strided((8192, 4096), (4096, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_1 = rand_strided((8192, 4096), (4096, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_2 = rand_strided((4, 2048, 4096), (8388608, 4096, 1), device='cuda:0', dtype=torch.bfloat16)
+    return arg_0, arg_1, arg_2, 33554432,
+
+
+def call(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_mul_silu_view_3.run(*args, stream=stream0)
+
+
+def benchmark_all_configs(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        return triton_poi_fused_mul_silu_view_3.benchmark_all_configs(*args)
+
+
+if __name__ == '__main__':
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    args = get_args()
+    ms = benchmarker.benchmark(lambda: call(args), device='cuda', rep=40)
+    num_gb = 0.201326592
+    gb_per_s = num_gb / (ms / 1e3)
+    print(f"{ms:.3f}ms    {num_gb:.3f}GB    {gb_per_s:.2f}GB/s")
+''', device_str='cuda')
+
+
+# kernel path: /tmp/torchinductor_root/zt/cztxmlcqykpvfbehrbpnp5drtrdk4veicrswl2u2belw3lffbuqc.py
+# Topologically Sorted Source Nodes: [linear_3, h, linear_6, add_3], Original ATen: [aten.view, aten.add]
+# Source node to ATen node mapping:
+#   add_3 => add_8
+#   h => add_4
+#   linear_3 => view_11
+#   linear_6 => view_17
+# Graph fragment:
+#   %primals_3 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0" = PlaceHolder[target=primals_3]
+#   %addmm_3 : Tensor "bf16[8192, 1024][1024, 1]cuda:0" = PlaceHolder[target=addmm_3]
+#   %addmm_6 : Tensor "bf16[8192, 1024][1024, 1]cuda:0" = PlaceHolder[target=addmm_6]
+#   %view_11 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_3, [4, 2048, 1024]), kwargs = {})
+#   %add_4 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=2] = call_function[target=torch.ops.aten.add.Tensor](args = (%primals_3, %view_11), kwargs = {})
+#   %view_17 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.reshape.default](args = (%addmm_6, [4, 2048, 1024]), kwargs = {})
+#   %add_8 : Tensor "bf16[4, 2048, 1024][2097152, 1024, 1]cuda:0"[num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%add_4, %view_17), kwargs = {})
+#   return %add_8
+triton_poi_fused_add_view_4 = async_compile.triton('triton_poi_fused_add_view_4', '''
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+
+from torch._dynamo.testing import rand_strided
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+import torch
+
+@triton_heuristics.pointwise(
+    size_hints={'x': 8388608}, 
+    filename=__file__,
+    triton_meta={'signature': {'in_out_ptr0': '*bf16', 'in_ptr0': '*bf16', 'in_ptr1': '*bf16', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused_add_view_4', 'mutated_arg_names': ['in_out_ptr0'], 'optimize_mem': False, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 3, 'num_store': 1, 'num_reduction': 0, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 83886080}, 'kernel_num_gb': 0.067108864, 'kernel_flop': 0},
+    min_elem_per_thread=0
+)
+@triton.jit
+def triton_poi_fused_add_view_4(in_out_ptr0, in_ptr0, in_ptr1, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 8388608
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = tl.full([XBLOCK], True, tl.int1)[:]
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), None).to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + (x0), None).to(tl.float32)
+    tmp3 = tl.load(in_out_ptr0 + (x0), None).to(tl.float32)
+    tmp2 = tmp0 + tmp1
+    tmp4 = tmp2 + tmp3
+    tl.store(in_out_ptr0 + (x0), tmp4, None)
+
+
+def get_args():
+    arg_0 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_1 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg_2 = rand_strided((8192, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    return arg_0, arg_1, arg_2, 8388608,
+
+
+def call(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_add_view_4.run(*args, stream=stream0)
+
+
+def benchmark_all_configs(args):
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        return triton_poi_fused_add_view_4.benchmark_all_configs(*args)
+
+
+if __name__ == '__main__':
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    args = get_args()
+    ms = benchmarker.benchmark(lambda: call(args), device='cuda', rep=40)
+    num_gb = 0.067108864
+    gb_per_s = num_gb / (ms / 1e3)
+    print(f"{ms:.3f}ms    {num_gb:.3f}GB    {gb_per_s:.2f}GB/s")
+''', device_str='cuda')
+
+
+async_compile.wait(globals())
+del async_compile
+
+class Runner:
+    def __init__(self, partitions):
+        self.partitions = partitions
+
+    def recursively_apply_fns(self, fns):
+        new_callables = []
+        for fn, c in zip(fns, self.partitions):
+            new_callables.append(fn(c))
+        self.partitions = new_callables
+
+    def call(self, args):
+        primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, primals_8, primals_9, primals_10, primals_11, primals_12, primals_13, primals_14, primals_15, primals_16, primals_17, primals_18, primals_19, primals_20, primals_21 = args
+        args.clear()
+        assert_size_stride(primals_1, (1024, ), (1, ))
+        assert_size_stride(primals_2, (1024, ), (1, ))
+        assert_size_stride(primals_3, (4, 2048, 1024), (2097152, 1024, 1))
+        assert_size_stride(primals_4, (1024, 1024), (1024, 1))
+        assert_size_stride(primals_5, (1024, ), (1, ))
+        assert_size_stride(primals_6, (4096, 64), (64, 1))
+        assert_size_stride(primals_7, (4096, 64), (64, 1))
+        assert_size_stride(primals_8, (1024, 1024), (1024, 1))
+        assert_size_stride(primals_9, (1024, ), (1, ))
+        assert_size_stride(primals_10, (1024, 1024), (1024, 1))
+        assert_size_stride(primals_11, (1024, ), (1, ))
+        assert_size_stride(primals_12, (1024, 1024), (1024, 1))
+        assert_size_stride(primals_13, (1024, ), (1, ))
+        assert_size_stride(primals_14, (1024, ), (1, ))
+        assert_size_stride(primals_15, (1024, ), (1, ))
+        assert_size_stride(primals_16, (4096, 1024), (1024, 1))
+        assert_size_stride(primals_17, (4096, ), (1, ))
+        assert_size_stride(primals_18, (4096, 1024), (1024, 1))
+        assert_size_stride(primals_19, (4096, ), (1, ))
+        assert_size_stride(primals_20, (1024, 4096), (4096, 1))
+        assert_size_stride(primals_21, (1024, ), (1, ))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf0 = empty_strided_cuda((4, 2048, 1), (2048, 1, 1), torch.float32)
+            buf1 = empty_strided_cuda((4, 2048, 1), (2048, 1, 8192), torch.float32)
+            buf3 = reinterpret_tensor(buf1, (4, 2048, 1), (2048, 1, 1), 0); del buf1  # reuse
+            buf4 = empty_strided_cuda((4, 2048, 1024), (2097152, 1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [layer_norm], Original ATen: [aten.native_layer_norm]
+            # [Provenance debug handles] triton_per_fused_native_layer_norm_0:1
+            stream0 = get_raw_stream(0)
+            triton_per_fused_native_layer_norm_0.run(buf3, primals_3, primals_1, primals_2, buf0, buf4, 8192, 1024, stream=stream0)
+            del primals_2
+            buf5 = empty_strided_cuda((8192, 1024), (1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [layer_norm, linear], Original ATen: [aten.native_layer_norm, aten.view, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:2
+            extern_kernels.addmm(primals_5, reinterpret_tensor(buf4, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_4, (1024, 1024), (1, 1024), 0), alpha=1, beta=1, out=buf5)
+            del primals_5
+            buf7 = empty_strided_cuda((8192, 1024), (1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [layer_norm, linear, linear_1], Original ATen: [aten.native_layer_norm, aten.view, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:3
+            extern_kernels.addmm(primals_9, reinterpret_tensor(buf4, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_8, (1024, 1024), (1, 1024), 0), alpha=1, beta=1, out=buf7)
+            del primals_9
+            buf6 = empty_strided_cuda((4, 16, 2048, 64), (2097152, 64, 1024, 1), torch.bfloat16)
+            buf8 = empty_strided_cuda((4, 16, 2048, 64), (2097152, 64, 1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear, view, transpose, xf, getitem, mul, chunk, neg, cat, getitem_3, mul_1, add, q, linear_1, view_1, transpose_1, xf_1, mul_2, chunk_1, neg_1, cat_1, mul_3, add_1, k], Original ATen: [aten.view, aten.transpose, aten._to_copy, aten.slice, aten.mul, aten.split, aten.neg, aten.cat, aten.add]
+            # [Provenance debug handles] triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1:4
+            stream0 = get_raw_stream(0)
+            triton_poi_fused__to_copy_add_cat_mul_neg_slice_split_transpose_view_1.run(buf5, primals_6, primals_7, buf7, buf6, buf8, 8388608, stream=stream0)
+            buf9 = buf7; del buf7  # reuse
+            # Topologically Sorted Source Nodes: [layer_norm, linear, linear_2], Original ATen: [aten.native_layer_norm, aten.view, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:5
+            extern_kernels.addmm(primals_11, reinterpret_tensor(buf4, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_10, (1024, 1024), (1, 1024), 0), alpha=1, beta=1, out=buf9)
+            del primals_11
+            # Topologically Sorted Source Nodes: [linear_2, view_2, v, out], Original ATen: [aten.view, aten.transpose, aten._scaled_dot_product_cudnn_attention]
+            # [Provenance debug handles] torch.ops.aten._scaled_dot_product_cudnn_attention.default:6
+            buf10 = torch.ops.aten._scaled_dot_product_cudnn_attention.default(buf6, buf8, reinterpret_tensor(buf9, (4, 16, 2048, 64), (2097152, 64, 1024, 1), 0), None, True, 0.0, True)
+            buf11 = buf10[0]
+            assert_size_stride(buf11, (4, 16, 2048, 64), (2097152, 64, 1024, 1), 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            assert_alignment(buf11, 16, 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            buf12 = buf10[1]
+            assert_size_stride(buf12, (4, 16, 2048, 1), (32768, 2048, 1, 1), 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            assert_alignment(buf12, 16, 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            buf13 = buf10[6]
+            assert_size_stride(buf13, (), (), 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            assert_alignment(buf13, 16, 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            buf14 = buf10[7]
+            assert_size_stride(buf14, (), (), 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            assert_alignment(buf14, 16, 'torch.ops.aten._scaled_dot_product_cudnn_attention.default')
+            del buf10
+            buf15 = buf5; del buf5  # reuse
+            # Topologically Sorted Source Nodes: [transpose_3, reshape, linear_3], Original ATen: [aten.transpose, aten.view, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:7
+            extern_kernels.addmm(primals_13, reinterpret_tensor(buf11, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_12, (1024, 1024), (1, 1024), 0), alpha=1, beta=1, out=buf15)
+            del primals_13
+            buf16 = empty_strided_cuda((4, 2048, 1), (2048, 1, 1), torch.float32)
+            buf17 = empty_strided_cuda((4, 2048, 1), (2048, 1, 8192), torch.float32)
+            buf19 = reinterpret_tensor(buf17, (4, 2048, 1), (2048, 1, 1), 0); del buf17  # reuse
+            buf20 = empty_strided_cuda((4, 2048, 1024), (2097152, 1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear_3, h, layer_norm_1], Original ATen: [aten.view, aten.add, aten.native_layer_norm]
+            # [Provenance debug handles] triton_per_fused_add_native_layer_norm_view_2:8
+            stream0 = get_raw_stream(0)
+            triton_per_fused_add_native_layer_norm_view_2.run(buf19, primals_3, buf15, primals_14, primals_15, buf16, buf20, 8192, 1024, stream=stream0)
+            del primals_15
+            buf21 = empty_strided_cuda((8192, 4096), (4096, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear_3, h, layer_norm_1, linear_4], Original ATen: [aten.view, aten.add, aten.native_layer_norm, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:9
+            extern_kernels.addmm(primals_17, reinterpret_tensor(buf20, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_16, (1024, 4096), (1, 1024), 0), alpha=1, beta=1, out=buf21)
+            del primals_17
+            buf22 = empty_strided_cuda((8192, 4096), (4096, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear_3, h, layer_norm_1, linear_4, linear_5], Original ATen: [aten.view, aten.add, aten.native_layer_norm, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:10
+            extern_kernels.addmm(primals_19, reinterpret_tensor(buf20, (8192, 1024), (1024, 1), 0), reinterpret_tensor(primals_18, (1024, 4096), (1, 1024), 0), alpha=1, beta=1, out=buf22)
+            del primals_19
+            buf23 = empty_strided_cuda((4, 2048, 4096), (8388608, 4096, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear_4, silu, linear_5, mul_4], Original ATen: [aten.view, aten.silu, aten.mul]
+            # [Provenance debug handles] triton_poi_fused_mul_silu_view_3:11
+            stream0 = get_raw_stream(0)
+            triton_poi_fused_mul_silu_view_3.run(buf21, buf22, buf23, 33554432, stream=stream0)
+            buf24 = empty_strided_cuda((8192, 1024), (1024, 1), torch.bfloat16)
+            # Topologically Sorted Source Nodes: [linear_4, silu, linear_5, mul_4, linear_6], Original ATen: [aten.view, aten.silu, aten.mul, aten.t, aten.addmm]
+            # [Provenance debug handles] extern_kernels.addmm:12
+            extern_kernels.addmm(primals_21, reinterpret_tensor(buf23, (8192, 4096), (4096, 1), 0), reinterpret_tensor(primals_20, (4096, 1024), (1, 4096), 0), alpha=1, beta=1, out=buf24)
+            del primals_21
+            buf25 = reinterpret_tensor(buf24, (4, 2048, 1024), (2097152, 1024, 1), 0); del buf24  # reuse
+            # Topologically Sorted Source Nodes: [linear_3, h, linear_6, add_3], Original ATen: [aten.view, aten.add]
+            # [Provenance debug handles] triton_poi_fused_add_view_4:13
+            stream0 = get_raw_stream(0)
+            triton_poi_fused_add_view_4.run(buf25, primals_3, buf15, 8388608, stream=stream0)
+        return (buf25, primals_1, primals_3, primals_4, primals_6, primals_7, primals_8, primals_10, primals_12, primals_14, primals_16, primals_18, primals_20, buf0, buf3, reinterpret_tensor(buf4, (8192, 1024), (1024, 1), 0), buf6, buf8, reinterpret_tensor(buf9, (4, 16, 2048, 64), (2097152, 64, 1024, 1), 0), buf11, buf12, buf13, buf14, buf15, buf16, buf19, reinterpret_tensor(buf20, (8192, 1024), (1024, 1), 0), buf21, buf22, reinterpret_tensor(buf23, (8192, 4096), (4096, 1), 0), )
+
+runner = Runner(partitions=[])
+call = runner.call
+recursively_apply_fns = runner.recursively_apply_fns
+
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    primals_1 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_2 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_3 = rand_strided((4, 2048, 1024), (2097152, 1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_4 = rand_strided((1024, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_5 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_6 = rand_strided((4096, 64), (64, 1), device='cuda:0', dtype=torch.float32)
+    primals_7 = rand_strided((4096, 64), (64, 1), device='cuda:0', dtype=torch.float32)
+    primals_8 = rand_strided((1024, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_9 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_10 = rand_strided((1024, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_11 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_12 = rand_strided((1024, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_13 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_14 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_15 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_16 = rand_strided((4096, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_17 = rand_strided((4096, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_18 = rand_strided((4096, 1024), (1024, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_19 = rand_strided((4096, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    primals_20 = rand_strided((1024, 4096), (4096, 1), device='cuda:0', dtype=torch.bfloat16)
+    primals_21 = rand_strided((1024, ), (1, ), device='cuda:0', dtype=torch.bfloat16)
+    return [primals_1, primals_2, primals_3, primals_4, primals_5, primals_6, primals_7, primals_8, primals_9, primals_10, primals_11, primals_12, primals_13, primals_14, primals_15, primals_16, primals_17, primals_18, primals_19, primals_20, primals_21]
+
+
+def benchmark_compiled_module(args, times=10, repeat=10):
+    from torch._inductor.utils import print_performance
+    fn = lambda: call(list(args))
+    return print_performance(fn, times=times, repeat=repeat)
+
+
+if __name__ == "__main__":
+    from torch._inductor.wrapper_benchmark import compiled_module_main
+    args = get_args()
+    compiled_module_main('None', lambda times, repeat: benchmark_compiled_module(args, times=times, repeat=repeat))
