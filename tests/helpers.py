@@ -224,3 +224,19 @@ def grads(
     present = [t for t in inputs if t is not None]
     computed = iter(torch.autograd.grad(outputs, present, grad_outputs, allow_unused=True))
     return [None if t is None else next(computed) for t in inputs]
+
+
+def assert_runs_without_interpreter(script: str) -> None:
+    """Run ``script`` in a fresh Python without ``TRITON_INTERPRET`` (so CPU tensors take the
+    pure-PyTorch references) from the repository root; it must exit 0 and print
+    ``reference fallback ok``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=Path(__file__).resolve().parents[1],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reference fallback ok" in result.stdout, result.stdout

@@ -11,11 +11,7 @@ grads). A fused result may be at most about 2x as wrong as the baseline
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +20,7 @@ import torch.nn.functional as F
 from blockfuse.ops.gated import _halves, geglu, geglu_ref, swiglu, swiglu_ref
 from blockfuse.runtime import use_triton
 from tests.helpers import (
+    assert_runs_without_interpreter,
     as_layout,
     assert_all_close_to_reference,
     grads,
@@ -513,7 +510,6 @@ def test_float64_runs_the_reference(op, form, device):
         assert torch.equal(a, b)
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FALLBACK_SCRIPT = textwrap.dedent(
     """
@@ -548,15 +544,4 @@ FALLBACK_SCRIPT = textwrap.dedent(
 
 
 def test_cpu_without_interpreter_uses_the_reference():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run(
-        [sys.executable, "-c", FALLBACK_SCRIPT],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "reference fallback ok" in result.stdout
+    assert_runs_without_interpreter(FALLBACK_SCRIPT)

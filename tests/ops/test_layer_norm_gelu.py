@@ -9,11 +9,7 @@ as the baseline (``tests.helpers.assert_close_to_reference``). The reference bes
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +17,7 @@ import torch.nn.functional as F
 
 from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
 from tests.helpers import (
+    assert_runs_without_interpreter,
     as_double,
     assert_all_close_to_reference,
     grads,
@@ -380,7 +377,6 @@ def test_reference_in_low_precision(dtype):
     assert_all_close_to_reference([ours], [baseline], [oracle], ["y"])
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FALLBACK_SCRIPT = textwrap.dedent(
     """
@@ -412,18 +408,7 @@ FALLBACK_SCRIPT = textwrap.dedent(
 
 
 def test_cpu_without_interpreter_uses_the_reference():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run(
-        [sys.executable, "-c", FALLBACK_SCRIPT],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "reference fallback ok" in result.stdout
+    assert_runs_without_interpreter(FALLBACK_SCRIPT)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,17 +14,14 @@ complex-number form for the interleaved convention. The reference beside the ker
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 
 from blockfuse.ops.rotary import rotary, rotary_ref
 from tests.helpers import (
+    assert_runs_without_interpreter,
     as_layout,
     assert_all_close_to_reference,
     downcast,
@@ -786,7 +783,6 @@ def test_reference_in_low_precision(case, dtype):
         q, k, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs()))
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FALLBACK_SCRIPT = textwrap.dedent(
     """
@@ -819,11 +815,7 @@ FALLBACK_SCRIPT = textwrap.dedent(
 
 
 def test_cpu_without_interpreter_uses_the_reference():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", FALLBACK_SCRIPT], env=env, cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "reference fallback ok" in result.stdout
+    assert_runs_without_interpreter(FALLBACK_SCRIPT)
 
 
 SPLIT_CASES = [

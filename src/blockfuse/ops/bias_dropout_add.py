@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile
 from blockfuse.ops.launch import CachedKernel, as_rows, sm_count
 from blockfuse.ops.norm import _sum_partials_kernel
@@ -327,14 +328,7 @@ def _check_bias_dropout_add_args(x, bias, residual, p, training):
                         f"reference), got {x.dtype}")
     if x.dim() == 0:
         raise ValueError("x: expected at least one dimension (the hidden one), got a scalar")
-    if not isinstance(residual, Tensor):
-        raise TypeError(f"residual: expected a Tensor, got {type(residual).__name__}")
-    if residual.dtype != x.dtype:
-        raise TypeError(f"residual: expected dtype {x.dtype} like x, got {residual.dtype}")
-    if residual.shape != x.shape:
-        raise ValueError(f"residual: expected shape {tuple(x.shape)} like x, got {tuple(residual.shape)}")
-    if residual.device != x.device:
-        raise ValueError(f"residual: expected a tensor on {x.device} like x, got {residual.device}")
+    check_like("residual", residual, x, "x")
     if bias is not None:
         if not isinstance(bias, Tensor) or not bias.is_floating_point():
             raise TypeError(f"bias: expected a floating-point tensor or None, got "

@@ -22,6 +22,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad, silu, silu_grad
+from blockfuse.ops.checks import check_like
 from blockfuse.ops.launch import CachedKernel, as_rows
 from blockfuse.runtime import use_triton
 
@@ -315,14 +316,7 @@ def _check_gated_args(gate, up):
             raise ValueError(f"gate: with up=None, gate is packed [..., 2 * hidden] (gate then up) and "
                              f"its last dimension must be even, got {gate.shape[-1]}")
         return
-    if not isinstance(up, Tensor):
-        raise TypeError(f"up: expected a Tensor or None, got {type(up).__name__}")
-    if up.dtype != gate.dtype:
-        raise TypeError(f"up: expected dtype {gate.dtype} like gate, got {up.dtype}")
-    if up.shape != gate.shape:
-        raise ValueError(f"up: expected shape {tuple(gate.shape)} like gate, got {tuple(up.shape)}")
-    if up.device != gate.device:
-        raise ValueError(f"up: expected a tensor on {gate.device} like gate, got {up.device}")
+    check_like("up", up, gate, "gate")
 
 
 def _run_gated(gate, up, activation):

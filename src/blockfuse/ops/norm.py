@@ -26,6 +26,7 @@ from torch import Tensor
 
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile
+from blockfuse.ops.checks import check_like
 from blockfuse.ops.launch import CachedKernel, as_rows, sm_count
 from blockfuse.runtime import use_triton
 
@@ -794,14 +795,7 @@ def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
     if not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p: expected a probability in [0, 1), got {dropout_p!r}")
     if residual is not None:
-        if not isinstance(residual, Tensor):
-            raise TypeError(f"residual: expected a Tensor, got {type(residual).__name__}")
-        if residual.dtype != x.dtype:
-            raise TypeError(f"residual: expected dtype {x.dtype} like x, got {residual.dtype}")
-        if residual.shape != x.shape:
-            raise ValueError(f"residual: expected shape {tuple(x.shape)} like x, got {tuple(residual.shape)}")
-        if residual.device != x.device:
-            raise ValueError(f"residual: expected a tensor on {x.device} like x, got {residual.device}")
+        check_like("residual", residual, x, "x")
     elif dropout_p > 0:
         raise ValueError("dropout_p: dropout is applied to the branch added to a residual; "
                          "pass residual= or set dropout_p=0")

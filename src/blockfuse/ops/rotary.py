@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from blockfuse.ops.checks import check_like
 from blockfuse.ops.launch import CachedKernel, sm_count
 from blockfuse.runtime import use_triton
 
@@ -435,10 +436,7 @@ def _check_rotary_args(q, k, cos, sin, interleaved, position_ids, seq_offset, la
         raise TypeError(f"interleaved: expected a bool, got {type(interleaved).__name__}")
     if not isinstance(inplace, bool):
         raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
-    if k.dtype != q.dtype:
-        raise TypeError(f"k: expected dtype {q.dtype} like q, got {k.dtype}")
-    if k.device != q.device:
-        raise ValueError(f"k: expected a tensor on {q.device} like q, got {k.device}")
+    check_like("k", k, q, "q", shape=False)
     (b, s, hq, d), (kb, ks, hk, kd) = _logical(q, layout)[0], _logical(k, layout)[0]
     if (kb, ks) != (b, s):
         raise ValueError(f"k: expected batch {b} and seq {s} like q (layout {layout!r}), got batch {kb} and "
