@@ -826,13 +826,15 @@ SPLIT_CASES = [
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("min_programs", [24, 64, 4096], ids=lambda n: f"min_programs={n}")
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=case_id)
-def test_small_inputs_split_heads_over_programs(case, monkeypatch, device):
-    """Few tokens: the launcher splits the heads over a second grid dimension (as it does on a GPU
-    with more multiprocessors than token tiles); every head of q and k must still be rotated once."""
+def test_small_inputs_split_heads_over_programs(case, min_programs, monkeypatch, device):
+    """Few tokens: the launcher splits the heads over a second grid dimension and, when still short
+    of programs, gives q and k programs of their own (as on a GPU with more multiprocessors than
+    token tiles); every head of q and k must still be rotated once."""
     import blockfuse.ops.rotary as rotary_module
 
-    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 64)
-    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, 64)
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: min_programs)
+    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, min_programs)
     assert tile[5] > 1, f"expected a head split, got tile {tile}"
     check_case(case, torch.float32, device)

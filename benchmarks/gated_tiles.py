@@ -1,0 +1,64 @@
+"""Tile / warp sweep of the SwiGLU kernels (forward and backward) against torch.compile and Liger.
+
+Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/gated_tiles.py [--out DIR]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+import triton
+
+from blockfuse.bench.timing import l2_flush, time_cuda_graph
+from blockfuse.ops import gated
+
+SHAPES = [(2048, 1024), (16384, 4096)]
+TILES = [(4096, 1024, 512), (2048, 512, 256), (1024, 256, 256), (8192, 1024, 512), (4096, 512, 256),
+         (16384, 2048, 1024)]  # (tile elements, forward elements per warp, backward elements per warp)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    flush = l2_flush()
+    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "rows": []}
+    defaults = (gated.FWD_TILE_ELEMENTS, gated.BWD_TILE_ELEMENTS, gated.FWD_ELEMENTS_PER_WARP,
+                gated.BWD_ELEMENTS_PER_WARP)
+    try:
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+    except ImportError:
+        LigerSiLUMulFunction = None
+    for m, n in SHAPES:
+        g, u = (torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        dy = torch.randn_like(g)
+        compiled = torch.compile(gated.swiglu_ref)
+        peers = {"compile": lambda: compiled(g, u)}
+        if LigerSiLUMulFunction is not None:
+            peers["liger"] = lambda: LigerSiLUMulFunction.apply(g, u)
+        for name, fn in peers.items():
+            t = time_cuda_graph(lambda fn=fn: (flush(), fn()), flush)
+            row = {"shape": [m, n], "provider": name, "mode": "fwd", "us": 1e3 * t.median}
+            results["rows"].append(row)
+            print(row, flush=True)
+        for tile, fwd_per_warp, bwd_per_warp in TILES:
+            gated.FWD_TILE_ELEMENTS = gated.BWD_TILE_ELEMENTS = tile
+            gated.FWD_ELEMENTS_PER_WARP, gated.BWD_ELEMENTS_PER_WARP = fwd_per_warp, bwd_per_warp
+            t = time_cuda_graph(lambda: (flush(), gated._gated_forward(g, u, "silu")), flush)
+            tb = time_cuda_graph(lambda: (flush(), gated._gated_backward(dy, g, u, "silu", True, True)), flush)
+            row = {"shape": [m, n], "provider": "blockfuse", "tile": tile, "fwd_per_warp": fwd_per_warp,
+                   "bwd_per_warp": bwd_per_warp, "fwd_us": 1e3 * t.median, "bwd_us": 1e3 * tb.median}
+            results["rows"].append(row)
+            print(row, flush=True)
+        (gated.FWD_TILE_ELEMENTS, gated.BWD_TILE_ELEMENTS, gated.FWD_ELEMENTS_PER_WARP,
+         gated.BWD_ELEMENTS_PER_WARP) = defaults
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gated_tiles.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
