@@ -1,0 +1,138 @@
+"""Every kernel launch the ops make, compiled for a Hopper GPU (sm_90) on this CPU-only machine.
+
+The interpreter runs a kernel as Python and accepts code that the GPU compiler rejects (a global
+that is not ``constexpr``, a block shape that is not a power of two, a ``num_warps`` that is not one).
+This test records the launches the op tests' kinds of calls make in the interpreter (argument
+types, constants, warps), then compiles each distinct one with Triton's own compiler and ptxas
+(shipped with the ``triton`` wheel) for ``GPUTarget("cuda", 90, 32)``, in a subprocess without
+the interpreter. It needs no GPU; it fails on any launch the GPU compiler refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import blockfuse
+from blockfuse.ops import launch
+
+_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
+           torch.int32: "i32", torch.int8: "i8", torch.bool: "i1"}
+
+COMPILE_SCRIPT = r"""
+import importlib, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+launches = json.loads(sys.stdin.read())
+failures = []
+for launch in launches:
+    module = importlib.import_module(launch["module"])
+    kernel = getattr(module, launch["kernel"])
+    signature = dict(launch["signature"])
+    constexprs = dict(launch["constexprs"])
+    for name in launch["none"]:
+        signature[name] = "constexpr"
+        constexprs[name] = None
+    try:
+        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+        triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": launch["num_warps"]})
+    except Exception as error:  # report every failure, not only the first
+        failures.append(f"{launch['kernel']} {launch['constexprs']} num_warps={launch['num_warps']}: "
+                        f"{type(error).__name__}: {str(error)[-600:]}")
+print(json.dumps({"compiled": len(launches), "failures": failures}))
+"""
+
+
+def _record_launches(monkeypatch) -> list[dict]:
+    """Patch CachedKernel to note each launch (and still run it in the interpreter)."""
+    seen: dict[str, dict] = {}
+    original = launch.CachedKernel.__call__
+
+    def recording_call(self, grid, *args, num_warps=4, num_stages=None, **constexprs):
+        fn = getattr(self.kernel, "fn", self.kernel)
+        names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
+        signature, none = {}, []
+        for name, arg in zip(names, args):
+            if arg is None:
+                none.append(name)
+            elif isinstance(arg, torch.Tensor):
+                signature[name] = "*" + _DTYPES[arg.dtype]
+            elif isinstance(arg, bool):
+                signature[name] = "i1"
+            elif isinstance(arg, int):
+                signature[name] = "i32" if -(2**31) <= arg < 2**31 else "i64"
+            elif isinstance(arg, float):
+                signature[name] = "fp32"
+            else:
+                raise TypeError(f"{fn.__name__}: argument {name} of unexpected type {type(arg).__name__}")
+        for name in constexprs:
+            signature[name] = "constexpr"
+        record = {"module": fn.__module__, "kernel": fn.__name__, "signature": signature, "none": none,
+                  "constexprs": constexprs, "num_warps": num_warps}
+        seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
+        return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+
+    monkeypatch.setattr(launch.CachedKernel, "__call__", recording_call)
+    return seen
+
+
+def _exercise_every_op(device: str) -> None:
+    """Calls that reach every kernel and its main specializations: each dtype, dropout, the
+    residual forms, GELU, the chunked path of wide rows, packed halves, both RoPE conventions."""
+    torch.manual_seed(0)
+
+    def run(fn, *inputs):
+        leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
+        out = fn(*leaves)
+        outs = out if isinstance(out, tuple) else (out,)
+        sum(o.float().sum() for o in outs).backward()
+
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.randn(6, 72, dtype=dtype, device=device)
+        res, w, b = torch.randn_like(x), torch.randn(72, dtype=dtype, device=device), torch.randn(72, dtype=dtype,
+                                                                                                 device=device)
+        run(lambda x, w, b: blockfuse.layer_norm(x, w, b), x, w, b)
+        run(lambda x, w: blockfuse.rms_norm(x, w, cast_before_weight=True), x, w)
+        run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, dropout_p=0.1), x, res, w)
+        run(lambda x, r, w, b: blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.1),
+            x, res, w, b)
+        run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), x, w, b)
+        run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b, approximate="none"), x, w, b)
+        run(lambda x, b, r: blockfuse.bias_dropout_add(x, b, r, 0.1), x, b, res)
+        run(lambda x, b, r: blockfuse.bias_dropout_add(x[:, :70], b[:70], r[:, :70], 0.1), x, b, res)
+        run(lambda g, u: blockfuse.swiglu(g, u), x, res)
+        run(lambda g: blockfuse.geglu(g), x)
+        q = torch.randn(2, 5, 4, 16, dtype=dtype, device=device)
+        k = torch.randn(2, 5, 2, 16, dtype=dtype, device=device)
+        cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
+        run(lambda q, k: blockfuse.rotary(q, k, cos, sin), q, k)
+        run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
+    wide = torch.randn(2, 20000, device=device)
+    run(lambda x: blockfuse.layer_norm(x), wide)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_every_launch_compiles_for_sm90(monkeypatch, device):
+    if device != "cpu":
+        pytest.skip("on a GPU the op tests compile every kernel for real")
+    launches = _record_launches(monkeypatch)
+    _exercise_every_op(device)
+    kernels = {record["kernel"] for record in launches.values()}
+    assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
+            "_gated_bwd_kernel", "_rotary_kernel", "_bias_dropout_add_fwd_kernel",
+            "_bias_dropout_add_bwd_kernel"} <= kernels, kernels
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
+                            env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["compiled"] == len(launches) and not report["failures"], "\n".join(report["failures"])
