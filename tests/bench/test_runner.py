@@ -115,3 +115,12 @@ def test_providers_with_dropout_are_checked_against_their_own_mask():
     for r in runner.run([unprobed], settings, None, show_progress=False):
         # A mask independent of the reference's: a tenth of the elements differ by O(1).
         assert (r["rel_err_out"] if r["mode"] == "fwd" else r["rel_err_grad"]) > 0.1, r
+
+
+def test_source_digest_names_the_code():
+    from blockfuse.bench import runner
+
+    digest = runner.source_digest()
+    assert len(digest) == 12 and int(digest, 16) >= 0
+    assert runner.source_digest() == digest  # stable
+    assert runner.environment(torch.device("cpu"))["source_digest"] == digest

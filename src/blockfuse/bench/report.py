@@ -163,7 +163,9 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         card,
         f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, "
         f"Liger-Kernel {meta['liger_kernel']}, python {meta['python']}",
-        f"- blockfuse path: {meta['blockfuse_implementation']}, commit {meta.get('git_commit')}; date {meta['date']}",
+        f"- blockfuse path: {meta['blockfuse_implementation']}, commit {meta.get('git_commit')} (source digest "
+        f"{meta.get('source_digest')}: `python -c 'from blockfuse.bench.runner import source_digest; "
+        f"print(source_digest())'`); date {meta['date']}",
         f"- command: `{meta['command']}`",
         f"- device-to-device copy: {ceiling}",
         "",

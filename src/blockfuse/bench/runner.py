@@ -382,6 +382,7 @@ def environment(device: torch.device) -> dict:
         "python": platform.python_version(),
         "blockfuse_implementation": path,
         "git_commit": _git_commit(),
+        "source_digest": source_digest(),
     }
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
@@ -403,6 +404,20 @@ def _git_commit() -> str | None:
         return done.stdout.strip() or None if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def source_digest() -> str:
+    """The first 12 hex digits of a SHA-256 over the blockfuse package's Python sources (path and
+    bytes of each file, in path order): names the code that ran even where the checkout's git
+    HEAD is stale or missing (a copied working tree, an installed wheel)."""
+    import hashlib
+
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def slug(text: str) -> str:
