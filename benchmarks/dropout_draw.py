@@ -6,9 +6,10 @@ different ways of drawing the keep-mask, against the same kernel without dropout
 Variants (all draw from Triton's Philox, one call giving four 32-bit values):
   none         no dropout (the memory-bound floor)
   per-element  one Philox call per element (``dropout_keep``)
-  tile         one call per four neighbours (``dropout_keep_tile``, what the kernels use)
+  tile         one call per four neighbours, 32-bit uniforms (the draw before the 16-bit one)
   tile-7       the same with 7 Philox rounds instead of 10
-  tile-16bit   one call per eight neighbours, 16-bit uniforms (p resolved to 1/65536)
+  tile-16bit   one call per eight neighbours, 16-bit uniforms (``dropout_keep_tile``, what the
+               kernels use; p resolved to 1/65536)
 Also times the backward of ``blockfuse.bias_dropout_add`` (dx, and dx + d bias) with and without
 dropout. CUDA-graph timing with the L2 flushed, ms and fraction of copy bandwidth.
 """
@@ -24,13 +25,17 @@ import triton
 import triton.language as tl
 
 from blockfuse.bench import timing
-from blockfuse.ops.dropout import draw_seed, dropout_keep, dropout_keep_tile
+from blockfuse.ops.dropout import ROWS_OF_8, draw_seed, dropout_keep, dropout_keep_tile
 
 
 @triton.jit
-def _uniform16(r):
-    # two 16-bit uniforms from one 32-bit value
-    return (r & 0xFFFF).to(tl.float32) * (1.0 / 65536.0), (r >> 16).to(tl.float32) * (1.0 / 65536.0)
+def _keep_four_per_call(seed, rows, col_start, N, p, BLOCK_N: tl.constexpr, ROUNDS: tl.constexpr):
+    """One Philox call per four neighbours, 32-bit uniforms (N % 4 == 0)."""
+    groups = (rows[:, None] * N + col_start) // 4 + tl.arange(0, BLOCK_N // 4)[None, :]
+    r0, r1, r2, r3 = tl.randint4x(seed, groups, ROUNDS)
+    u = tl.interleave(tl.interleave(tl.uint_to_uniform_float(r0), tl.uint_to_uniform_float(r2)),
+                      tl.interleave(tl.uint_to_uniform_float(r1), tl.uint_to_uniform_float(r3)))
+    return u >= p
 
 
 @triton.jit
@@ -52,23 +57,11 @@ def _residual_dropout_kernel(
         if VARIANT == 1:
             keep = dropout_keep(seed, offsets, p)
         elif VARIANT == 2:
-            keep = dropout_keep_tile(seed, rows, col_start, N, p, BLOCK_N, True)
+            keep = _keep_four_per_call(seed, rows, col_start, N, p, BLOCK_N, 10)
         elif VARIANT == 3:
-            groups = (rows[:, None] * N + col_start) // 4 + tl.arange(0, BLOCK_N // 4)[None, :]
-            r0, r1, r2, r3 = tl.randint4x(seed, groups, 7)
-            u = tl.interleave(tl.interleave(tl.uint_to_uniform_float(r0), tl.uint_to_uniform_float(r2)),
-                              tl.interleave(tl.uint_to_uniform_float(r1), tl.uint_to_uniform_float(r3)))
-            keep = u >= p
+            keep = _keep_four_per_call(seed, rows, col_start, N, p, BLOCK_N, 7)
         else:
-            groups = (rows[:, None] * N + col_start) // 8 + tl.arange(0, BLOCK_N // 8)[None, :]
-            r0, r1, r2, r3 = tl.randint4x(seed, groups)
-            a0, b0 = _uniform16(r0)
-            a1, b1 = _uniform16(r1)
-            a2, b2 = _uniform16(r2)
-            a3, b3 = _uniform16(r3)
-            u = tl.interleave(tl.interleave(tl.interleave(a0, a2), tl.interleave(a1, a3)),
-                              tl.interleave(tl.interleave(b0, b2), tl.interleave(b1, b3)))
-            keep = u >= p
+            keep = dropout_keep_tile(seed, rows, cols, N, p, ROWS_OF_8)
         z = tl.where(keep, z * scale, 0.0)
     z += tl.load(RES + offsets, mask=mask, other=0.0).to(tl.float32)
     tl.store(OUT + offsets, z.to(OUT.dtype.element_ty), mask=mask)

@@ -21,8 +21,8 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile
-from blockfuse.ops.launch import CachedKernel, as_rows, sm_count
+from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
+from blockfuse.ops.launch import CachedKernel, as_rows, empty_if_none, none_if_empty, sm_count
 from blockfuse.ops.norm import _sum_partials_kernel
 from blockfuse.runtime import use_triton
 
@@ -145,9 +145,6 @@ def _tile(n: int) -> tuple[int, int, int]:
     return block_m, block_n, num_warps
 
 
-def _dropout_scale(p: float) -> float:
-    return 1.0 / (1.0 - p) if p > 0 else 1.0
-
 
 def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional[Tensor], p: float) -> Tensor:
     """``residual + dropout(x + bias)`` in x's dtype, contiguous."""
@@ -163,7 +160,7 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
         (triton.cdiv(m, block_m), triton.cdiv(n, block_n)),
         x2, None if bias is None else bias.contiguous(), res2, out2, seed if has_dropout else None,
         x2.stride(0), res2.stride(0), out2.stride(0),
-        m, n, p, _dropout_scale(p),
+        m, n, p, dropout_scale(p),
         HAS_BIAS=bias is not None, HAS_DROPOUT=dropout_code(p, n),
         BLOCK_M=block_m, BLOCK_N=block_n,
         num_warps=num_warps,
@@ -203,7 +200,7 @@ def _backward(
         (g, col_blocks),
         dy2, seed if has_dropout else None, dx2, partial,
         dy2.stride(0), 0 if dx2 is None else dx2.stride(0),
-        m, n, p, _dropout_scale(p),
+        m, n, p, dropout_scale(p),
         HAS_DROPOUT=dropout_code(p, n), WRITE_DX=write_dx, HAS_BIAS=has_bias,
         BLOCK_M=block_m, BLOCK_N=block_n,
         num_warps=num_warps,
@@ -257,12 +254,6 @@ class _BiasDropoutAddFunction(torch.autograd.Function):
         return dx, dbias, dresidual, None, None
 
 
-def _empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
-    return like.new_empty((0,)) if t is None else t
-
-
-def _none_if_empty(t: Tensor) -> Optional[Tensor]:
-    return None if t.numel() == 0 else t
 
 
 @torch.library.custom_op("blockfuse::bias_dropout_add", mutates_args=())
@@ -277,7 +268,7 @@ def _bias_dropout_add_backward_op(
     dy: Tensor, seed: Optional[Tensor], p: float, bias_dtype: Optional[torch.dtype], need_dx: bool
 ) -> tuple[Tensor, Tensor]:
     dx, dbias = _backward(dy, seed, p, bias_dtype, need_dx)
-    return _empty_if_none(dx, dy), _empty_if_none(dbias, dy)
+    return empty_if_none(dx, dy), empty_if_none(dbias, dy)
 
 
 @_bias_dropout_add_op.register_fake
@@ -294,7 +285,7 @@ def _(dy, seed, p, bias_dtype, need_dx):
 
 def _backward_through_op(dy, seed, p, bias_dtype, need_dx):
     dx, dbias = _bias_dropout_add_backward_op(dy, seed, p, bias_dtype, need_dx)
-    return _none_if_empty(dx), _none_if_empty(dbias)
+    return none_if_empty(dx), none_if_empty(dbias)
 
 
 def _setup_context(ctx, inputs, output):

@@ -108,6 +108,11 @@ def _keep_mask_kernel(
     tl.store(MASK + offsets, keep.to(tl.int8), mask=offsets < numel)
 
 
+def dropout_scale(p: float) -> float:
+    """``1 / (1 - p)``: the factor kept elements are scaled by (1 without dropout)."""
+    return 1.0 / (1.0 - p) if p > 0 else 1.0
+
+
 def draw_seed(device: torch.device | str) -> torch.Tensor:
     """A fresh dropout seed: an int64 tensor of shape (1,) on ``device``."""
     return torch.randint(0, _SEED_HIGH, (1,), dtype=torch.int64, device=device)

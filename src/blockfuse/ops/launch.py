@@ -62,6 +62,16 @@ class CachedKernel:
             self._cache[key] = compiled
 
 
+def empty_if_none(t: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """A custom op cannot return None: an absent optional output travels as an empty tensor."""
+    return like.new_empty((0,)) if t is None else t
+
+
+def none_if_empty(t: torch.Tensor) -> Optional[torch.Tensor]:
+    """The inverse of :func:`empty_if_none`, on the autograd side of a custom op."""
+    return None if t.numel() == 0 else t
+
+
 def as_rows(t: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
     """``t`` as (M, n) with a contiguous last dimension, as a view where possible (None stays None).
 

@@ -25,9 +25,9 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
-from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.launch import CachedKernel, as_rows, sm_count
+from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
+from blockfuse.ops.launch import CachedKernel, as_rows, empty_if_none, none_if_empty, sm_count
 from blockfuse.runtime import use_triton
 
 # Residual forms, as kernel constants (0: no residual).
@@ -468,9 +468,6 @@ def _num_programs(x: Tensor, row_blocks: int, block_n: int) -> int:
     return max(1, min(row_blocks, 4))
 
 
-def _dropout_scale(p: float) -> float:
-    return 1.0 / (1.0 - p) if p > 0 else 1.0
-
 
 def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight, activation=0):
     """Returns (y, s, mean, rstd); s is None unless mode is "pre", mean is None for RMSNorm.
@@ -497,7 +494,7 @@ def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
         (triton.cdiv(m, block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if has_dropout else None,
         x2.stride(0), _stride(res2), y2.stride(0), _stride(s2),
-        m, n, eps, dropout_p, _dropout_scale(dropout_p),
+        m, n, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
@@ -539,7 +536,7 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
         dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None, dx2, dres2,
         partial,
         dy2.stride(0), _stride(ds2), z2.stride(0), dx2.stride(0), _stride(dres2),
-        m, n, dropout_p, _dropout_scale(dropout_p),
+        m, n, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
@@ -598,9 +595,6 @@ class _NormFunction(torch.autograd.Function):
         return dx, dw, db, _residual_grad(mode, dy, dx, dres), None, None, None, None, None, None, None
 
 
-def _empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
-    return like.new_empty((0,)) if t is None else t
-
 
 @torch.library.custom_op("blockfuse::layer_norm", mutates_args=())
 def _layer_norm_op(
@@ -608,7 +602,7 @@ def _layer_norm_op(
     seed: Optional[Tensor], eps: float, residual_mode: str, dropout_p: float,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, residual_mode, dropout_p, False, False)
-    return y, _empty_if_none(s, x), mean, rstd
+    return y, empty_if_none(s, x), mean, rstd
 
 
 @torch.library.custom_op("blockfuse::rms_norm", mutates_args=())
@@ -618,7 +612,7 @@ def _rms_norm_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     y, s, _, rstd = _norm_forward(x, weight, None, residual, seed, eps, residual_mode, dropout_p, True,
                                   cast_before_weight)
-    return y, _empty_if_none(s, x), rstd
+    return y, empty_if_none(s, x), rstd
 
 
 @torch.library.custom_op("blockfuse::layer_norm_backward", mutates_args=())
@@ -628,7 +622,7 @@ def _layer_norm_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p,
                                       False, False)
-    return dx, _empty_if_none(dres, z), _empty_if_none(dw, z), _empty_if_none(db, z)
+    return dx, empty_if_none(dres, z), empty_if_none(dw, z), empty_if_none(db, z)
 
 
 @torch.library.custom_op("blockfuse::rms_norm_backward", mutates_args=())
@@ -638,7 +632,7 @@ def _rms_norm_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     dx, dres, dw, _ = _norm_backward(dy, ds, z, weight, False, None, rstd, seed, residual_mode, dropout_p, True,
                                      cast_before_weight)
-    return dx, _empty_if_none(dres, z), _empty_if_none(dw, z)
+    return dx, empty_if_none(dres, z), empty_if_none(dw, z)
 
 
 @torch.library.custom_op("blockfuse::layer_norm_gelu", mutates_args=())
@@ -657,7 +651,7 @@ def _layer_norm_gelu_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     dx, _, dw, db = _norm_backward(dy, None, x, weight, bias is not None, mean, rstd, None, "none", 0.0, False,
                                    False, _GELU_CODE[approximate], bias)
-    return dx, _empty_if_none(dw, x), _empty_if_none(db, x)
+    return dx, empty_if_none(dw, x), empty_if_none(db, x)
 
 
 def _fake_forward(x, residual_mode):
@@ -712,9 +706,6 @@ def _(dy, x, weight, bias, mean, rstd, approximate):
     return x.new_empty(x.shape), dw, db
 
 
-def _none_if_empty(t: Tensor) -> Optional[Tensor]:
-    return None if t.numel() == 0 else t
-
 
 def _layer_norm_setup(ctx, inputs, output):
     x, weight, bias, residual, seed, eps, residual_mode, dropout_p = inputs
@@ -730,7 +721,7 @@ def _layer_norm_backward(ctx, dy, ds, _dmean, _drstd):
     if dy is None:
         dy = torch.zeros_like(z)
     dx, dres, dw, db = _layer_norm_backward_op(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p)
-    dresidual = _residual_grad(mode, dy, dx, _none_if_empty(dres))
+    dresidual = _residual_grad(mode, dy, dx, none_if_empty(dres))
     return (dx, dw if weight is not None else None, db if has_bias else None, dresidual,
             None, None, None, None)
 
@@ -749,7 +740,7 @@ def _rms_norm_backward(ctx, dy, ds, _drstd):
     if dy is None:
         dy = torch.zeros_like(z)
     dx, dres, dw = _rms_norm_backward_op(dy, ds, z, weight, rstd, seed, mode, dropout_p, cast_before_weight)
-    dresidual = _residual_grad(mode, dy, dx, _none_if_empty(dres))
+    dresidual = _residual_grad(mode, dy, dx, none_if_empty(dres))
     return dx, dw if weight is not None else None, dresidual, None, None, None, None, None
 
 
