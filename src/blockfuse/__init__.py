@@ -7,6 +7,7 @@ from blockfuse.ops.norm import (
 )
 from blockfuse.ops.rotary import rotary, rotary_ref
 from blockfuse import nn  # noqa: E402  (nn imports the ops above)
+from blockfuse.patching import patch, unpatch  # noqa: E402  (patches Hugging Face models with nn and the ops)
 from blockfuse import analyze  # noqa: E402  (a callable module: blockfuse.analyze(module, *inputs))
 
 __version__ = "0.1.0"
@@ -16,5 +17,6 @@ __all__ = [
     "geglu", "geglu_ref", "swiglu", "swiglu_ref",
     "layer_norm", "layer_norm_ref", "layer_norm_gelu", "layer_norm_gelu_ref", "rms_norm", "rms_norm_ref",
     "rotary", "rotary_ref",
+    "patch", "unpatch",
     "analyze", "nn", "__version__",
 ]

@@ -18,14 +18,9 @@ def _reference_blocks() -> dict:
 
 def _block_overrides(name: str, shape) -> dict:
     """Config overrides for a width other than the block's own: same head size and FFN ratio."""
-    _, config, _ = _reference_blocks()[name]
-    width = shape[-1]
-    if width == config.d_model:
-        return {}
-    heads = max(1, width // config.head_dim)
-    while width % heads:
-        heads -= 1
-    return {"d_model": width, "n_heads": heads, "ffn_hidden": max(1, round(config.ffn_hidden * width / config.d_model))}
+    from blockfuse.models import width_overrides
+
+    return width_overrides(name, shape[-1])
 
 
 def _factory(spec: str):
@@ -79,8 +74,9 @@ def load_target(spec: str, shape=None, dtype: torch.dtype = torch.bfloat16, devi
 def inputs_for_shape(spec: str, shape, dtype: torch.dtype, device, seed: int = 1) -> tuple:
     """Inputs of another shape for the same target (the recompile probe)."""
     if spec in _reference_blocks():
-        generator = torch.Generator().manual_seed(seed)
-        return (torch.randn(tuple(shape), generator=generator).to(device=device, dtype=dtype),)
+        from blockfuse.models import build_block
+
+        _, inputs = build_block(spec, shape, dtype, device, seed=seed, **_block_overrides(spec, shape))
+        return inputs
     _, inputs = _call_factory(_factory(spec), shape, dtype, device)
     return inputs
-

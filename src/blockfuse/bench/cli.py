@@ -1,4 +1,5 @@
-"""``blockfuse bench``: ``ops`` now; ``block`` and ``model`` will sit beside it."""
+"""``blockfuse bench``: ``ops`` (each fused op against its peers), ``block`` and ``model`` (every way to run
+a block or a stack of blocks)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,23 @@ def add_bench_parser(subparsers) -> None:
     ops.add_argument("--quick", action="store_true", help="the first shape of each op only, short timing")
     ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
     ops.set_defaults(func=run_ops)
+
+    for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
+        parser = kinds.add_parser(
+            kind,
+            help=f"{text}: eager, each torch.compile mode, fused, fused + torch.compile",
+            description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .md, .png.",
+        )
+        parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer")
+        parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)")
+        parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's)")
+        parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+        parser.add_argument("--providers", help="comma-separated (default: all on CUDA; --fast drops max-autotune)")
+        parser.add_argument("--modes", default="infer,fwd,fwdbwd", help="comma-separated from infer,fwd,fwdbwd")
+        parser.add_argument("--fast", action="store_true", help="skip the max-autotune providers (minutes of autotuning)")
+        parser.add_argument("--quick", action="store_true", help="short timing")
+        parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
+        parser.set_defaults(func=run_block, bench_kind=kind)
 
 
 def _parse_shapes(text: str) -> tuple[tuple[int, ...], ...]:
@@ -160,3 +178,75 @@ def _command(args, names, settings, out) -> str:
         words.append("--quick")
     words += ["--out", str(out)]
     return shlex.join(words)
+
+
+def _parse_block_shape(text: str) -> tuple[int, int, int]:
+    try:
+        shape = tuple(int(d) for d in text.replace("x", ",").split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 3 or min(shape) < 1:
+        raise SystemExit(f"blockfuse bench: bad --shape {text!r}: expected batch,seq,d_model such as 4,2048,1024")
+    return shape
+
+
+def run_block(args: argparse.Namespace) -> int:
+    import torch
+
+    from blockfuse.bench import block, block_report, runner
+    from blockfuse.bench.runner import DTYPES
+    from blockfuse.models import PRESETS, width_overrides
+
+    if args.name not in PRESETS:
+        raise SystemExit(f"blockfuse bench {args.bench_kind}: unknown preset {args.name!r}; "
+                         f"choose from {' '.join(PRESETS)}")
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    default = block.PROVIDERS if cuda else block.CPU_PROVIDERS
+    if args.fast:
+        default = tuple(p for p in default if p not in block.SLOW_PROVIDERS)
+    providers = _parse_list(args.providers, block.PROVIDERS, "--providers") if args.providers else default
+    shape = _parse_block_shape(args.shape) if args.shape else None
+    layers = args.layers if args.layers is not None else (1 if args.bench_kind == "block" else None)
+    settings = block.BlockSettings(
+        name=args.name,
+        shape=shape,
+        layers=layers,
+        dtype=DTYPES[args.dtype],
+        providers=tuple(providers),
+        modes=_parse_list(args.modes, block.MODES, "--modes"),
+        device=device,
+        quick=args.quick,
+        overrides=tuple(width_overrides(args.name, shape[-1]).items()) if shape else (),
+    )
+    meta = runner.environment(device)
+    if not cuda:
+        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
+        print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
+        skipped = [p for p in block.PROVIDERS if p not in providers]
+        print(f"skipped without CUDA: {', '.join(skipped)} (CUDA graphs and autotuning need a GPU)")
+    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+    out.mkdir(parents=True, exist_ok=True)
+    words = ["blockfuse", "bench", args.bench_kind, args.name]
+    if settings.shape:
+        words += ["--shape", ",".join(map(str, settings.shape))]
+    if args.layers is not None:
+        words += ["--layers", str(args.layers)]
+    words += ["--dtype", args.dtype, "--providers", ",".join(providers), "--modes", ",".join(settings.modes)]
+    words += ["--quick"] if args.quick else []
+    meta["command"] = shlex.join(words + ["--out", str(out)])
+    stem = out / f"{args.bench_kind}-{args.name}"
+    began = time.perf_counter()
+
+    def write(workload, records):
+        meta["elapsed_s"] = round(time.perf_counter() - began, 1)
+        block_report.write_json(stem.with_suffix(".json"), meta, workload, records)
+        block_report.write_markdown(stem.with_suffix(".md"), meta, workload, records)
+
+    workload, records = block.run_block(settings, on_update=write)
+    write(workload, records)
+    block_report.write_plot(stem.with_suffix(".png"), meta, workload, records)
+    print(block_report.markdown(meta, workload, records))
+    failed = [r for r in records if r.get("error")]
+    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,md,png}}")
+    return 1 if any(r["provider"].startswith("fused") for r in failed) else 0

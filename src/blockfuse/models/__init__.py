@@ -1,5 +1,13 @@
-"""Reference transformer blocks and models (plain PyTorch), the workloads of the benchmarks."""
+"""Transformer blocks and models that run as plain PyTorch or on blockfuse ops, and the SPEC presets."""
 
-from blockfuse.models.blocks import REFERENCE_BLOCKS, BlockConfig, TransformerBlock, build_block
+from blockfuse.models.blocks import IMPLS, TransformerBlock, TransformerStack, convert, named_gradients
+from blockfuse.models.build import build_block, build_model, width_overrides
+from blockfuse.models.config import PRESETS, BlockConfig, Preset, preset
 
-__all__ = ["REFERENCE_BLOCKS", "BlockConfig", "TransformerBlock", "build_block"]
+# The names ``blockfuse analyze`` accepts (every preset).
+REFERENCE_BLOCKS = PRESETS
+
+__all__ = [
+    "IMPLS", "PRESETS", "REFERENCE_BLOCKS", "BlockConfig", "Preset", "TransformerBlock", "TransformerStack",
+    "build_block", "build_model", "convert", "named_gradients", "preset", "width_overrides",
+]

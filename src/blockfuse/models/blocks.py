@@ -1,61 +1,63 @@
-"""Reference transformer blocks in plain PyTorch: the workloads of the benchmarks and of ``blockfuse analyze``.
+"""Transformer blocks that run as plain PyTorch (``impl="eager"``) or on blockfuse ops (``impl="fused"``).
 
-Two norm placements over the same attention and feed-forward layers (see ../shared/SPEC.md):
+The eager block is the reference, written the way real models are: separate q, k, v and output
+projections, separate gate / up / down projections, rotary embeddings on (batch, heads, seq,
+head_dim) with duplicated fp32 tables, ``scaled_dot_product_attention``, ``nn.LayerNorm`` or an
+explicit RMSNorm. The fused block holds the same parameters in fused form and runs:
 
-* ``standard`` (pre-norm):        ``h = x + attn(norm(x));  out = h + ffn(norm(h))``
-* ``reordered`` (OLMo-2 style):   ``h = x + norm(attn(x));  out = h + norm(ffn(h))``
+* one QKV GEMM; q, k, v are strided views of its output (no copies);
+* QK-norm (OLMo-2) on those views, rotary embedding writing q and k as (batch, seq, heads,
+  head_dim), the layout attention reads as transposed views without a copy and writes its output in
+  (so neither q, k nor the output is ever transposed in memory);
+* one gate|up GEMM feeding the packed SwiGLU / GeGLU kernel;
+* every residual add fused into a norm: ``"post"`` form for the reordered placement, ``"pre"``
+  form for pre-norm (the second norm adds the attention branch; in a :class:`TransformerStack` the
+  next block's first norm adds the previous MLP branch), with seeded dropout in the same kernels.
 
-Attention uses separate q, k, v and output projections (four GEMMs), rotary embeddings on q and k
-(rotate-half convention, tables in fp32) and ``scaled_dot_product_attention``; the feed-forward layer
-is SwiGLU (gate and up projections, ``silu(gate) * up``, down projection: three GEMMs).
+Both load the same state dict (the eager layout: ``attn.q_proj.weight``, ...): the fused block splits
+its fused weights when saving and concatenates when loading, so one checkpoint runs both ways, and
+:func:`convert` turns one into the other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+import blockfuse.nn
+from blockfuse.models.config import BlockConfig
+from blockfuse.ops.bias_dropout_add import bias_dropout_add
+from blockfuse.ops.mlp import gated_mlp
+from blockfuse.ops.norm import layer_norm, rms_norm
+from blockfuse.ops.rotary import rotary
 
-@dataclass(frozen=True)
-class BlockConfig:
-    d_model: int = 1024
-    n_heads: int = 16
-    ffn_hidden: int = 4096
-    norm: str = "layer"  # "layer" or "rms"
-    norm_eps: float = 1e-5
-    bias: bool = True
-    rope_theta: float = 10000.0
-    causal: bool = True
-    max_seq_len: int = 4096
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-    def __post_init__(self):
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model: expected a multiple of n_heads={self.n_heads}, got {self.d_model}")
-        if self.head_dim % 2:
-            raise ValueError(f"d_model / n_heads: expected an even head_dim for rotary, got {self.head_dim}")
-        if self.norm not in ("layer", "rms"):
-            raise ValueError(f"norm: expected 'layer' or 'rms', got {self.norm!r}")
+IMPLS = ("eager", "fused")
 
 
-def _norm(config: BlockConfig) -> nn.Module:
-    if config.norm == "layer":
-        return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
-    return nn.RMSNorm(config.d_model, eps=config.norm_eps)
+# ----------------------------------------------------------------------------------------
+# Shared pieces: rotary tables, attention masks
+# ----------------------------------------------------------------------------------------
+
+
+def rotary_half_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos and sin half tables, (max_seq_len, head_dim / 2) fp32.
+
+    NOTE: angles are computed in fp64 and rounded once: an fp32 ``position * inv_freq`` is off by
+    up to ~4e-4 rad at position 4096. Eager and fused blocks use the same tables, so they differ
+    only by the arithmetic of the ops.
+    """
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+    return angles.cos().float(), angles.sin().float()
 
 
 def rotary_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[Tensor, Tensor]:
     """cos and sin, (max_seq_len, head_dim) fp32, in the duplicated (rotate-half) form."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().float(), angles.sin().float()
+    cos, sin = rotary_half_tables(head_dim, max_seq_len, theta)
+    return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
 
 
 def _rotate_half(x: Tensor) -> Tensor:
@@ -70,16 +72,48 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return (xf * cos[:seq] + _rotate_half(xf) * sin[:seq]).to(x.dtype)
 
 
-class Attention(nn.Module):
-    def __init__(self, config: BlockConfig):
-        super().__init__()
-        self.config = config
-        d = config.d_model
-        self.q_proj = nn.Linear(d, d, bias=config.bias)
-        self.k_proj = nn.Linear(d, d, bias=config.bias)
-        self.v_proj = nn.Linear(d, d, bias=config.bias)
-        self.o_proj = nn.Linear(d, d, bias=config.bias)
-        cos, sin = rotary_tables(config.head_dim, config.max_seq_len, config.rope_theta)
+def attention_mask(padding_mask: Optional[Tensor], causal: bool, seq: int) -> Optional[Tensor]:
+    """The boolean ``attn_mask`` of ``scaled_dot_product_attention`` (True: attend), or None.
+
+    ``padding_mask`` (batch, seq) bool marks the valid keys (True) of each sequence. Without it, a
+    causal block passes ``is_causal=True`` instead (see :func:`_attend`).
+    """
+    if padding_mask is None:
+        return None
+    mask = padding_mask[:, None, None, :]  # (batch, 1, 1, seq): keys
+    if causal:
+        mask = mask & torch.ones(seq, seq, dtype=torch.bool, device=padding_mask.device).tril()
+    return mask
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool) -> Tensor:
+    """SDPA on (batch, heads, seq, head_dim) q and (batch, kv_heads, seq, head_dim) k, v."""
+    if k.shape[1] != q.shape[1]:  # grouped-query attention: each kv head serves a group of q heads
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    mask = attention_mask(padding_mask, causal, q.shape[2])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+
+
+def _check_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> None:
+    if padding_mask is None:
+        return
+    if not isinstance(padding_mask, Tensor) or padding_mask.dtype != torch.bool:
+        raise TypeError("padding_mask: expected a bool tensor (True marks valid tokens), got "
+                        f"{padding_mask.dtype if isinstance(padding_mask, Tensor) else type(padding_mask).__name__}")
+    if tuple(padding_mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(f"padding_mask: expected shape (batch, seq) = {tuple(x.shape[:2])}, "
+                         f"got {tuple(padding_mask.shape)}")
+
+
+class _FP32Tables(nn.Module):
+    """Holds rotary tables as non-persistent fp32 buffers that survive ``.to(dtype)``."""
+
+    def _make_tables(self) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def _register_tables(self) -> None:
+        cos, sin = self._make_tables()
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
@@ -87,95 +121,357 @@ class Attention(nn.Module):
         # NOTE: the rotary tables stay fp32 when the module is cast to a low dtype (as in OLMo-2):
         # rebuilt on the new device rather than cast, so no precision is lost to a bf16 round trip.
         super()._apply(fn, recurse)
-        cos, sin = rotary_tables(self.config.head_dim, self.config.max_seq_len, self.config.rope_theta)
-        self.cos, self.sin = cos.to(self.cos.device), sin.to(self.sin.device)
+        if getattr(self, "cos", None) is not None:
+            cos, sin = self._make_tables()
+            self.cos, self.sin = cos.to(self.cos.device), sin.to(self.sin.device)
         return self
 
-    def forward(self, x: Tensor) -> Tensor:  # x: (batch, seq, d_model)
-        batch, seq, _ = x.shape
-        heads, head_dim = self.config.n_heads, self.config.head_dim
-
-        def split(t):  # (batch, seq, d_model) -> (batch, heads, seq, head_dim)
-            return t.view(batch, seq, heads, head_dim).transpose(1, 2)
-
-        q = apply_rotary(split(self.q_proj(x)), self.cos, self.sin)
-        k = apply_rotary(split(self.k_proj(x)), self.cos, self.sin)
-        v = split(self.v_proj(x))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.config.causal)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
+    def _grow_tables(self, seq: int) -> None:
+        if self.cos is not None and seq > self.cos.shape[0]:
+            self.max_seq_len = max(seq, 2 * self.cos.shape[0])
+            device = self.cos.device
+            cos, sin = self._make_tables()
+            self.cos, self.sin = cos.to(device), sin.to(device)
 
 
-class SwiGLU(nn.Module):
-    def __init__(self, config: BlockConfig):
+# ----------------------------------------------------------------------------------------
+# Eager (reference) modules
+# ----------------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    """Plain-PyTorch RMSNorm with both rounding conventions (``cast_before_weight``: Llama; else OLMo-2)."""
+
+    def __init__(self, width: int, eps: float, cast_before_weight: bool = False):
         super().__init__()
-        d, hidden = config.d_model, config.ffn_hidden
-        self.gate_proj = nn.Linear(d, hidden, bias=config.bias)
-        self.up_proj = nn.Linear(d, hidden, bias=config.bias)
-        self.down_proj = nn.Linear(hidden, d, bias=config.bias)
+        self.eps = eps
+        self.cast_before_weight = cast_before_weight
+        self.weight = nn.Parameter(torch.ones(width))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        xf = x.float()
+        normalized = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.cast_before_weight:
+            return self.weight * normalized.to(x.dtype)
+        return (self.weight * normalized).to(x.dtype)
+
+
+def _eager_norm(config: BlockConfig, width: int) -> nn.Module:
+    if config.norm == "layer":
+        return nn.LayerNorm(width, eps=config.norm_eps, bias=config.bias)
+    return RMSNorm(width, config.norm_eps, config.rms_cast_before_weight)
+
+
+class Attention(_FP32Tables):
+    """Multi-head (or grouped-query) attention with separate q, k, v, output projections."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        self.max_seq_len = config.max_seq_len
+        d = config.d_model
+        self.q_proj = nn.Linear(d, config.q_width, bias=config.bias)
+        self.k_proj = nn.Linear(d, config.kv_width, bias=config.bias)
+        self.v_proj = nn.Linear(d, config.kv_width, bias=config.bias)
+        self.o_proj = nn.Linear(config.q_width, d, bias=config.bias)
+        if config.qk_norm:
+            self.q_norm = _eager_norm(config, config.q_width)
+            self.k_norm = _eager_norm(config, config.kv_width)
+        if config.rope:
+            self._register_tables()
+        else:
+            self.cos = self.sin = None
+
+    def _make_tables(self):
+        return rotary_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        cfg = self.config
+        batch, seq, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+
+        def split(t):  # (batch, seq, heads * head_dim) -> (batch, heads, seq, head_dim)
+            return t.view(batch, seq, -1, cfg.head_size).transpose(1, 2)
+
+        q, k, v = split(q), split(k), split(v)
+        if cfg.rope:
+            self._grow_tables(seq)
+            q, k = apply_rotary(q, self.cos, self.sin), apply_rotary(k, self.cos, self.sin)
+        out = _attend(q, k, v, padding_mask, cfg.causal)  # (batch, heads, seq, head_dim)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU / GeGLU (gate, up, down projections) or a two-layer GELU-tanh MLP (fc1, fc2)."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        d, hidden = config.d_model, config.ffn_hidden
+        if config.gated:
+            self.gate_proj = nn.Linear(d, hidden, bias=config.bias)
+            self.up_proj = nn.Linear(d, hidden, bias=config.bias)
+            self.down_proj = nn.Linear(hidden, d, bias=config.bias)
+        else:
+            self.fc1 = nn.Linear(d, hidden, bias=config.bias)
+            self.fc2 = nn.Linear(hidden, d, bias=config.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        mlp = self.config.mlp
+        if mlp == "swiglu":
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if mlp == "geglu":
+            return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+# ----------------------------------------------------------------------------------------
+# Fused modules: the same parameters in fused form
+# ----------------------------------------------------------------------------------------
+
+
+def _fused_norm(config: BlockConfig, width: int) -> nn.Module:
+    if config.norm == "layer":
+        return blockfuse.nn.LayerNorm(width, eps=config.norm_eps, bias=config.bias)
+    return blockfuse.nn.RMSNorm(width, eps=config.norm_eps, cast_before_weight=config.rms_cast_before_weight)
+
+
+def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
+          training: bool = True):
+    """Calls a blockfuse norm module's functional with a residual form chosen per call."""
+    if isinstance(module, blockfuse.nn.LayerNorm):
+        return layer_norm(x, module.weight, module.bias, module.eps, residual=residual, residual_mode=mode,
+                          dropout_p=p, training=training)
+    return rms_norm(x, module.weight, module.eps, residual=residual, residual_mode=mode, dropout_p=p,
+                    training=training, cast_before_weight=module.cast_before_weight)
+
+
+class _StackedLinear(nn.Module):
+    """Mixin: a Linear whose rows are the concatenation of several eager Linears, saved and loaded
+    under the eager names (``{prefix}{part}.weight``, ``.bias``)."""
+
+    def _register_split(self, fused_name: str, parts: tuple[str, ...], widths_of) -> None:
+        self._split = (fused_name, parts, widths_of)
+        if hasattr(self, "register_state_dict_post_hook"):
+            self.register_state_dict_post_hook(self._split_state)
+        else:  # torch < 2.5
+            self._register_state_dict_hook(self._split_state)
+        self.register_load_state_dict_pre_hook(self._join_state)
+
+    @staticmethod
+    def _split_state(module, state_dict, prefix, local_metadata):
+        fused_name, parts, widths_of = module._split
+        for suffix in ("weight", "bias"):
+            key = f"{prefix}{fused_name}.{suffix}"
+            if key not in state_dict:
+                continue
+            for part, tensor in zip(parts, state_dict.pop(key).split(widths_of(module), dim=0)):
+                state_dict[f"{prefix}{part}.{suffix}"] = tensor
+
+    @staticmethod
+    def _join_state(module, state_dict, prefix, *args):
+        fused_name, parts, _ = module._split
+        for suffix in ("weight", "bias"):
+            keys = [f"{prefix}{part}.{suffix}" for part in parts]
+            if all(key in state_dict for key in keys):
+                state_dict[f"{prefix}{fused_name}.{suffix}"] = torch.cat([state_dict.pop(key) for key in keys])
+
+
+class FusedAttention(_FP32Tables, _StackedLinear):
+    """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        self.max_seq_len = config.max_seq_len
+        d = config.d_model
+        self.qkv_proj = nn.Linear(d, config.q_width + 2 * config.kv_width, bias=config.bias)
+        self.o_proj = nn.Linear(config.q_width, d, bias=config.bias)
+        if config.qk_norm:
+            self.q_norm = _fused_norm(config, config.q_width)
+            self.k_norm = _fused_norm(config, config.kv_width)
+        if config.rope:
+            self._register_tables()
+        else:
+            self.cos = self.sin = None
+        self._register_split("qkv_proj", ("q_proj", "k_proj", "v_proj"),
+                             lambda m: (m.config.q_width, m.config.kv_width, m.config.kv_width))
+
+    def _make_tables(self):
+        return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        cfg = self.config
+        batch, seq, _ = x.shape
+        qkv = self.qkv_proj(x)  # (batch, seq, q_width + 2 kv_width)
+        q, k, v = qkv.split([cfg.q_width, cfg.kv_width, cfg.kv_width], dim=-1)  # strided views, no copies
+        if cfg.qk_norm:
+            q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
+        q = q.view(batch, seq, cfg.n_heads, cfg.head_size)  # (batch, seq, heads, head_dim)
+        k = k.view(batch, seq, cfg.kv_heads, cfg.head_size)
+        v = v.view(batch, seq, cfg.kv_heads, cfg.head_size)
+        if cfg.rope:
+            self._grow_tables(seq)
+            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
+        if not cfg.qk_norm:
+            # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
+            # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
+            # QK-norm the norms keep qkv anyway (they save their inputs), so no copy there.
+            v = v.contiguous()
+        # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
+        # transposed views: cuDNN and flash attention read them without a copy and write their
+        # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
+        # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
+        # at [4, 2048, 1024] on an H200; benchmarks/sdpa_layouts.py).
+        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
+
+
+class FusedFeedForward(_StackedLinear):
+    """The MLP on one gate|up GEMM, the packed SwiGLU / GeGLU kernel and the down GEMM, the activation
+    recomputed in the backward (GELU MLP: fc1, fc2)."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        d, hidden = config.d_model, config.ffn_hidden
+        if config.gated:
+            self.gate_up_proj = nn.Linear(d, 2 * hidden, bias=config.bias)
+            self.down_proj = nn.Linear(hidden, d, bias=config.bias)
+            self._register_split("gate_up_proj", ("gate_proj", "up_proj"), lambda m: (hidden, hidden))
+        else:
+            self.fc1 = nn.Linear(d, hidden, bias=config.bias)
+            self.fc2 = nn.Linear(hidden, d, bias=config.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.config.gated:
+            # NOTE: one op for the whole MLP so the backward recomputes the activation instead of
+            # keeping tokens x hidden alive (ops/mlp.py).
+            return gated_mlp(x, self.gate_up_proj.weight, self.gate_up_proj.bias, self.down_proj.weight,
+                             self.down_proj.bias, self.config.mlp)
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+# ----------------------------------------------------------------------------------------
+# Blocks and stacks
+# ----------------------------------------------------------------------------------------
+
+
+def _check_impl(impl: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
 
 
 class TransformerBlock(nn.Module):
-    """One block; ``placement`` is ``"standard"`` (pre-norm) or ``"reordered"`` (norm after each branch)."""
+    """One block. ``config.placement`` is ``"pre"`` or ``"reordered"``; ``impl`` is ``"eager"``
+    (plain PyTorch) or ``"fused"`` (blockfuse ops). ``forward(x, padding_mask=None)``: x (batch, seq,
+    d_model); padding_mask (batch, seq) bool, True for valid tokens (keys that may be attended)."""
 
-    def __init__(self, config: BlockConfig, placement: str):
+    def __init__(self, config: BlockConfig, impl: str = "eager"):
         super().__init__()
-        if placement not in ("standard", "reordered"):
-            raise ValueError(f"placement: expected 'standard' or 'reordered', got {placement!r}")
+        _check_impl(impl)
         self.config = config
-        self.placement = placement
-        self.attn = Attention(config)
-        self.ffn = SwiGLU(config)
-        self.attn_norm = _norm(config)
-        self.ffn_norm = _norm(config)
+        self.impl = impl
+        fused = impl == "fused"
+        self.attn = FusedAttention(config) if fused else Attention(config)
+        self.ffn = FusedFeedForward(config) if fused else FeedForward(config)
+        make_norm = _fused_norm if fused else _eager_norm
+        self.attn_norm = make_norm(config, config.d_model)
+        self.ffn_norm = make_norm(config, config.d_model)
 
-    def forward(self, x: Tensor) -> Tensor:  # x: (batch, seq, d_model)
-        if self.placement == "standard":
-            h = x + self.attn(self.attn_norm(x))
-            return h + self.ffn(self.ffn_norm(h))
-        h = x + self.attn_norm(self.attn(x))
-        return h + self.ffn_norm(self.ffn(h))
+    @property
+    def placement(self) -> str:
+        return self.config.placement
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        _check_padding_mask(x, padding_mask)
+        if self.impl == "eager":
+            return self._forward_eager(x, padding_mask)
+        if self.config.placement == "reordered":
+            return self._forward_fused_reordered(x, padding_mask)
+        residual, branch = self.forward_pre_parts(x, None, padding_mask)
+        return bias_dropout_add(branch, None, residual, self.config.dropout, self.training)
+
+    def _forward_eager(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        p = self.config.dropout if self.training else 0.0
+        if self.config.placement == "pre":
+            h = x + F.dropout(self.attn(self.attn_norm(x), padding_mask), p)
+            return h + F.dropout(self.ffn(self.ffn_norm(h)), p)
+        h = x + F.dropout(self.attn_norm(self.attn(x, padding_mask)), p)
+        return h + F.dropout(self.ffn_norm(self.ffn(h)), p)
+
+    def _forward_fused_reordered(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        p, training = self.config.dropout, self.training
+        h = _norm(self.attn_norm, self.attn(x, padding_mask), x, "post", p, training)  # x + dropout(norm(attn))
+        return _norm(self.ffn_norm, self.ffn(h), h, "post", p, training)
+
+    def forward_pre_parts(self, residual: Tensor, branch: Optional[Tensor],
+                          padding_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Fused pre-norm block on an input given as ``residual + dropout(branch)`` (branch None: the
+        input is ``residual``); returns the output in the same form, so the add is fused into the
+        next norm. Each norm adds the branch before it: ``s = residual + dropout(branch)``,
+        ``y = norm(s)`` in one kernel."""
+        p, training = self.config.dropout, self.training
+        if branch is None:
+            h0, y = residual, _norm(self.attn_norm, residual)
+        else:
+            y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
+        y, h = _norm(self.ffn_norm, self.attn(y, padding_mask), h0, "pre", p, training)
+        return h, self.ffn(y)
 
 
-# The workloads of ../shared/SPEC.md: name -> (placement, config, default input shape).
-REFERENCE_BLOCKS = {
-    "reordered": ("reordered", BlockConfig(), (4, 2048, 1024)),
-    "standard": ("standard", BlockConfig(), (4, 2048, 1024)),
-}
+class TransformerStack(nn.Module):
+    """``layers`` blocks of one config; fused pre-norm stacks fuse each residual add into the next norm."""
+
+    def __init__(self, config: BlockConfig, layers: int, impl: str = "eager"):
+        super().__init__()
+        _check_impl(impl)
+        if not isinstance(layers, int) or layers <= 0:
+            raise ValueError(f"layers: expected a positive int, got {layers!r}")
+        self.config = config
+        self.impl = impl
+        self.blocks = nn.ModuleList(TransformerBlock(config, impl) for _ in range(layers))
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        _check_padding_mask(x, padding_mask)
+        if self.impl == "fused" and self.config.placement == "pre":
+            residual, branch = x, None
+            for block in self.blocks:
+                residual, branch = block.forward_pre_parts(residual, branch, padding_mask)
+            return bias_dropout_add(branch, None, residual, self.config.dropout, self.training)
+        for block in self.blocks:
+            x = block(x, padding_mask)
+        return x
 
 
-def build_block(
-    name: str,
-    shape: tuple[int, ...] | None = None,
-    dtype: torch.dtype = torch.bfloat16,
-    device: torch.device | str = "cpu",
-    *,
-    seed: int = 0,
-    **overrides,
-) -> tuple[nn.Module, tuple[Tensor, ...]]:
-    """``(module, inputs)`` for a reference block; ``shape`` (batch, seq, d_model) defaults to the SPEC's.
+def convert(module: nn.Module, impl: str) -> nn.Module:
+    """A new block or stack running as ``impl`` with a copy of ``module``'s weights (same device,
+    dtype and training mode). ``convert(block, "fused")`` and back gives the original weights."""
+    _check_impl(impl)
+    if isinstance(module, TransformerStack):
+        new = TransformerStack(module.config, len(module.blocks), impl)
+    elif isinstance(module, TransformerBlock):
+        new = TransformerBlock(module.config, impl)
+    else:
+        raise TypeError(f"module: expected a TransformerBlock or TransformerStack, got {type(module).__name__}")
+    reference = next(module.parameters())
+    new = new.to(device=reference.device, dtype=reference.dtype)
+    new.load_state_dict(module.state_dict())
+    return new.train(module.training)
 
-    ``overrides`` replace fields of the block's :class:`BlockConfig` (e.g. ``d_model=64, n_heads=4``
-    for a tiny block in tests); a ``shape`` whose last dimension differs from ``d_model`` is an error.
-    """
-    if name not in REFERENCE_BLOCKS:
-        raise ValueError(f"name: expected one of {sorted(REFERENCE_BLOCKS)}, got {name!r}")
-    placement, config, default_shape = REFERENCE_BLOCKS[name]
-    config = replace(config, **overrides)
-    shape = tuple(shape) if shape is not None else (*default_shape[:2], config.d_model)
-    if len(shape) != 3 or shape[-1] != config.d_model:
-        raise ValueError(f"shape: expected (batch, seq, {config.d_model}), got {shape}")
-    if shape[1] > config.max_seq_len:
-        config = replace(config, max_seq_len=shape[1])
-    generator = torch.Generator().manual_seed(seed)
-    torch_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
+
+def named_gradients(module: nn.Module) -> dict[str, Tensor]:
+    """The parameter gradients of ``module`` under its state-dict names: for a fused block, the eager
+    names (its state-dict hooks split fused gradients the way they split fused weights), so the
+    gradients of an eager and a fused module compare key by key. A missing gradient reads NaN."""
+    parameters = dict(module.named_parameters())
+    saved = {name: p.data for name, p in parameters.items()}
     try:
-        module = TransformerBlock(config, placement)
+        for p in parameters.values():
+            p.data = p.grad if p.grad is not None else torch.full_like(p.data, float("nan"))
+        return {name: t.detach().clone() for name, t in module.state_dict().items() if t.is_floating_point()}
     finally:
-        torch.random.set_rng_state(torch_state)
-    module = module.to(device=device, dtype=dtype)
-    x = torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
-    return module, (x,)
+        for name, p in parameters.items():
+            p.data = saved[name]

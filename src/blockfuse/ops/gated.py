@@ -193,14 +193,16 @@ def _gated_forward(gate: Tensor, up: Optional[Tensor], activation: str) -> Tenso
 
 
 def _gated_backward(
-    dy: Tensor, gate: Tensor, up: Optional[Tensor], activation: str, gate_grad: bool, up_grad: bool
+    dy: Tensor, gate: Tensor, up: Optional[Tensor], activation: str, gate_grad: bool, up_grad: bool,
+    out: Optional[Tensor] = None,
 ) -> tuple[Optional[Tensor], Optional[Tensor]]:
     """(dgate, dup). Packed form (up None): (the packed gradient [..., 2 * hidden], None),
-    both halves always written. Separate form: each is None unless asked for."""
+    both halves always written, into ``out`` if given (which may be ``gate`` itself: each
+    element is read before it is written). Separate form: each is None unless asked for."""
     g2, u2, hidden = _halves(gate, up)
     m = g2.shape[0]
     if up is None:
-        dpacked = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+        dpacked = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if out is None else out
         d2 = dpacked.view(-1, 2 * hidden)
         dg2, du2 = d2[:, :hidden], d2[:, hidden:]
         result = (dpacked, None)

@@ -1,0 +1,188 @@
+"""Tables, targets and plots of the block benchmark (``blockfuse bench block`` / ``model``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from blockfuse.bench.report import _finite
+
+MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "fwdbwd": "forward + backward"}
+
+
+def _index(records) -> dict:
+    return {(r["provider"], r["mode"]): r for r in records}
+
+
+def _ms(record):
+    return None if record is None or record.get("error") else record.get("ms")
+
+
+def _providers(records) -> list[str]:
+    return list(dict.fromkeys(r["provider"] for r in records))
+
+
+def best(records, mode: str, prefix: str, key: str = "ms") -> tuple[float | None, str | None]:
+    """The smallest ``key`` in ``mode`` among providers whose name starts with ``prefix``."""
+    found = [(r[key], r["provider"]) for r in records
+             if r["mode"] == mode and r["provider"].startswith(prefix) and not r.get("error")
+             and r.get(key) is not None]
+    return min(found) if found else (None, None)
+
+
+# Issue targets: name -> (forward speed-up, forward+backward speed-up, memory ratio) against the
+# fastest torch.compile mode; None: no target.
+TARGETS = {
+    "reordered": (1.1, 1.2, 0.75),
+    "standard": (1.1, 1.2, 0.75),
+    "olmo2-1b": (None, 1.05, 0.75),
+}
+ERROR_RATIO = 1.5  # fused bf16 error at most this many times the eager bf16 error (both against fp32)
+
+
+def targets(workload: dict, records: list[dict]) -> list[dict]:
+    """Each target of the blocks issue that applies to this workload, with status met / missed / n/a."""
+    checks = []
+
+    def check(text, value, bound, higher_is_better=True):
+        if value is None:
+            checks.append({"status": "n/a", "text": f"{text}: not measured"})
+            return
+        met = value >= bound if higher_is_better else value <= bound
+        sign = ">=" if higher_is_better else "<="
+        checks.append({"status": "met" if met else "missed", "text": f"{text}: {value:.2f} ({sign} {bound})",
+                       "value": value, "bound": bound})
+
+    goals = TARGETS.get(workload["name"])
+    if goals is not None:
+        forward_goal, step_goal, memory_goal = goals
+        for mode, goal in (("fwd", forward_goal), ("fwdbwd", step_goal)):
+            if goal is None:
+                continue
+            compiled, which = best(records, mode, "compile:")
+            fused, fused_which = best(records, mode, "fused")
+            ratio = compiled / fused if compiled and fused else None
+            check(f"{MODE_TITLES[mode]}: fastest compile ({which}) / fastest fused ({fused_which})", ratio, goal)
+        compiled_memory, which = best(records, "fwdbwd", "compile:", "peak_mib")
+        fused_memory, fused_which = best(records, "fwdbwd", "fused", "peak_mib")
+        ratio = fused_memory / compiled_memory if compiled_memory and fused_memory else None
+        check(f"peak training memory: fused ({fused_which}) / compile ({which})", ratio, memory_goal, False)
+    eager = next((r for r in records if r["provider"] == "eager" and not r.get("error")), None)
+    for provider in ("fused", "fused+compile:default"):
+        fused = next((r for r in records if r["provider"] == provider and not r.get("error")), None)
+        for key, what in (("rel_err_out", "output"), ("rel_err_grad", "gradients")):
+            if eager is None or fused is None or eager.get(key) is None or fused.get(key) is None:
+                continue
+            check(f"{provider} {what} error / eager {what} error (both vs fp32)",
+                  fused[key] / eager[key] if eager[key] else None, ERROR_RATIO, False)
+    return checks
+
+
+def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
+    document = {"meta": meta, "workload": workload, "targets": targets(workload, records), "records": records}
+    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+
+
+def _fmt(value, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
+    index = _index(records)
+    providers = _providers(records)
+    modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
+    eager_ms = {m: _ms(index.get(("eager", m))) for m in modes}
+    shape = "x".join(map(str, workload["shape"]))
+    lines = [
+        f"# blockfuse block benchmark: {workload['name']}",
+        "",
+        f"- card: **{meta['card']}**; torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, "
+        f"python {meta['python']}",
+        f"- blockfuse source digest {meta.get('source_digest')}, date {meta['date']}",
+        f"- command: `{meta['command']}`",
+        f"- workload: {workload['layers']} layer(s), input {shape} {workload['dtype']}"
+        + (", key-padding mask" if workload.get("padding_mask") else "")
+        + f"; {workload['forward_gflop']:.1f} GFLOP forward (GEMMs + attention)",
+        "",
+        "Times: median ms of CUDA events (p20-p80 in the JSON), L2 flushed and gradients cleared before each"
+        " call. `infer`: forward under no_grad; `fwd`: training forward; `fwdbwd`: forward + backward of a fixed"
+        " output gradient. Peak: memory allocated during one training step above what was allocated before it."
+        " Errors: ||out - ref|| / ||ref|| against an fp32 eager run with the same weights (grad: every"
+        " parameter gradient and the input gradient together). First call: seconds, compile included.",
+        "",
+        "## Targets",
+        "",
+    ]
+    lines += [f"- **{t['status']}**: {t['text']}" for t in targets(workload, records)] or ["(none for this workload)"]
+    lines += ["", "## Results", ""]
+    header = ["provider"] + [f"{m} ms (x eager)" for m in modes] + ["peak MiB", "saved MiB", "err out", "err grad",
+                                                                    "first call s"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("| --- " * len(header) + "|")
+    for provider in providers:
+        row = [provider]
+        failed = None
+        for mode in modes:
+            record = index.get((provider, mode))
+            if record is None:
+                row.append("")
+            elif record.get("error"):
+                row.append("error")
+                failed = record["error"]
+            else:
+                speedup = eager_ms[mode] / record["ms"] if eager_ms[mode] else None
+                row.append(f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)")
+        step = index.get((provider, "fwdbwd")) or next((r for r in records if r["provider"] == provider), {})
+        peak = _fmt(step.get("peak_mib"), ".0f") + ("*" if step.get("peak_note") else "")
+        first = "/".join(_fmt(index.get((provider, m), {}).get("first_call_s"), ".1f") for m in modes)
+        saved = _fmt(index.get((provider, "fwd"), {}).get("saved_mib"), ".0f")
+        row += [peak, saved, _fmt(step.get("rel_err_out"), ".2e"), _fmt(step.get("rel_err_grad"), ".2e"), first]
+        lines.append("| " + " | ".join(row) + " |")
+        if failed:
+            lines.append(f"| | `{failed.replace('`', chr(39)).replace('|', '/')}` |" + " |" * (len(header) - 2))
+    if any(r.get("peak_note") for r in records):
+        lines += ["", "\\* CUDA-graph modes: memory since the module was built, the graph pool included."]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
+    path.write_text(markdown(meta, workload, records))
+
+
+def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> bool:
+    """Speed-up against eager per mode, peak memory and error per provider. False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    index = _index(records)
+    providers = _providers(records)
+    modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    width = 0.8 / max(len(modes), 1)
+    for k, mode in enumerate(modes):
+        eager = _ms(index.get(("eager", mode)))
+        values = [eager / _ms(index.get((p, mode))) if eager and _ms(index.get((p, mode))) else 0 for p in providers]
+        axes[0].bar([i + k * width for i in range(len(providers))], values, width, label=MODE_TITLES[mode])
+    axes[0].axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes[0].set_ylabel("speed-up against eager")
+    axes[0].legend(fontsize=8)
+    step = [index.get((p, "fwdbwd"), {}) for p in providers]
+    axes[1].bar(range(len(providers)), [s.get("peak_mib") or 0 for s in step], color="tab:purple")
+    axes[1].set_ylabel("peak training memory, MiB")
+    axes[2].bar(range(len(providers)), [s.get("rel_err_grad") or 0 for s in step], color="tab:red")
+    axes[2].set_ylabel("relative error of gradients vs fp32")
+    for ax in axes:
+        ax.set_xticks(range(len(providers)) if ax is not axes[0] else
+                      [i + width * (len(modes) - 1) / 2 for i in range(len(providers))])
+        ax.set_xticklabels(providers, rotation=35, ha="right", fontsize=7)
+    shape = "x".join(map(str, workload["shape"]))
+    figure.suptitle(f"{workload['name']} {shape} {workload['dtype']}, {workload['layers']} layer(s): "
+                    f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True

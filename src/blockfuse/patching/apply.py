@@ -1,0 +1,251 @@
+"""``blockfuse.patch(model)`` and ``blockfuse.unpatch(model)``.
+
+Three kinds of change, each undone exactly by ``unpatch``:
+
+* norms: each RMSNorm / LayerNorm module is swapped in its parent for a ``blockfuse.nn`` one
+  that holds the very same ``nn.Parameter`` objects (state dict keys and values unchanged);
+* rope: each attention module gets an instance ``forward``: a copy of its class's forward
+  whose global ``apply_rotary_pos_emb`` is ``blockfuse.rotary`` (see ``forwards.with_globals``);
+* mlp: each gated MLP gets an instance ``forward`` that calls ``blockfuse.swiglu`` / ``geglu``.
+
+Only the given model changes: classes and modeling modules are untouched, so another model of
+the same class in the same process runs as before.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+from dataclasses import dataclass
+
+from torch import nn
+
+from blockfuse.nn.norm import LayerNorm, RMSNorm
+from blockfuse.patching.families import Family, check_transformers_version, family_of, roots, supported_models
+from blockfuse.patching.forwards import (
+    MARK, ROTARY_GLOBAL, CannotPatch, calls_rotary, gated_mlp_forward, hf_rotary, unwrap, with_globals,
+)
+from blockfuse.patching.report import PatchEntry, PatchReport
+
+STATE = "_blockfuse_patch"  # the undo records, kept in the patched model's __dict__
+
+
+@dataclass
+class _Swap:
+    """A module replaced in its parent."""
+
+    parent: nn.Module
+    name: str
+    original: nn.Module
+    replacement: nn.Module
+
+    def undo(self) -> None:
+        if self.parent._modules.get(self.name) is not self.replacement:
+            warnings.warn(f"blockfuse.unpatch: {type(self.parent).__name__}.{self.name} was replaced after "
+                          f"blockfuse.patch; left as it is", stacklevel=3)
+            return
+        # NOTE: the replacement's parameters, not the original's: they are the same objects
+        # unless something assigned new ones since (load_state_dict(assign=True), a dtype
+        # conversion with torch.__future__'s overwrite_module_params_on_conversion).
+        for name, parameter in self.replacement.named_parameters(recurse=False):
+            setattr(self.original, name, parameter)
+        self.original.train(self.replacement.training)
+        setattr(self.parent, self.name, self.original)
+
+
+@dataclass
+class _InstanceForward:
+    """A forward set on one module instance (its class's forward is untouched)."""
+
+    module: nn.Module
+    forward: types.MethodType
+
+    def undo(self) -> None:
+        if vars(self.module).get("forward") is self.forward:
+            del self.module.forward
+
+
+# ----------------------------------------------------------------------------------------
+# What each module is
+# ----------------------------------------------------------------------------------------
+
+
+def _kind(module: nn.Module, family: Family) -> str | None:
+    cls = type(module)
+    if isinstance(module, (RMSNorm, LayerNorm)):
+        return "norms"  # patched before
+    if family.norm is None and cls is nn.LayerNorm:
+        return "norms"
+    if family_of(module) is not family:
+        return None
+    if cls.__name__ == family.norm:
+        return "norms"
+    if family.has_rope and calls_rotary(cls.forward):
+        return "rope"
+    if cls.__name__.endswith("MLP"):
+        return "mlp"
+    return None
+
+
+def _before(module: nn.Module, kind: str) -> str:
+    name = type(module).__name__
+    if kind == "rope":
+        return f"{name}: {ROTARY_GLOBAL}"
+    if kind == "mlp":
+        if hasattr(module, "act_fn"):
+            return f"{name}: down_proj({type(module.act_fn).__name__}(gate_proj(x)) * up_proj(x))"
+        act = getattr(module, "activation_fn", None)
+        return f"{name}: fc2({type(act).__name__}(fc1(x)))" if act is not None else name
+    return name
+
+
+# ----------------------------------------------------------------------------------------
+# One patcher a kind: checks, changes the module, returns (what runs now, the undo record)
+# ----------------------------------------------------------------------------------------
+
+
+def _check_free(module: nn.Module, swapped: bool) -> None:
+    """Raises CannotPatch for a module that something else has changed already."""
+    forward = vars(module).get("forward")
+    if forward is not None:
+        if getattr(getattr(forward, "__func__", None), MARK, None):
+            raise CannotPatch("already patched (by an earlier blockfuse.patch)")
+        raise CannotPatch("has a forward set on the instance already (an accelerate hook from device_map or "
+                          "offloading, or another library's patch): left as is")
+    if swapped and any(getattr(module, hooks, None) for hooks in (
+            "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")):
+        raise CannotPatch("has hooks registered on it, which swapping the module would drop: left as is")
+
+
+def _patch_norm(model, path, module, family, cache):
+    if isinstance(module, (RMSNorm, LayerNorm)):
+        raise CannotPatch("already a blockfuse norm (by an earlier blockfuse.patch)")
+    _check_free(module, swapped=True)
+    if family.norm is not None:
+        eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+        if eps is None or getattr(module, "weight", None) is None:
+            raise CannotPatch(f"{type(module).__name__} has no weight or eps (variance_epsilon) that blockfuse knows")
+        new = RMSNorm(module.weight.shape[-1], eps=eps, cast_before_weight=family.cast_before_weight, device="meta")
+        new.weight = module.weight
+        text = f"blockfuse.nn.RMSNorm(cast_before_weight={family.cast_before_weight})"
+    else:
+        if len(module.normalized_shape) != 1:
+            raise CannotPatch(f"normalizes over {tuple(module.normalized_shape)}: blockfuse normalizes over the "
+                              f"last dimension only")
+        new = LayerNorm(module.normalized_shape[0], eps=module.eps, elementwise_affine=module.elementwise_affine,
+                        bias=module.bias is not None, device="meta")
+        if module.elementwise_affine:
+            new.weight = module.weight
+            if module.bias is not None:
+                new.bias = module.bias
+        text = "blockfuse.nn.LayerNorm"
+    new.train(module.training)
+    parent_path, _, name = path.rpartition(".")
+    parent = model.get_submodule(parent_path)
+    setattr(parent, name, new)
+    return text, _Swap(parent, name, module, new)
+
+
+def _set_forward(module: nn.Module, function) -> _InstanceForward:
+    bound = types.MethodType(function, module)
+    module.forward = bound
+    return _InstanceForward(module, bound)
+
+
+def _patch_rope(model, path, module, family, cache):
+    _check_free(module, swapped=False)
+    class_forward = type(module).forward
+    if class_forward not in cache:
+        original = unwrap(class_forward)[1].__globals__[ROTARY_GLOBAL]
+        function = with_globals(class_forward, {ROTARY_GLOBAL: hf_rotary(original, family.rope_promotes)})
+        setattr(function, MARK, "rope")
+        cache[class_forward] = function
+    record = _set_forward(module, cache[class_forward])
+    return 'blockfuse.rotary(layout="bhsd")' + _partial_rotary(module), record
+
+
+def _partial_rotary(module: nn.Module) -> str:
+    """", or the rotary dim of a partial rotary from the config (the kernel reads it off the
+    cos / sin tables at each call, as Hugging Face's code does)."""
+    config = getattr(module, "config", None)
+    factor = getattr(config, "partial_rotary_factor", None)
+    parameters = getattr(config, "rope_parameters", None)
+    if factor is None and isinstance(parameters, dict):
+        factor = parameters.get("partial_rotary_factor")
+    head_dim = getattr(module, "head_dim", None)
+    if not factor or factor >= 1 or not head_dim:
+        return ""
+    return f", rotary_dim={int(head_dim * factor)} of head_dim {head_dim}"
+
+
+def _patch_mlp(model, path, module, family, cache):
+    if not family.gated_mlp:
+        raise CannotPatch("a non-gated MLP: nothing to fuse until blockfuse has a fused linear + activation")
+    _check_free(module, swapped=False)
+    function, op = gated_mlp_forward(module)
+    return f"down_proj({op}(gate_proj(x), up_proj(x)))", _set_forward(module, function)
+
+
+_PATCHERS = {"norms": _patch_norm, "rope": _patch_rope, "mlp": _patch_mlp}
+
+
+# ----------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------
+
+
+def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = True) -> PatchReport:
+    """Swaps blockfuse's fused ops into a Hugging Face model in place; returns what it did.
+
+    ``norms``: RMSNorm / LayerNorm modules -> ``blockfuse.nn.RMSNorm`` / ``LayerNorm`` sharing
+    the same parameters; ``rope``: attention forwards call ``blockfuse.rotary``; ``mlp``: gated
+    MLPs call ``blockfuse.swiglu`` / ``geglu``. Works on Llama, OLMo-2, SigLIP and SigLIP-2
+    models (any head), alone or inside a larger model. Patching again changes nothing more
+    than what the new flags add (what is patched already is reported as skipped). Undo with
+    :func:`unpatch`.
+
+    NOTE: pickling the whole patched module (``torch.save(model)``) is not supported: save its
+    state dict (or ``save_pretrained``), which patching leaves unchanged.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    check_transformers_version()
+    found = list(roots(model))
+    if not found:
+        raise ValueError(f"blockfuse.patch does not support {type(model).__name__} "
+                         f"({type(model).__module__}): supported are {supported_models()}")
+    report = PatchReport(type(model).__name__, tuple(dict.fromkeys(family.name for _, _, family in found)))
+    wanted = {"norms": norms, "rope": rope, "mlp": mlp}
+    records = vars(model).setdefault(STATE, [])
+    for root_path, root, family in found:
+        if not family.has_rope:
+            report.skipped.append(PatchEntry("rope", root_path, type(root).__name__, reason=family.no_rope_reason))
+        cache: dict = {}  # a class's forward -> its patched copy, shared by the family's modules
+        for path, module in list(root.named_modules(prefix=root_path)):
+            kind = _kind(module, family)
+            if kind is None:
+                continue
+            before = _before(module, kind)
+            if not wanted[kind]:
+                report.skipped.append(PatchEntry(kind, path, before, reason=f"not asked for ({kind}=False)"))
+                continue
+            try:
+                after, record = _PATCHERS[kind](model, path, module, family, cache)
+            except CannotPatch as reason:
+                report.skipped.append(PatchEntry(kind, path, before, reason=str(reason)))
+                continue
+            records.append(record)
+            report.replaced.append(PatchEntry(kind, path, before, after))
+    if not records:
+        del vars(model)[STATE]
+    return report
+
+
+def unpatch(model: nn.Module) -> int:
+    """Undoes every :func:`patch` of ``model``: the original modules back in place (holding the
+    model's current parameters), instance forwards removed. Returns how many changes it undid
+    (0 for a model that is not patched)."""
+    records = vars(model).pop(STATE, None) or []
+    for record in reversed(records):
+        record.undo()
+    return len(records)

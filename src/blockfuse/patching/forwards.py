@@ -1,0 +1,202 @@
+"""What runs in place of Hugging Face's code: the rotary function that attention forwards call,
+the gated MLP forwards, and the copy of a function that sees other globals.
+
+Everything here is built once when a model is patched and never changes afterwards: no
+global is swapped at call time, so patched and unpatched models can run side by side, in
+several threads, and under ``torch.compile`` (the copied functions are plain Python functions
+that Dynamo traces like the originals).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import types
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from blockfuse.ops.gated import geglu, swiglu
+from blockfuse.ops.rotary import rotary
+
+ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
+GATED_MLP_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "act_fn"})
+MARK = "blockfuse_patch"  # attribute of every function blockfuse installs as an instance forward
+
+
+class CannotPatch(Exception):
+    """A module that blockfuse recognizes but cannot patch safely; the message says why."""
+
+
+# ----------------------------------------------------------------------------------------
+# A copy of a function with other globals
+# ----------------------------------------------------------------------------------------
+
+
+def _function_copy(fn: types.FunctionType, globals_: dict, closure) -> types.FunctionType:
+    new = types.FunctionType(fn.__code__, globals_, fn.__name__, fn.__defaults__, closure)
+    new.__kwdefaults__ = copy.copy(fn.__kwdefaults__)
+    new.__dict__.update(fn.__dict__)
+    new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    new.__annotations__ = dict(fn.__annotations__)
+    return new
+
+
+def unwrap(fn: Callable) -> tuple[list[types.FunctionType], types.FunctionType]:
+    """(the decorator layers of ``fn``, outermost first; the function they wrap). Layers are
+    ``functools.wraps`` wrappers (``__wrapped__``), such as transformers' ``deprecate_kwarg``."""
+    layers = []
+    while hasattr(fn, "__wrapped__"):
+        if not isinstance(fn, types.FunctionType):
+            raise CannotPatch(f"{getattr(fn, '__qualname__', fn)!r} is wrapped by a {type(fn).__name__}, "
+                              f"not a function that blockfuse can copy")
+        layers.append(fn)
+        fn = fn.__wrapped__
+    if not isinstance(fn, types.FunctionType):
+        raise CannotPatch(f"{fn!r} is a {type(fn).__name__}, not a Python function that blockfuse can copy")
+    return layers, fn
+
+
+def with_globals(fn: Callable, replacements: dict[str, object]) -> types.FunctionType:
+    """A copy of ``fn`` in which the global names of ``replacements`` resolve to the given objects.
+
+    The innermost function is copied with a snapshot of its module's globals, updated with
+    ``replacements``; each decorator layer around it is copied with its closure cell that held
+    the wrapped function now holding the copy below it, so the decorators still run.
+
+    NOTE: a snapshot, not a view: a module global reassigned after patching (another library
+    patching the modeling module) is not seen by the copy; unpatch and patch again to take it.
+    """
+    layers, inner = unwrap(fn)
+    missing = [name for name in replacements if name not in inner.__code__.co_names]
+    if missing:
+        raise CannotPatch(f"{inner.__qualname__} does not call {', '.join(missing)} (this version of the "
+                          f"modeling code is not the one blockfuse knows)")
+    # NOTE: without "__name__": Dynamo resolves the globals of an inlined function that has a
+    # "__name__" by importing that module (the guards would check HF's apply_rotary_pos_emb, not
+    # ours: wrong guards, recompiles); without one it guards this very dict.
+    if "__name__" in inner.__code__.co_names:
+        raise CannotPatch(f"{inner.__qualname__} reads its module's __name__")
+    globals_ = {key: value for key, value in inner.__globals__.items() if key != "__name__"}
+    globals_.update(replacements)
+    new = _function_copy(inner, globals_, inner.__closure__)
+    for layer in reversed(layers):
+        below = new
+        cells = layer.__closure__ or ()
+        holding = [i for i, cell in enumerate(cells) if cell.cell_contents is layer.__wrapped__]
+        if len(holding) != 1:
+            raise CannotPatch(f"the decorator around {inner.__qualname__} ({layer.__code__.co_name} in "
+                              f"{layer.__module__}) does not hold the function it wraps in one closure cell")
+        closure = tuple(types.CellType(below) if i == holding[0] else cell for i, cell in enumerate(cells))
+        new = _function_copy(layer, layer.__globals__, closure)
+        new.__wrapped__ = below
+    return new
+
+
+# ----------------------------------------------------------------------------------------
+# RoPE: the apply_rotary_pos_emb seen by a patched attention forward
+# ----------------------------------------------------------------------------------------
+
+
+def hf_rotary(original: Callable, promote: bool) -> Callable:
+    """The replacement of Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``
+    (in older transformers, 4.46 for one, also an unused ``position_ids`` before ``unsqueeze_dim``).
+
+    ``promote``: the output dtype of the original, ``promote_types(q, cos)`` for Llama's
+    ``q * cos + ...``, else q's dtype (OLMo-2 casts back). A call that blockfuse does not cover
+    (tables that are not HF's per-token ones, another ``unsqueeze_dim``) runs ``original``.
+    """
+    names = list(inspect.signature(original).parameters)
+    if names[:4] != ["q", "k", "cos", "sin"] or names[4:] not in (["unsqueeze_dim"], ["position_ids", "unsqueeze_dim"]):
+        raise CannotPatch(f"{ROTARY_GLOBAL} has parameters {names}, not the (q, k, cos, sin[, position_ids], "
+                          f"unsqueeze_dim) that blockfuse knows")
+
+    def rotate(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int):
+        # q: (batch, heads, seq, head_dim) with unsqueeze_dim=1, (batch, seq, heads, head_dim) with 2;
+        # k likewise with its own heads; cos, sin: (batch or 1, seq, rotary_dim), rotate-half form
+        # (the frequencies twice). rotary_dim < head_dim (a partial rotary) passes the rest through.
+        q_out, k_out = rotary(q, k, cos, sin, layout="bhsd" if unsqueeze_dim == 1 else "bshd")
+        if promote:
+            dtype = torch.promote_types(q.dtype, cos.dtype)
+            if dtype != q_out.dtype:
+                q_out, k_out = q_out.to(dtype), k_out.to(dtype)
+        return q_out, k_out
+
+    def covered(q, k, cos, unsqueeze_dim) -> bool:
+        return cos.dim() == 3 and unsqueeze_dim in (1, 2) and q.dtype == k.dtype
+
+    if "position_ids" in names:
+
+        def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+            if not covered(q, k, cos, unsqueeze_dim):
+                return original(q, k, cos, sin, position_ids, unsqueeze_dim)
+            return rotate(q, k, cos, sin, unsqueeze_dim)
+    else:
+
+        def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+            if not covered(q, k, cos, unsqueeze_dim):
+                return original(q, k, cos, sin, unsqueeze_dim)
+            return rotate(q, k, cos, sin, unsqueeze_dim)
+
+    apply_rotary_pos_emb.__doc__ = "blockfuse.rotary in place of transformers' apply_rotary_pos_emb."
+    return apply_rotary_pos_emb
+
+
+def calls_rotary(forward: Callable) -> bool:
+    """True when ``forward`` (a class's forward, decorators looked through) calls the module-level
+    ``apply_rotary_pos_emb``."""
+    try:
+        _, inner = unwrap(forward)
+    except CannotPatch:
+        return False
+    return ROTARY_GLOBAL in inner.__code__.co_names
+
+
+# ----------------------------------------------------------------------------------------
+# Gated MLP: down_proj(act(gate_proj(x)) * up_proj(x)) with one fused activation-and-product
+# ----------------------------------------------------------------------------------------
+
+
+def swiglu_mlp_forward(self, x: Tensor) -> Tensor:
+    # x: (..., hidden) -> (..., intermediate) twice -> (..., hidden)
+    return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+def geglu_tanh_mlp_forward(self, x: Tensor) -> Tensor:
+    return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x), approximate="tanh"))
+
+
+def geglu_mlp_forward(self, x: Tensor) -> Tensor:
+    return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x), approximate="none"))
+
+
+for _forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward):
+    setattr(_forward, MARK, "mlp")
+
+# Activation classes by name (their names and modules moved between transformers versions).
+_SILU = ("SiLU", "SiLUActivation")
+_GELU_TANH = ("GELUTanh", "PytorchGELUTanh", "NewGELUActivation", "FastGELUActivation")
+_GELU = ("GELUActivation",)
+
+
+def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
+    """(the forward that replaces ``mlp``'s, the op it calls) for a gated MLP, from the class of
+    its ``act_fn``; raises CannotPatch for an MLP of another form or another activation."""
+    _, inner = unwrap(type(mlp).forward)
+    if not GATED_MLP_NAMES <= set(inner.__code__.co_names) or not all(
+            isinstance(getattr(mlp, name, None), nn.Module) for name in GATED_MLP_NAMES):
+        raise CannotPatch(f"{type(mlp).__name__} is not down_proj(act_fn(gate_proj(x)) * up_proj(x))")
+    act = mlp.act_fn
+    name = type(act).__name__
+    if name in _SILU:
+        return swiglu_mlp_forward, "blockfuse.swiglu"
+    if isinstance(act, nn.GELU):
+        tanh = act.approximate == "tanh"
+    elif name in _GELU_TANH or name in _GELU:
+        tanh = name in _GELU_TANH
+    else:
+        raise CannotPatch(f"activation {name}: blockfuse fuses SiLU (swiglu) and GELU (geglu) only")
+    if tanh:
+        return geglu_tanh_mlp_forward, 'blockfuse.geglu(approximate="tanh")'
+    return geglu_mlp_forward, 'blockfuse.geglu(approximate="none")'

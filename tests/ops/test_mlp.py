@@ -1,0 +1,169 @@
+"""Tests of ``gated_mlp``: the gated MLP whose backward recomputes the activation.
+
+Oracle: PyTorch's composition (two ``F.linear`` around ``act(gate) * up``) in float64 on ``.double()``
+copies; baseline: the same composition in the low dtype. The fused op may be at most about 2x as
+wrong as the baseline, for the output and for every gradient (x, both weights, both biases).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from blockfuse.ops.mlp import ACTIVATIONS, gated_mlp, gated_mlp_ref
+from tests.helpers import (
+    assert_all_close_to_reference, assert_runs_without_interpreter, grads, leaves, random_tensor,
+)
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _composition(x, wgu, bgu, wd, bd, activation):
+    gate, up = F.linear(x, wgu, bgu).chunk(2, dim=-1)
+    if activation == "swiglu":
+        hidden = F.silu(gate) * up
+    else:
+        hidden = F.gelu(gate, approximate="tanh" if activation == "geglu" else "none") * up
+    return F.linear(hidden, wd, bd)
+
+
+def _inputs(shape, d, hidden, d_out, dtype, device, bias, layout="contiguous"):
+    x = random_tensor((*shape, d), dtype, device, seed=1, layout=layout)
+    wgu = random_tensor((2 * hidden, d), dtype, device, seed=2, scale=d**-0.5)
+    wd = random_tensor((d_out, hidden), dtype, device, seed=3, scale=hidden**-0.5)
+    bgu = random_tensor((2 * hidden,), dtype, device, seed=4, scale=0.1) if bias else None
+    bd = random_tensor((d_out,), dtype, device, seed=5, scale=0.1) if bias else None
+    return x, wgu, bgu, wd, bd
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("shape, d, hidden, d_out", [((1,), 64, 96, 72), ((3, 7), 24, 40, 16), ((199,), 72, 36, 72)])
+def test_forward_and_gradients(activation, dtype, bias, shape, d, hidden, d_out, device):
+    dtype = DTYPES[dtype]
+    inputs = _inputs(shape, d, hidden, d_out, dtype, device, bias)
+    dy = random_tensor((*shape, d_out), dtype, device, seed=6)
+    ours = leaves(*inputs)
+    out = gated_mlp(*ours, activation=activation)
+    ours_grads = grads(out, ours, dy)
+    base = leaves(*inputs)
+    out_base = _composition(*base, activation)
+    base_grads = grads(out_base, base, dy)
+    ref = leaves(*inputs, dtype=torch.float64)
+    out_ref = _composition(*ref, activation)
+    ref_grads = grads(out_ref, ref, dy.double())
+    names = ["out", "dx", "d gate_up_weight", "d gate_up_bias", "d down_weight", "d down_bias"]
+    assert_all_close_to_reference([out, *ours_grads], [out_base, *base_grads], [out_ref, *ref_grads], names,
+                                  rounded_through=torch.bfloat16 if dtype == torch.bfloat16 else None)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_non_contiguous_input_and_3d_gradient(device):
+    inputs = _inputs((5, 3), 16, 20, 16, torch.float32, device, True, layout="strided")
+    x = inputs[0]
+    assert not x.is_contiguous()
+    ours = leaves(*inputs)
+    out = gated_mlp(*ours)
+    out.square().sum().backward()
+    ref = leaves(*inputs, dtype=torch.float64)
+    _composition(*ref, "swiglu").square().sum().backward()
+    for mine, expected in zip(ours, ref):
+        torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_reference_matches_the_composition():
+    inputs = _inputs((4,), 8, 6, 5, torch.float64, "cpu", True)
+    for activation in ACTIVATIONS:
+        torch.testing.assert_close(gated_mlp_ref(*inputs, activation=activation), _composition(*inputs, activation))
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_backward_keeps_no_activation():
+    """The saved tensors are x and the pre-activation (and the weights), not the activation."""
+    x, wgu, bgu, wd, bd = leaves(*_inputs((6,), 8, 10, 8, torch.float32, "cpu", True))
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+        gated_mlp(x, wgu, bgu, wd, bd)
+    assert (6, 10) not in saved, saved  # the activation (tokens, hidden)
+    assert (6, 20) in saved and (6, 8) in saved  # pre-activation and x
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiles_fullgraph(backend):
+    inputs = _inputs((3, 5), 16, 12, 16, torch.float32, "cpu", True)
+    ours = leaves(*inputs)
+    compiled = torch.compile(lambda *a: gated_mlp(*a, activation="geglu"), backend=backend, fullgraph=True)
+    out = compiled(*ours)
+    out.sum().backward()
+    ref = leaves(*inputs)
+    expected = _composition(*ref, "geglu")
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for mine, theirs in zip(ours, ref):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        ({"activation": "relu"}, ValueError, "activation: expected one of"),
+        ({"x": torch.randn(3, 7)}, ValueError, r"gate_up_weight: expected \(2 \* hidden, 7\)"),
+        ({"down_weight": torch.randn(8, 5)}, ValueError, r"down_weight: expected \(out_features, 6\)"),
+        ({"gate_up_bias": torch.randn(11)}, ValueError, r"gate_up_bias: expected shape \(12,\)"),
+        ({"down_bias": torch.randn(8, dtype=torch.float64)}, TypeError, "down_bias: expected dtype"),
+        ({"x": torch.randn(3, 8, dtype=torch.float16)}, TypeError, "gate_up_weight: expected dtype"),
+        ({"x": torch.ones(3, 8, dtype=torch.int32)}, TypeError, "x: expected a floating-point tensor"),
+    ],
+)
+def test_bad_arguments(change, error, message):
+    arguments = {"x": torch.randn(3, 8), "gate_up_weight": torch.randn(12, 8), "gate_up_bias": torch.randn(12),
+                 "down_weight": torch.randn(8, 6), "down_bias": torch.randn(8), "activation": "swiglu"}
+    arguments.update(change)
+    with pytest.raises(error, match=message):
+        gated_mlp(**arguments)
+
+
+def test_cpu_without_the_interpreter_uses_the_reference():
+    assert_runs_without_interpreter(textwrap.dedent("""
+        import torch
+        from blockfuse.ops.mlp import gated_mlp, gated_mlp_ref
+        x, wgu, wd = torch.randn(4, 8, requires_grad=True), torch.randn(12, 8), torch.randn(8, 6)
+        out = gated_mlp(x, wgu, None, wd)
+        assert torch.equal(out, gated_mlp_ref(x, wgu, None, wd))
+        out.sum().backward()
+        print("reference fallback ok")
+    """))
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_second_backward_through_the_same_graph_raises():
+    """The backward writes the pre-activation's gradient over the saved pre-activation: a second
+    backward (retain_graph=True) must fail loudly, not read the overwritten values."""
+    x, wgu, bgu, wd, bd = leaves(*_inputs((4,), 8, 6, 8, torch.float32, "cpu", True))
+    out = gated_mlp(x, wgu, bgu, wd, bd)
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_backward_in_blocks(monkeypatch):
+    """The backward recomputes the activation in blocks of columns and makes the hidden gradient in
+    blocks of rows: 199 tokens in blocks of 50 rows, 27 hidden in blocks of 7 columns, same result."""
+    import blockfuse.ops.mlp as mlp
+
+    monkeypatch.setattr(mlp, "BACKWARD_MIN_ROWS", 2)
+    monkeypatch.setattr(mlp, "BACKWARD_MIN_COLUMNS", 2)
+    inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True)
+    ours = leaves(*inputs)
+    gated_mlp(*ours).square().sum().backward()
+    ref = leaves(*inputs, dtype=torch.float64)
+    _composition(*ref, "swiglu").square().sum().backward()
+    for mine, expected in zip(ours, ref):
+        torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
