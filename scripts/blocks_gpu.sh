@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The block and model benchmarks of the blocks issue, run on the GPU:
 #
-#   bash scripts/blocks_gpu.sh OUT [--fast] [PRESET ...]
+#   bash scripts/blocks_gpu.sh OUT [ITEM ...]
 #
-# For each preset (default: reordered standard olmo2-1b as one layer, siglip2 as 4 layers):
-# `blockfuse bench block|model` with every provider (--fast: without the max-autotune ones),
-# writing OUT/{block,model}-NAME.{json,md,png} and OUT/bench.log; first the GPU tests of the blocks
-# (OUT/tests-gpu.log). Wheels carried in .whl/ go to /tmp/site; src/ goes on PYTHONPATH.
+# ITEM is a preset name, optionally with ":fast" (skip the max-autotune providers), or "tests"
+# (the blocks, gated MLP and patching tests on CUDA) or "hf-llama" (benchmarks/hf_llama.py).
+# Default: tests reordered standard:fast olmo2-1b:fast siglip2:fast hf-llama. siglip2 and te-4layer
+# run as stacks of the preset's layers (`bench model`), the others as one block (`bench block`).
+# Writes OUT/{block,model}-NAME.{json,md,png}, OUT/hf_llama.{json,md}, OUT/*.log. Wheels carried
+# in .whl/ (Liger-Kernel) go to /tmp/site; src/ goes on PYTHONPATH.
 set -u
-OUT=${1:?usage: bash scripts/blocks_gpu.sh OUT [--fast] [PRESET ...]}
+OUT=${1:?usage: bash scripts/blocks_gpu.sh OUT [ITEM ...]}
 shift
-FAST=""
-if [ "${1:-}" = "--fast" ]; then FAST="--fast"; shift; fi
-PRESETS=${*:-reordered standard olmo2-1b siglip2}
+ITEMS=${*:-tests reordered standard:fast olmo2-1b:fast siglip2:fast hf-llama}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -21,13 +21,27 @@ fi
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.draw --format=csv >> "$OUT/env.log" 2>&1
-timeout -s INT 150 python3 -m pytest tests/models -m gpu -q > "$OUT/tests-gpu.log" 2>&1
-echo "tests-gpu exit $?" >> "$OUT/tests-gpu.log"
-for name in $PRESETS; do
-    kind=block
-    if [ "$name" = siglip2 ] || [ "$name" = te-4layer ]; then kind=model; fi
-    echo "=== $kind $name" >> "$OUT/bench.log"
-    timeout -s INT 540 python3 -m blockfuse bench $kind "$name" $FAST --out "$OUT" >> "$OUT/bench.log" 2>&1
-    echo "=== $kind $name exit $?" >> "$OUT/bench.log"
+python3 -c "import importlib.metadata as m; print('transformers', m.version('transformers'))" >> "$OUT/env.log" 2>&1
+for item in $ITEMS; do
+    name=${item%%:*}
+    flags=""
+    if [ "$item" != "$name" ]; then flags="--${item#*:}"; fi
+    case "$name" in
+    tests)
+        timeout -s INT 240 python3 -m pytest tests/models tests/ops/test_mlp.py tests/test_patch.py -q \
+            > "$OUT/tests-gpu.log" 2>&1
+        echo "tests exit $?" >> "$OUT/tests-gpu.log"
+        tail -3 "$OUT/tests-gpu.log" ;;
+    hf-llama)
+        timeout -s INT 300 python3 benchmarks/hf_llama.py --out "$OUT" > "$OUT/hf_llama.log" 2>&1
+        echo "hf_llama exit $?" >> "$OUT/hf_llama.log"
+        tail -1 "$OUT/hf_llama.log" ;;
+    *)
+        kind=block
+        if [ "$name" = siglip2 ] || [ "$name" = te-4layer ]; then kind=model; fi
+        echo "=== $kind $name $flags" >> "$OUT/bench.log"
+        timeout -s INT 400 python3 -m blockfuse bench $kind "$name" $flags --out "$OUT" >> "$OUT/bench.log" 2>&1
+        echo "=== $kind $name exit $?" >> "$OUT/bench.log"
+        grep -A8 "^## Targets" "$OUT/$kind-$name.md" ;;
+    esac
 done
-grep -h -A12 "^## Targets" "$OUT"/*.md | head -80

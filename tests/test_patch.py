@@ -163,14 +163,14 @@ def test_patched_matches_unpatched(family, dtype, device):
     assert_all_close_to_reference(mine, baseline, expected, names)
 
 
-@pytest.mark.parametrize("hidden_act, op", [("gelu_pytorch_tanh", 'geglu(approximate="tanh")'),
-                                            ("gelu", 'geglu(approximate="none")')])
-def test_gelu_mlp_uses_geglu(hidden_act, op):
-    """A gated MLP with a GELU activation gets geglu in the matching form, with HF's numbers."""
+@pytest.mark.parametrize("hidden_act, activation", [("gelu_pytorch_tanh", "geglu"), ("gelu", "geglu_erf")])
+def test_gelu_mlp_uses_geglu(hidden_act, activation):
+    """A gated MLP with a GELU activation gets gated_mlp's GeGLU in the matching form, with HF's numbers."""
     base, inputs, outputs = llama(hidden_act=hidden_act, layers=1)
     ours = copy.deepcopy(base)
     report = blockfuse.patch(ours, norms=False, rope=False)
-    assert [entry.new for entry in report.replaced] == [f"down_proj(blockfuse.{op}(gate_proj(x), up_proj(x)))"]
+    assert [entry.new for entry in report.replaced] == [
+        f'blockfuse.gated_mlp(x, gate_proj, up_proj, down_proj, "{activation}")']
     expected, mine = _run(base, inputs, outputs, torch.float32), _run(ours, inputs, outputs, torch.float32)
     _assert_same_results(mine, expected, tolerance=1e-5)
 
@@ -279,7 +279,7 @@ def test_patched_model_runs_the_kernels(device):
             seen.add(node)
             stack.extend(next_node for next_node, _ in node.next_functions)
     nodes = {type(node).__name__ for node in seen}
-    assert {"_NormFunctionBackward", "_RotaryFunctionBackward", "_GatedFunctionBackward"} <= nodes, nodes
+    assert {"_NormFunctionBackward", "_RotaryFunctionBackward", "_GatedMLPFunctionBackward"} <= nodes, nodes
     graphs = []
 
     def capture(graph_module, example_inputs):
@@ -289,7 +289,7 @@ def test_patched_model_runs_the_kernels(device):
     torch._dynamo.reset()
     torch.compile(model, backend=capture, fullgraph=True)(**inputs)
     ops = {str(node.target) for graph in graphs for node in graph.graph.nodes if node.op == "call_function"}
-    assert {"blockfuse.rms_norm.default", "blockfuse.rotary.default", "blockfuse.gated_activation.default"} <= ops
+    assert {"blockfuse.rms_norm.default", "blockfuse.rotary.default", "blockfuse.gated_mlp.default"} <= ops
     torch._dynamo.reset()
 
 
@@ -470,3 +470,17 @@ def test_decorated_forward_keeps_its_decorator():
     assert layers == [] or layers[0].__code__ is type(model.model.layers[0].self_attn).forward.__code__
     assert function.__globals__["apply_rotary_pos_emb"].__module__ == "blockfuse.patching.forwards"
     assert "__name__" not in function.__globals__
+
+
+def test_mlp_with_other_projection_modules_keeps_them():
+    """Projections that are not plain Linear layers (here: one with a forward hook, as LoRA or a
+    quantizer would be) are called as they are, around the fused activation."""
+    base, inputs, outputs = llama(layers=1)
+    ours = copy.deepcopy(base)
+    calls = []
+    ours.model.layers[0].mlp.up_proj.register_forward_hook(lambda *args: calls.append(1))
+    report = blockfuse.patch(ours, norms=False, rope=False)
+    assert [entry.new for entry in report.replaced] == ["down_proj(blockfuse.swiglu(gate_proj(x), up_proj(x)))"]
+    expected, mine = _run(base, inputs, outputs, torch.float32), _run(ours, inputs, outputs, torch.float32)
+    _assert_same_results(mine, expected, tolerance=1e-5)
+    assert calls

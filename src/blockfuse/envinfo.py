@@ -9,7 +9,7 @@ import torch
 from blockfuse import runtime
 
 # Every public op, by name; each dispatches by the rule in blockfuse.runtime.
-OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "bias_dropout_add")
+OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "gated_mlp", "bias_dropout_add")
 
 
 def collect_env() -> dict:

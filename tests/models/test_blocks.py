@@ -118,10 +118,13 @@ def test_eager_block_matches_its_equations(key):
 
 
 def _step(module, inputs, dy):
+    for parameter in module.parameters():  # a module stepped twice (eager, then compiled) starts clean
+        parameter.grad = None
     x = inputs[0].detach().clone().requires_grad_()
     out = module(x, *inputs[1:])
     out.backward(dy)
-    return out.detach(), {"x": x.grad, **named_gradients(module)}
+    original = getattr(module, "_orig_mod", module)  # a compiled module's state dict names are prefixed
+    return out.detach(), {"x": x.grad, **named_gradients(original)}
 
 
 @pytest.mark.parametrize("key", list(VARIANTS))

@@ -15,14 +15,17 @@ import torch.nn.functional as F
 
 from blockfuse.ops.mlp import ACTIVATIONS, gated_mlp, gated_mlp_ref
 from tests.helpers import (
-    assert_all_close_to_reference, assert_runs_without_interpreter, grads, leaves, random_tensor,
+    as_layout, assert_all_close_to_reference, assert_runs_without_interpreter, grads, leaves, random_tensor,
 )
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def _composition(x, wgu, bgu, wd, bd, activation):
-    gate, up = F.linear(x, wgu, bgu).chunk(2, dim=-1)
+def _composition(x, wgu, bgu, wd, bd, wu=None, bu=None, *, activation):
+    if wu is None:
+        gate, up = F.linear(x, wgu, bgu).chunk(2, dim=-1)
+    else:
+        gate, up = F.linear(x, wgu, bgu), F.linear(x, wu, bu)
     if activation == "swiglu":
         hidden = F.silu(gate) * up
     else:
@@ -30,48 +33,65 @@ def _composition(x, wgu, bgu, wd, bd, activation):
     return F.linear(hidden, wd, bd)
 
 
-def _inputs(shape, d, hidden, d_out, dtype, device, bias, layout="contiguous"):
-    x = random_tensor((*shape, d), dtype, device, seed=1, layout=layout)
-    wgu = random_tensor((2 * hidden, d), dtype, device, seed=2, scale=d**-0.5)
+def _inputs(shape, d, hidden, d_out, dtype, device, bias, separate=False):
+    """(x, gate|up weight, its bias, down weight, down bias) packed, plus (up weight, up bias) when
+    ``separate`` (the first weight is then the gate's alone)."""
+    rows = hidden if separate else 2 * hidden
+    x = random_tensor((*shape, d), dtype, device, seed=1)
+    wgu = random_tensor((rows, d), dtype, device, seed=2, scale=d**-0.5)
     wd = random_tensor((d_out, hidden), dtype, device, seed=3, scale=hidden**-0.5)
-    bgu = random_tensor((2 * hidden,), dtype, device, seed=4, scale=0.1) if bias else None
+    bgu = random_tensor((rows,), dtype, device, seed=4, scale=0.1) if bias else None
     bd = random_tensor((d_out,), dtype, device, seed=5, scale=0.1) if bias else None
-    return x, wgu, bgu, wd, bd
+    if not separate:
+        return x, wgu, bgu, wd, bd
+    wu = random_tensor((hidden, d), dtype, device, seed=7, scale=d**-0.5)
+    bu = random_tensor((hidden,), dtype, device, seed=8, scale=0.1) if bias else None
+    return x, wgu, bgu, wd, bd, wu, bu
+
+
+def _call(inputs, activation="swiglu"):
+    x, wgu, bgu, wd, bd, *up = inputs
+    if up:
+        return gated_mlp(x, wgu, bgu, wd, bd, activation, up_weight=up[0], up_bias=up[1])
+    return gated_mlp(x, wgu, bgu, wd, bd, activation)
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("form", ["packed", "separate"])
 @pytest.mark.parametrize("shape, d, hidden, d_out", [((1,), 64, 96, 72), ((3, 7), 24, 40, 16), ((199,), 72, 36, 72)])
-def test_forward_and_gradients(activation, dtype, bias, shape, d, hidden, d_out, device):
+def test_forward_and_gradients(activation, dtype, bias, form, shape, d, hidden, d_out, device):
     dtype = DTYPES[dtype]
-    inputs = _inputs(shape, d, hidden, d_out, dtype, device, bias)
+    inputs = _inputs(shape, d, hidden, d_out, dtype, device, bias, separate=form == "separate")
     dy = random_tensor((*shape, d_out), dtype, device, seed=6)
     ours = leaves(*inputs)
-    out = gated_mlp(*ours, activation=activation)
+    out = _call(ours, activation)
     ours_grads = grads(out, ours, dy)
     base = leaves(*inputs)
-    out_base = _composition(*base, activation)
+    out_base = _composition(*base, activation=activation)
     base_grads = grads(out_base, base, dy)
     ref = leaves(*inputs, dtype=torch.float64)
-    out_ref = _composition(*ref, activation)
+    out_ref = _composition(*ref, activation=activation)
     ref_grads = grads(out_ref, ref, dy.double())
-    names = ["out", "dx", "d gate_up_weight", "d gate_up_bias", "d down_weight", "d down_bias"]
+    names = ["out", "dx", "d gate_up_weight", "d gate_up_bias", "d down_weight", "d down_bias", "d up_weight",
+             "d up_bias"][: len(ours) + 1]
     assert_all_close_to_reference([out, *ours_grads], [out_base, *base_grads], [out_ref, *ref_grads], names,
                                   rounded_through=torch.bfloat16 if dtype == torch.bfloat16 else None)
 
 
 @pytest.mark.usefixtures("requires_triton")
 def test_non_contiguous_input_and_3d_gradient(device):
-    inputs = _inputs((5, 3), 16, 20, 16, torch.float32, device, True, layout="strided")
+    inputs = list(_inputs((5, 3), 16, 20, 16, torch.float32, device, True))
+    inputs[0] = as_layout(inputs[0], "strided")  # on the device: a copy to another device is contiguous
     x = inputs[0]
     assert not x.is_contiguous()
     ours = leaves(*inputs)
     out = gated_mlp(*ours)
     out.square().sum().backward()
     ref = leaves(*inputs, dtype=torch.float64)
-    _composition(*ref, "swiglu").square().sum().backward()
+    _composition(*ref, activation="swiglu").square().sum().backward()
     for mine, expected in zip(ours, ref):
         torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
 
@@ -79,30 +99,33 @@ def test_non_contiguous_input_and_3d_gradient(device):
 def test_reference_matches_the_composition():
     inputs = _inputs((4,), 8, 6, 5, torch.float64, "cpu", True)
     for activation in ACTIVATIONS:
-        torch.testing.assert_close(gated_mlp_ref(*inputs, activation=activation), _composition(*inputs, activation))
+        torch.testing.assert_close(gated_mlp_ref(*inputs, activation=activation), _composition(*inputs, activation=activation))
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_backward_keeps_no_activation():
+def test_backward_keeps_no_activation(device):
     """The saved tensors are x and the pre-activation (and the weights), not the activation."""
-    x, wgu, bgu, wd, bd = leaves(*_inputs((6,), 8, 10, 8, torch.float32, "cpu", True))
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
-        gated_mlp(x, wgu, bgu, wd, bd)
-    assert (6, 10) not in saved, saved  # the activation (tokens, hidden)
-    assert (6, 20) in saved and (6, 8) in saved  # pre-activation and x
+    for separate, pre in ((False, [(6, 20)]), (True, [(6, 10), (6, 10)])):
+        inputs = leaves(*_inputs((6,), 8, 10, 8, torch.float32, device, True, separate=separate))
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+            _call(inputs)
+        activations = [shape for shape in saved if shape == (6, 10)]
+        assert activations == [shape for shape in pre if shape == (6, 10)], saved  # only the pre-activations
+        assert all(shape in saved for shape in pre) and (6, 8) in saved  # pre-activation(s) and x
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compiles_fullgraph(backend):
-    inputs = _inputs((3, 5), 16, 12, 16, torch.float32, "cpu", True)
+@pytest.mark.parametrize("separate", [False, True], ids=["packed", "separate"])
+def test_compiles_fullgraph(backend, separate):
+    inputs = _inputs((3, 5), 16, 12, 16, torch.float32, "cpu", True, separate=separate)
     ours = leaves(*inputs)
-    compiled = torch.compile(lambda *a: gated_mlp(*a, activation="geglu"), backend=backend, fullgraph=True)
+    compiled = torch.compile(lambda *a: _call(a, "geglu"), backend=backend, fullgraph=True)
     out = compiled(*ours)
     out.sum().backward()
     ref = leaves(*inputs)
-    expected = _composition(*ref, "geglu")
+    expected = _composition(*ref, activation="geglu")
     expected.sum().backward()
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     for mine, theirs in zip(ours, ref):
@@ -119,6 +142,10 @@ def test_compiles_fullgraph(backend):
         ({"down_bias": torch.randn(8, dtype=torch.float64)}, TypeError, "down_bias: expected dtype"),
         ({"x": torch.randn(3, 8, dtype=torch.float16)}, TypeError, "gate_up_weight: expected dtype"),
         ({"x": torch.ones(3, 8, dtype=torch.int32)}, TypeError, "x: expected a floating-point tensor"),
+        ({"up_bias": torch.randn(6)}, ValueError, "up_bias: given without up_weight"),
+        ({"up_weight": torch.randn(12, 8)}, ValueError, r"down_weight: expected \(out_features, 12\)"),
+        ({"up_weight": torch.randn(5, 8), "gate_up_weight": torch.randn(6, 8), "gate_up_bias": None},
+         ValueError, r"up_weight: expected shape \(6, 8\)"),
     ],
 )
 def test_bad_arguments(change, error, message):
@@ -142,10 +169,10 @@ def test_cpu_without_the_interpreter_uses_the_reference():
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_a_second_backward_through_the_same_graph_raises():
+def test_a_second_backward_through_the_same_graph_raises(device):
     """The backward writes the pre-activation's gradient over the saved pre-activation: a second
     backward (retain_graph=True) must fail loudly, not read the overwritten values."""
-    x, wgu, bgu, wd, bd = leaves(*_inputs((4,), 8, 6, 8, torch.float32, "cpu", True))
+    x, wgu, bgu, wd, bd = leaves(*_inputs((4,), 8, 6, 8, torch.float32, device, True))
     out = gated_mlp(x, wgu, bgu, wd, bd)
     out.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
@@ -160,10 +187,11 @@ def test_backward_in_blocks(monkeypatch):
 
     monkeypatch.setattr(mlp, "BACKWARD_MIN_ROWS", 2)
     monkeypatch.setattr(mlp, "BACKWARD_MIN_COLUMNS", 2)
-    inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True)
-    ours = leaves(*inputs)
-    gated_mlp(*ours).square().sum().backward()
-    ref = leaves(*inputs, dtype=torch.float64)
-    _composition(*ref, "swiglu").square().sum().backward()
-    for mine, expected in zip(ours, ref):
-        torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
+    for separate in (False, True):
+        inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True, separate=separate)
+        ours = leaves(*inputs)
+        _call(ours).square().sum().backward()
+        ref = leaves(*inputs, dtype=torch.float64)
+        _composition(*ref, activation="swiglu").square().sum().backward()
+        for mine, expected in zip(ours, ref):
+            torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)

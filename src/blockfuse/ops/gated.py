@@ -194,11 +194,13 @@ def _gated_forward(gate: Tensor, up: Optional[Tensor], activation: str) -> Tenso
 
 def _gated_backward(
     dy: Tensor, gate: Tensor, up: Optional[Tensor], activation: str, gate_grad: bool, up_grad: bool,
-    out: Optional[Tensor] = None,
+    out=None,
 ) -> tuple[Optional[Tensor], Optional[Tensor]]:
     """(dgate, dup). Packed form (up None): (the packed gradient [..., 2 * hidden], None),
-    both halves always written, into ``out`` if given (which may be ``gate`` itself: each
-    element is read before it is written). Separate form: each is None unless asked for."""
+    both halves always written, into the tensor ``out`` if given. Separate form: each is None
+    unless asked for, written into the pair of (rows, hidden) views ``out`` if given. An output
+    may be its own input (``out=gate``, ``out=(gate, up)``): each element is read before it is
+    written."""
     g2, u2, hidden = _halves(gate, up)
     m = g2.shape[0]
     if up is None:
@@ -207,8 +209,11 @@ def _gated_backward(
         dg2, du2 = d2[:, :hidden], d2[:, hidden:]
         result = (dpacked, None)
     else:
-        dgate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if gate_grad else None
-        dup = torch.empty(up.shape, dtype=up.dtype, device=up.device) if up_grad else None
+        if out is not None:
+            dgate, dup = (out[0] if gate_grad else None), (out[1] if up_grad else None)
+        else:
+            dgate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if gate_grad else None
+            dup = torch.empty(up.shape, dtype=up.dtype, device=up.device) if up_grad else None
         dg2 = None if dgate is None else dgate.view(-1, hidden)
         du2 = None if dup is None else dup.view(-1, hidden)
         result = (dgate, dup)

@@ -1,7 +1,8 @@
 """Gated MLP ``down(act(gate) * up)`` that keeps only its input and pre-activation for the backward.
 
 ``gated_mlp(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)`` runs one gate|up
-GEMM, the packed SwiGLU / GeGLU kernel of ``ops/gated.py`` and the down GEMM. Autograd would keep
+GEMM (or two, for separate gate and up weights: ``up_weight=``), the SwiGLU / GeGLU kernel of
+``ops/gated.py`` and the down GEMM. Autograd would keep
 the activation's output (the down GEMM's input, tokens x hidden) alive until the backward; here the
 backward recomputes it from the saved pre-activation with one more pass of the gated kernel, and
 frees it right after the down weight's gradient:
@@ -41,11 +42,17 @@ BACKWARD_MIN_COLUMNS = 512
 # ----------------------------------------------------------------------------------------
 
 
-def _mlp_forward(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation):
-    """(y, pre) with pre = x @ gate_up_weight^T + gate_up_bias, (..., 2 hidden)."""
-    pre = F.linear(x, gate_up_weight, gate_up_bias)  # (..., 2 hidden): gate then up
-    hidden = _gated_forward(pre, None, ACTIVATIONS[activation])  # (..., hidden)
-    return F.linear(hidden, down_weight, down_bias), pre
+def _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
+    """(y, gate_pre, up_pre). Packed weights (up_weight None): gate_pre = the (..., 2 hidden) output of
+    the one gate|up GEMM, up_pre an empty tensor. Separate weights: the two GEMM outputs."""
+    if up_weight is None:
+        gate_pre = F.linear(x, gate_weight, gate_bias)  # (..., 2 hidden): gate then up
+        up_pre = x.new_empty((0,))
+        hidden = _gated_forward(gate_pre, None, ACTIVATIONS[activation])  # (..., hidden)
+    else:
+        gate_pre, up_pre = F.linear(x, gate_weight, gate_bias), F.linear(x, up_weight, up_bias)
+        hidden = _gated_forward(gate_pre, up_pre, ACTIVATIONS[activation])
+    return F.linear(hidden, down_weight, down_bias), gate_pre, up_pre
 
 
 def _column_sum(t2: Tensor) -> Tensor:
@@ -56,47 +63,68 @@ def _column_sum(t2: Tensor) -> Tensor:
     return torch.mv(t2.t(), t2.new_ones(t2.shape[0]))
 
 
-def _mlp_backward(dy, x, pre, gate_up_weight, down_weight, activation, has_gate_up_bias, has_down_bias,
-                  overwrite_pre=False):
-    """(dx, d gate_up_weight, d gate_up_bias, d down_weight, d down_bias); biases None without them.
-
-    ``overwrite_pre``: write the pre-activation's gradient over ``pre`` itself (the gated kernel
-    reads each element before writing it), so the backward needs no second tokens x 2 hidden buffer.
-    """
+def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_biases,
+                  overwrite=False):
+    """(dx, d gate_weight, d gate_bias, d up_weight, d up_bias, d down_weight, d down_bias); a bias
+    gradient is None without that bias (``has_biases``: gate, up, down), the up ones None for packed
+    weights. ``overwrite``: write the pre-activations' gradients over the pre-activations
+    themselves (the gated kernel reads each element before writing it), so the backward needs no
+    second tokens x 2 hidden buffer."""
+    has_gate_bias, has_up_bias, has_down_bias = has_biases
+    packed = up_weight is None
+    act = ACTIVATIONS[activation]
     d_out, d_in = dy.shape[-1], x.shape[-1]
-    dy2 = dy.reshape(-1, d_out)
-    x2 = x.reshape(-1, d_in)
-    pre2 = pre.reshape(-1, pre.shape[-1])
+    dy2, x2 = dy.reshape(-1, d_out), x.reshape(-1, d_in)
+    hidden_size = down_weight.shape[1]
+    if packed:
+        pre2 = gate_pre.view(-1, 2 * hidden_size)
+        gate2, up2 = pre2[:, :hidden_size], pre2[:, hidden_size:]  # (tokens, hidden) views
+    else:
+        gate2, up2 = gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
+    tokens = gate2.shape[0]
+
     # NOTE: the activation is recomputed here rather than saved by the forward (one more read of
-    # pre and write of hidden, against keeping tokens x hidden alive through the whole step), and a
-    # block of hidden columns at a time: each block's down-weight gradient columns are exact (no
-    # sum across blocks), and the step's peak holds a quarter of tokens x hidden.
-    hidden_size = pre2.shape[-1] // 2
+    # the pre-activation and write of hidden, against keeping tokens x hidden alive through the
+    # whole step), and a block of hidden columns at a time: each block's down-weight gradient
+    # columns are exact (no sum across blocks), and the step's peak holds a quarter of tokens x hidden.
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
     width = max(BACKWARD_MIN_COLUMNS, -(-hidden_size // BACKWARD_BLOCKS))
     for start in range(0, hidden_size, width):
         cols = slice(start, min(start + width, hidden_size))
-        gate = pre2[:, cols]
-        up = pre2[:, hidden_size + cols.start:hidden_size + cols.stop]
-        hidden = _gated_forward(gate, up, ACTIVATIONS[activation])  # (tokens, block columns)
+        hidden = _gated_forward(gate2[:, cols], up2[:, cols], act)  # (tokens, block columns)
         d_down_weight[:, cols] = dy2.t().mm(hidden)
         del hidden
     d_down_bias = _column_sum(dy2) if has_down_bias else None
+
     # NOTE: the hidden gradient is made and consumed a block of rows at a time: each block's
-    # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the step's peak holds
-    # a quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
-    d_pre = pre2 if overwrite_pre else torch.empty_like(pre2)
-    tokens = dy2.shape[0]
+    # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
+    # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
+    if overwrite:
+        d_pre2 = pre2 if packed else None
+        d_gate2, d_up2 = gate2, up2
+    elif packed:
+        d_pre2 = torch.empty_like(pre2)
+        d_gate2, d_up2 = d_pre2[:, :hidden_size], d_pre2[:, hidden_size:]
+    else:
+        d_pre2, d_gate2, d_up2 = None, torch.empty_like(gate2), torch.empty_like(up2)
     step = max(BACKWARD_MIN_ROWS, -(-tokens // BACKWARD_BLOCKS))
     for start in range(0, tokens, step):
         rows = slice(start, min(start + step, tokens))
         d_hidden = dy2[rows].mm(down_weight)  # (rows, hidden)
-        _gated_backward(d_hidden, pre2[rows], None, ACTIVATIONS[activation], True, False, out=d_pre[rows])
+        _gated_backward(d_hidden, gate2[rows], up2[rows], act, True, True, out=(d_gate2[rows], d_up2[rows]))
         del d_hidden
-    d_gate_up_weight = d_pre.t().mm(x2)
-    d_gate_up_bias = _column_sum(d_pre) if has_gate_up_bias else None
-    dx = d_pre.mm(gate_up_weight).view(x.shape)
-    return dx, d_gate_up_weight, d_gate_up_bias, d_down_weight, d_down_bias
+
+    if packed:
+        d_gate_weight = d_pre2.t().mm(x2)
+        d_gate_bias = _column_sum(d_pre2) if has_gate_bias else None
+        dx = d_pre2.mm(gate_weight)
+        d_up_weight = d_up_bias = None
+    else:
+        d_gate_weight, d_up_weight = d_gate2.t().mm(x2), d_up2.t().mm(x2)
+        d_gate_bias = _column_sum(d_gate2) if has_gate_bias else None
+        d_up_bias = _column_sum(d_up2) if has_up_bias else None
+        dx = torch.addmm(d_gate2.mm(gate_weight), d_up2, up_weight)
+    return dx.view(x.shape), d_gate_weight, d_gate_bias, d_up_weight, d_up_bias, d_down_weight, d_down_bias
 
 
 # ----------------------------------------------------------------------------------------
@@ -106,75 +134,83 @@ def _mlp_backward(dy, x, pre, gate_up_weight, down_weight, activation, has_gate_
 
 class _GatedMLPFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation):
-        y, pre = _mlp_forward(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)
-        ctx.save_for_backward(x, pre, gate_up_weight, down_weight)
-        ctx.config = (activation, gate_up_bias is not None, down_bias is not None)
+    def forward(ctx, x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
+        y, gate_pre, up_pre = _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias,
+                                           activation)
+        ctx.save_for_backward(x, gate_pre, up_pre, gate_weight, up_weight, down_weight)
+        ctx.config = (activation, (gate_bias is not None, up_bias is not None, down_bias is not None))
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        x, pre, gate_up_weight, down_weight = ctx.saved_tensors
-        activation, has_gate_up_bias, has_down_bias = ctx.config
-        # NOTE: pre never leaves this Function, so its gradient overwrites it (no second tokens x
-        # 2 hidden buffer at the step's peak). Its version is bumped: a second backward through
-        # the same graph (retain_graph=True) raises autograd's "modified by an inplace operation"
-        # error instead of reading the overwritten values.
-        grads = _mlp_backward(dy, x, pre, gate_up_weight, down_weight, activation, has_gate_up_bias,
-                              has_down_bias, overwrite_pre=True)
-        torch.autograd.graph.increment_version(pre)
+        x, gate_pre, up_pre, gate_weight, up_weight, down_weight = ctx.saved_tensors
+        activation, has_biases = ctx.config
+        # NOTE: the pre-activations never leave this Function, so their gradients overwrite them
+        # (no second tokens x 2 hidden buffer at the step's peak). Their versions are bumped: a
+        # second backward through the same graph (retain_graph=True) raises autograd's "modified by
+        # an inplace operation" error instead of reading the overwritten values.
+        grads = _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation,
+                              has_biases, overwrite=True)
+        torch.autograd.graph.increment_version(gate_pre)
+        torch.autograd.graph.increment_version(up_pre)
         return (*grads, None)
 
 
 @torch.library.custom_op("blockfuse::gated_mlp", mutates_args=())
-def _gated_mlp_op(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor], down_weight: Tensor,
-                  down_bias: Optional[Tensor], activation: str) -> tuple[Tensor, Tensor]:
-    return _mlp_forward(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)
+def _gated_mlp_op(x: Tensor, gate_weight: Tensor, gate_bias: Optional[Tensor], up_weight: Optional[Tensor],
+                  up_bias: Optional[Tensor], down_weight: Tensor, down_bias: Optional[Tensor],
+                  activation: str) -> tuple[Tensor, Tensor, Tensor]:
+    return _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation)
 
 
 @_gated_mlp_op.register_fake
-def _(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation):
-    return (x.new_empty((*x.shape[:-1], down_weight.shape[0])),
-            x.new_empty((*x.shape[:-1], gate_up_weight.shape[0])))
+def _(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
+    tokens = x.shape[:-1]
+    up = x.new_empty((0,)) if up_weight is None else x.new_empty((*tokens, up_weight.shape[0]))
+    return x.new_empty((*tokens, down_weight.shape[0])), x.new_empty((*tokens, gate_weight.shape[0])), up
 
 
-# NOTE: the backward op overwrites pre with its gradient, as the eager Function does; it is declared
-# as mutating pre so the compiler orders it after every other reader of pre (there are none: pre is
-# the forward op's private second output).
-@torch.library.custom_op("blockfuse::gated_mlp_backward", mutates_args=("pre",))
-def _gated_mlp_backward_op(dy: Tensor, x: Tensor, pre: Tensor, gate_up_weight: Tensor, down_weight: Tensor,
-                           activation: str, has_gate_up_bias: bool,
-                           has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    dx, dwg, dbg, dwd, dbd = _mlp_backward(dy, x, pre, gate_up_weight, down_weight, activation, has_gate_up_bias,
-                                           has_down_bias, overwrite_pre=True)
-    # NOTE: a fresh empty tensor for each missing bias: two returns may not alias each other.
-    return (dx, dwg, x.new_empty((0,)) if dbg is None else dbg, dwd,
-            x.new_empty((0,)) if dbd is None else dbd)
+# NOTE: the backward op overwrites the pre-activations with their gradients, as the eager Function
+# does; it is declared as mutating them so the compiler orders it after every other reader (there
+# are none: they are the forward op's private outputs).
+@torch.library.custom_op("blockfuse::gated_mlp_backward", mutates_args=("gate_pre", "up_pre"))
+def _gated_mlp_backward_op(dy: Tensor, x: Tensor, gate_pre: Tensor, up_pre: Tensor, gate_weight: Tensor,
+                           up_weight: Optional[Tensor], down_weight: Tensor, activation: str, has_gate_bias: bool,
+                           has_up_bias: bool,
+                           has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    grads = _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation,
+                          (has_gate_bias, has_up_bias, has_down_bias), overwrite=True)
+    # NOTE: a fresh empty tensor for each missing gradient: two returns may not alias each other.
+    return tuple(x.new_empty((0,)) if g is None else g for g in grads)
 
 
 @_gated_mlp_backward_op.register_fake
-def _(dy, x, pre, gate_up_weight, down_weight, activation, has_gate_up_bias, has_down_bias):
-    def bias(has, n):
-        return x.new_empty((n,) if has else (0,))
+def _(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_gate_bias, has_up_bias,
+      has_down_bias):
+    def like(weight, present=True, bias=False):
+        if weight is None or not present:
+            return x.new_empty((0,))
+        return weight.new_empty((weight.shape[0],) if bias else weight.shape)
 
-    return (x.new_empty(x.shape), gate_up_weight.new_empty(gate_up_weight.shape),
-            bias(has_gate_up_bias, gate_up_weight.shape[0]), down_weight.new_empty(down_weight.shape),
-            bias(has_down_bias, down_weight.shape[0]))
+    return (x.new_empty(x.shape), like(gate_weight), like(gate_weight, has_gate_bias, True), like(up_weight),
+            like(up_weight, has_up_bias, True), like(down_weight), like(down_weight, has_down_bias, True))
 
 
 def _mlp_setup(ctx, inputs, output):
-    x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation = inputs
-    ctx.save_for_backward(x, output[1], gate_up_weight, down_weight)
-    ctx.config = (activation, gate_up_bias is not None, down_bias is not None)
+    x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation = inputs
+    ctx.save_for_backward(x, output[1], output[2], gate_weight, up_weight, down_weight)
+    ctx.config = (activation, (gate_bias is not None, up_bias is not None, down_bias is not None))
 
 
-def _mlp_backward_autograd(ctx, dy, dpre):
-    x, pre, gate_up_weight, down_weight = ctx.saved_tensors
-    activation, has_gate_up_bias, has_down_bias = ctx.config
-    dx, dwg, dbg, dwd, dbd = _gated_mlp_backward_op(dy, x, pre, gate_up_weight, down_weight, activation,
-                                                    has_gate_up_bias, has_down_bias)
-    return dx, dwg, dbg if has_gate_up_bias else None, dwd, dbd if has_down_bias else None, None
+def _mlp_backward_autograd(ctx, dy, d_gate_pre, d_up_pre):
+    x, gate_pre, up_pre, gate_weight, up_weight, down_weight = ctx.saved_tensors
+    activation, has_biases = ctx.config
+    dx, dwg, dbg, dwu, dbu, dwd, dbd = _gated_mlp_backward_op(dy, x, gate_pre, up_pre, gate_weight, up_weight,
+                                                              down_weight, activation, *has_biases)
+    has_gate_bias, has_up_bias, has_down_bias = has_biases
+    return (dx, dwg, dbg if has_gate_bias else None, None if up_weight is None else dwu,
+            dbu if has_up_bias else None, dwd, dbd if has_down_bias else None, None)
 
 
 _gated_mlp_op.register_autograd(_mlp_backward_autograd, setup_context=_mlp_setup)
@@ -185,7 +221,7 @@ _gated_mlp_op.register_autograd(_mlp_backward_autograd, setup_context=_mlp_setup
 # ----------------------------------------------------------------------------------------
 
 
-def _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation):
+def _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias):
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
     if not isinstance(x, Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
@@ -193,19 +229,35 @@ def _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, act
                         f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
     if x.dim() < 1:
         raise ValueError("x: expected at least one dimension (the features), got a scalar")
-    for name, w in (("gate_up_weight", gate_up_weight), ("down_weight", down_weight)):
+    weights = [("gate_up_weight", gate_up_weight), ("down_weight", down_weight)]
+    if up_weight is not None:
+        weights.append(("up_weight", up_weight))
+    elif up_bias is not None:
+        raise ValueError("up_bias: given without up_weight (packed weights take one gate_up_bias)")
+    for name, w in weights:
         if not isinstance(w, Tensor) or w.dim() != 2:
             raise ValueError(f"{name}: expected a 2-D tensor (out_features, in_features), got "
                              f"{tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__}")
         check_like(name, w, x, "x", shape=False)
-    d, two_hidden = x.shape[-1], gate_up_weight.shape[0]
+    d, rows = x.shape[-1], gate_up_weight.shape[0]
     if gate_up_weight.shape[1] != d:
-        raise ValueError(f"gate_up_weight: expected (2 * hidden, {d}) for x's {d} features, "
+        expected = "(hidden" if up_weight is not None else "(2 * hidden"
+        raise ValueError(f"gate_up_weight: expected {expected}, {d}) for x's {d} features, "
                          f"got {tuple(gate_up_weight.shape)}")
-    if two_hidden % 2 or down_weight.shape[1] != two_hidden // 2:
-        raise ValueError(f"down_weight: expected (out_features, {two_hidden // 2}) for gate_up_weight's "
-                         f"{two_hidden} rows (gate then up), got {tuple(down_weight.shape)}")
-    for name, b, n in (("gate_up_bias", gate_up_bias, two_hidden), ("down_bias", down_bias, down_weight.shape[0])):
+    if up_weight is not None:
+        hidden = rows
+        if tuple(up_weight.shape) != tuple(gate_up_weight.shape):
+            raise ValueError(f"up_weight: expected shape {tuple(gate_up_weight.shape)} like the gate weight "
+                             f"(gate_up_weight), got {tuple(up_weight.shape)}")
+    else:
+        hidden = rows // 2
+        if rows % 2:
+            raise ValueError(f"gate_up_weight: packed weights have 2 * hidden rows (gate then up), got {rows}")
+    if down_weight.shape[1] != hidden:
+        raise ValueError(f"down_weight: expected (out_features, {hidden}) for the hidden size {hidden}, "
+                         f"got {tuple(down_weight.shape)}")
+    for name, b, n in (("gate_up_bias", gate_up_bias, rows), ("up_bias", up_bias, rows),
+                       ("down_bias", down_bias, down_weight.shape[0])):
         if b is not None:
             if not isinstance(b, Tensor) or tuple(b.shape) != (n,):
                 raise ValueError(f"{name}: expected shape ({n},), got "
@@ -214,19 +266,25 @@ def _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, act
 
 
 def gated_mlp(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor], down_weight: Tensor,
-              down_bias: Optional[Tensor] = None, activation: str = "swiglu") -> Tensor:
-    """``linear(act(gate) * up, down_weight, down_bias)`` with ``gate | up = linear(x, gate_up_weight,
-    gate_up_bias)``; ``activation``: ``"swiglu"`` (SiLU), ``"geglu"`` (GELU tanh) or ``"geglu_erf"``.
+              down_bias: Optional[Tensor] = None, activation: str = "swiglu", *,
+              up_weight: Optional[Tensor] = None, up_bias: Optional[Tensor] = None) -> Tensor:
+    """``linear(act(gate) * up, down_weight, down_bias)``; ``activation``: ``"swiglu"`` (SiLU),
+    ``"geglu"`` (GELU tanh) or ``"geglu_erf"``.
 
-    gate_up_weight (2 hidden, d): the gate rows then the up rows; down_weight (d_out, hidden).
+    Packed weights (one gate|up GEMM): gate_up_weight (2 hidden, d), the gate rows then the up rows,
+    and gate_up_bias (2 hidden,). Separate weights (Hugging Face's gate_proj and up_proj, left as
+    they are): gate_up_weight is the gate weight (hidden, d), gate_up_bias its bias, and
+    ``up_weight`` (hidden, d) / ``up_bias`` the up projection's. down_weight (d_out, hidden).
     The backward recomputes the activation instead of keeping it (see the module notes).
     """
-    _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)
+    _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias)
     if not use_triton(x) or x.dtype == torch.float64:
-        return gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)
+        return gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation,
+                             up_weight=up_weight, up_bias=up_bias)
+    args = (x, gate_up_weight, gate_up_bias, up_weight, up_bias, down_weight, down_bias, activation)
     if torch.compiler.is_compiling():
-        return _gated_mlp_op(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)[0]
-    return _GatedMLPFunction.apply(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)
+        return _gated_mlp_op(*args)[0]
+    return _GatedMLPFunction.apply(*args)
 
 
 # ----------------------------------------------------------------------------------------
@@ -234,11 +292,13 @@ def gated_mlp(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor],
 # ----------------------------------------------------------------------------------------
 
 
-def gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias=None, activation="swiglu"):
+def gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias=None, activation="swiglu", *,
+                  up_weight=None, up_bias=None):
     """Pure-PyTorch :func:`gated_mlp`: the GEMMs in x's dtype, the activation in fp32 (as the kernel)."""
-    pre = F.linear(x, gate_up_weight, gate_up_bias)
+    gate = F.linear(x, gate_up_weight, gate_up_bias)
+    up = None if up_weight is None else F.linear(x, up_weight, up_bias)
     if activation == "swiglu":
-        hidden = swiglu_ref(pre)
+        hidden = swiglu_ref(gate, up)
     else:
-        hidden = geglu_ref(pre, approximate="tanh" if activation == "geglu" else "none")
+        hidden = geglu_ref(gate, up, approximate="tanh" if activation == "geglu" else "none")
     return F.linear(hidden, down_weight, down_bias)

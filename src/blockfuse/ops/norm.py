@@ -789,7 +789,10 @@ def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
                              f"got {tuple(p.shape)}")
         if p.device != x.device:
             raise ValueError(f"{name}: expected a tensor on {x.device} like x, got {p.device}")
-    if not isinstance(eps, (int, float)) or not eps > 0 or math.isinf(eps):
+    # NOTE: comparisons only (no math.isinf): under torch.compile a float module attribute may be a
+    # symbolic float, which Dynamo compares and guards but cannot pass to math functions (a graph
+    # break on torch 2.11).
+    if not isinstance(eps, (int, float)) or not eps > 0 or eps == float("inf"):
         raise ValueError(f"eps: expected a positive finite number, got {eps!r}")
     if residual_mode not in ("pre", "post"):
         raise ValueError(f"residual_mode: expected 'pre' or 'post', got {residual_mode!r}")

@@ -182,8 +182,8 @@ def _patch_mlp(model, path, module, family, cache):
     if not family.gated_mlp:
         raise CannotPatch("a non-gated MLP: nothing to fuse until blockfuse has a fused linear + activation")
     _check_free(module, swapped=False)
-    function, op = gated_mlp_forward(module)
-    return f"down_proj({op}(gate_proj(x), up_proj(x)))", _set_forward(module, function)
+    function, description = gated_mlp_forward(module)
+    return description, _set_forward(module, function)
 
 
 _PATCHERS = {"norms": _patch_norm, "rope": _patch_rope, "mlp": _patch_mlp}

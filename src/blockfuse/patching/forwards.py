@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.gated import geglu, swiglu
+from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.rotary import rotary
 
 ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
@@ -158,20 +159,41 @@ def calls_rotary(forward: Callable) -> bool:
 # ----------------------------------------------------------------------------------------
 
 
+def _mlp(self, x: Tensor, activation: str) -> Tensor:
+    # x: (..., hidden) -> gate and up (..., intermediate) -> (..., hidden), in one op whose backward
+    # recomputes the activation (blockfuse.gated_mlp with the separate gate and up weights)
+    gate, up, down = self.gate_proj, self.up_proj, self.down_proj
+    return gated_mlp(x, gate.weight, gate.bias, down.weight, down.bias, activation, up_weight=up.weight,
+                     up_bias=up.bias)
+
+
 def swiglu_mlp_forward(self, x: Tensor) -> Tensor:
-    # x: (..., hidden) -> (..., intermediate) twice -> (..., hidden)
-    return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+    return _mlp(self, x, "swiglu")
 
 
 def geglu_tanh_mlp_forward(self, x: Tensor) -> Tensor:
-    return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x), approximate="tanh"))
+    return _mlp(self, x, "geglu")
 
 
 def geglu_mlp_forward(self, x: Tensor) -> Tensor:
+    return _mlp(self, x, "geglu_erf")
+
+
+def swiglu_modules_forward(self, x: Tensor) -> Tensor:
+    # the projections are not plain Linear layers (LoRA, quantized, ...): call them as they are
+    return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+def geglu_tanh_modules_forward(self, x: Tensor) -> Tensor:
+    return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x), approximate="tanh"))
+
+
+def geglu_modules_forward(self, x: Tensor) -> Tensor:
     return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x), approximate="none"))
 
 
-for _forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward):
+for _forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward, swiglu_modules_forward,
+                 geglu_tanh_modules_forward, geglu_modules_forward):
     setattr(_forward, MARK, "mlp")
 
 # Activation classes by name (their names and modules moved between transformers versions).
@@ -181,7 +203,7 @@ _GELU = ("GELUActivation",)
 
 
 def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
-    """(the forward that replaces ``mlp``'s, the op it calls) for a gated MLP, from the class of
+    """(the forward that replaces ``mlp``'s, what it computes) for a gated MLP, from the class of
     its ``act_fn``; raises CannotPatch for an MLP of another form or another activation."""
     _, inner = unwrap(type(mlp).forward)
     if not GATED_MLP_NAMES <= set(inner.__code__.co_names) or not all(
@@ -190,13 +212,30 @@ def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
     act = mlp.act_fn
     name = type(act).__name__
     if name in _SILU:
-        return swiglu_mlp_forward, "blockfuse.swiglu"
-    if isinstance(act, nn.GELU):
-        tanh = act.approximate == "tanh"
+        kind = "swiglu"
+    elif isinstance(act, nn.GELU):
+        kind = "geglu_tanh" if act.approximate == "tanh" else "geglu"
     elif name in _GELU_TANH or name in _GELU:
-        tanh = name in _GELU_TANH
+        kind = "geglu_tanh" if name in _GELU_TANH else "geglu"
     else:
         raise CannotPatch(f"activation {name}: blockfuse fuses SiLU (swiglu) and GELU (geglu) only")
-    if tanh:
-        return geglu_tanh_mlp_forward, 'blockfuse.geglu(approximate="tanh")'
-    return geglu_mlp_forward, 'blockfuse.geglu(approximate="none")'
+    # NOTE: plain Linear projections (without hooks) run as one blockfuse.gated_mlp, whose backward
+    # recomputes the activation instead of keeping it (tokens x intermediate less memory per layer);
+    # other projection modules are called as they are, around the fused activation alone.
+    plain = all(type(getattr(mlp, n)) is nn.Linear and not _has_hooks(getattr(mlp, n))
+                for n in ("gate_proj", "up_proj", "down_proj"))
+    if plain:
+        forwards = {kind_: (forward, f'blockfuse.gated_mlp(x, gate_proj, up_proj, down_proj, "{activation}")')
+                    for kind_, forward, activation in (("swiglu", swiglu_mlp_forward, "swiglu"),
+                                                       ("geglu_tanh", geglu_tanh_mlp_forward, "geglu"),
+                                                       ("geglu", geglu_mlp_forward, "geglu_erf"))}
+    else:
+        forwards = {kind_: (forward, f"down_proj(blockfuse.{op}(gate_proj(x), up_proj(x)))")
+                    for kind_, forward, op in (("swiglu", swiglu_modules_forward, "swiglu"),
+                                               ("geglu_tanh", geglu_tanh_modules_forward, 'geglu(approximate="tanh")'),
+                                               ("geglu", geglu_modules_forward, 'geglu(approximate="none")'))}
+    return forwards[kind]
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or getattr(module, "_backward_hooks", None))
