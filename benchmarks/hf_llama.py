@@ -56,6 +56,7 @@ from pathlib import Path
 import torch
 
 from blockfuse.bench import timing
+from blockfuse.bench.report import _finite
 from blockfuse.bench.runner import environment, relative_error
 
 PROVIDERS = ("hf-eager", "hf-compile", "blockfuse", "blockfuse-compile", "liger", "liger-compile")
@@ -314,16 +315,6 @@ def markdown(meta: dict, records: list[dict]) -> str:
             f"`{record['grad_worst_parameter']}`) | {record.get('graph_breaks', '-')} | "
             f"{record['first_step_s']:.1f} |")
     return "\n".join(lines) + "\n"
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
 
 
 # ----------------------------------------------------------------------------------------

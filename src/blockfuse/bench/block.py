@@ -129,7 +129,10 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
         torch.cuda.reset_peak_memory_stats()
         memory_before_build = torch.cuda.memory_allocated()
     torch._dynamo.reset()
-    module, run = work.provider_module(provider)
+    try:
+        module, run = work.provider_module(provider)
+    except Exception as error:  # noqa: BLE001 (a provider that cannot be built is reported like one that fails)
+        return [{"provider": provider, "mode": mode, "error": _describe(error)} for mode in settings.modes]
     extra = work.inputs[1:]
     leaf = work.x.detach().clone().requires_grad_()
     parameters = list(module.parameters())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from blockfuse.bench.report import _finite
+from blockfuse.bench.report import _finite, pyplot
 
 MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "fwdbwd": "forward + backward"}
 
@@ -151,12 +151,8 @@ def write_markdown(path: Path, meta: dict, workload: dict, records: list[dict]) 
 
 def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> bool:
     """Speed-up against eager per mode, peak memory and error per provider. False when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     index = _index(records)
     providers = _providers(records)

@@ -210,15 +210,23 @@ def write_markdown(path: Path, meta: dict, copy: dict | None, records: list[dict
     path.write_text(markdown(meta, copy, records))
 
 
-def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> bool:
-    """Fraction of the copy bandwidth (GB/s without CUDA) per provider, one panel per op and mode.
-    Returns False, quietly, when matplotlib is missing."""
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, or None when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> bool:
+    """Fraction of the copy bandwidth (GB/s without CUDA) per provider, one panel per op and mode.
+    Returns False, quietly, when matplotlib is missing."""
+    plt = pyplot()
+    if plt is None:
         return False
     index = _index(records)
     ops = _ops(records)

@@ -1,0 +1,91 @@
+"""End to end: ``blockfuse bench block`` / ``model`` through the CLI on tiny shapes, and the pieces they use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from blockfuse.bench import block
+from blockfuse.bench.block_report import targets
+from blockfuse.cli import main
+
+
+def _run(tmp_path, *args):
+    code = main(["bench", *args, "--quick", "--out", str(tmp_path)])
+    return code
+
+
+def test_bench_block_writes_every_file_and_field(tmp_path):
+    code = _run(tmp_path, "block", "reordered", "--shape", "2,8,64", "--providers", "eager,compile:default,fused",
+                "--modes", "infer,fwd,fwdbwd")
+    assert code == 0
+    for suffix in ("json", "md", "png"):
+        assert (tmp_path / f"block-reordered.{suffix}").stat().st_size > 0
+    document = json.loads((tmp_path / "block-reordered.json").read_text())
+    assert document["workload"]["shape"] == [2, 8, 64] and document["workload"]["layers"] == 1
+    assert document["meta"]["command"].startswith("blockfuse bench block reordered --shape 2,8,64")
+    records = document["records"]
+    assert {(r["provider"], r["mode"]) for r in records} == {
+        (p, m) for p in ("eager", "compile:default", "fused") for m in ("infer", "fwd", "fwdbwd")}
+    for record in records:
+        assert "error" not in record, record
+        assert record["ms"] > 0 and record["p20"] <= record["ms"] <= record["p80"]
+        # every provider runs the same weights: bf16 errors against the fp32 eager run are small but not 0
+        assert 0 < record["rel_err_out"] < 0.05 and 0 < record["rel_err_grad"] < 0.05
+    assert any("error" in t["text"] for t in document["targets"])
+    markdown = (tmp_path / "block-reordered.md").read_text()
+    assert "| fused |" in markdown and "## Targets" in markdown
+
+
+def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
+    code = _run(tmp_path, "model", "siglip2", "--shape", "2,8,64", "--layers", "2", "--providers", "eager,fused",
+                "--modes", "fwdbwd")
+    assert code == 0
+    document = json.loads((tmp_path / "model-siglip2.json").read_text())
+    assert document["workload"]["layers"] == 2 and document["workload"]["padding_mask"]
+
+
+def test_a_failing_provider_is_reported_and_the_rest_still_run(tmp_path, monkeypatch):
+    original = block._Workload.provider_module
+
+    def broken(self, provider):
+        if provider == "fused":
+            raise RuntimeError("this provider is broken")
+        return original(self, provider)
+
+    monkeypatch.setattr(block._Workload, "provider_module", broken)
+    settings = block.BlockSettings(name="standard", shape=(1, 8, 64), layers=1, dtype=torch.float32,
+                                   providers=("fused", "eager"), modes=("infer",), device=torch.device("cpu"),
+                                   quick=True, overrides=(("d_model", 64), ("n_heads", 4), ("ffn_hidden", 96)))
+    with pytest.raises(ValueError, match="name: expected one of"):  # a bad workload is not swallowed
+        block.run_block(block.BlockSettings(**{**settings.__dict__, "name": "nope"}))
+    workload, records = block.run_block(settings)
+    by_provider = {r["provider"]: r for r in records}
+    assert "this provider is broken" in by_provider["fused"]["error"]
+    assert "error" not in by_provider["eager"] and by_provider["eager"]["ms"] > 0
+
+
+def test_targets_compare_the_fastest_of_each_family():
+    records = [
+        {"provider": "compile:default", "mode": "fwd", "ms": 1.0},
+        {"provider": "compile:reduce-overhead", "mode": "fwd", "ms": 0.8},
+        {"provider": "fused", "mode": "fwd", "ms": 0.9},
+        {"provider": "fused+compile:default", "mode": "fwd", "ms": 0.7},
+        {"provider": "fused+compile:default", "mode": "fwdbwd", "ms": 2.0, "peak_mib": 300.0},
+        {"provider": "compile:default", "mode": "fwdbwd", "ms": 2.5, "peak_mib": 400.0},
+        {"provider": "fused", "mode": "fwdbwd", "error": "boom"},
+    ]
+    checks = {t["text"].split(":")[0]: t for t in targets({"name": "reordered"}, records)}
+    forward = checks["training forward"]
+    assert forward["value"] == pytest.approx(0.8 / 0.7) and forward["status"] == "met"
+    assert checks["forward + backward"]["value"] == pytest.approx(2.5 / 2.0) and checks["forward + backward"][
+        "status"] == "met"
+    memory = checks["peak training memory"]
+    assert memory["value"] == pytest.approx(0.75) and memory["status"] == "met"
+
+
+def test_unknown_preset_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="unknown preset 'nope'"):
+        _run(tmp_path, "block", "nope")
