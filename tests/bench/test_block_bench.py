@@ -18,8 +18,8 @@ def _run(tmp_path, *args):
 
 
 def test_bench_block_writes_every_file_and_field(tmp_path):
-    code = _run(tmp_path, "block", "reordered", "--shape", "2,8,64", "--providers", "eager,compile:default,fused",
-                "--modes", "infer,fwd,fwdbwd")
+    code = _run(tmp_path, "block", "reordered", "--shape", "2,8,64", "--providers",
+                "eager,compile:default,surgical:default,fused", "--modes", "infer,fwd,fwdbwd")
     assert code == 0
     for suffix in ("json", "md", "png"):
         assert (tmp_path / f"block-reordered.{suffix}").stat().st_size > 0
@@ -28,7 +28,7 @@ def test_bench_block_writes_every_file_and_field(tmp_path):
     assert document["meta"]["command"].startswith("blockfuse bench block reordered --shape 2,8,64")
     records = document["records"]
     assert {(r["provider"], r["mode"]) for r in records} == {
-        (p, m) for p in ("eager", "compile:default", "fused") for m in ("infer", "fwd", "fwdbwd")}
+        (p, m) for p in ("eager", "compile:default", "surgical:default", "fused") for m in ("infer", "fwd", "fwdbwd")}
     for record in records:
         assert "error" not in record, record
         assert record["ms"] > 0 and record["p20"] <= record["ms"] <= record["p80"]

@@ -1,5 +1,6 @@
-"""Blocks and models measured every way they can run: eager, each torch.compile mode, fused, fused +
-torch.compile. One process, one card, the same weights for every provider.
+"""Blocks and models measured every way they can run: eager, each torch.compile mode, surgical compile
+(only the elementwise pieces compiled), fused, fused + torch.compile. One process, one card, the same
+weights for every provider.
 
 Per provider and mode (``infer``: forward under no_grad; ``fwd``: training forward; ``fwdbwd``: forward
 and backward of a fixed output gradient) it records the median / p20 / p80 time (CUDA events after
@@ -22,19 +23,22 @@ from torch import Tensor, nn
 from blockfuse.bench import timing
 from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
+from blockfuse.models.surgical import compile_surgically
 
 MODES = ("infer", "fwd", "fwdbwd")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 PROVIDERS = (
     "eager",
     *(f"compile:{m}" for m in COMPILE_MODES),
+    "surgical:default",
+    "surgical:reduce-overhead",
     "fused",
     "fused+compile:default",
     "fused+compile:reduce-overhead",
     "fused+compile:max-autotune-no-cudagraphs",
 )
 SLOW_PROVIDERS = tuple(p for p in PROVIDERS if "max-autotune" in p)  # minutes of autotuning each
-CPU_PROVIDERS = ("eager", "compile:default", "fused")
+CPU_PROVIDERS = ("eager", "compile:default", "surgical:default", "fused")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,10 @@ class _Workload:
         mode = _compile_mode(provider)
         if mode is None:
             return module, module
+        if provider.startswith("surgical"):
+            # only RoPE, the activation and the norms compiled (outputs cloned in CUDA-graph modes:
+            # models/surgical.py says why)
+            return module, compile_surgically(module, mode)
         options = {"mode": mode} if mode != "default" else {}
         return module, torch.compile(module, **options)
 

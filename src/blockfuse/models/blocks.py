@@ -149,11 +149,19 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(width))
 
     def forward(self, x: Tensor) -> Tensor:
-        xf = x.float()
-        normalized = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.cast_before_weight:
-            return self.weight * normalized.to(x.dtype)
-        return (self.weight * normalized).to(x.dtype)
+        return rms_norm_eager(x, self.weight, self.eps, self.cast_before_weight)
+
+
+def rms_norm_eager(x: Tensor, weight: Tensor, eps: float, cast_before_weight: bool) -> Tensor:
+    xf = x.float()
+    normalized = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if cast_before_weight:
+        return weight * normalized.to(x.dtype)
+    return (weight * normalized).to(x.dtype)
+
+
+def layer_norm_eager(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float) -> Tensor:
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
 
 def _eager_norm(config: BlockConfig, width: int) -> nn.Module:
@@ -181,6 +189,7 @@ class Attention(_FP32Tables):
             self._register_tables()
         else:
             self.cos = self.sin = None
+        self.rope = apply_rotary  # an attribute so that surgical compilation can replace it (models/surgical.py)
 
     def _make_tables(self):
         return rotary_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
@@ -198,9 +207,24 @@ class Attention(_FP32Tables):
         q, k, v = split(q), split(k), split(v)
         if cfg.rope:
             self._grow_tables(seq)
-            q, k = apply_rotary(q, self.cos, self.sin), apply_rotary(k, self.cos, self.sin)
+            q, k = self.rope(q, self.cos, self.sin), self.rope(k, self.cos, self.sin)
         out = _attend(q, k, v, padding_mask, cfg.causal)  # (batch, heads, seq, head_dim)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
+
+
+def swiglu_eager(gate: Tensor, up: Tensor) -> Tensor:
+    return F.silu(gate) * up
+
+
+def geglu_eager(gate: Tensor, up: Tensor) -> Tensor:
+    return F.gelu(gate, approximate="tanh") * up
+
+
+def gelu_tanh_eager(x: Tensor) -> Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS = {"swiglu": swiglu_eager, "geglu": geglu_eager, "gelu_tanh": gelu_tanh_eager}
 
 
 class FeedForward(nn.Module):
@@ -217,14 +241,12 @@ class FeedForward(nn.Module):
         else:
             self.fc1 = nn.Linear(d, hidden, bias=config.bias)
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
+        self.activation = ACTIVATIONS[config.mlp]  # an attribute so that surgical compilation can replace it
 
     def forward(self, x: Tensor) -> Tensor:
-        mlp = self.config.mlp
-        if mlp == "swiglu":
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        if mlp == "geglu":
-            return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+        if self.config.gated:
+            return self.down_proj(self.activation(self.gate_proj(x), self.up_proj(x)))
+        return self.fc2(self.activation(self.fc1(x)))
 
 
 # ----------------------------------------------------------------------------------------
