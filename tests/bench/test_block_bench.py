@@ -89,3 +89,15 @@ def test_targets_compare_the_fastest_of_each_family():
 def test_unknown_preset_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="unknown preset 'nope'"):
         _run(tmp_path, "block", "nope")
+
+
+def test_compile_times_cold_and_warm(tmp_path):
+    code = _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,surgical:default",
+                "--modes", "infer", "--compile-times")
+    assert code == 0
+    records = {r["provider"]: r for r in json.loads((tmp_path / "block-standard.json").read_text())["records"]}
+    assert "compile_cold_s" not in records["eager"]  # nothing to compile
+    surgical = records["surgical:default"]
+    assert surgical["compile_cold_s"] > 0 and surgical["compile_warm_s"] > 0
+    assert "--compile-times" in json.loads((tmp_path / "block-standard.json").read_text())["meta"]["command"]
+    assert "compile cold" in (tmp_path / "block-standard.md").read_text()

@@ -52,6 +52,7 @@ class BlockSettings:
     device: torch.device
     quick: bool = False
     overrides: tuple = ()
+    compile_times: bool = False  # also time each compiled provider's compile, cold and warm (compiles twice more)
 
 
 def _compile_mode(provider: str) -> Optional[str]:
@@ -227,6 +228,48 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
     return records
 
 
+def compile_times(work: _Workload, provider: str) -> dict:
+    """Seconds of a compiled provider's first inference call: cold (Inductor's and Triton's caches
+    empty, in a fresh folder) and warm (compiled again after ``torch.compiler.reset()``, the on-disk
+    caches that the cold call filled still there, as in a second run of the same program)."""
+    import os
+    import tempfile
+
+    from torch._inductor.codecache import PyCodeCache
+
+    x, extra = work.x, work.inputs[1:]
+    cuda = work.x.device.type == "cuda"
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="blockfuse-compile-") as folder:
+        caches = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+                  "TRITON_CACHE_DIR": os.path.join(folder, "triton")}
+        saved = {name: os.environ.get(name) for name in caches}
+        os.environ.update(caches)
+        try:
+            for _ in range(2):
+                torch.compiler.reset()
+                if hasattr(PyCodeCache, "cache_clear"):
+                    PyCodeCache.cache_clear()  # the in-memory modules too: "warm" means on disk only
+                module, run = work.provider_module(provider)
+                if _uses_cudagraphs(provider):
+                    torch.compiler.cudagraph_mark_step_begin()
+                began = time.perf_counter()
+                with torch.no_grad():
+                    run(x, *extra)
+                if cuda:
+                    torch.cuda.synchronize()
+                seconds.append(time.perf_counter() - began)
+                del module, run
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            torch.compiler.reset()
+    return {"compile_cold_s": round(seconds[0], 3), "compile_warm_s": round(seconds[1], 3)}
+
+
 def run_block(settings: BlockSettings, on_update: Callable | None = None) -> tuple[dict, list[dict]]:
     """(workload description, records) for every provider of ``settings``."""
     from rich.progress import Progress
@@ -247,7 +290,15 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None) -> tup
         task = progress.add_task(f"{settings.name}", total=len(settings.providers))
         for provider in settings.providers:
             progress.update(task, description=f"{settings.name}: {provider}")
-            records.extend(_measure_provider(work, provider))
+            measured = _measure_provider(work, provider)
+            if settings.compile_times and _compile_mode(provider) is not None:
+                try:
+                    times = compile_times(work, provider)
+                except Exception as error:  # noqa: BLE001
+                    times = {"compile_error": _describe(error)}
+                for record in measured:
+                    record.update(times)
+            records.extend(measured)
             if on_update is not None:
                 on_update(workload, records)
             progress.advance(task)

@@ -135,6 +135,8 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         step = index.get((provider, "fwdbwd")) or next((r for r in records if r["provider"] == provider), {})
         peak = _fmt(step.get("peak_mib"), ".0f") + ("*" if step.get("peak_note") else "")
         first = "/".join(_fmt(index.get((provider, m), {}).get("first_call_s"), ".1f") for m in modes)
+        if step.get("compile_cold_s") is not None:
+            first += f" (compile cold {step['compile_cold_s']:.1f}, warm {step['compile_warm_s']:.1f})"
         saved = _fmt(index.get((provider, "fwd"), {}).get("saved_mib"), ".0f")
         row += [peak, saved, _fmt(step.get("rel_err_out"), ".2e"), _fmt(step.get("rel_err_grad"), ".2e"), first]
         lines.append("| " + " | ".join(row) + " |")

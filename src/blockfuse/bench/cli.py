@@ -62,6 +62,8 @@ def add_bench_parser(subparsers) -> None:
         parser.add_argument("--modes", default="infer,fwd,fwdbwd", help="comma-separated from infer,fwd,fwdbwd")
         parser.add_argument("--fast", action="store_true", help="skip the max-autotune providers (minutes of autotuning)")
         parser.add_argument("--quick", action="store_true", help="short timing")
+        parser.add_argument("--compile-times", action="store_true",
+                            help="also time each compiled provider's first call with cold and with warm caches")
         parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
         parser.set_defaults(func=run_block, bench_kind=kind)
 
@@ -218,6 +220,7 @@ def run_block(args: argparse.Namespace) -> int:
         device=device,
         quick=args.quick,
         overrides=tuple(width_overrides(args.name, shape[-1]).items()) if shape else (),
+        compile_times=args.compile_times,
     )
     meta = runner.environment(device)
     if not cuda:
@@ -234,6 +237,7 @@ def run_block(args: argparse.Namespace) -> int:
         words += ["--layers", str(args.layers)]
     words += ["--dtype", args.dtype, "--providers", ",".join(providers), "--modes", ",".join(settings.modes)]
     words += ["--quick"] if args.quick else []
+    words += ["--compile-times"] if args.compile_times else []
     meta["command"] = shlex.join(words + ["--out", str(out)])
     stem = out / f"{args.bench_kind}-{args.name}"
     began = time.perf_counter()
