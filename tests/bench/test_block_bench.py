@@ -21,8 +21,12 @@ def test_bench_block_writes_every_file_and_field(tmp_path):
     code = _run(tmp_path, "block", "reordered", "--shape", "2,8,64", "--providers",
                 "eager,compile:default,surgical:default,fused", "--modes", "infer,fwd,fwdbwd")
     assert code == 0
-    for suffix in ("json", "md", "png"):
+    for suffix in ("json", "csv", "md", "png"):
         assert (tmp_path / f"block-reordered.{suffix}").stat().st_size > 0
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "block-reordered.csv").open()))
+    assert len(rows) == 12 and float(rows[0]["ms"]) > 0 and rows[0]["provider"] == "eager"
     document = json.loads((tmp_path / "block-reordered.json").read_text())
     assert document["workload"]["shape"] == [2, 8, 64] and document["workload"]["layers"] == 1
     assert document["meta"]["command"].startswith("blockfuse bench block reordered --shape 2,8,64")

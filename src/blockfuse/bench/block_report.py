@@ -78,6 +78,20 @@ def targets(workload: dict, records: list[dict]) -> list[dict]:
     return checks
 
 
+CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "peak_mib", "saved_mib", "rel_err_out",
+              "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s", "compile_warm_s", "error")
+
+
+def write_csv(path: Path, records: list[dict]) -> None:
+    """One row per provider and mode, the fields of ``CSV_FIELDS`` (empty where not measured)."""
+    import csv
+
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+
+
 def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
     document = {"meta": meta, "workload": workload, "targets": targets(workload, records), "records": records}
     path.write_text(json.dumps(_finite(document), indent=1) + "\n")

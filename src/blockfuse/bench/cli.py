@@ -52,7 +52,7 @@ def add_bench_parser(subparsers) -> None:
         parser = kinds.add_parser(
             kind,
             help=f"{text}: eager, each torch.compile mode, fused, fused + torch.compile",
-            description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .md, .png.",
+            description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png.",
         )
         parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer")
         parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)")
@@ -249,8 +249,9 @@ def run_block(args: argparse.Namespace) -> int:
 
     workload, records = block.run_block(settings, on_update=write)
     write(workload, records)
+    block_report.write_csv(stem.with_suffix(".csv"), records)
     block_report.write_plot(stem.with_suffix(".png"), meta, workload, records)
     print(block_report.markdown(meta, workload, records))
     failed = [r for r in records if r.get("error")]
-    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,md,png}}")
+    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
     return 1 if any(r["provider"].startswith("fused") for r in failed) else 0
