@@ -16,7 +16,7 @@ def test_readme_has_exactly_the_main_job_and_the_test_command():
     blocks = _bash_blocks((ROOT / "README.md").read_text())
     assert len(blocks) == 2, blocks
     main_job, tests = blocks
-    assert "blockfuse bench ops" in main_job
+    assert "blockfuse report" in main_job
     assert "pytest" in tests
 
 

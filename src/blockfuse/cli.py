@@ -27,6 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     from blockfuse.analyze.cli import add_analyze_parser
 
     add_analyze_parser(commands)
+
+    from blockfuse.bench.full_report import add_report_parser
+
+    add_report_parser(commands)
     return parser
 
 

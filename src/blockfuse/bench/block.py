@@ -93,6 +93,8 @@ class _Workload:
         self.out32 = out.detach()
         self.grads32 = {"x": x32.grad.detach(), **named_gradients(oracle)}
         del oracle
+        with torch.no_grad():
+            self.out_eager = module(self.x, *inputs[1:]).float()  # the max-abs-difference baseline
 
     def provider_module(self, provider: str) -> Callable:
         impl = "fused" if provider.startswith("fused") else "eager"
@@ -120,6 +122,15 @@ def _flops(module: nn.Module, x: Tensor) -> float:
     linear += d * config.ffn_hidden * (3 if config.gated else 2)
     attention = 2 * seq * config.q_width * (0.5 if config.causal else 1.0)  # q k^T and p v per token
     return 2.0 * tokens * (linear + attention) * layers
+
+
+def _output_errors(out: Tensor, work: _Workload) -> dict:
+    """Relative error and max abs difference of an output against the fp32 run, and its max abs
+    difference against the eager output in the benchmark dtype (the source documents' measure)."""
+    out = out.detach().float()
+    return {"rel_err_out": relative_error(out, work.out32),
+            "max_abs_out": float((out - work.out32).abs().max()),
+            "max_abs_vs_eager": float((out - work.out_eager).abs().max())}
 
 
 def _time(fn: Callable, settings: BlockSettings, clear: Callable) -> timing.Timing:
@@ -178,7 +189,7 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
                 torch.cuda.synchronize()
             record["first_call_s"] = round(time.perf_counter() - began, 3)
             if mode == "infer":
-                errors["rel_err_out"] = relative_error(out, work.out32)
+                errors.update(_output_errors(out, work))
             if mode == "fwdbwd":
                 grads = {"x": leaf.grad.detach().clone(), **named_gradients(module)}
                 errors["rel_err_grad"] = _total_relative_error(grads, work.grads32)
@@ -195,10 +206,10 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
                 clear()
                 torch.cuda.synchronize()
                 before = torch.cuda.memory_allocated()
-                out = forward()
+                kept = [forward()]  # the output holds the graph and its saved tensors until cleared
                 torch.cuda.synchronize()
                 record["saved_mib"] = (torch.cuda.memory_allocated() - before) / 2**20
-                del out
+                kept.clear()
             if cuda and mode == "fwdbwd":
                 clear()
                 if _uses_cudagraphs(provider):
@@ -216,15 +227,11 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
         try:
             with torch.no_grad():
                 mark_step()
-                errors["rel_err_out"] = relative_error(run(work.x, *extra), work.out32)
+                errors.update(_output_errors(run(work.x, *extra), work))
         except Exception as error:  # noqa: BLE001
             errors.setdefault("error", _describe(error))
     for record in records:
         record.update({k: v for k, v in errors.items() if k != "error"})
-    del module, run
-    torch._dynamo.reset()
-    if cuda:
-        torch.cuda.empty_cache()
     return records
 
 
@@ -270,8 +277,10 @@ def compile_times(work: _Workload, provider: str) -> dict:
     return {"compile_cold_s": round(seconds[0], 3), "compile_warm_s": round(seconds[1], 3)}
 
 
-def run_block(settings: BlockSettings, on_update: Callable | None = None) -> tuple[dict, list[dict]]:
-    """(workload description, records) for every provider of ``settings``."""
+def run_block(settings: BlockSettings, on_update: Callable | None = None,
+              show_progress: bool = True) -> tuple[dict, list[dict]]:
+    """(workload description, records) for every provider of ``settings``. ``show_progress=False``
+    hides the progress bar (its refresh thread skews CPU timings on a small machine)."""
     from rich.progress import Progress
 
     work = _Workload(settings)
@@ -284,13 +293,18 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None) -> tup
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "padding_mask": len(work.inputs) > 1,
         "forward_gflop": work.flops / 1e9,
+        "output_fp32_max_abs": float(work.out32.abs().max()),
+        "output_fp32_rms": float(work.out32.double().square().mean().sqrt()),
     }
     records: list[dict] = []
-    with Progress(transient=True) as progress:
+    with Progress(transient=True, disable=not show_progress) as progress:
         task = progress.add_task(f"{settings.name}", total=len(settings.providers))
         for provider in settings.providers:
             progress.update(task, description=f"{settings.name}: {provider}")
             measured = _measure_provider(work, provider)
+            torch._dynamo.reset()  # the provider's graphs (and CUDA-graph pools) go with it
+            if settings.device.type == "cuda":
+                torch.cuda.empty_cache()
             if settings.compile_times and _compile_mode(provider) is not None:
                 try:
                     times = compile_times(work, provider)

@@ -79,7 +79,8 @@ def targets(workload: dict, records: list[dict]) -> list[dict]:
 
 
 CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "peak_mib", "saved_mib", "rel_err_out",
-              "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s", "compile_warm_s", "error")
+              "max_abs_out", "max_abs_vs_eager", "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s",
+              "compile_warm_s", "error")
 
 
 def write_csv(path: Path, records: list[dict]) -> None:
@@ -118,8 +119,10 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         + (", key-padding mask" if workload.get("padding_mask") else "")
         + f"; {workload['forward_gflop']:.1f} GFLOP forward (GEMMs + attention)",
         "",
-        "Times: median ms of CUDA events (p20-p80 in the JSON), L2 flushed and gradients cleared before each"
-        " call. `infer`: forward under no_grad; `fwd`: training forward; `fwdbwd`: forward + backward of a fixed"
+        ("Times: median ms of CUDA events (p20-p80 in the JSON), L2 flushed and gradients cleared before each"
+         " call." if meta.get("device") == "cuda" else
+         "Times: median ms of the CPU wall clock (p20-p80 in the JSON), gradients cleared before each call.") +
+        " `infer`: forward under no_grad; `fwd`: training forward; `fwdbwd`: forward + backward of a fixed"
         " output gradient. Peak: memory allocated during one training step above what was allocated before it."
         " Errors: ||out - ref|| / ||ref|| against an fp32 eager run with the same weights (grad: every"
         " parameter gradient and the input gradient together). First call: seconds, compile included.",
