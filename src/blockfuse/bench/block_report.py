@@ -201,3 +201,46 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
+
+
+def command(kind: str, settings, out: Path) -> str:
+    """The ``blockfuse bench block|model`` command that reproduces a run of ``settings`` (a
+    ``bench.block.BlockSettings``), every choice spelled out."""
+    import shlex
+
+    from blockfuse.bench.runner import DTYPES
+    from blockfuse.models import preset
+
+    dtype = next(name for name, value in DTYPES.items() if value == settings.dtype)
+    words = ["blockfuse", "bench", kind, settings.name]
+    if settings.shape:
+        words += ["--shape", ",".join(map(str, settings.shape))]
+    default_layers = 1 if kind == "block" else preset(settings.name).layers
+    if settings.layers is not None and settings.layers != default_layers:
+        words += ["--layers", str(settings.layers)]
+    words += ["--dtype", dtype, "--providers", ",".join(settings.providers), "--modes", ",".join(settings.modes)]
+    words += ["--quick"] * settings.quick + ["--compile-times"] * settings.compile_times
+    return shlex.join(words + ["--out", str(out)])
+
+
+def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: bool = True):
+    """Runs ``bench.block.run_block`` and writes ``out/<kind>-<name>.{json,md}`` after every provider,
+    then the CSV and the PNG. ``meta`` gains the command and the elapsed time. Returns
+    ``(workload, records, stem, wrote_plot)``."""
+    import time
+
+    from blockfuse.bench import block
+
+    meta["command"] = command(kind, settings, out)
+    stem = out / f"{kind}-{settings.name}"
+    began = time.perf_counter()
+
+    def write(workload, records):
+        meta["elapsed_s"] = round(time.perf_counter() - began, 1)
+        write_json(stem.with_suffix(".json"), meta, workload, records)
+        write_markdown(stem.with_suffix(".md"), meta, workload, records)
+
+    workload, records = block.run_block(settings, on_update=write, show_progress=show_progress)
+    write(workload, records)
+    write_csv(stem.with_suffix(".csv"), records)
+    return workload, records, stem, write_plot(stem.with_suffix(".png"), meta, workload, records)

@@ -230,27 +230,7 @@ def run_block(args: argparse.Namespace) -> int:
         print(f"skipped without CUDA: {', '.join(skipped)} (CUDA graphs and autotuning need a GPU)")
     out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
     out.mkdir(parents=True, exist_ok=True)
-    words = ["blockfuse", "bench", args.bench_kind, args.name]
-    if settings.shape:
-        words += ["--shape", ",".join(map(str, settings.shape))]
-    if args.layers is not None:
-        words += ["--layers", str(args.layers)]
-    words += ["--dtype", args.dtype, "--providers", ",".join(providers), "--modes", ",".join(settings.modes)]
-    words += ["--quick"] if args.quick else []
-    words += ["--compile-times"] if args.compile_times else []
-    meta["command"] = shlex.join(words + ["--out", str(out)])
-    stem = out / f"{args.bench_kind}-{args.name}"
-    began = time.perf_counter()
-
-    def write(workload, records):
-        meta["elapsed_s"] = round(time.perf_counter() - began, 1)
-        block_report.write_json(stem.with_suffix(".json"), meta, workload, records)
-        block_report.write_markdown(stem.with_suffix(".md"), meta, workload, records)
-
-    workload, records = block.run_block(settings, on_update=write)
-    write(workload, records)
-    block_report.write_csv(stem.with_suffix(".csv"), records)
-    block_report.write_plot(stem.with_suffix(".png"), meta, workload, records)
+    workload, records, stem, _ = block_report.run_and_write(args.bench_kind, settings, meta, out)
     print(block_report.markdown(meta, workload, records))
     failed = [r for r in records if r.get("error")]
     print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")

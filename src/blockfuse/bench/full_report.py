@@ -261,27 +261,13 @@ def _block_settings(settings: ReportSettings, name: str, providers, modes, layer
 
 def _run_block(settings: ReportSettings, meta: dict, kind: str, block_settings) -> dict:
     """``bench.block.run_block`` and the block report's files ``<kind>-<name>.{json,csv,md,png}``."""
-    from blockfuse.bench import block, block_report
+    from blockfuse.bench import block_report
 
-    words = ["blockfuse", "bench", kind, block_settings.name]
-    if block_settings.shape:
-        words += ["--shape", ",".join(map(str, block_settings.shape))]
-    words += ["--dtype", "bf16", "--providers", ",".join(block_settings.providers),
-              "--modes", ",".join(block_settings.modes)] + ["--quick"] * settings.quick
-    part_meta = {**meta, "command": shlex.join(words + ["--out", str(settings.out)])}
-    stem = settings.out / f"{kind}-{block_settings.name}"
-    began = time.perf_counter()
-
-    def write(workload, records):  # after every provider, as bench block does
-        part_meta["elapsed_s"] = round(time.perf_counter() - began, 1)
-        block_report.write_json(stem.with_suffix(".json"), part_meta, workload, records)
-        block_report.write_markdown(stem.with_suffix(".md"), part_meta, workload, records)
-
-    workload, records = block.run_block(block_settings, on_update=write, show_progress=settings.cuda)
-    write(workload, records)
-    block_report.write_csv(stem.with_suffix(".csv"), records)
+    part_meta = dict(meta)
+    workload, records, stem, plotted = block_report.run_and_write(kind, block_settings, part_meta, settings.out,
+                                                                  show_progress=settings.cuda)
     files = {suffix: stem.with_suffix(f".{suffix}").name for suffix in ("json", "csv", "md")}
-    if block_report.write_plot(stem.with_suffix(".png"), part_meta, workload, records):
+    if plotted:
         files["png"] = stem.with_suffix(".png").name
     return {"meta": part_meta, "workload": workload, "records": records, "files": files,
             "targets": block_report.targets(workload, records),

@@ -459,13 +459,20 @@ class TransformerStack(nn.Module):
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
         _check_padding_mask(x, padding_mask)
         if self.impl == "fused" and self.config.placement == "pre":
-            residual, branch = x, None
-            for block in self.blocks:
-                residual, branch = block.forward_pre_parts(residual, branch, padding_mask)
+            residual, branch = self.forward_pre_parts(x, padding_mask)
             return bias_dropout_add(branch, None, residual, self.config.dropout, self.training)
         for block in self.blocks:
             x = block(x, padding_mask)
         return x
+
+
+    def forward_pre_parts(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Fused pre-norm stack: the output as ``(residual, branch)``, output = residual + dropout(branch),
+        the last add left to the caller (to fuse into whatever norm comes next)."""
+        residual, branch = x, None
+        for block in self.blocks:
+            residual, branch = block.forward_pre_parts(residual, branch, padding_mask)
+        return residual, branch
 
 
 def convert(module: nn.Module, impl: str) -> nn.Module:

@@ -235,9 +235,7 @@ class Siglip2Encoder(nn.Module):
         if self.config.placement != "pre":
             return self.post_layernorm(self.encoder(hidden, patch_mask))
         # The stack's fused pre-norm protocol, with its last residual add fused into post_layernorm.
-        residual, branch = hidden, None
-        for block in self.encoder.blocks:
-            residual, branch = block.forward_pre_parts(residual, branch, patch_mask)
+        residual, branch = self.encoder.forward_pre_parts(hidden, patch_mask)
         norm = self.post_layernorm
         out, _ = layer_norm(branch, norm.weight, norm.bias, norm.eps, residual=residual, residual_mode="pre",
                             dropout_p=self.config.dropout, training=self.training)
