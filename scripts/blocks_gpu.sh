@@ -4,10 +4,10 @@
 #   bash scripts/blocks_gpu.sh OUT [ITEM ...]
 #
 # ITEM is a preset name, optionally with ":fast" (skip the max-autotune providers), or "tests"
-# (the blocks, gated MLP and patching tests on CUDA) or "hf-llama" (benchmarks/hf_llama.py).
+# (the blocks, gated MLP and patching tests on CUDA) or "hf-llama" (`blockfuse bench model hf-llama`).
 # Default: tests reordered standard:fast olmo2-1b:fast siglip2:fast hf-llama. siglip2 and te-4layer
 # run as stacks of the preset's layers (`bench model`), the others as one block (`bench block`).
-# Writes OUT/{block,model}-NAME.{json,md,png}, OUT/hf_llama.{json,md}, OUT/*.log. Wheels carried
+# Writes OUT/{block,model}-NAME.{json,csv,md,png} (hf-llama: OUT/model-hf-llama.*), OUT/*.log. Wheels carried
 # in .whl/ (Liger-Kernel) go to /tmp/site; src/ goes on PYTHONPATH.
 set -u
 OUT=${1:?usage: bash scripts/blocks_gpu.sh OUT [ITEM ...]}
@@ -33,9 +33,10 @@ for item in $ITEMS; do
         echo "tests exit $?" >> "$OUT/tests-gpu.log"
         tail -3 "$OUT/tests-gpu.log" ;;
     hf-llama)
-        timeout -s INT 300 python3 benchmarks/hf_llama.py --out "$OUT" > "$OUT/hf_llama.log" 2>&1
-        echo "hf_llama exit $?" >> "$OUT/hf_llama.log"
-        tail -1 "$OUT/hf_llama.log" ;;
+        timeout -s INT 300 python3 -m blockfuse bench model hf-llama --out "$OUT" > "$OUT/hf-llama.log" 2>&1
+        echo "hf-llama exit $?" >> "$OUT/hf-llama.log"
+        tail -1 "$OUT/hf-llama.log"
+        grep -A6 "^## Targets" "$OUT/model-hf-llama.md" ;;
     *)
         kind=block
         if [ "$name" = siglip2 ] || [ "$name" = te-4layer ]; then kind=model; fi

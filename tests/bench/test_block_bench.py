@@ -45,10 +45,31 @@ def test_bench_block_writes_every_file_and_field(tmp_path):
 
 def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
     code = _run(tmp_path, "model", "siglip2", "--shape", "2,8,64", "--layers", "2", "--providers", "eager,fused",
-                "--modes", "fwdbwd")
+                "--modes", "bwd,fwdbwd")
     assert code == 0
     document = json.loads((tmp_path / "model-siglip2.json").read_text())
     assert document["workload"]["layers"] == 2 and document["workload"]["padding_mask"]
+    assert document["workload"]["gemm_ceiling"] is None  # measured on CUDA only
+    records = {(r["provider"], r["mode"]): r for r in document["records"]}
+    for provider in ("eager", "fused"):
+        backward, step = records[(provider, "bwd")], records[(provider, "fwdbwd")]
+        assert backward["ms"] > 0 and "error" not in backward
+        # the backward's FLOPs are twice the forward's, the step's three times
+        assert backward["gemm_tflops"] * backward["ms"] == pytest.approx(2 / 3 * step["gemm_tflops"] * step["ms"])
+        assert 0 < backward["rel_err_grad"] < 0.05 and "gemm_fraction" not in backward
+    assert "bwd ms (x eager)" in (tmp_path / "model-siglip2.md").read_text()
+
+
+def test_compile_times_of_chosen_providers(tmp_path):
+    code = _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,fused,surgical:default",
+                "--modes", "infer", "--compile-times", "surgical:default")
+    assert code == 0
+    document = json.loads((tmp_path / "block-standard.json").read_text())
+    assert "--compile-times surgical:default" not in document["meta"]["command"]  # all compiled ones: the bare flag
+    assert [r["provider"] for r in document["records"] if "compile_cold_s" in r] == ["surgical:default"]
+    with pytest.raises(SystemExit, match="--compile-times"):
+        _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,fused", "--modes", "infer",
+             "--compile-times", "fused")
 
 
 def test_a_failing_provider_is_reported_and_the_rest_still_run(tmp_path, monkeypatch):

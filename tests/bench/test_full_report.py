@@ -58,6 +58,9 @@ def test_report_writes_every_part(full_run):
     assert {r["provider"] for r in blocks["records"]} == set(block.CPU_PROVIDERS)
     assert {r["mode"] for r in blocks["records"]} == set(block.MODES)
     assert all("error" not in r and r["ms"] > 0 for r in blocks["records"])
+    timed = {r["provider"] for r in blocks["records"] if "compile_cold_s" in r}
+    assert timed == {"compile:default"}  # the compile-mode table's compiled providers that run on the CPU
+    assert "--compile-times compile:default" in blocks["meta"]["command"]
 
     surgical = parts["surgical"]["result"]
     assert surgical["workload"]["layers"] == 4 and {r["mode"] for r in surgical["records"]} == {"infer"}
@@ -81,6 +84,7 @@ def test_report_markdown_stitches_the_parts(full_run):
                  "## Parts", "## 1. compile analysis of `reordered`", "graph breaks: **0**",
                  "| inference |", "## 2. `reordered` block, every provider", "### Results", "| fused |",
                  "max-autotune: not run", "## 3. `te-4layer` inference", "max abs diff vs fp32",
+                 "### Compile modes", "| compile:default | ",
                  "## 4. RoPE alone, forward", "RoPE q, k [", "(block-reordered.json)", "(block-reordered.png)",
                  "(model-te-4layer.json)", "(analyze-reordered.md)", "(ops-rotary.json)"):
         assert text in markdown, text

@@ -83,21 +83,33 @@ def test_fused_or_other_modules_are_refused():
         compile_surgically(torch.nn.Linear(2, 2))
 
 
+def _training_steps(module, x, steps=3):
+    """``steps`` training steps as a CUDA-graph training loop runs them: a new step marked, gradients
+    cleared (``zero_grad(set_to_none=True)``), forward, backward. Returns the last step's results."""
+    for _ in range(steps):  # warm-up and recording, then replays
+        torch.compiler.cudagraph_mark_step_begin()
+        module.zero_grad(set_to_none=True)
+        got = _step(module, x)
+    return got
+
+
 @pytest.mark.gpu
 def test_cuda_graph_mode_training_step_needs_the_clones():
     """reduce-overhead on the pieces: with cloned outputs a 2-layer training step runs and matches
-    eager; without them, reading RoPE's first output after its second replay fails (the trap)."""
+    eager; without them, reading RoPE's first output after its second replay fails (the trap).
+
+    Gradients are cleared before each step: a CUDA-graph mode's parameter gradients live in the graph's
+    memory, so accumulating into them across steps fails the same way, for surgical and for whole-model
+    compilation alike (seen on an H200, torch 2.11: ``models/surgical.py`` notes it)."""
     eager, (x,) = build_model("standard", (2, 64, 64), torch.float32, "cuda", layers=2, **TINY)
     expected = _step(eager, x)
     surgical = compile_surgically(convert(eager, "eager"), "reduce-overhead")
-    for _ in range(3):  # warm-up and recording, then replays
-        torch.compiler.cudagraph_mark_step_begin()
-        got = _step(surgical, x)
+    got = _training_steps(surgical, x)
     torch.testing.assert_close(got[1], expected[1], rtol=1e-3, atol=1e-4)
+    for key in expected[2]:
+        torch.testing.assert_close(got[2][key], expected[2][key], rtol=1e-3, atol=1e-4)
     torch._dynamo.reset()
     unsafe = compile_surgically(convert(eager, "eager"), "reduce-overhead", clone_outputs=False)
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
-        for _ in range(3):
-            torch.compiler.cudagraph_mark_step_begin()
-            _step(unsafe, x)
+        _training_steps(unsafe, x)
     torch._dynamo.reset()

@@ -2,12 +2,14 @@
 (only the elementwise pieces compiled), fused, fused + torch.compile. One process, one card, the same
 weights for every provider.
 
-Per provider and mode (``infer``: forward under no_grad; ``fwd``: training forward; ``fwdbwd``: forward
-and backward of a fixed output gradient) it records the median / p20 / p80 time (CUDA events after
-warm-up, L2 flushed before each call), peak memory of the training step above what is allocated
-before it, the time of the first call (compile time for the compiled providers), and the relative
-error of the output and of all gradients (input and parameters) against an fp32 run of the eager
-module with the same weights. A provider that fails is recorded with its error; the rest still run.
+Per provider and mode (``infer``: forward under no_grad; ``fwd``: training forward; ``bwd``: the
+backward alone, its forward run untimed before each call; ``fwdbwd``: forward and backward of a fixed
+output gradient) it records the median / p20 / p80 time (CUDA events after warm-up, L2 flushed before
+each call), the GEMM + attention TFLOP/s that time means and its fraction of a large GEMM's TFLOP/s
+measured in the same run (CUDA), peak memory of the training step above what is allocated before
+it, the time of the first call (compile time for the compiled providers), and the relative error of
+the output and of all gradients (input and parameters) against an fp32 run of the eager module with
+the same weights. A provider that fails is recorded with its error; the rest still run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -25,7 +28,9 @@ from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
 from blockfuse.models.surgical import compile_surgically
 
-MODES = ("infer", "fwd", "fwdbwd")
+MODES = ("infer", "fwd", "bwd", "fwdbwd")
+DEFAULT_MODES = ("infer", "fwd", "fwdbwd")  # bwd is about fwdbwd - fwd: asked for by name
+FLOP_FACTOR = {"infer": 1, "fwd": 1, "bwd": 2, "fwdbwd": 3}  # backward GEMMs: twice the forward's
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 PROVIDERS = (
     "eager",
@@ -52,7 +57,8 @@ class BlockSettings:
     device: torch.device
     quick: bool = False
     overrides: tuple = ()
-    compile_times: bool = False  # also time each compiled provider's compile, cold and warm (compiles twice more)
+    # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
+    compile_times: tuple[str, ...] = ()
 
 
 def _compile_mode(provider: str) -> Optional[str]:
@@ -85,6 +91,11 @@ class _Workload:
         generator = torch.Generator().manual_seed(1)
         self.dy = torch.randn(self.x.shape, generator=generator).to(self.x.device, self.x.dtype)
         self.flops = _flops(module, self.x)
+        self.gemm_ceiling = None  # {shape, dtype, ms, tflops} of a large GEMM on this card (CUDA only)
+        if settings.device.type == "cuda":
+            from blockfuse.analyze.ceilings import gemm_throughput
+
+            self.gemm_ceiling = gemm_throughput(settings.dtype)
 
         oracle = copy.deepcopy(module).float()
         x32 = self.x.detach().float().requires_grad_()
@@ -96,18 +107,23 @@ class _Workload:
         with torch.no_grad():
             self.out_eager = module(self.x, *inputs[1:]).float()  # the max-abs-difference baseline
 
-    def provider_module(self, provider: str) -> Callable:
-        impl = "fused" if provider.startswith("fused") else "eager"
-        module = convert(self.eager, impl) if impl == "fused" else copy.deepcopy(self.eager)
-        mode = _compile_mode(provider)
-        if mode is None:
-            return module, module
-        if provider.startswith("surgical"):
-            # only RoPE, the activation and the norms compiled (outputs cloned in CUDA-graph modes:
-            # models/surgical.py says why)
-            return module, compile_surgically(module, mode)
-        options = {"mode": mode} if mode != "default" else {}
-        return module, torch.compile(module, **options)
+    def provider_module(self, provider: str) -> tuple[nn.Module, Callable]:
+        return provider_module(self.eager, provider)
+
+
+def provider_module(eager: nn.Module, provider: str) -> tuple[nn.Module, Callable]:
+    """(the provider's module, what to call): a copy of ``eager`` converted and compiled as ``provider`` says."""
+    impl = "fused" if provider.startswith("fused") else "eager"
+    module = convert(eager, impl) if impl == "fused" else copy.deepcopy(eager)
+    mode = _compile_mode(provider)
+    if mode is None:
+        return module, module
+    if provider.startswith("surgical"):
+        # only RoPE, the activation and the norms compiled (outputs cloned in CUDA-graph modes:
+        # models/surgical.py says why)
+        return module, compile_surgically(module, mode)
+    options = {"mode": mode} if mode != "default" else {}
+    return module, torch.compile(module, **options)
 
 
 def _flops(module: nn.Module, x: Tensor) -> float:
@@ -133,12 +149,12 @@ def _output_errors(out: Tensor, work: _Workload) -> dict:
             "max_abs_vs_eager": float((out - work.out_eager).abs().max())}
 
 
-def _time(fn: Callable, settings: BlockSettings, clear: Callable) -> timing.Timing:
-    if settings.device.type == "cuda":  # time_cuda flushes the L2 after each setup
-        return timing.time_cuda(lambda _: fn(), setup=clear, warmup_ms=25 if settings.quick else 100,
+def _time(fn: Callable, settings: BlockSettings, setup: Callable) -> timing.Timing:
+    """``fn(setup())`` timed, ``setup`` untimed before each call (the L2 flushed after it on CUDA)."""
+    if settings.device.type == "cuda":
+        return timing.time_cuda(fn, setup=setup, warmup_ms=25 if settings.quick else 100,
                                 rep_ms=50 if settings.quick else 400)
-    return timing.time_cpu(lambda _: fn(), setup=clear, warmup=1, rep_ms=50 if settings.quick else 500,
-                           max_reps=20)
+    return timing.time_cpu(fn, setup=setup, warmup=1, rep_ms=50 if settings.quick else 500, max_reps=20)
 
 
 def _measure_provider(work: _Workload, provider: str) -> list[dict]:
@@ -176,7 +192,13 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
         mark_step()
         run(leaf, *extra).backward(work.dy)
 
-    calls = {"infer": infer, "fwd": forward, "fwdbwd": step}
+    def cleared_forward():  # the bwd mode's untimed setup
+        clear()
+        return forward()
+
+    calls = {"infer": infer, "fwd": forward, "bwd": lambda: cleared_forward().backward(work.dy), "fwdbwd": step}
+    timed = {mode: (clear, lambda _, call=call: call()) for mode, call in calls.items()}
+    timed["bwd"] = (cleared_forward, lambda out: out.backward(work.dy))
     records = []
     errors: dict = {}
     for mode in settings.modes:
@@ -190,17 +212,17 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
             record["first_call_s"] = round(time.perf_counter() - began, 3)
             if mode == "infer":
                 errors.update(_output_errors(out, work))
-            if mode == "fwdbwd":
+            if mode in ("bwd", "fwdbwd") and "rel_err_grad" not in errors:
                 grads = {"x": leaf.grad.detach().clone(), **named_gradients(module)}
                 errors["rel_err_grad"] = _total_relative_error(grads, work.grads32)
                 errors["rel_err_dx"] = relative_error(grads["x"], work.grads32["x"])
             del out
-            result = _time(calls[mode], settings, clear)
+            setup, call = timed[mode]
+            result = _time(call, settings, setup)
             record.update(ms=result.median, p20=result.p20, p80=result.p80)
-            if mode == "fwdbwd":
-                record["gemm_tflops"] = 3 * work.flops / (result.median * 1e-3) / 1e12
-            elif mode in ("infer", "fwd"):
-                record["gemm_tflops"] = work.flops / (result.median * 1e-3) / 1e12
+            record["gemm_tflops"] = FLOP_FACTOR[mode] * work.flops / (result.median * 1e-3) / 1e12
+            if work.gemm_ceiling:
+                record["gemm_fraction"] = record["gemm_tflops"] / work.gemm_ceiling["tflops"]
             if cuda and mode == "fwd" and not _uses_cudagraphs(provider):
                 # what the training forward keeps for the backward (its output included)
                 clear()
@@ -235,46 +257,55 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
     return records
 
 
-def compile_times(work: _Workload, provider: str) -> dict:
-    """Seconds of a compiled provider's first inference call: cold (Inductor's and Triton's caches
-    empty, in a fresh folder) and warm (compiled again after ``torch.compiler.reset()``, the on-disk
-    caches that the cold call filled still there, as in a second run of the same program)."""
+def compile_times(settings: BlockSettings, provider: str) -> dict:
+    """Seconds of a compiled provider's first inference call in a new Python process, as a user's
+    program meets it: cold (Inductor's and Triton's caches in an empty folder), then warm (a second
+    process on the caches the first one filled). A fresh process each time, since compiled graphs,
+    kernels and autotuning results also stay cached in memory."""
+    import json
     import os
+    import subprocess
+    import sys
     import tempfile
 
-    from torch._inductor.codecache import PyCodeCache
+    import blockfuse
 
-    x, extra = work.x, work.inputs[1:]
-    cuda = work.x.device.type == "cuda"
+    probe = {"name": settings.name, "shape": settings.shape, "layers": settings.layers,
+             "dtype": str(settings.dtype).removeprefix("torch."), "overrides": dict(settings.overrides),
+             "provider": provider, "device": str(settings.device)}
+    source = str(Path(blockfuse.__file__).resolve().parents[1])
     seconds = []
     with tempfile.TemporaryDirectory(prefix="blockfuse-compile-") as folder:
-        caches = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
-                  "TRITON_CACHE_DIR": os.path.join(folder, "triton")}
-        saved = {name: os.environ.get(name) for name in caches}
-        os.environ.update(caches)
-        try:
-            for _ in range(2):
-                torch.compiler.reset()
-                if hasattr(PyCodeCache, "cache_clear"):
-                    PyCodeCache.cache_clear()  # the in-memory modules too: "warm" means on disk only
-                module, run = work.provider_module(provider)
-                if _uses_cudagraphs(provider):
-                    torch.compiler.cudagraph_mark_step_begin()
-                began = time.perf_counter()
-                with torch.no_grad():
-                    run(x, *extra)
-                if cuda:
-                    torch.cuda.synchronize()
-                seconds.append(time.perf_counter() - began)
-                del module, run
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            torch.compiler.reset()
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(folder, "triton"),
+               "PYTHONPATH": os.pathsep.join(filter(None, (source, os.environ.get("PYTHONPATH"))))}
+        for _ in range(2):
+            done = subprocess.run([sys.executable, "-m", "blockfuse.bench.block", json.dumps(probe)], env=env,
+                                  capture_output=True, text=True, timeout=1800)
+            lines = done.stdout.strip().splitlines()
+            if done.returncode != 0 or not lines:
+                raise RuntimeError(f"compile-time probe of {provider} exited {done.returncode}: "
+                                   f"{(done.stderr.strip().splitlines() or [''])[-1][:300]}")
+            seconds.append(json.loads(lines[-1])["first_call_s"])
     return {"compile_cold_s": round(seconds[0], 3), "compile_warm_s": round(seconds[1], 3)}
+
+
+def _first_call(probe: dict) -> float:
+    """The compile-time probe (run by :func:`compile_times` in its own process): builds the block
+    of ``probe`` and times the provider's first inference call."""
+    device = torch.device(probe["device"])
+    shape = tuple(probe["shape"]) if probe["shape"] else None
+    eager, inputs = build_model(probe["name"], shape, getattr(torch, probe["dtype"]), device,
+                                layers=probe["layers"], **probe["overrides"])
+    _, run = provider_module(eager, probe["provider"])
+    if _uses_cudagraphs(probe["provider"]):
+        torch.compiler.cudagraph_mark_step_begin()
+    began = time.perf_counter()
+    with torch.no_grad():
+        run(*inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - began
 
 
 def run_block(settings: BlockSettings, on_update: Callable | None = None,
@@ -293,6 +324,7 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "padding_mask": len(work.inputs) > 1,
         "forward_gflop": work.flops / 1e9,
+        "gemm_ceiling": work.gemm_ceiling,
         "output_fp32_max_abs": float(work.out32.abs().max()),
         "output_fp32_rms": float(work.out32.double().square().mean().sqrt()),
     }
@@ -305,9 +337,9 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
             torch._dynamo.reset()  # the provider's graphs (and CUDA-graph pools) go with it
             if settings.device.type == "cuda":
                 torch.cuda.empty_cache()
-            if settings.compile_times and _compile_mode(provider) is not None:
+            if provider in settings.compile_times and _compile_mode(provider) is not None:
                 try:
-                    times = compile_times(work, provider)
+                    times = compile_times(settings, provider)
                 except Exception as error:  # noqa: BLE001
                     times = {"compile_error": _describe(error)}
                 for record in measured:
@@ -317,3 +349,10 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
                 on_update(workload, records)
             progress.advance(task)
     return workload, records
+
+
+if __name__ == "__main__":  # the compile-time probe: python -m blockfuse.bench.block '<probe JSON>'
+    import json
+    import sys
+
+    print(json.dumps({"first_call_s": _first_call(json.loads(sys.argv[1]))}))

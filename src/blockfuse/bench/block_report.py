@@ -7,7 +7,8 @@ from pathlib import Path
 
 from blockfuse.bench.report import _finite, pyplot
 
-MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "fwdbwd": "forward + backward"}
+MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "bwd": "backward",
+               "fwdbwd": "forward + backward"}
 
 
 def _index(records) -> dict:
@@ -78,7 +79,7 @@ def targets(workload: dict, records: list[dict]) -> list[dict]:
     return checks
 
 
-CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "peak_mib", "saved_mib", "rel_err_out",
+CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "gemm_fraction", "peak_mib", "saved_mib", "rel_err_out",
               "max_abs_out", "max_abs_vs_eager", "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s",
               "compile_warm_s", "error")
 
@@ -122,8 +123,9 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         ("Times: median ms of CUDA events (p20-p80 in the JSON), L2 flushed and gradients cleared before each"
          " call." if meta.get("device") == "cuda" else
          "Times: median ms of the CPU wall clock (p20-p80 in the JSON), gradients cleared before each call.") +
-        " `infer`: forward under no_grad; `fwd`: training forward; `fwdbwd`: forward + backward of a fixed"
-        " output gradient. Peak: memory allocated during one training step above what was allocated before it."
+        " `infer`: forward under no_grad; `fwd`: training forward; `bwd`: the backward alone (its forward run"
+        " untimed before each call); `fwdbwd`: forward + backward of a fixed output gradient. TFLOP/s: the"
+        " GEMMs' and attention's FLOPs over the time" + _ceiling_text(workload) + ". Peak: memory allocated during one training step above what was allocated before it."
         " Errors: ||out - ref|| / ||ref|| against an fp32 eager run with the same weights (grad: every"
         " parameter gradient and the input gradient together). First call: seconds, compile included.",
         "",
@@ -132,8 +134,10 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     ]
     lines += [f"- **{t['status']}**: {t['text']}" for t in targets(workload, records)] or ["(none for this workload)"]
     lines += ["", "## Results", ""]
-    header = ["provider"] + [f"{m} ms (x eager)" for m in modes] + ["peak MiB", "saved MiB", "err out", "err grad",
-                                                                    "first call s"]
+    rate_mode = next((m for m in ("fwdbwd", "fwd", "infer", "bwd") if m in modes), None)
+    header = (["provider"] + [f"{m} ms (x eager)" for m in modes]
+              + ([f"{rate_mode} TFLOP/s" + (" (of GEMM)" if workload.get("gemm_ceiling") else "")] if rate_mode else [])
+              + ["peak MiB", "saved MiB", "err out", "err grad", "first call s"])
     lines.append("| " + " | ".join(header) + " |")
     lines.append("| --- " * len(header) + "|")
     for provider in providers:
@@ -149,6 +153,12 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             else:
                 speedup = eager_ms[mode] / record["ms"] if eager_ms[mode] else None
                 row.append(f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)")
+        if rate_mode:
+            rated = index.get((provider, rate_mode)) or {}
+            rate = _fmt(rated.get("gemm_tflops"), ".3g")
+            if rated.get("gemm_fraction") is not None:
+                rate += f" ({rated['gemm_fraction']:.0%})"
+            row.append("" if rated.get("error") else rate)
         step = index.get((provider, "fwdbwd")) or next((r for r in records if r["provider"] == provider), {})
         peak = _fmt(step.get("peak_mib"), ".0f") + ("*" if step.get("peak_note") else "")
         first = "/".join(_fmt(index.get((provider, m), {}).get("first_call_s"), ".1f") for m in modes)
@@ -162,6 +172,15 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     if any(r.get("peak_note") for r in records):
         lines += ["", "\\* CUDA-graph modes: memory since the module was built, the graph pool included."]
     return "\n".join(lines) + "\n"
+
+
+def _ceiling_text(workload: dict) -> str:
+    ceiling = workload.get("gemm_ceiling")
+    if not ceiling:
+        return ""
+    shape = "x".join(map(str, ceiling["shape"]))
+    return (f" (in brackets: the fraction of a {shape} {ceiling['dtype']} GEMM's {ceiling['tflops']:.0f} TFLOP/s,"
+            " measured in the same run)")
 
 
 def write_markdown(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
@@ -219,7 +238,11 @@ def command(kind: str, settings, out: Path) -> str:
     if settings.layers is not None and settings.layers != default_layers:
         words += ["--layers", str(settings.layers)]
     words += ["--dtype", dtype, "--providers", ",".join(settings.providers), "--modes", ",".join(settings.modes)]
-    words += ["--quick"] * settings.quick + ["--compile-times"] * settings.compile_times
+    words += ["--quick"] * settings.quick
+    if settings.compile_times:
+        compiled = [p for p in settings.providers if ":" in p]
+        words += ["--compile-times"] if list(settings.compile_times) == compiled else \
+            ["--compile-times", ",".join(settings.compile_times)]
     return shlex.join(words + ["--out", str(out)])
 
 

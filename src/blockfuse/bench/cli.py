@@ -1,10 +1,13 @@
 """``blockfuse bench``: ``ops`` (each fused op against its peers), ``block`` and ``model`` (every way to run
-a block or a stack of blocks)."""
+a block or a stack of blocks; ``model hf-llama``: a Hugging Face Llama training step, HF eager, torch.compile,
+Liger-Kernel and ``blockfuse.patch``)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import importlib.util
 import shlex
 import time
 from pathlib import Path
@@ -48,22 +51,37 @@ def add_bench_parser(subparsers) -> None:
     ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
     ops.set_defaults(func=run_ops)
 
+    from blockfuse.bench import hf_llama
+
     for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
+        model = kind == "model"
         parser = kinds.add_parser(
             kind,
-            help=f"{text}: eager, each torch.compile mode, fused, fused + torch.compile",
-            description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png.",
+            help=f"{text}: eager, each torch.compile mode, fused, fused + torch.compile"
+            + ("; or hf-llama: a Hugging Face Llama training step against Liger-Kernel" if model else ""),
+            description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png."
+            + (" NAME hf-llama: a Hugging Face LlamaModel training step (HF eager, torch.compile, Liger-Kernel and "
+               "blockfuse.patch, each also compiled; without CUDA a tiny model)." if model else ""),
         )
-        parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer")
-        parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)")
-        parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's)")
+        parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer"
+                            + ("; or hf-llama" if model else ""))
+        parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)"
+                            + ("; hf-llama: batch,seq (default: 2,4096; tiny: 2,32)" if model else ""))
+        parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's"
+                            + ("; hf-llama: 4, tiny: 2)" if model else ")"))
         parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
-        parser.add_argument("--providers", help="comma-separated (default: all on CUDA; --fast drops max-autotune)")
-        parser.add_argument("--modes", default="infer,fwd,fwdbwd", help="comma-separated from infer,fwd,fwdbwd")
+        parser.add_argument("--providers", help="comma-separated (default: all on CUDA; --fast drops max-autotune)"
+                            + (f"; hf-llama: from {','.join(hf_llama.PROVIDERS)} (default: all)" if model else ""))
+        parser.add_argument("--modes", help="comma-separated from infer,fwd,bwd,fwdbwd (default: infer,fwd,fwdbwd)"
+                            + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: all)" if model else ""))
         parser.add_argument("--fast", action="store_true", help="skip the max-autotune providers (minutes of autotuning)")
         parser.add_argument("--quick", action="store_true", help="short timing")
-        parser.add_argument("--compile-times", action="store_true",
-                            help="also time each compiled provider's first call with cold and with warm caches")
+        parser.add_argument("--compile-times", nargs="?", const="all", metavar="PROVIDERS",
+                            help="also time each compiled provider's (or these comma-separated ones') first call "
+                            "with cold and with warm caches")
+        if model:
+            parser.add_argument("--tiny", action="store_true",
+                                help="hf-llama only: the tiny Llama (2 layers, hidden 64), as without CUDA")
         parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
         parser.set_defaults(func=run_block, bench_kind=kind)
 
@@ -182,33 +200,49 @@ def _command(args, names, settings, out) -> str:
     return shlex.join(words)
 
 
-def _parse_block_shape(text: str) -> tuple[int, int, int]:
+def _parse_dims(text: str, names: tuple[str, ...], example: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(d) for d in text.replace("x", ",").split(","))
     except ValueError:
         shape = ()
-    if len(shape) != 3 or min(shape) < 1:
-        raise SystemExit(f"blockfuse bench: bad --shape {text!r}: expected batch,seq,d_model such as 4,2048,1024")
+    if len(shape) != len(names) or min(shape) < 1:
+        raise SystemExit(f"blockfuse bench: bad --shape {text!r}: expected {','.join(names)} such as {example}")
     return shape
+
+
+def _compile_times(value: str | None, providers) -> tuple[str, ...]:
+    """The providers whose compile is also timed cold and warm: none, every compiled one (the bare
+    ``--compile-times``), or the compiled ones named."""
+    compiled = tuple(p for p in providers if ":" in p)
+    if not value:
+        return ()
+    names = compiled if value == "all" else _parse_list(value, compiled, "--compile-times")
+    return tuple(p for p in compiled if p in names)
 
 
 def run_block(args: argparse.Namespace) -> int:
     import torch
 
-    from blockfuse.bench import block, block_report, runner
+    from blockfuse.bench import block, block_report, hf_llama, runner
     from blockfuse.bench.runner import DTYPES
     from blockfuse.models import PRESETS, width_overrides
 
+    if args.name == hf_llama.NAME:  # the model benchmark that is not a preset
+        if args.bench_kind == "block":
+            raise SystemExit("blockfuse bench block: hf-llama is a whole model: blockfuse bench model hf-llama")
+        return run_hf_llama(args)
+    if getattr(args, "tiny", False):
+        raise SystemExit(f"blockfuse bench {args.bench_kind}: --tiny is for hf-llama; a preset takes --shape")
     if args.name not in PRESETS:
         raise SystemExit(f"blockfuse bench {args.bench_kind}: unknown preset {args.name!r}; "
-                         f"choose from {' '.join(PRESETS)}")
+                         f"choose from {' '.join(PRESETS)}" + (f" (or {hf_llama.NAME})" if args.bench_kind == "model" else ""))
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     default = block.PROVIDERS if cuda else block.CPU_PROVIDERS
     if args.fast:
         default = tuple(p for p in default if p not in block.SLOW_PROVIDERS)
     providers = _parse_list(args.providers, block.PROVIDERS, "--providers") if args.providers else default
-    shape = _parse_block_shape(args.shape) if args.shape else None
+    shape = _parse_dims(args.shape, ("batch", "seq", "d_model"), "4,2048,1024") if args.shape else None
     layers = args.layers if args.layers is not None else (1 if args.bench_kind == "block" else None)
     settings = block.BlockSettings(
         name=args.name,
@@ -216,11 +250,11 @@ def run_block(args: argparse.Namespace) -> int:
         layers=layers,
         dtype=DTYPES[args.dtype],
         providers=tuple(providers),
-        modes=_parse_list(args.modes, block.MODES, "--modes"),
+        modes=_parse_list(args.modes or ",".join(block.DEFAULT_MODES), block.MODES, "--modes"),
         device=device,
         quick=args.quick,
         overrides=tuple(width_overrides(args.name, shape[-1]).items()) if shape else (),
-        compile_times=args.compile_times,
+        compile_times=_compile_times(args.compile_times, providers),
     )
     meta = runner.environment(device)
     if not cuda:
@@ -235,3 +269,53 @@ def run_block(args: argparse.Namespace) -> int:
     failed = [r for r in records if r.get("error")]
     print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
     return 1 if any(r["provider"].startswith("fused") for r in failed) else 0
+
+
+def run_hf_llama(args: argparse.Namespace) -> int:
+    """``blockfuse bench model hf-llama``: the Hugging Face Llama training step (``bench.hf_llama``)."""
+    import torch
+
+    from blockfuse.bench import hf_llama, runner
+
+    for flag, given in (("--fast", args.fast), ("--compile-times", args.compile_times)):
+        if given:
+            raise SystemExit(f"blockfuse bench model hf-llama: {flag} is for the presets")
+    if importlib.util.find_spec("transformers") is None:
+        raise SystemExit("blockfuse bench model hf-llama needs transformers: pip install transformers")
+    if args.layers is not None and args.layers < 1:
+        raise SystemExit(f"blockfuse bench model hf-llama: bad --layers {args.layers}")
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    tiny = args.tiny or not cuda
+    shape = hf_llama.TINY if tiny else hf_llama.FULL
+    if args.shape:
+        batch, seq = _parse_dims(args.shape, ("batch", "seq"), "2,4096")
+        shape = dataclasses.replace(shape, batch=batch, seq=seq)
+    if args.layers is not None:
+        shape = dataclasses.replace(shape, layers=args.layers)
+    providers = _parse_list(args.providers or ",".join(hf_llama.PROVIDERS), hf_llama.PROVIDERS, "--providers")
+    settings = hf_llama.Settings(
+        shape=shape,
+        dtype=args.dtype,
+        providers=providers,
+        modes=_parse_list(args.modes or ",".join(hf_llama.MODES), hf_llama.MODES, "--modes"),
+        device=device,
+        quick=args.quick,
+        tiny=tiny,
+    )
+    meta = runner.environment(device)
+    if not cuda:
+        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
+        print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
+        print(f"no CUDA: the tiny Llama config ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} / "
+              f"{shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, {shape.seq})), not the "
+              f"{hf_llama.FULL.layers}-layer hidden-{hf_llama.FULL.hidden} one")
+    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+    out.mkdir(parents=True, exist_ok=True)
+    # NOTE: no progress bar on the CPU: its refresh thread holds one of the cores the timed code needs.
+    workload, records, stem, _ = hf_llama.run_and_write(settings, meta, out, show_progress=cuda)
+    print(hf_llama.markdown(meta, workload, records))
+    failed = [r for r in records if r.get("error")]
+    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
+    # Exit 1 when blockfuse itself failed; a peer that fails (say, Liger missing) is only reported.
+    return 1 if any(r["provider"].startswith("blockfuse") for r in failed) else 0

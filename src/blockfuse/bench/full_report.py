@@ -35,6 +35,8 @@ MODEL = "te-4layer"
 # te-4layer inference: whole-model compile, surgical compile (where bench.block has it) and fused ops
 MODEL_PROVIDERS = ("eager", "compile:default", "surgical:default", "fused")
 ROPE_PROVIDERS = ("eager", "compile", "blockfuse")
+# the compile-mode table: these providers' compiles are also timed with cold and with warm caches
+COMPILE_TABLE = ("eager", "compile:default", "compile:reduce-overhead", "compile:max-autotune")
 CPU_SHAPE = (1, 16, 64)  # (batch, seq, d_model) of every block on the CPU: the presets shrunk to width 64
 BLOCKFUSE_PROVIDERS = ("fused", "blockfuse")  # a failure of these (prefixes) makes the exit code 1
 
@@ -247,7 +249,7 @@ def analyze_part(settings: ReportSettings, meta: dict, console) -> dict:
     }
 
 
-def _block_settings(settings: ReportSettings, name: str, providers, modes, layers):
+def _block_settings(settings: ReportSettings, name: str, providers, modes, layers, compile_times=()):
     from blockfuse.bench import block
     from blockfuse.models import width_overrides
 
@@ -256,6 +258,7 @@ def _block_settings(settings: ReportSettings, name: str, providers, modes, layer
         name=name, shape=shape, layers=layers, dtype=torch.bfloat16, providers=tuple(providers),
         modes=tuple(modes), device=settings.device, quick=settings.quick,
         overrides=tuple(width_overrides(name, shape[-1]).items()) if shape else (),
+        compile_times=tuple(p for p in compile_times if p in providers and ":" in p),
     )
 
 
@@ -280,7 +283,8 @@ def block_part(settings: ReportSettings, meta: dict, console) -> dict:
     providers = block.PROVIDERS if settings.cuda else block.CPU_PROVIDERS
     if settings.fast:
         providers = tuple(p for p in providers if p not in block.SLOW_PROVIDERS)
-    result = _run_block(settings, meta, "block", _block_settings(settings, BLOCK, providers, block.MODES, 1))
+    result = _run_block(settings, meta, "block",
+                        _block_settings(settings, BLOCK, providers, block.MODES, 1, compile_times=COMPILE_TABLE))
     records = result["records"]
     result["max_autotune_first_call_s"] = {
         r["provider"] + " " + r["mode"]: r.get("first_call_s") for r in records if "max-autotune" in r["provider"]}
@@ -478,7 +482,45 @@ def _block_markdown(result: dict, meta: dict) -> list[str]:
         lines += ["max-autotune: not run (`--fast`).", ""]
     else:
         lines += ["max-autotune: not run (no GPU to autotune on).", ""]
-    return lines + _demoted(result["table"])
+    return lines + _compile_mode_table(result["records"]) + _demoted(result["table"])
+
+
+def _compile_mode_table(records: list[dict]) -> list[str]:
+    """Eager and the torch.compile modes of ``COMPILE_TABLE``: time per mode against eager, and the
+    compile's cost: the first call of each mode in the benchmark, and the first inference call with
+    cold and with warm Inductor / Triton caches."""
+    index = {(r["provider"], r["mode"]): r for r in records}
+    present = [p for p in COMPILE_TABLE if any(r["provider"] == p for r in records)]
+    modes = [m for m in ("infer", "fwd", "bwd", "fwdbwd") if any(r["mode"] == m for r in records)]
+    if len(present) < 2:
+        return []
+    lines = ["### Compile modes", "",
+             "The first call of each mode includes its compile (and autotuning); `cold` / `warm`: a first inference "
+             "call in a fresh cache folder, then again after `torch.compiler.reset()` with the on-disk caches "
+             "filled (a second run of the same program).", "",
+             "| provider | " + " | ".join(f"{m} ms (x eager)" for m in modes)
+             + " | first calls s | compile cold s | compile warm s |",
+             "| --- " * (len(modes) + 4) + "|"]
+    for provider in present:
+        cells = [provider]
+        for mode in modes:
+            record, eager = index.get((provider, mode), {}), index.get(("eager", mode), {})
+            if record.get("error"):
+                cells.append("error")
+            elif record.get("ms") is None:
+                cells.append("")
+            else:
+                ratio = eager["ms"] / record["ms"] if eager.get("ms") else None
+                cells.append(f"{record['ms']:.3f} ({_number(ratio, '.2f')}x)")
+        rows = [index.get((provider, m), {}) for m in modes]
+        cells.append(" / ".join(_number(r.get("first_call_s"), ".1f") for r in rows))
+        timed = next((r for r in rows if "compile_cold_s" in r or "compile_error" in r), {})
+        if timed.get("compile_error"):
+            cells += [f"error: `{timed['compile_error'][:120]}`", ""]
+        else:
+            cells += [_number(timed.get("compile_cold_s"), ".1f"), _number(timed.get("compile_warm_s"), ".1f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _surgical_markdown(result: dict, meta: dict) -> list[str]:
