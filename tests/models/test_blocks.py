@@ -175,6 +175,30 @@ def test_fused_stack_matches_eager_stack(key):
         torch.testing.assert_close(grads_f[name], grads_e[name], rtol=2e-4, atol=2e-4, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("key, layers, recomputed", [("standard", 3, 6), ("siglip2-head18", 2, 4),
+                                                    ("reordered", 2, 0)])
+def test_pre_norm_outputs_are_recomputed_not_kept(key, layers, recomputed, monkeypatch):
+    """A fused pre-norm block keeps neither norm's output for the backward (the QKV GEMM and the MLP
+    would): each is recomputed once in the backward from the norm's input, with the same gradients
+    (test_fused_stack_matches_eager_stack). Reordered blocks' norms feed the residual, not a GEMM."""
+    from blockfuse.models import blocks
+
+    eager, inputs = _variant(key, layers=layers)
+    fused = convert(eager, "fused")
+    calls = []
+    original = blocks._norm
+    monkeypatch.setattr(blocks, "_norm", lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs))
+    x = inputs[0].detach().clone().requires_grad_()
+    out = fused(x, *inputs[1:])
+    forward_calls = len(calls)
+    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(5)))
+    assert len(calls) - forward_calls == recomputed
+    with torch.no_grad():
+        fused(x, *inputs[1:])  # nothing saved, nothing to recompute
+    assert len(calls) == 2 * forward_calls + recomputed
+    assert all(len(args) == 2 for args in calls[forward_calls:forward_calls + recomputed])  # norm(s): no residual
+
+
 def test_padding_mask_hides_padded_keys():
     block, (x, mask) = _variant("causal-padded")
     fused = convert(block, "fused")

@@ -270,6 +270,47 @@ def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode:
                     training=training, cast_before_weight=module.cast_before_weight)
 
 
+class _RecomputedNormOutput(torch.autograd.graph.saved_tensors_hooks):
+    """While active, a norm output ``y`` that the ops of the block save for their backward (the QKV
+    GEMM's input, the MLP's input) is not kept: the backward recomputes it from the norm's input
+    ``s``, which the norm keeps anyway. One (tokens, d_model) tensor less per norm between the
+    forward and the backward, for one more norm forward in the backward.
+
+    NOTE: the recomputation normalizes ``s`` as rounded to its dtype (the fused add + norm kernel
+    normalized the fp32 sum): the same rounding the norm's own backward works with. Views of ``y``
+    (a GEMM saves its input reshaped to 2-D) are rebuilt on the recomputed tensor. Eager only: under
+    torch.compile the hooks would cost graph breaks, and Inductor plans its own recomputation."""
+
+    def __init__(self, y: Tensor, recompute):
+        storage = y.untyped_storage()
+        pointer, size = storage.data_ptr(), storage.nbytes()
+
+        def pack(t: Tensor):
+            kept = t.untyped_storage()
+            if kept.data_ptr() != pointer or kept.nbytes() != size:
+                return t
+            return (t.shape, t.stride(), t.storage_offset())  # no reference to y: it can be freed
+
+        def unpack(packed):
+            if isinstance(packed, Tensor):
+                return packed
+            shape, stride, offset = packed
+            with torch.no_grad():
+                return recompute().as_strided(shape, stride, offset)
+
+        super().__init__(pack, unpack)
+
+
+def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
+    """The ``_RecomputedNormOutput`` context for ``y = norm(s)`` when autograd records the block
+    eagerly; a context that does nothing otherwise."""
+    import contextlib
+
+    if not torch.is_grad_enabled() or torch.compiler.is_compiling() or not s.requires_grad:
+        return contextlib.nullcontext()
+    return _RecomputedNormOutput(y, lambda: _norm(norm, s.detach()))
+
+
 class _StackedLinear(nn.Module):
     """Mixin: a Linear whose rows are the concatenation of several eager Linears, saved and loaded
     under the eager names (``{prefix}{part}.weight``, ``.bias``)."""
@@ -337,10 +378,12 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         if cfg.rope:
             self._grow_tables(seq)
             q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
-        if not cfg.qk_norm:
+        if cfg.rope and not cfg.qk_norm:
             # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
             # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
-            # QK-norm the norms keep qkv anyway (they save their inputs), so no copy there.
+            # QK-norm the norms keep qkv anyway (they save their inputs), and without RoPE q and
+            # k are views of it: no copy there (a copy would keep one more (tokens, kv_width)
+            # tensor per layer: 144 MiB a layer for siglip2, seen on an H200).
             v = v.contiguous()
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
@@ -440,8 +483,11 @@ class TransformerBlock(nn.Module):
             h0, y = residual, _norm(self.attn_norm, residual)
         else:
             y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
-        y, h = _norm(self.ffn_norm, self.attn(y, padding_mask), h0, "pre", p, training)
-        return h, self.ffn(y)
+        with _without_saved_norm_output(y, self.attn_norm, h0):
+            attended = self.attn(y, padding_mask)
+        y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
+        with _without_saved_norm_output(y, self.ffn_norm, h):
+            return h, self.ffn(y)
 
 
 class TransformerStack(nn.Module):
