@@ -4,7 +4,7 @@
 #   bash scripts/blocks_gpu.sh OUT [ITEM ...]
 #
 # ITEM is a preset name, optionally with ":fast" (skip the max-autotune providers), or "tests"
-# (the blocks, gated MLP and patching tests on CUDA) or "hf-llama" (`blockfuse bench model hf-llama`).
+# (the blocks, MLP, linear_act and patching tests on CUDA), "linear-act" (benchmarks/linear_act.py) or "hf-llama" (`blockfuse bench model hf-llama`).
 # Default: tests reordered standard:fast olmo2-1b:fast siglip2:fast hf-llama. siglip2 and te-4layer
 # run as stacks of the preset's layers (`bench model`), the others as one block (`bench block`).
 # Writes OUT/{block,model}-NAME.{json,csv,md,png} (hf-llama: OUT/model-hf-llama.*), OUT/*.log. Wheels carried
@@ -28,10 +28,15 @@ for item in $ITEMS; do
     if [ "$item" != "$name" ]; then flags="--${item#*:}"; fi
     case "$name" in
     tests)
-        timeout -s INT 240 python3 -m pytest tests/models tests/ops/test_mlp.py tests/test_patch.py -q \
+        timeout -s INT 330 python3 -m pytest tests/models tests/ops/test_mlp.py tests/test_patch.py \
+            tests/test_nn_mlp.py tests/ops/test_linear_act.py -q \
             > "$OUT/tests-gpu.log" 2>&1
         echo "tests exit $?" >> "$OUT/tests-gpu.log"
         tail -3 "$OUT/tests-gpu.log" ;;
+    linear-act)
+        timeout -s INT 240 python3 benchmarks/linear_act.py --out "$OUT" > "$OUT/linear-act.log" 2>&1
+        echo "linear_act exit $?" >> "$OUT/linear-act.log"
+        tail -1 "$OUT/linear-act.log" ;;
     hf-llama)
         timeout -s INT 300 python3 -m blockfuse bench model hf-llama --out "$OUT" > "$OUT/hf-llama.log" 2>&1
         echo "hf-llama exit $?" >> "$OUT/hf-llama.log"

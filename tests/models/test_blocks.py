@@ -199,6 +199,42 @@ def test_pre_norm_outputs_are_recomputed_not_kept(key, layers, recomputed, monke
     assert all(len(args) == 2 for args in calls[forward_calls:forward_calls + recomputed])  # norm(s): no residual
 
 
+@pytest.mark.parametrize("key", ["standard", "siglip2-head18"])
+def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
+    """The saved-tensor hooks make no reference cycle: what they keep dies with the forward's graph.
+    (They once returned the tensors they left alone as they were; attention saves its own output,
+    and node -> hook's tensor -> grad_fn -> node leaked every training forward's graph.)"""
+    import gc
+    import weakref
+
+    from blockfuse.models import blocks
+
+    kept = []
+
+    class Recording(blocks._RecomputedNormOutput):
+        def __init__(self, y, recompute):
+            super().__init__(y, recompute)
+            pack = self.pack_hook
+
+            def recording(t):
+                packed = pack(t)
+                if isinstance(packed, torch.Tensor):
+                    kept.append(weakref.ref(packed))
+                return packed
+
+            self.pack_hook = recording
+
+    monkeypatch.setattr(blocks, "_RecomputedNormOutput", Recording)
+    eager, inputs = _variant(key, layers=2)
+    fused = convert(eager, "fused")
+    x = inputs[0].detach().clone().requires_grad_()
+    out = fused(x, *inputs[1:])
+    assert kept and any(r() is not None for r in kept)  # the graph holds them while it lives
+    del out
+    gc.collect()
+    assert all(r() is None for r in kept)
+
+
 def test_padding_mask_hides_padded_keys():
     block, (x, mask) = _variant("causal-padded")
     fused = convert(block, "fused")

@@ -195,3 +195,14 @@ def test_backward_in_blocks(monkeypatch):
         _composition(*ref, activation="swiglu").square().sum().backward()
         for mine, expected in zip(ours, ref):
             torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_column_blocks_cover_the_columns_aligned():
+    from blockfuse.ops.mlp import column_blocks
+
+    for n, blocks, min_width in ((4304, 4, 512), (8192, 4, 512), (700, 4, 512), (100, 4, 512), (2816, 4, 512)):
+        slices = column_blocks(n, blocks, min_width)
+        assert slices[0].start == 0 and slices[-1].stop == n
+        assert all(a.stop == b.start for a, b in zip(slices, slices[1:]))
+        assert all((s.stop - s.start) % 64 == 0 for s in slices[:-1]) and all(s.start % 64 == 0 for s in slices)
+        assert len(slices) <= blocks and all(s.stop - s.start >= min(min_width, n) for s in slices[:-1])

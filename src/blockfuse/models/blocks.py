@@ -30,6 +30,7 @@ from torch import Tensor, nn
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
+from blockfuse.ops.linear_act import fused_mlp
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
@@ -288,7 +289,10 @@ class _RecomputedNormOutput(torch.autograd.graph.saved_tensors_hooks):
         def pack(t: Tensor):
             kept = t.untyped_storage()
             if kept.data_ptr() != pointer or kept.nbytes() != size:
-                return t
+                # NOTE: detached, not t itself: an op that saves its own output (attention does)
+                # would otherwise hold node -> t -> t.grad_fn -> node, a cycle through C++ nodes
+                # that Python's collector cannot free (every training forward's graph leaked).
+                return t.detach()
             return (t.shape, t.stride(), t.storage_offset())  # no reference to y: it can be freed
 
         def unpack(packed):
@@ -308,7 +312,10 @@ def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
 
     if not torch.is_grad_enabled() or torch.compiler.is_compiling() or not s.requires_grad:
         return contextlib.nullcontext()
-    return _RecomputedNormOutput(y, lambda: _norm(norm, s.detach()))
+    # NOTE: the hook holds s detached, for the same reason as pack's detach (no cycle through
+    # s.grad_fn); s's storage then lives as long as the hook, as the norm's own saved s does.
+    source = s.detach()
+    return _RecomputedNormOutput(y, lambda: _norm(norm, source))
 
 
 class _StackedLinear(nn.Module):
@@ -395,8 +402,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
 
 
 class FusedFeedForward(_StackedLinear):
-    """The MLP on one gate|up GEMM, the packed SwiGLU / GeGLU kernel and the down GEMM, the activation
-    recomputed in the backward (GELU MLP: fc1, fc2)."""
+    """The MLP on one gate|up GEMM, the packed SwiGLU / GeGLU kernel and the down GEMM (GELU MLP: fc1
+    with GELU in its GEMM's epilogue, fc2), the activation recomputed in the backward."""
 
     def __init__(self, config: BlockConfig):
         super().__init__()
@@ -416,7 +423,10 @@ class FusedFeedForward(_StackedLinear):
             # keeping tokens x hidden alive (ops/mlp.py).
             return gated_mlp(x, self.gate_up_proj.weight, self.gate_up_proj.bias, self.down_proj.weight,
                              self.down_proj.bias, self.config.mlp)
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+        # GELU MLP: one op whose forward runs fc1 + bias + GELU as one GEMM (the activation in its
+        # epilogue) and keeps only x and the pre-activation; the backward recomputes the activation
+        # (ops/linear_act.py).
+        return fused_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, self.config.mlp)
 
 
 # ----------------------------------------------------------------------------------------
