@@ -16,7 +16,9 @@ are kept by the next GEMM) for the backward. Reading such an output after the ne
 "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run". In those modes
 every piece's output is cloned right after the call (``clone_outputs``, on by default there): correct,
 at the cost of one more read and write of each piece's output, which is most of what compiling the
-piece saved; the benchmarks report it as such.
+piece saved; the benchmarks report it as such. (On an H200 with torch 2.11 a training loop that clears
+its gradients ran and matched eager without the clones too: CUDA-graph trees recorded a separate graph
+for a call whose earlier outputs were still alive. The clones stay on as a guard for other versions.)
 
 NOTE: in those modes the parameter gradients that the compiled backward returns also live in the
 graph's memory. Clear them before each step (``zero_grad(set_to_none=True)``, the optimizer default):
