@@ -342,7 +342,8 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
     records: list[dict] = []
     # NOTE: the compile-time probes run after every provider is timed: a probe process and the
     # compile workers it starts compete for the host, and in a report run that timed providers
-    # after the probes, the host-bound ones read 20-50% slower (H200 machine, 16 cores).
+    # after the probes, the host-bound ones read from 25% up to 2.8x slower than in a run without
+    # probes (H200 machine, 16 cores).
     probed = [p for p in settings.providers if p in settings.compile_times and _compile_mode(p) is not None]
     with Progress(transient=True, disable=not show_progress) as progress:
         task = progress.add_task(f"{settings.name}", total=len(settings.providers) + len(probed))

@@ -99,6 +99,16 @@ def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> N
     path.write_text(json.dumps(_finite(document), indent=1) + "\n")
 
 
+def time_cell(record: dict, eager_ms) -> str:
+    """A table cell: "error", "" (not timed) or "ms (speed-up against eager)"."""
+    if record.get("error"):
+        return "error"
+    if record.get("ms") is None:
+        return ""
+    speedup = eager_ms / record["ms"] if eager_ms else None
+    return f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)"
+
+
 def _fmt(value, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
@@ -147,12 +157,9 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             record = index.get((provider, mode))
             if record is None:
                 row.append("")
-            elif record.get("error"):
-                row.append("error")
-                failed = record["error"]
             else:
-                speedup = eager_ms[mode] / record["ms"] if eager_ms[mode] else None
-                row.append(f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)")
+                row.append(time_cell(record, eager_ms[mode]))
+                failed = record.get("error") or failed
         if rate_mode:
             rated = index.get((provider, rate_mode)) or {}
             rate = _fmt(rated.get("gemm_tflops"), ".3g")

@@ -489,6 +489,8 @@ def _compile_mode_table(records: list[dict]) -> list[str]:
     """Eager and the torch.compile modes of ``COMPILE_TABLE``: time per mode against eager, and the
     compile's cost: the first call of each mode in the benchmark, and the first inference call with
     cold and with warm Inductor / Triton caches."""
+    from blockfuse.bench.block_report import time_cell
+
     index = {(r["provider"], r["mode"]): r for r in records}
     present = [p for p in COMPILE_TABLE if any(r["provider"] == p for r in records)]
     modes = [m for m in ("infer", "fwd", "bwd", "fwdbwd") if any(r["mode"] == m for r in records)]
@@ -503,15 +505,8 @@ def _compile_mode_table(records: list[dict]) -> list[str]:
              "| --- " * (len(modes) + 4) + "|"]
     for provider in present:
         cells = [provider]
-        for mode in modes:
-            record, eager = index.get((provider, mode), {}), index.get(("eager", mode), {})
-            if record.get("error"):
-                cells.append("error")
-            elif record.get("ms") is None:
-                cells.append("")
-            else:
-                ratio = eager["ms"] / record["ms"] if eager.get("ms") else None
-                cells.append(f"{record['ms']:.3f} ({_number(ratio, '.2f')}x)")
+        cells += [time_cell(index.get((provider, mode), {}), index.get(("eager", mode), {}).get("ms"))
+                  for mode in modes]
         rows = [index.get((provider, m), {}) for m in modes]
         cells.append(" / ".join(_number(r.get("first_call_s"), ".1f") for r in rows))
         timed = next((r for r in rows if "compile_cold_s" in r or "compile_error" in r), {})

@@ -21,6 +21,7 @@ its fused weights when saving and concatenates when loading, so one checkpoint r
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -308,8 +309,6 @@ class _RecomputedNormOutput(torch.autograd.graph.saved_tensors_hooks):
 def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
     """The ``_RecomputedNormOutput`` context for ``y = norm(s)`` when autograd records the block
     eagerly; a context that does nothing otherwise."""
-    import contextlib
-
     if not torch.is_grad_enabled() or torch.compiler.is_compiling() or not s.requires_grad:
         return contextlib.nullcontext()
     # NOTE: the hook holds s detached, for the same reason as pack's detach (no cycle through
