@@ -1,9 +1,10 @@
-"""Tile / warp sweep of the LayerNorm + GELU kernels (the norm kernels with ACTIVATION set).
+"""Tile / warp / pipeline sweep of the LayerNorm + GELU kernels (the norm kernels with ACTIVATION set),
+and of the plain LayerNorm backward's pipeline depth.
 
-Run on the GPU:  PYTHONPATH=src python3 benchmarks/layer_norm_gelu_tiles.py [--out DIR]
-Times the launchers (no autograd) with CUDA-graph replays and the L2 flushed; prints the
-fraction of copy bandwidth for each setting of the norm module's tuning constants, the plain
-LayerNorm at the default setting beside it.
+Run on the GPU:  PYTHONPATH=src python3 benchmarks/layer_norm_gelu_tiles.py [--out DIR] [--shape MxN]
+Times the launchers (no autograd) with CUDA-graph replays and the L2 flushed; prints the fraction of
+copy bandwidth for each setting of the norm module's tuning constants, with the registers and spills
+of the backward kernel each setting compiled to.
 """
 
 from __future__ import annotations
@@ -18,13 +19,27 @@ import triton
 from blockfuse.bench.timing import copy_bandwidth, l2_flush, time_cuda_graph
 from blockfuse.ops import norm
 
-FORWARD = [  # (FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
-    (4096, 1024), (8192, 2048), (16384, 4096), (16384, 2048),
+FORWARD = [  # (ACT_FWD_TILE_ELEMENTS, ACT_FWD_ELEMENTS_PER_WARP)
+    (4096, 1024), (8192, 2048), (4096, 512), (8192, 1024),
 ]
-BACKWARD = [  # (BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP, BWD_PROGRAMS_PER_SM)
-    (4096, 512, 2), (4096, 1024, 1), (4096, 1024, 2), (4096, 1024, 3), (4096, 1024, 4),
-    (8192, 1024, 1), (8192, 1024, 2), (8192, 2048, 2),
+# (elements per warp, programs per SM, register cap, pipeline stages) of the backward at 4096-element
+# tiles: 4 warps (32 elements a thread), 8 warps (16) or 16 warps (8). A register cap of 128 lets two
+# 8-warp programs share a multiprocessor (2 x 256 threads x 128 registers fill its 64K); stages 0 is
+# no pipelining (the kernel prefetched the next row block into registers by hand before 2026-11-26),
+# k > 1 tl.range's k-stage asynchronous copies.
+ACT_BACKWARD = [
+    (1024, 2, None, 1), (1024, 2, None, 3), (1024, 2, None, 4), (512, 2, 128, 1), (512, 2, 128, 3),
+    (512, 2, 128, 4), (512, 2, 120, 3), (256, 1, None, 3),
 ]
+PLAIN_BACKWARD = [(512, 2, None, 1), (512, 2, None, 3), (512, 2, None, 4)]
+_ACT_NAMES = ("ACT_BWD_ELEMENTS_PER_WARP", "ACT_BWD_PROGRAMS_PER_SM", "ACT_BWD_MAXNREG", "ACT_BWD_STAGES")
+_PLAIN_NAMES = ("BWD_ELEMENTS_PER_WARP", "BWD_PROGRAMS_PER_SM", None, "BWD_STAGES")
+
+
+def _set(names, values) -> None:
+    for name, value in zip(names, values):
+        if name is not None:
+            setattr(norm, name, value)
 
 
 def main() -> None:
@@ -44,28 +59,36 @@ def main() -> None:
                "shape": [m, n], "copy_gbps": copy, "forward": [], "backward": []}
     moved_fwd = 2 * x.numel() * 2
     moved_bwd = 3 * x.numel() * 2
-    defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
-                norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM)
-    for activation in (gelu,):
-        for tile, per_warp in FORWARD:
-            norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, per_warp
-            t = time_cuda_graph(lambda: (flush(), norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False,
-                                                                     False, activation)), flush)
-            row = {"activation": activation, "tile": tile, "per_warp": per_warp, "ms": t.median,
-                   "frac_copy": moved_fwd / t.median / 1e6 / copy}
-            results["forward"].append(row)
-            print("fwd", row, flush=True)
-        norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = defaults[:2]
+
+    fwd_defaults = norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP
+    for tile, per_warp in FORWARD:
+        norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP = tile, per_warp
+        t = time_cuda_graph(lambda: (flush(), norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False,
+                                                                 False, gelu)), flush)
+        row = {"activation": gelu, "tile": tile, "per_warp": per_warp, "ms": t.median,
+               "frac_copy": moved_fwd / t.median / 1e6 / copy}
+        results["forward"].append(row)
+        print("fwd", row, flush=True)
+    norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP = fwd_defaults
+
+    for activation, settings, names in ((gelu, ACT_BACKWARD, _ACT_NAMES), (0, PLAIN_BACKWARD, _PLAIN_NAMES)):
         _, _, mean, rstd = norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False, False, activation)
-        for tile, per_warp, per_sm in BACKWARD:
-            norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM = tile, per_warp, per_sm
+        defaults = [None if name is None else getattr(norm, name) for name in names]
+        for setting in settings:
+            _set(names, setting)
+            norm._bwd_kernel._cache.clear()
             t = time_cuda_graph(lambda: (flush(), norm._norm_backward(dy, None, x, w, True, mean, rstd, None, "none",
                                                                       0.0, False, False, activation, b)), flush)
-            row = {"activation": activation, "tile": tile, "per_warp": per_warp, "programs_per_sm": per_sm,
+            compiled = norm._bwd_kernel.compiled()
+            per_warp, per_sm, maxnreg, stages = setting
+            row = {"activation": activation, "tile": norm.BWD_TILE_ELEMENTS, "per_warp": per_warp,
+                   "programs_per_sm": per_sm, "maxnreg": maxnreg, "stages": stages,
+                   "registers": [getattr(k, "n_regs", None) for k in compiled],
+                   "spills": [getattr(k, "n_spills", None) for k in compiled],
                    "ms": t.median, "frac_copy": moved_bwd / t.median / 1e6 / copy}
             results["backward"].append(row)
             print("bwd", row, flush=True)
-        norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM = defaults[2:]
+        _set(names, defaults)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "layer_norm_gelu_tiles.json").write_text(json.dumps(results, indent=1))

@@ -13,8 +13,10 @@ import triton
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import rotary as rotary_module
 
-SHAPES = [(1, 128, 16, 16, 64), (1, 512, 32, 8, 128), (4, 2048, 32, 32, 128)]  # batch, seq, q heads, kv heads, dim
-TILES = [(4096, 1024), (2048, 512), (1024, 256), (512, 128), (8192, 1024)]  # (TILE_ELEMENTS, ELEMENTS_PER_WARP)
+SHAPES = [(1, 128, 16, 16, 64), (1, 512, 32, 8, 128), (4, 2048, 32, 32, 128),
+          (8, 4096, 32, 8, 128)]  # batch, seq, q heads, kv heads, dim
+# (TILE_ELEMENTS, ELEMENTS_PER_WARP)
+TILES = [(4096, 1024), (2048, 512), (1024, 256), (2048, 256), (1024, 128), (4096, 512)]
 
 
 def main() -> None:

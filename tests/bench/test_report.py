@@ -94,3 +94,23 @@ def test_markdown_has_a_table_per_op_and_mode():
     assert "| shape | compile | liger | blockfuse | blockfuse vs best peer |" in text
     assert "0.8 ms · 0.93 · err 1.0e-03 · 1 MiB" in text and "1.12x (liger)" in text
     assert "- **missed**:" in text and "## Errors" in text and "RuntimeError: boom" in text
+
+
+def test_targets_use_each_ops_largest_shape_and_the_rotary_speedup():
+    """Copy fractions are read at the shape moving the most bytes (RoPE's are 5-d, not 16384x4096);
+    RoPE forward+backward must be 1.2x torch.compile there; no small-shape target without that shape."""
+    big, other = (8, 4096, 32, 8, 128), (4, 2048, 32, 32, 128)
+    rows = []
+    for shape, moved, frac, mine_ms, compile_ms in ((other, 100, 0.5, 1.0, 1.1), (big, 200, 0.94, 1.0, 1.21)):
+        for mode in ("fwd", "fwdbwd"):
+            rows.append(dict(_record("rotary", shape, mode, "blockfuse", mine_ms, frac), bytes=moved))
+            rows.append(dict(_record("rotary", shape, mode, "compile", compile_ms), bytes=moved))
+    by_target = {t["target"]: t for t in report.targets(rows, "cuda")}
+    fwd = by_target["copy_fraction_fwd"]
+    assert fwd["value"] == 0.94 and "8x4096x32x8x128" in fwd["text"]
+    speedup = by_target["fwdbwd_vs_compile"]
+    assert speedup["status"] == "met" and speedup["value"] == 1.21
+    assert "4x2048x32x32x128 1.10x" in speedup["text"]
+    assert "small_fwdbwd_vs_compile" not in by_target
+    slower = [dict(r, ms=1.1) if r["provider"] == "blockfuse" and tuple(r["shape"]) == big else r for r in rows]
+    assert {t["target"]: t for t in report.targets(slower, "cuda")}["fwdbwd_vs_compile"]["status"] == "missed"

@@ -838,3 +838,21 @@ def test_small_inputs_split_heads_over_programs(case, min_programs, monkeypatch,
     tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, min_programs)
     assert tile[5] > 1, f"expected a head split, got tile {tile}"
     check_case(case, torch.float32, device)
+
+
+@pytest.mark.parametrize("tile_elements", [512, 1024, 4096])
+def test_tiles_are_powers_of_two(tile_elements, monkeypatch):
+    """Every block dimension the launcher picks is a power of two (Triton's aranges must be), for head
+    counts, rotary and pass-through widths that are not: 6 heads of 96 rotary + 32 pass-through
+    columns once asked for a 6-head block when the tile shrank to 1024 elements."""
+    import blockfuse.ops.rotary as rotary_module
+
+    monkeypatch.setattr(rotary_module, "TILE_ELEMENTS", tile_elements)
+    for tokens in (1, 21, 128, 8192):
+        for heads1, heads2 in ((6, 2), (5, 1), (32, 8), (16, 16), (71, 0)):
+            for rotary_dim, pass_dim in ((96, 32), (64, 0), (32, 40), (128, 0), (16, 56)):
+                for min_programs in (1, 132):
+                    tile = rotary_module._tile(tokens, heads1, heads2, rotary_dim, pass_dim, min_programs)
+                    blocks = (*tile[:5], tile[6])  # every block size and num_warps (tile[5] counts head splits)
+                    assert all(b > 0 and b & (b - 1) == 0 for b in blocks), (tokens, heads1, heads2, rotary_dim,
+                                                                              pass_dim, min_programs, tile)

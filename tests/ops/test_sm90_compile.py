@@ -43,7 +43,10 @@ for launch in launches:
         constexprs[name] = None
     try:
         source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-        triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": launch["num_warps"]})
+        options = {"num_warps": launch["num_warps"]}
+        if launch["maxnreg"] is not None:
+            options["maxnreg"] = launch["maxnreg"]
+        triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     except Exception as error:  # report every failure, not only the first
         failures.append(f"{launch['kernel']} {launch['constexprs']} num_warps={launch['num_warps']}: "
                         f"{type(error).__name__}: {str(error)[-600:]}")
@@ -56,7 +59,7 @@ def _record_launches(monkeypatch) -> list[dict]:
     seen: dict[str, dict] = {}
     original = launch.CachedKernel.__call__
 
-    def recording_call(self, grid, *args, num_warps=4, num_stages=None, **constexprs):
+    def recording_call(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
         fn = getattr(self.kernel, "fn", self.kernel)
         names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
         signature, none = {}, []
@@ -76,9 +79,9 @@ def _record_launches(monkeypatch) -> list[dict]:
         for name in constexprs:
             signature[name] = "constexpr"
         record = {"module": fn.__module__, "kernel": fn.__name__, "signature": signature, "none": none,
-                  "constexprs": constexprs, "num_warps": num_warps}
+                  "constexprs": constexprs, "num_warps": num_warps, "maxnreg": maxnreg}
         seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
-        return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, maxnreg=maxnreg, **constexprs)
 
     monkeypatch.setattr(launch.CachedKernel, "__call__", recording_call)
     return seen
@@ -117,6 +120,11 @@ def _exercise_every_op(device: str) -> None:
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
+    # enough row blocks per program for the backward's pipelined loop (norm._stages)
+    tall = torch.randn(400, 72, dtype=torch.bfloat16, device=device)
+    w, b = torch.randn(72, dtype=torch.bfloat16, device=device), torch.randn(72, dtype=torch.bfloat16, device=device)
+    run(lambda x, w, b: blockfuse.layer_norm(x, w, b), tall, w, b)
+    run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), tall, w, b)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -126,6 +134,9 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     launches = _record_launches(monkeypatch)
     _exercise_every_op(device)
     kernels = {record["kernel"] for record in launches.values()}
+    stages = {record["constexprs"].get("STAGES") for record in launches.values()
+              if record["kernel"] == "_norm_bwd_kernel"}
+    assert {1, 3} <= stages, stages
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
             "_gated_bwd_kernel", "_rotary_kernel", "_bias_dropout_add_fwd_kernel",
             "_bias_dropout_add_bwd_kernel"} <= kernels, kernels

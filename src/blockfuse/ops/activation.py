@@ -10,39 +10,90 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from blockfuse.runtime import interpreter_enabled
+
 # NOTE: the constants are literals inside the kernels: a compiled kernel may only read
 # constexpr globals, and the interpreter mishandles constexpr * tensor. They are
 # 2 sqrt(2 / pi) = 1.5957691216057308, 1 / sqrt(2) = 0.7071067811865476,
-# 1 / sqrt(2 pi) = 0.3989422804014327, and the cubic coefficient of the tanh form, 0.044715.
+# 1 / sqrt(2 pi) = 0.3989422804014327, the cubic coefficient of the tanh form 0.044715,
+# log2(e) = 1.4426950408889634, and the products of these that the kernels use:
+# 2 sqrt(2 / pi) log2(e) = 2.302208198144325, times 0.044715 = 0.1029432395800235, and
+# 3 * 0.044715 * 2 sqrt(2 / pi) = 0.21406444881780073.
 
 GELU_APPROXIMATIONS = ("tanh", "none")
+
+# NOTE: a sigmoid written as 1 / (1 + exp(-x)) compiles to about twelve instructions on
+# sm_90: exp2 and the division each get range fix-ups for denormals (compare, select,
+# two conditional multiplies) around their MUFU instruction. The approximate ftz forms
+# below are one MUFU instruction each, with a relative error of about 2^-22 (ex2) and
+# one ulp (rcp): fp32 accuracy for an activation whose result is rounded to bf16 or fp16.
+# LayerNorm + GELU's backward went from 1920 to XXXX SASS instructions and lost its spills
+# (benchmarks/kernel_stats.py). The interpreter cannot run PTX, so there they are plain
+# tl.exp2 and a division; Triton, too, decides between interpreter and compiler when a
+# kernel is defined (TRITON_INTERPRET must be set before Python starts).
+if interpreter_enabled():
+
+    @triton.jit
+    def fast_exp2(x):
+        """``2 ** x`` in fp32."""
+        return tl.exp2(x)
+
+    @triton.jit
+    def fast_rcp(x):
+        """``1 / x`` in fp32."""
+        return 1.0 / x
+
+else:
+
+    @triton.jit
+    def fast_exp2(x):
+        """``2 ** x`` in fp32 (``ex2.approx.ftz``: denormal results flush to zero)."""
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+
+    @triton.jit
+    def fast_rcp(x):
+        """``1 / x`` in fp32 (``rcp.approx.ftz``; 1 / inf = 0, so a sigmoid saturates cleanly)."""
+        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``; 0 for large negative x (exp2 overflows to inf), 1 for large positive."""
+    return fast_rcp(1.0 + fast_exp2(x * -1.4426950408889634))
 
 
 @triton.jit
 def silu(x):
     """``x * sigmoid(x)``."""
-    return x * tl.sigmoid(x)
+    return x * sigmoid(x)
 
 
 @triton.jit
 def silu_grad(x):
     """d silu / dx ``= s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
-    s = tl.sigmoid(x)
+    s = sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
 
 
 @triton.jit
+def _gelu_tanh_sigmoid(x):
+    """sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3): 0.5 (1 + tanh(u)) without a tanh (which
+    Triton only offers through libdevice) and without cancellation in 1 + tanh(u) for negative x."""
+    return fast_rcp(1.0 + fast_exp2(x * (-2.302208198144325 - 0.1029432395800235 * (x * x))))
+
+
+@triton.jit
 def _gelu_tanh(x):
-    # NOTE: 0.5 * x * (1 + tanh(u)) == x * sigmoid(2u): one exp, no tanh (which Triton only
-    # offers through libdevice), and no cancellation in 1 + tanh(u) for negative x.
-    s = tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
-    return x * s
+    return x * _gelu_tanh_sigmoid(x)
 
 
 @triton.jit
 def _gelu_tanh_grad(x):
-    s = tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
-    return s + x * s * (1.0 - s) * 1.5957691216057308 * (1.0 + 3.0 * 0.044715 * x * x)
+    # d/dx x s(x) = s + x s (1 - s) 2u'(x), 2u'(x) = 2 sqrt(2 / pi) (1 + 3 * 0.044715 x^2).
+    s = _gelu_tanh_sigmoid(x)
+    return s * (1.0 + x * (1.0 - s) * (1.5957691216057308 + 0.21406444881780073 * (x * x)))
 
 
 @triton.jit

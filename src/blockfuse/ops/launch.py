@@ -43,11 +43,13 @@ class CachedKernel:
         if any(not p.is_constexpr for p in params[first:]):
             raise TypeError(f"{kernel.__name__}: CachedKernel needs the constexpr parameters last")
 
-    def __call__(self, grid, *args, num_warps=4, num_stages=None, **constexprs):
+    def __call__(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
+        """``maxnreg``: a register cap per thread for ptxas (None: its own choice); ignored by
+        the interpreter."""
         grid = tuple(grid) + (1,) * (3 - len(grid))
         # The compiled kernel is loaded on one device: the first tensor's device is in the key.
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        key = (device, tuple(map(_spec, args)), tuple(constexprs.items()), num_warps, num_stages)
+        key = (device, tuple(map(_spec, args)), tuple(constexprs.items()), num_warps, num_stages, maxnreg)
         compiled = self._cache.get(key)
         if compiled is not None:
             # The compiled runner takes every parameter in declaration order, constexprs
@@ -57,9 +59,16 @@ class CachedKernel:
         options = {"num_warps": num_warps}
         if num_stages is not None:
             options["num_stages"] = num_stages
+        if maxnreg is not None and not interpreter_enabled():
+            options["maxnreg"] = maxnreg
         compiled = self.kernel[grid](*args, **constexprs, **options)
         if compiled is not None and hasattr(compiled, "__getitem__") and not interpreter_enabled():
             self._cache[key] = compiled
+
+    def compiled(self) -> list:
+        """The compiled kernels launched so far (their ``n_regs`` and ``n_spills`` are what a
+        tile sweep reports)."""
+        return list(self._cache.values())
 
 
 def empty_if_none(t: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:

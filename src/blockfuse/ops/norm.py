@@ -51,18 +51,41 @@ BWD_TILE_ELEMENTS = 4096
 BWD_PROGRAMS_PER_SM = 2
 FWD_ELEMENTS_PER_WARP = 1024
 BWD_ELEMENTS_PER_WARP = 512
-# NOTE: with a GELU after the norm (layer_norm_gelu) the kernels do more arithmetic and the
-# backward holds more registers: fewer warps for the same tile were faster on an H200 at
-# [16384, 4096] (forward 0.78 -> 0.83 of copy with 2 rows of 4 warps; backward 0.38 -> 0.54 with
-# 4 warps a program), see benchmarks/layer_norm_gelu_tiles.py.
-ACT_FWD_TILE_ELEMENTS = 8192
-ACT_FWD_ELEMENTS_PER_WARP = 2048
-ACT_BWD_ELEMENTS_PER_WARP = 1024
+# Backward pipeline depth: tl.range's pipeliner copies the loads STAGES - 1 row blocks ahead into
+# shared memory (cp.async): more bytes in flight than the register prefetch of the next row block
+# that the kernel used before, without the registers. 3 stages took the plain LayerNorm backward at
+# [16384, 4096] from 0.78 (register prefetch) to 0.87 of copy on an H200 (2 stages: 0.66, 4: 0.81).
+BWD_STAGES = 3
+# NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
+# and the activation's derivative). 8 warps a program then need about 166 registers a thread,
+# which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
+# at 128 (ptxas' maxnreg) two programs fit, and with EVEN_N nothing spills. Measured on an H200
+# at [16384, 4096] (benchmarks/layer_norm_gelu_tiles.py): backward 0.54 (4 warps, register
+# prefetch, before the cheaper sigmoid in ops/activation.py) -> 0.74 of copy; forward 0.83 ->
+# 0.92 with one row of 4 warps a program once the sigmoid was cheaper.
+ACT_FWD_TILE_ELEMENTS = 4096
+ACT_FWD_ELEMENTS_PER_WARP = 1024
+ACT_BWD_ELEMENTS_PER_WARP = 512
+ACT_BWD_PROGRAMS_PER_SM = 2
+ACT_BWD_MAXNREG = 128  # register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit
+ACT_BWD_STAGES = 3
 
 
 # ----------------------------------------------------------------------------------------
 # Triton kernels
 # ----------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _column_mask(offs, cols, N, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
+    """``cols < N`` for the columns ``cols`` (= chunk start + ``offs``). With EVEN_N (N a multiple
+    of BLOCK_N) every column is real and the mask is ``offs < BLOCK_N``, which the compiler folds
+    to a constant: no per-element predicates (at N = 4096 LayerNorm + GELU's backward then needs
+    no spill and 9% fewer instructions)."""
+    if EVEN_N:
+        return offs < BLOCK_N
+    else:
+        return cols < N
 
 
 @triton.jit
@@ -103,6 +126,7 @@ def _norm_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
+    EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -113,7 +137,7 @@ def _norm_fwd_kernel(
 
     # Statistics. With one chunk the tile stays in registers for the output pass.
     if NUM_CHUNKS == 1:
-        mask = row_mask[:, None] & (offs < N)[None, :]
+        mask = row_mask[:, None] & _column_mask(offs, offs, N, BLOCK_N, EVEN_N)[None, :]
         z = _load_norm_input(X, RES, rows, offs, mask, stride_x, stride_res, seed, N, dropout_p,
                              dropout_scale, MODE, HAS_DROPOUT)
         if IS_RMS:
@@ -130,7 +154,7 @@ def _norm_fwd_kernel(
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for c in range(NUM_CHUNKS):
             cols = c * BLOCK_N + offs
-            mask = row_mask[:, None] & (cols < N)[None, :]
+            mask = row_mask[:, None] & _column_mask(offs, cols, N, BLOCK_N, EVEN_N)[None, :]
             z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                  dropout_scale, MODE, HAS_DROPOUT)
             if IS_RMS:
@@ -145,7 +169,7 @@ def _norm_fwd_kernel(
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
                 cols = c * BLOCK_N + offs
-                mask = row_mask[:, None] & (cols < N)[None, :]
+                mask = row_mask[:, None] & _column_mask(offs, cols, N, BLOCK_N, EVEN_N)[None, :]
                 z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N,
                                      dropout_p, dropout_scale, MODE, HAS_DROPOUT)
                 diff = tl.where(mask, z - mean[:, None], 0.0)
@@ -159,7 +183,7 @@ def _norm_fwd_kernel(
     # Normalize, affine, activation or residual; write.
     for c in range(NUM_CHUNKS):
         cols = c * BLOCK_N + offs
-        col_mask = cols < N
+        col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
         mask = row_mask[:, None] & col_mask[None, :]
         if NUM_CHUNKS > 1:
             z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
@@ -273,6 +297,39 @@ def _store_input_grad(
 
 
 @triton.jit
+def _norm_bwd_rows(
+    z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
+    stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
+    gradient) and returns the weight and bias gradient accumulators with this block added."""
+    row_mask = rows < M
+    mask = row_mask[:, None] & col_mask[None, :]
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    if IS_RMS:
+        mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    else:
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    xhat, xhat_w, dy, wdy = _norm_bwd_math(
+        z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
+        MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+    c1 = tl.sum(xhat * wdy, axis=1) / N
+    c2 = c1
+    if not IS_RMS:
+        c2 = tl.sum(wdy, axis=1) / N
+    dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
+    _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
+                      stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+    if HAS_W:
+        dw_acc += dy * xhat_w
+    if HAS_B:
+        db_acc += dy
+    return dw_acc, db_acc
+
+
+@triton.jit
 def _norm_bwd_kernel(
     DY,  # (M, N) gradient of the output y (post mode: of residual + dropout(norm(x)))
     DS,  # (M, N) pre mode: gradient of the residual-stream output s, or None
@@ -298,6 +355,8 @@ def _norm_bwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
+    EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
+    STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
 ):
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
@@ -311,49 +370,25 @@ def _norm_bwd_kernel(
     num_blocks = tl.cdiv(M, BLOCK_M)
 
     if NUM_CHUNKS == 1:
-        col_mask = offs < N
+        col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
         if HAS_W:
             w = tl.load(W + offs, mask=col_mask, other=0.0).to(tl.float32)
         b = _load_bias_for_activation(B, offs, col_mask, w, HAS_B, ACTIVATION)
         dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        # NOTE: the next row block's dy and z are loaded before this one is reduced, so
-        # the loads of one iteration overlap the reductions of the last (software
-        # pipelining by hand; a persistent program has no other source of overlap).
-        rows = pid * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-        mask = (rows < M)[:, None] & col_mask[None, :]
-        z_next = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0)
-        dy_next = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
-        for block in range(pid, num_blocks, num_programs):
+        # NOTE: Triton's pipeliner issues the loads of z and dy STAGES - 1 row blocks ahead as
+        # asynchronous copies into shared memory (a persistent program has no other source of
+        # overlap between its loads and its reductions).
+        for block in tl.range(pid, num_blocks, num_programs, num_stages=STAGES):
             rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-            row_mask = rows < M
-            mask = row_mask[:, None] & col_mask[None, :]
-            z = z_next.to(tl.float32)
-            dy = dy_next.to(tl.float32)
-            next_rows = rows + num_programs * BLOCK_M
-            next_mask = (next_rows < M)[:, None] & col_mask[None, :]
-            z_next = tl.load(Z + next_rows[:, None] * stride_z + offs[None, :], mask=next_mask, other=0.0)
-            dy_next = tl.load(DY + next_rows[:, None] * stride_dy + offs[None, :], mask=next_mask, other=0.0)
-            rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-            if IS_RMS:
-                mean = tl.zeros([BLOCK_M], dtype=tl.float32)
-            else:
-                mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-            xhat, xhat_w, dy, wdy = _norm_bwd_math(
-                z, dy, w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
-                MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
-            c1 = tl.sum(xhat * wdy, axis=1) / N
-            c2 = c1
-            if not IS_RMS:
-                c2 = tl.sum(wdy, axis=1) / N
-            dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
-            _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
-                              stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-            if HAS_W:
-                dw_acc += dy * xhat_w
-            if HAS_B:
-                db_acc += dy
+            mask = (rows < M)[:, None] & col_mask[None, :]
+            z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0)
+            dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
+            dw_acc, db_acc = _norm_bwd_rows(
+                z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
+                stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W, HAS_B,
+                HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
         if HAS_W:
             tl.store(PARTIAL + pid * N + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
         if HAS_B:
@@ -373,7 +408,7 @@ def _norm_bwd_kernel(
             c2_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
                 cols = c * BLOCK_N + offs
-                col_mask = cols < N
+                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
                 mask = row_mask[:, None] & col_mask[None, :]
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
@@ -385,7 +420,7 @@ def _norm_bwd_kernel(
             c2 = tl.sum(c2_acc, axis=1) / N
             for c in range(NUM_CHUNKS):
                 cols = c * BLOCK_N + offs
-                col_mask = cols < N
+                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
                 mask = row_mask[:, None] & col_mask[None, :]
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
@@ -461,9 +496,15 @@ def _tile(n: int, target_elements: int, elements_per_warp: int) -> tuple[int, in
     return block_m, block_n, num_chunks, num_warps
 
 
-def _num_programs(x: Tensor, row_blocks: int, block_n: int) -> int:
+def _stages(stages: int, row_blocks: int, programs: int) -> int:
+    """The backward's pipeline depth: none unless each program walks at least ``stages`` row blocks
+    (a short walk only pays the pipeline's prologue: [2048, 1024] ran 7% slower with 3 stages)."""
+    return stages if row_blocks >= stages * programs else 1
+
+
+def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
     if x.is_cuda:
-        per_sm = BWD_PROGRAMS_PER_SM if block_n <= 4096 else 1
+        per_sm = per_sm if block_n <= 4096 else 1
         return max(1, min(row_blocks, sm_count(x.device) * per_sm))
     return max(1, min(row_blocks, 4))
 
@@ -497,7 +538,7 @@ def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
         m, n, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
+        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0, num_warps=num_warps,
     )
     return y, s, mean, rstd
 
@@ -525,7 +566,8 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
     dres2 = None if dres is None else dres.view(-1, n)
     block_m, block_n, num_chunks, num_warps = _tile(
         n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP)
-    g = _num_programs(z, triton.cdiv(m, block_m), block_n)
+    per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
+    g = _num_programs(z, triton.cdiv(m, block_m), block_n, per_sm)
     partial = None
     if has_w or has_bias:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -539,7 +581,9 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
         m, n, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, num_warps=num_warps,
+        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
+        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, triton.cdiv(m, block_m), g),
+        num_warps=num_warps, maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
     if partial is not None:
         # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU.

@@ -32,11 +32,13 @@ from blockfuse.runtime import use_triton
 
 LAYOUTS = ("bshd", "bhsd")
 
-# NOTE: about 4096 elements a program tile (tokens x heads x head_dim) and 1024 a warp, as
-# the norm kernels: each program moves a few KB per loop step, enough to hide memory
-# latency, with small register tiles so that many programs fit on a multiprocessor.
-TILE_ELEMENTS = 4096
-ELEMENTS_PER_WARP = 1024
+# NOTE: about 1024 elements a program tile (tokens x heads x head_dim) and 256 a warp: each
+# program moves a few KB per loop step, enough to hide memory latency, with small register tiles
+# so that many programs fit on a multiprocessor. On an H200 (benchmarks/rotary_tiles.py) this
+# was 2% faster than 4096 / 1024 at [4, 2048, 32, 128] and [8, 4096, 32 (8 kv), 128], and 3% at
+# [1, 128, 16, 64].
+TILE_ELEMENTS = 1024
+ELEMENTS_PER_WARP = 256
 MAX_WARPS = 8
 
 
@@ -123,6 +125,7 @@ def _rotary_kernel(
     HAS_POS: tl.constexpr,
     COPY_PASS: tl.constexpr,
     QK_TOGETHER: tl.constexpr,  # one program rotates its heads of both tensors (else: separate programs)
+    WIDE_TOKENS: tl.constexpr,  # token indices need int64 (2**31 - BLOCK_T tokens or more)
     BLOCK_T: tl.constexpr,
     BLOCK_H1: tl.constexpr,
     BLOCK_H2: tl.constexpr,
@@ -131,10 +134,16 @@ def _rotary_kernel(
 ):
     # NOTE: one program owns a tile of tokens and walks every head of both tensors, so the
     # cos / sin rows of its tokens are read once and reused for all q and k heads.
-    tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+    # NOTE: token indices, batch and position are divided in int32 when they fit (a 64-bit
+    # division is a long software routine on the GPU, ahead of every load of a short input)
+    # and widened to int64 for the address arithmetic.
+    if WIDE_TOKENS:
+        tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+    else:
+        tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     token_mask = tokens < num_tokens
-    b = tokens // S
-    s = tokens % S
+    b = (tokens // S).to(tl.int64)
+    s = (tokens % S).to(tl.int64)
     if HAS_POS:
         row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=token_mask, other=0).to(tl.int64)
     else:
@@ -218,7 +227,7 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, head_splits, num_warps)."""
     block_p = triton.next_power_of_2(rotary_dim // 2)
     width = 2 * block_p + (triton.next_power_of_2(pass_dim) if pass_dim else 0)
-    heads_cap = max(1, TILE_ELEMENTS // width)
+    heads_cap = _power_of_2_below(max(1, TILE_ELEMENTS // width))  # block shapes are powers of 2
     block_h1 = min(triton.next_power_of_2(heads1), heads_cap)
     block_h2 = min(triton.next_power_of_2(max(heads2, 1)), heads_cap)
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
@@ -282,7 +291,8 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         *pos_strides,
         num_tokens, s, h1, h2, seq_offset, table_rows, head_splits,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
-        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
+        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=num_tokens + block_t >= 2**31,
+        BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
         BLOCK_P=block_p,
         BLOCK_PASS=block_pass, num_warps=num_warps,
     )
