@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,24 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["compiled"] == len(launches) and not report["failures"], "\n".join(report["failures"])
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
+    """The tuning in ops/norm.py relies on it: at N = 4096 the LayerNorm + GELU backward, 8 warps under
+    a 128-register cap (two programs per multiprocessor), compiles for sm_90 without spilling."""
+    if device != "cpu":
+        pytest.skip("compiles on the CPU machine; the GPU benchmarks time the kernel itself")
+    from blockfuse.ops import norm
+
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parents[2]
+    warps = norm.BWD_TILE_ELEMENTS // norm.ACT_BWD_ELEMENTS_PER_WARP
+    result = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--warps", str(warps), "--maxnreg",
+         str(norm.ACT_BWD_MAXNREG), "--stages", str(norm.ACT_BWD_STAGES), "--even-n"],
+        env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    registers, stack = (int(v) for v in re.search(r"registers (\d+), stack (\d+) B", result.stdout).groups())
+    assert registers <= norm.ACT_BWD_MAXNREG and stack == 0, result.stdout
+    assert norm.ACT_BWD_PROGRAMS_PER_SM * warps * 32 * norm.ACT_BWD_MAXNREG <= 65536

@@ -27,8 +27,8 @@ GELU_APPROXIMATIONS = ("tanh", "none")
 # two conditional multiplies) around their MUFU instruction. The approximate ftz forms
 # below are one MUFU instruction each, with a relative error of about 2^-22 (ex2) and
 # one ulp (rcp): fp32 accuracy for an activation whose result is rounded to bf16 or fp16.
-# LayerNorm + GELU's backward went from 1920 to XXXX SASS instructions and lost its spills
-# (benchmarks/kernel_stats.py). The interpreter cannot run PTX, so there they are plain
+# LayerNorm + GELU's backward kernel (4 warps, N = 4096) went from 1920 to 1528 SASS
+# instructions (benchmarks/kernel_stats.py). The interpreter cannot run PTX, so there they are plain
 # tl.exp2 and a division; Triton, too, decides between interpreter and compiler when a
 # kernel is defined (TRITON_INTERPRET must be set before Python starts).
 if interpreter_enabled():

@@ -1,0 +1,94 @@
+"""Registers, spills and SASS instruction counts of a norm kernel, compiled for sm_90 on this machine.
+
+No GPU needed: Triton's compiler and the ptxas / nvdisasm / cuobjdump shipped in the triton wheel
+compile the kernel as a launch on an H100 / H200 would (divisibility by 16 assumed for the pointers,
+row strides and N, as the launch specializes them), then the cubin is disassembled and counted.
+
+    python benchmarks/kernel_stats.py [--activation tanh|none|off] [--warps 8] [--maxnreg 128] \\
+        [--stages 3] [--n 4096] [--even-n] [--dump FILE]
+
+Prints registers per thread, stack (spill) bytes and the most frequent SASS opcodes of the LayerNorm
+(+ GELU) backward kernel. Used to pick the changes in ops/activation.py and ops/norm.py before
+spending GPU time (e.g. the sigmoid's denormal fix-ups and the column masks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from blockfuse.ops import norm
+
+_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+
+
+def compile_sm90(kernel, signature: dict, constexprs: dict, divisible: list[str], **options):
+    """The compiled kernel for sm_90 (``options``: num_warps, maxnreg, ...)."""
+    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+    source = ASTSource(fn=kernel, signature={**signature, **{k: "constexpr" for k in constexprs}},
+                       constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
+    """(registers, stack bytes, opcode counts, disassembly) of a cubin."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "kernel.cubin")
+        Path(path).write_bytes(cubin)
+        sass = subprocess.run([_BIN / "nvdisasm", "-c", path], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([_BIN / "cuobjdump", "--dump-resource-usage", path], capture_output=True, text=True,
+                               check=True).stdout
+    found = re.search(r"REG:(\d+).*?STACK:(\d+)", usage)
+    opcodes = collections.Counter()
+    for line in sass.splitlines():
+        match = re.match(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)", line)
+        if match:
+            opcodes[match.group(2).split(".")[0]] += 1
+    return int(found.group(1)), int(found.group(2)), opcodes, sass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--activation", choices=("tanh", "none", "off"), default="tanh",
+                        help="GELU form after the norm (off: plain LayerNorm)")
+    parser.add_argument("--warps", type=int, default=8)
+    parser.add_argument("--maxnreg", type=int)
+    parser.add_argument("--stages", type=int, default=3)
+    parser.add_argument("--n", type=int, default=4096, help="row width (one tile: up to 16384)")
+    parser.add_argument("--even-n", action="store_true", help="compile with EVEN_N (no column masks)")
+    parser.add_argument("--dump", type=Path, help="write the disassembly here")
+    args = parser.parse_args()
+    block_n = triton.next_power_of_2(args.n)
+    signature = {"DY": "*bf16", "Z": "*bf16", "W": "*bf16", "B": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32",
+                 "DX": "*bf16", "PARTIAL": "*fp32", "stride_dy": "i32", "stride_ds": "i32", "stride_z": "i32",
+                 "stride_dx": "i32", "stride_dres": "i32", "M": "i32", "N": "i32", "dropout_p": "fp32",
+                 "dropout_scale": "fp32"}
+    constexprs = dict(DS=None, SEED=None, DRES=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True, HAS_DS=False,
+                      HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
+                      ACTIVATION=0 if args.activation == "off" else norm._GELU_CODE[args.activation],
+                      BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
+                      EVEN_N=args.even_n, STAGES=args.stages)
+    options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
+    compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,
+                            ["DY", "Z", "W", "B", "MEAN", "RSTD", "DX", "PARTIAL", "stride_dy", "stride_z",
+                             "stride_dx", "N"], **options)
+    registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
+    print(f"_norm_bwd_kernel activation={args.activation} warps={args.warps} maxnreg={args.maxnreg} "
+          f"stages={args.stages} N={args.n} EVEN_N={args.even_n}")
+    print(f"registers {registers}, stack {stack} B, {sum(opcodes.values())} SASS instructions")
+    print("  " + ", ".join(f"{op} {count}" for op, count in opcodes.most_common(16)))
+    if args.dump:
+        args.dump.write_text(sass)
+
+
+if __name__ == "__main__":
+    main()
