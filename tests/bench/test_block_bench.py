@@ -60,6 +60,38 @@ def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
     assert "bwd ms (x eager)" in (tmp_path / "model-siglip2.md").read_text()
 
 
+def test_materialized_attention_is_a_labelled_second_baseline(tmp_path):
+    """eager-materialized-attention: the eager stack with attention materialized as Hugging Face's eager
+    attention computes it, every block switched, labelled in the reports and compared with every provider."""
+    eager, _ = block.build_model("siglip2", (2, 8, 64), torch.float32, layers=2, d_model=64, n_heads=4,
+                                 head_dim=None, ffn_hidden=96)
+    module, run = block.provider_module(eager, block.MATERIALIZED_ATTENTION)
+    assert run is module and {b.attn.config.attention for b in module.blocks} == {"eager"}
+    assert {b.attn.config.attention for b in eager.blocks} == {"sdpa"}  # a copy: the eager module is left alone
+
+    providers = f"eager,{block.MATERIALIZED_ATTENTION}"
+    code = _run(tmp_path, "model", "siglip2", "--shape", "2,8,64", "--layers", "2", "--providers", providers,
+                "--modes", "infer,fwdbwd")
+    assert code == 0
+    document = json.loads((tmp_path / "model-siglip2.json").read_text())
+    assert f"--providers {providers}" in document["meta"]["command"]
+    label = "eager, materialized attention (HF eager style)"
+    assert document["workload"]["labels"][block.MATERIALIZED_ATTENTION] == label
+    records = {(r["provider"], r["mode"]): r for r in document["records"]}
+    for mode in ("infer", "fwdbwd"):
+        record = records[(block.MATERIALIZED_ATTENTION, mode)]
+        assert "error" not in record and record["ms"] > 0
+        assert 0 < record["rel_err_out"] < 0.05 and 0 < record["rel_err_grad"] < 0.05
+    compared = document["comparisons"][block.MATERIALIZED_ATTENTION]
+    assert compared["label"] == label and list(compared["providers"]) == ["eager"]
+    speedup = compared["providers"]["eager"]["infer"]
+    assert speedup == pytest.approx(records[(block.MATERIALIZED_ATTENTION, "infer")]["ms"]
+                                    / records[("eager", "infer")]["ms"])
+    markdown = (tmp_path / "model-siglip2.md").read_text()
+    assert f"## Against {label}" in markdown and f"`{block.MATERIALIZED_ATTENTION}`: {label}" in markdown
+    assert f"| eager | {speedup:.2f} |" in markdown
+
+
 def test_compile_times_of_chosen_providers(tmp_path):
     code = _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,fused,surgical:default",
                 "--modes", "infer", "--compile-times", "surgical:default")

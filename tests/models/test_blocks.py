@@ -14,8 +14,8 @@ from blockfuse.models import (
     PRESETS, BlockConfig, TransformerBlock, TransformerStack, build_block, build_model, convert, named_gradients,
     width_overrides,
 )
-from blockfuse.models.blocks import apply_rotary, rotary_tables
-from tests.helpers import assert_close_to_reference, relative_error
+from blockfuse.models.blocks import _attend, apply_rotary, rotary_tables
+from tests.helpers import assert_all_close_to_reference, assert_close_to_reference, relative_error
 
 TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96}
 
@@ -247,6 +247,75 @@ def test_padding_mask_hides_padded_keys():
         assert not torch.allclose(a[1, -2:], b[1, -2:])
 
 
+# Materialized attention (config.attention="eager", transformers' eager attention) against SDPA:
+# causal, causal + GQA, a SigLIP-style encoder (key-padding mask), causal + padding with one kv head.
+@pytest.mark.parametrize("key", ["reordered", "olmo2-gqa", "siglip2-head18", "causal-padded"])
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 2e-5), (torch.float64, 1e-12)])
+def test_materialized_attention_matches_sdpa(key, dtype, tolerance):
+    sdpa, inputs = _variant(key, shape=(3, 9, 64), dtype=dtype, layers=2)
+    materialized = convert(sdpa, "eager", attention="eager")
+    assert all(block.attn.config.attention == "eager" for block in materialized.blocks)
+    dy = torch.randn(inputs[0].shape, generator=torch.Generator().manual_seed(3), dtype=dtype)
+    out_s, grads_s = _step(sdpa, inputs, dy)
+    out_m, grads_m = _step(materialized, inputs, dy)
+    assert grads_s.keys() == grads_m.keys()
+    torch.testing.assert_close(out_m, out_s, rtol=tolerance, atol=tolerance)
+    for name in grads_s:
+        torch.testing.assert_close(grads_m[name], grads_s[name], rtol=5 * tolerance, atol=5 * tolerance,
+                                   msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_materialized_attention_rows_with_no_key_are_zero_as_in_sdpa(dtype):
+    """Left padding under a causal mask leaves rows with no key to attend, and sequence 2 has no valid
+    token at all: SDPA returns zero there, and so does the materialized attention, with every gradient
+    finite (a -inf mask would make them NaN) and as close to the fp64 result as SDPA's. Scores reach
+    -100 and below, where an added fp16 minimum is -inf; the mask is written instead."""
+    generator = torch.Generator().manual_seed(0)
+    q = 8 * torch.randn(3, 4, 6, 8, generator=generator, dtype=torch.float64)  # (batch, heads, seq, head_dim)
+    k = 8 * torch.randn(3, 2, 6, 8, generator=generator, dtype=torch.float64)  # two kv heads (GQA)
+    v = torch.randn(3, 2, 6, 8, generator=generator, dtype=torch.float64)
+    dy = torch.randn(3, 4, 6, 8, generator=generator, dtype=torch.float64)
+    padding_mask = torch.ones(3, 6, dtype=torch.bool)
+    padding_mask[1, :2] = False
+    padding_mask[2] = False
+
+    def run(attention, dtype):
+        leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        out = _attend(*leaves, padding_mask, True, attention)
+        return [out.detach(), *torch.autograd.grad(out, leaves, dy.to(dtype))]
+
+    oracle, sdpa, eager = run("sdpa", torch.float64), run("sdpa", dtype), run("eager", dtype)
+    # NOTE: in bf16 / fp16 the materialized scores and probabilities are rounded to the input dtype,
+    # as transformers rounds them (SDPA's CPU kernel keeps them in fp32): up to 2.3x SDPA's error here.
+    factor = 2.0 if dtype in (torch.float32, torch.float64) else 3.0
+    assert_all_close_to_reference(eager, sdpa, oracle, ["out", "dq", "dk", "dv"], factor=factor)
+    no_key = torch.zeros(3, 1, 6, 1, dtype=torch.bool)  # (batch, heads, seq, head_dim), broadcast
+    no_key[1, :, :2] = no_key[2] = True
+    out = eager[0]
+    assert not out.masked_select(no_key).any() and out.masked_select(~no_key).any()
+
+
+def test_materialized_attention_converts_to_fused_and_back():
+    """The fused block runs SDPA whatever the config says; converting back restores the choice."""
+    sdpa, inputs = _variant("siglip2-head18")
+    materialized = convert(sdpa, "eager", attention="eager")
+    fused = convert(materialized, "fused")
+    assert fused.config.attention == "eager"
+    with torch.no_grad():
+        torch.testing.assert_close(fused(*inputs), sdpa(*inputs), rtol=2e-5, atol=2e-5)
+        torch.testing.assert_close(materialized(*inputs), sdpa(*inputs), rtol=2e-5, atol=2e-5)
+    assert convert(fused, "eager").attn.config.attention == "eager"
+    assert convert(materialized, "eager", attention="sdpa").attn.config.attention == "sdpa"
+
+
+def test_materialized_attention_compiles_without_graph_breaks():
+    module, inputs = _variant("causal-padded")
+    module = convert(module, "eager", attention="eager")
+    explanation = torch._dynamo.explain(module)(*inputs)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
 def test_state_dicts_are_the_eager_layout_both_ways():
     eager, _ = _variant("olmo2-gqa")
     fused = convert(eager, "fused")
@@ -382,6 +451,9 @@ def test_width_overrides_keep_head_size_and_ratio():
         (lambda: BlockConfig(mlp="relu"), ValueError, "mlp: expected"),
         (lambda: BlockConfig(n_kv_heads=3), ValueError, "n_kv_heads: expected a positive divisor"),
         (lambda: BlockConfig(dropout=1.0), ValueError, "dropout: expected"),
+        (lambda: BlockConfig(attention="flash"), ValueError, r"attention: expected one of \('sdpa', 'eager'\)"),
+        (lambda: convert(TransformerBlock(BlockConfig(**TINY)), "eager", attention="math"), ValueError,
+         "attention: expected one of"),
         (lambda: TransformerBlock(BlockConfig(**TINY), "triton"), ValueError, "impl: expected"),
         (lambda: TransformerStack(BlockConfig(**TINY), 0), ValueError, "layers: expected"),
         (lambda: convert(torch.nn.Linear(2, 2), "fused"), TypeError, "module: expected a TransformerBlock"),

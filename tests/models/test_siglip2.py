@@ -5,6 +5,7 @@ fused, torch.compile, masking and argument checks. Tiny shapes throughout."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
@@ -144,6 +145,30 @@ def test_matches_transformers_siglip2_vision_model():
     assert not unexpected and all(key.startswith("head.") for key in missing)
     for key, value in encoder.to_hf_state_dict().items():
         assert torch.equal(hf.state_dict()[key], value), key
+
+
+def test_materialized_attention_matches_transformers_eager_attention():
+    """``attention="eager"``: the same numbers as transformers' Siglip2VisionModel with
+    ``attn_implementation="eager"`` (the benchmarks' HF-eager-style baseline), on every patch."""
+    pytest.importorskip("transformers.models.siglip2")
+    from transformers import Siglip2VisionConfig, Siglip2VisionModel
+
+    config = Siglip2VisionConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                 num_channels=3, patch_size=2, num_patches=16, attn_implementation="eager")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        hf = Siglip2VisionModel(config).eval()
+    assert hf.config._attn_implementation == "eager"
+    sdpa = Siglip2Encoder.from_hf(hf)
+    encoder = Siglip2Encoder(replace(sdpa.config, attention="eager"), 2, "eager", 12, 16).eval()
+    encoder.load_state_dict(sdpa.state_dict())
+    pixels, patch_mask, spatial_shapes = inputs_for(HF_SHAPES)
+    with torch.no_grad():
+        expected = hf(pixel_values=pixels, pixel_attention_mask=patch_mask.to(torch.int32),
+                      spatial_shapes=spatial_shapes).last_hidden_state
+        ours = encoder(pixels, patch_mask, spatial_shapes)
+        torch.testing.assert_close(ours, expected, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(ours, sdpa(pixels, patch_mask, spatial_shapes), rtol=1e-5, atol=1e-5)
 
 
 def test_loads_a_prefixed_state_dict_and_rejects_unknown_keys():

@@ -1,6 +1,7 @@
-"""Blocks and models measured every way they can run: eager, each torch.compile mode, surgical compile
-(only the elementwise pieces compiled), fused, fused + torch.compile. One process, one card, the same
-weights for every provider.
+"""Blocks and models measured every way they can run: eager, eager with materialized attention (as
+transformers' ``attn_implementation="eager"``: the second baseline), each torch.compile mode, surgical
+compile (only the elementwise pieces compiled), fused, fused + torch.compile. One process, one card, the
+same weights for every provider.
 
 Per provider and mode (``infer``: forward under no_grad; ``fwd``: training forward; ``bwd``: the
 backward alone, its forward run untimed before each call; ``fwdbwd``: forward and backward of a fixed
@@ -32,8 +33,12 @@ MODES = ("infer", "fwd", "bwd", "fwdbwd")
 DEFAULT_MODES = ("infer", "fwd", "fwdbwd")  # bwd is about fwdbwd - fwd: asked for by name
 FLOP_FACTOR = {"infer": 1, "fwd": 1, "bwd": 2, "fwdbwd": 3}  # backward GEMMs: twice the forward's
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# The eager module with attention computed as Hugging Face's eager attention does (scores materialized);
+# no ":" in the name, which would read as a torch.compile mode.
+MATERIALIZED_ATTENTION = "eager-materialized-attention"
 PROVIDERS = (
     "eager",
+    MATERIALIZED_ATTENTION,
     *(f"compile:{m}" for m in COMPILE_MODES),
     "surgical:default",
     "surgical:reduce-overhead",
@@ -43,7 +48,12 @@ PROVIDERS = (
     "fused+compile:max-autotune-no-cudagraphs",
 )
 SLOW_PROVIDERS = tuple(p for p in PROVIDERS if "max-autotune" in p)  # minutes of autotuning each
-CPU_PROVIDERS = ("eager", "compile:default", "surgical:default", "fused")
+CPU_PROVIDERS = ("eager", MATERIALIZED_ATTENTION, "compile:default", "surgical:default", "fused")
+# How the reports name the two eager baselines (they give every provider's speed-up against both).
+LABELS = {
+    "eager": "eager, SDPA attention (scaled_dot_product_attention)",
+    MATERIALIZED_ATTENTION: "eager, materialized attention (HF eager style)",
+}
 
 
 @dataclass(frozen=True)
@@ -113,8 +123,12 @@ class _Workload:
 
 def provider_module(eager: nn.Module, provider: str) -> tuple[nn.Module, Callable]:
     """(the provider's module, what to call): a copy of ``eager`` converted and compiled as ``provider`` says."""
-    impl = "fused" if provider.startswith("fused") else "eager"
-    module = convert(eager, impl) if impl == "fused" else copy.deepcopy(eager)
+    if provider == MATERIALIZED_ATTENTION:
+        module = convert(eager, "eager", attention="eager")  # every block's config says so
+    elif provider.startswith("fused"):
+        module = convert(eager, "fused")
+    else:
+        module = copy.deepcopy(eager)
     mode = _compile_mode(provider)
     if mode is None:
         return module, module
@@ -333,6 +347,7 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
         "layers": len(work.eager.blocks),
         "dtype": str(settings.dtype).replace("torch.", ""),
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "labels": {p: LABELS[p] for p in settings.providers if p in LABELS},
         "padding_mask": len(work.inputs) > 1,
         "forward_gflop": work.flops / 1e9,
         "gemm_ceiling": work.gemm_ceiling,

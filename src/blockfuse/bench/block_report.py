@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from blockfuse.bench.block import LABELS, MATERIALIZED_ATTENTION
 from blockfuse.bench.report import _finite, pyplot
 
 MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "bwd": "backward",
@@ -94,8 +95,37 @@ def write_csv(path: Path, records: list[dict]) -> None:
         writer.writerows(records)
 
 
+def against(records: list[dict], baseline: str) -> dict:
+    """Per provider other than ``baseline``: each mode's speed-up over it (its ms / the provider's ms)
+    and ``peak_ratio``, the provider's peak training memory over its; None where either is missing."""
+    index = _index(records)
+    modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
+    base_peak = (index.get((baseline, "fwdbwd")) or {}).get("peak_mib")
+    result = {}
+    for provider in _providers(records):
+        if provider == baseline:
+            continue
+        row = {}
+        for mode in modes:
+            base, ms = _ms(index.get((baseline, mode))), _ms(index.get((provider, mode)))
+            row[mode] = base / ms if base and ms else None
+        peak = (index.get((provider, "fwdbwd")) or {}).get("peak_mib")
+        row["peak_ratio"] = peak / base_peak if peak and base_peak else None
+        result[provider] = row
+    return result
+
+
+def comparisons(records: list[dict]) -> dict:
+    """The providers against eager with materialized attention (HF eager style), when it ran."""
+    if not any(r["provider"] == MATERIALIZED_ATTENTION and _ms(r) for r in records):
+        return {}
+    return {MATERIALIZED_ATTENTION: {"label": LABELS[MATERIALIZED_ATTENTION],
+                                     "providers": against(records, MATERIALIZED_ATTENTION)}}
+
+
 def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
-    document = {"meta": meta, "workload": workload, "targets": targets(workload, records), "records": records}
+    document = {"meta": meta, "workload": workload, "targets": targets(workload, records),
+                "comparisons": comparisons(records), "records": records}
     path.write_text(json.dumps(_finite(document), indent=1) + "\n")
 
 
@@ -178,7 +208,32 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             lines.append(f"| | `{failed.replace('`', chr(39)).replace('|', '/')}` |" + " |" * (len(header) - 2))
     if any(r.get("peak_note") for r in records):
         lines += ["", "\\* CUDA-graph modes: memory since the module was built, the graph pool included."]
-    return "\n".join(lines) + "\n"
+    labelled = [p for p in providers if p in LABELS]
+    if labelled:
+        lines += ["", "Eager baselines: " + "; ".join(f"`{p}`: {LABELS[p]}" for p in labelled) + "."]
+    return "\n".join(lines + _comparison_lines(records, modes)) + "\n"
+
+
+def _comparison_lines(records: list[dict], modes: list[str]) -> list[str]:
+    """The section that compares every provider with eager with materialized attention, when it ran."""
+    compared = comparisons(records).get(MATERIALIZED_ATTENTION)
+    if compared is None:
+        return []
+    peaks = {r["provider"]: r.get("peak_note") for r in records if r["mode"] == "fwdbwd"}
+    lines = ["", f"## Against {compared['label']}", "",
+             f"`{MATERIALIZED_ATTENTION}`: the eager module with attention computed as Hugging Face's eager "
+             "attention does (`q @ k^T * head_dim**-0.5`, masked scores set to the dtype's minimum, softmax in "
+             "fp32 cast back to the input dtype, `@ v`: the (batch, heads, seq, seq) scores in memory; rows "
+             "with no key to attend are zero, as SDPA returns them), where `eager` calls "
+             "`scaled_dot_product_attention`. Speed-up: its time over each provider's; peak: each provider's peak "
+             "training memory over its.", "",
+             "| provider | " + " | ".join(f"{m} speed-up" for m in modes) + " | peak ratio |",
+             "| --- " * (len(modes) + 2) + "|"]
+    for provider, row in compared["providers"].items():
+        cells = [provider] + [_fmt(row.get(m), ".2f") for m in modes]
+        cells.append(_fmt(row["peak_ratio"], ".2f") + ("*" if row["peak_ratio"] and peaks.get(provider) else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _ceiling_text(workload: dict) -> str:

@@ -51,13 +51,14 @@ def add_bench_parser(subparsers) -> None:
     ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
     ops.set_defaults(func=run_ops)
 
-    from blockfuse.bench import hf_llama
+    from blockfuse.bench import block, hf_llama
 
     for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
         model = kind == "model"
         parser = kinds.add_parser(
             kind,
-            help=f"{text}: eager, each torch.compile mode, fused, fused + torch.compile"
+            help=f"{text}: eager (SDPA, and attention materialized as Hugging Face's eager attention), each "
+            "torch.compile mode, surgical compile, fused, fused + torch.compile"
             + ("; or hf-llama: a Hugging Face Llama training step against Liger-Kernel" if model else ""),
             description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png."
             + (" NAME hf-llama: a Hugging Face LlamaModel training step (HF eager, torch.compile, Liger-Kernel and "
@@ -70,7 +71,9 @@ def add_bench_parser(subparsers) -> None:
         parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's"
                             + ("; hf-llama: 4, tiny: 2)" if model else ")"))
         parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
-        parser.add_argument("--providers", help="comma-separated (default: all on CUDA; --fast drops max-autotune)"
+        parser.add_argument("--providers", help=f"comma-separated from {','.join(block.PROVIDERS)} (default: all on "
+                            f"CUDA, {','.join(block.CPU_PROVIDERS)} on the CPU; --fast drops max-autotune; "
+                            f"{block.MATERIALIZED_ATTENTION}: eager with attention materialized, HF eager style)"
                             + (f"; hf-llama: from {','.join(hf_llama.PROVIDERS)} (default: all)" if model else ""))
         parser.add_argument("--modes", help="comma-separated from infer,fwd,bwd,fwdbwd (default: infer,fwd,fwdbwd)"
                             + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: all)" if model else ""))

@@ -2,8 +2,10 @@
 
 The eager block is the reference, written the way real models are: separate q, k, v and output
 projections, separate gate / up / down projections, rotary embeddings on (batch, heads, seq,
-head_dim) with duplicated fp32 tables, ``scaled_dot_product_attention``, ``nn.LayerNorm`` or an
-explicit RMSNorm. The fused block holds the same parameters in fused form and runs:
+head_dim) with duplicated fp32 tables, ``scaled_dot_product_attention`` (or, with
+``config.attention="eager"``, the scores materialized as transformers' eager attention computes
+them), ``nn.LayerNorm`` or an explicit RMSNorm. The fused block holds the same parameters in fused
+form and runs:
 
 * one QKV GEMM; q, k, v are strided views of its output (no copies);
 * QK-norm (OLMo-2) on those views, rotary embedding writing q and k as (batch, seq, heads,
@@ -22,6 +24,7 @@ its fused weights when saving and concatenates when loading, so one checkpoint r
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -88,13 +91,49 @@ def attention_mask(padding_mask: Optional[Tensor], causal: bool, seq: int) -> Op
     return mask
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool) -> Tensor:
-    """SDPA on (batch, heads, seq, head_dim) q and (batch, kv_heads, seq, head_dim) k, v."""
+def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool,
+            attention: str = "sdpa") -> Tensor:
+    """Attention on (batch, heads, seq, head_dim) q and (batch, kv_heads, seq, head_dim) k, v: SDPA, or
+    materialized (``attention="eager"``, :func:`attend_materialized`)."""
     if k.shape[1] != q.shape[1]:  # grouped-query attention: each kv head serves a group of q heads
         group = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    if attention == "eager":
+        return attend_materialized(q, k, v, padding_mask, causal)
     mask = attention_mask(padding_mask, causal, q.shape[2])
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+
+
+def attend_materialized(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool) -> Tensor:
+    """Attention with its (batch, heads, seq, seq) scores in memory, as transformers'
+    ``eager_attention_forward`` computes it: ``q @ k^T * head_dim**-0.5``, masked scores set to the
+    dtype's most negative value, softmax in fp32 cast back to q's dtype, ``@ v``.
+
+    q, k, v: (batch, heads, seq, head_dim) (GQA's kv heads already repeated); ``padding_mask``
+    (batch, seq) bool, True for valid keys; the same masks as :func:`attention_mask`. Rows with no
+    key to attend (a causal row before the first valid token, a sequence with none) come out zero,
+    as SDPA returns them.
+    """
+    seq = q.shape[-2]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (batch, heads, seq, seq)
+    mask = attention_mask(padding_mask, causal, seq)
+    if mask is None and causal:
+        mask = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        # NOTE: the dtype's most negative value, not -inf: a row with no key to attend stays finite
+        # (a uniform softmax); with -inf its probabilities are NaN, and the backward's probs^T @ d_out
+        # makes every key's v gradient NaN, even with that row's output zeroed. Written, not added as
+        # transformers adds its float mask: an added fp16 minimum is -inf at a score of -16 or below.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    # NOTE: softmax in fp32 as transformers does (fp64 for fp64 inputs, so an fp64 oracle stays one).
+    probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(q.dtype, torch.float32)).to(q.dtype)
+    out = torch.matmul(probs, v)  # (batch, heads, seq, head_dim)
+    if padding_mask is not None:
+        # NOTE: rows with no key to attend set to zero, as SDPA does (CPU, torch 2.13; transformers
+        # leaves them at the mean of v): with the uniform softmax, their gradient would reach the
+        # valid tokens' v. One pass over the output, not over the scores.
+        out = out * mask.any(-1, keepdim=True)  # mask: (batch, 1, 1 or seq, 1)
+    return out
 
 
 def _check_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> None:
@@ -210,7 +249,7 @@ class Attention(_FP32Tables):
         if cfg.rope:
             self._grow_tables(seq)
             q, k = self.rope(q, self.cos, self.sin), self.rope(k, self.cos, self.sin)
-        out = _attend(q, k, v, padding_mask, cfg.causal)  # (batch, heads, seq, head_dim)
+        out = _attend(q, k, v, padding_mask, cfg.causal, cfg.attention)  # (batch, heads, seq, head_dim)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
 
 
@@ -349,7 +388,8 @@ class _StackedLinear(nn.Module):
 
 
 class FusedAttention(_FP32Tables, _StackedLinear):
-    """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout."""
+    """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout; always SDPA
+    (``config.attention`` is the eager block's choice)."""
 
     def __init__(self, config: BlockConfig):
         super().__init__()
@@ -530,16 +570,19 @@ class TransformerStack(nn.Module):
         return residual, branch
 
 
-def convert(module: nn.Module, impl: str) -> nn.Module:
+def convert(module: nn.Module, impl: str, attention: Optional[str] = None) -> nn.Module:
     """A new block or stack running as ``impl`` with a copy of ``module``'s weights (same device,
-    dtype and training mode). ``convert(block, "fused")`` and back gives the original weights."""
+    dtype and training mode). ``convert(block, "fused")`` and back gives the original weights.
+    ``attention`` (``"sdpa"`` or ``"eager"``) replaces the config's (None: kept): e.g.
+    ``convert(block, "eager", attention="eager")`` is a copy with materialized attention."""
     _check_impl(impl)
-    if isinstance(module, TransformerStack):
-        new = TransformerStack(module.config, len(module.blocks), impl)
-    elif isinstance(module, TransformerBlock):
-        new = TransformerBlock(module.config, impl)
-    else:
+    if not isinstance(module, (TransformerBlock, TransformerStack)):
         raise TypeError(f"module: expected a TransformerBlock or TransformerStack, got {type(module).__name__}")
+    config = module.config if attention is None else replace(module.config, attention=attention)
+    if isinstance(module, TransformerStack):
+        new = TransformerStack(config, len(module.blocks), impl)
+    else:
+        new = TransformerBlock(config, impl)
     reference = next(module.parameters())
     new = new.to(device=reference.device, dtype=reference.dtype)
     new.load_state_dict(module.state_dict())

@@ -22,6 +22,7 @@ from typing import Optional
 PLACEMENTS = ("pre", "reordered")
 NORMS = ("layer", "rms")
 MLPS = ("swiglu", "geglu", "gelu_tanh")
+ATTENTIONS = ("sdpa", "eager")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class BlockConfig:
     attention; ``head_dim`` defaults to ``d_model // n_heads`` (:attr:`head_size` is the resolved
     value). ``qk_norm`` normalizes the q and k projections (OLMo-2). ``dropout`` is applied to each
     branch's output before the residual add; ``causal=False`` with a key-padding mask is an encoder.
+    ``attention`` picks how the eager block (``impl="eager"``) computes attention: ``"sdpa"``
+    (``scaled_dot_product_attention``) or ``"eager"`` (the (batch, heads, seq, seq) scores materialized,
+    as transformers' ``attn_implementation="eager"`` does; the benchmarks' second eager baseline). The
+    fused block runs SDPA whatever it says (a converted block keeps the field, so converting back
+    restores it).
     """
 
     d_model: int = 1024
@@ -55,6 +61,7 @@ class BlockConfig:
     causal: bool = True
     dropout: float = 0.0
     max_seq_len: int = 4096
+    attention: str = "sdpa"
 
     def __post_init__(self):
         for name in ("d_model", "n_heads", "ffn_hidden", "max_seq_len"):
@@ -80,6 +87,8 @@ class BlockConfig:
             raise ValueError(f"mlp: expected one of {MLPS}, got {self.mlp!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention: expected one of {ATTENTIONS}, got {self.attention!r}")
         if not self.norm_eps > 0:
             raise ValueError(f"norm_eps: expected a positive float, got {self.norm_eps!r}")
 
