@@ -374,12 +374,27 @@ def test_report_lists_replaced_and_skipped():
 
     vision, _, _ = siglip2()
     report = blockfuse.patch(vision)
-    assert {(entry.kind, entry.new) for entry in report.replaced} == {("norms", "blockfuse.nn.LayerNorm")}
+    assert {(entry.kind, entry.new) for entry in report.replaced} == {
+        ("norms", "blockfuse.nn.LayerNorm"), ("mlp", 'blockfuse.fused_mlp(x, fc1, fc2, "gelu_tanh")')}
     (rope,) = [entry for entry in report.skipped if entry.kind == "rope"]
     assert "no rotary embedding" in rope.reason
-    mlps = [entry for entry in report.skipped if entry.kind == "mlp"]
-    assert len(mlps) == 3 and all("non-gated" in entry.reason for entry in mlps)
-    assert "fused linear + activation" in str(report)
+    mlps = [entry for entry in report.replaced if entry.kind == "mlp"]
+    assert len(mlps) == 3 and all(entry.path.endswith(".mlp") for entry in mlps)
+    assert not [entry for entry in report.skipped if entry.kind == "mlp"]
+
+
+def test_siglip_mlp_of_another_activation_or_projection_is_left_alone():
+    """fused_mlp takes a GELU MLP with plain Linear layers; anything else is reported, not changed."""
+    vision, _, _ = siglip2()
+    (first_path, first), (second_path, second) = [(path, module) for path, module in vision.named_modules()
+                                                   if type(module).__name__.endswith("MLP")][:2]
+    first.activation_fn = nn.ReLU()
+    second.fc1.register_forward_hook(lambda *args: None)
+    report = blockfuse.patch(vision)
+    reasons = {entry.path: entry.reason for entry in report.skipped if entry.kind == "mlp"}
+    assert reasons.keys() == {first_path, second_path}, reasons
+    assert "ReLU" in reasons[first_path] and "plain Linear" in reasons[second_path], reasons
+    assert "forward" not in vars(first) and "forward" not in vars(second)
 
 
 def test_unsupported_model_raises():

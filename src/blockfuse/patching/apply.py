@@ -23,7 +23,8 @@ from torch import nn
 from blockfuse.nn.norm import LayerNorm, RMSNorm
 from blockfuse.patching.families import Family, check_transformers_version, family_of, roots, supported_models
 from blockfuse.patching.forwards import (
-    MARK, ROTARY_GLOBAL, CannotPatch, calls_rotary, gated_mlp_forward, hf_rotary, unwrap, with_globals,
+    MARK, ROTARY_GLOBAL, CannotPatch, calls_rotary, fc_mlp_forward, gated_mlp_forward, hf_rotary, unwrap,
+    with_globals,
 )
 from blockfuse.patching.report import PatchEntry, PatchReport
 
@@ -179,10 +180,8 @@ def _partial_rotary(module: nn.Module) -> str:
 
 
 def _patch_mlp(model, path, module, family, cache):
-    if not family.gated_mlp:
-        raise CannotPatch("a non-gated MLP: nothing to fuse until blockfuse has a fused linear + activation")
     _check_free(module, swapped=False)
-    function, description = gated_mlp_forward(module)
+    function, description = gated_mlp_forward(module) if family.gated_mlp else fc_mlp_forward(module)
     return description, _set_forward(module, function)
 
 

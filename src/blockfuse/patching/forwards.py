@@ -18,11 +18,13 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.gated import geglu, swiglu
+from blockfuse.ops.linear_act import fused_mlp
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.rotary import rotary
 
 ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
 GATED_MLP_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "act_fn"})
+FC_MLP_NAMES = frozenset({"fc1", "fc2", "activation_fn"})
 MARK = "blockfuse_patch"  # attribute of every function blockfuse installs as an instance forward
 
 
@@ -235,6 +237,47 @@ def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
                                                ("geglu_tanh", geglu_tanh_modules_forward, 'geglu(approximate="tanh")'),
                                                ("geglu", geglu_modules_forward, 'geglu(approximate="none")'))}
     return forwards[kind]
+
+
+# ----------------------------------------------------------------------------------------
+# Two-layer MLP: fc2(act(fc1(x))) (SigLIP, SigLIP-2) as one blockfuse.fused_mlp
+# ----------------------------------------------------------------------------------------
+
+
+def _fc_mlp(self, x: Tensor, activation: str) -> Tensor:
+    # x: (..., hidden) -> (..., intermediate) -> (..., hidden), in one op that keeps the pre-activation
+    # only and recomputes the activation in its backward
+    return fused_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, activation)
+
+
+def gelu_tanh_fc_mlp_forward(self, x: Tensor) -> Tensor:
+    return _fc_mlp(self, x, "gelu_tanh")
+
+
+def gelu_fc_mlp_forward(self, x: Tensor) -> Tensor:
+    return _fc_mlp(self, x, "gelu")
+
+
+for _forward in (gelu_tanh_fc_mlp_forward, gelu_fc_mlp_forward):
+    setattr(_forward, MARK, "mlp")
+
+
+def fc_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
+    """(the forward that replaces ``mlp``'s, what it computes) for ``fc2(activation_fn(fc1(x)))`` with
+    plain Linear layers and a GELU; raises CannotPatch for anything else."""
+    _, inner = unwrap(type(mlp).forward)
+    if not FC_MLP_NAMES <= set(inner.__code__.co_names) or not all(
+            isinstance(getattr(mlp, name, None), nn.Module) for name in FC_MLP_NAMES):
+        raise CannotPatch(f"{type(mlp).__name__} is not fc2(activation_fn(fc1(x)))")
+    if not all(type(getattr(mlp, n)) is nn.Linear and not _has_hooks(getattr(mlp, n)) for n in ("fc1", "fc2")):
+        raise CannotPatch("fc1 / fc2 are not plain Linear layers (LoRA, quantized, hooks): left as is")
+    act = mlp.activation_fn
+    name = type(act).__name__
+    if (isinstance(act, nn.GELU) and act.approximate == "tanh") or name in _GELU_TANH:
+        return gelu_tanh_fc_mlp_forward, 'blockfuse.fused_mlp(x, fc1, fc2, "gelu_tanh")'
+    if isinstance(act, nn.GELU) or name in _GELU:
+        return gelu_fc_mlp_forward, 'blockfuse.fused_mlp(x, fc1, fc2, "gelu")'
+    raise CannotPatch(f"activation {name}: blockfuse fuses GELU (tanh or erf) two-layer MLPs only")
 
 
 def _has_hooks(module: nn.Module) -> bool:
