@@ -141,18 +141,27 @@ def test_fused_mlp_forward_and_gradients(path, activation, dtype, bias, shape, d
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_fused_mlp_backward_in_blocks(monkeypatch, device):
-    """fc2's weight gradient from the activation recomputed in blocks of 7 columns, and (cuBLAS
-    path) the hidden gradient in blocks of 50 rows: the same result as one block."""
+@pytest.mark.parametrize("path", ["cublas", "triton"])
+def test_fused_mlp_forward_and_backward_in_blocks(monkeypatch, device, path):
+    """The forward runs fc1, the activation and fc2 a block of 64 rows at a time (each block's
+    pre-activation written into its rows of the saved one); fc2's weight gradient comes from the
+    activation recomputed in blocks of 7 columns, and (cuBLAS path) the hidden gradient in blocks of
+    50 rows: the same result as one block."""
+    import blockfuse.ops.mlp as mlp
+
+    monkeypatch.setattr(mlp, "FORWARD_MIN_ROWS", 2)
     monkeypatch.setattr(linear_act_module, "BACKWARD_MIN_ROWS", 2)
     monkeypatch.setattr(linear_act_module, "BACKWARD_MIN_COLUMNS", 2)
     for activation in ("swiglu", "gelu_tanh"):
         x, w1, b1 = _inputs((199,), 16, 27, torch.float32, device, True, activation)
         w2 = random_tensor((16, 27), torch.float32, device, seed=4, scale=0.2)
         ours = leaves(x, w1, b1, w2)
-        fused_mlp(*ours, None, activation, path="cublas").square().sum().backward()
+        out = fused_mlp(*ours, None, activation, path=path)
+        out.square().sum().backward()
         ref = leaves(x, w1, b1, w2, dtype=torch.float64)
-        _mlp_composition(*ref, None, activation=activation).square().sum().backward()
+        expected_out = _mlp_composition(*ref, None, activation=activation)
+        expected_out.square().sum().backward()
+        torch.testing.assert_close(out.double(), expected_out, rtol=1e-4, atol=1e-5)
         for mine, expected in zip(ours, ref):
             torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
 

@@ -180,19 +180,25 @@ def test_a_second_backward_through_the_same_graph_raises(device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_backward_in_blocks(monkeypatch):
-    """The backward recomputes the activation in blocks of columns and makes the hidden gradient in
-    blocks of rows: 199 tokens in blocks of 50 rows, 27 hidden in blocks of 7 columns, same result."""
+def test_forward_and_backward_in_blocks(monkeypatch):
+    """The forward makes the activation in blocks of rows for the down GEMM; the backward recomputes
+    it in blocks of columns and makes the hidden gradient in blocks of rows: 199 tokens in blocks of
+    64 rows (the last one 7), 27 hidden in blocks of 7 columns, same result."""
     import blockfuse.ops.mlp as mlp
 
+    monkeypatch.setattr(mlp, "FORWARD_MIN_ROWS", 2)
+    assert len(mlp.column_blocks(199, mlp.FORWARD_BLOCKS, mlp.FORWARD_MIN_ROWS)) == 4
     monkeypatch.setattr(mlp, "BACKWARD_MIN_ROWS", 2)
     monkeypatch.setattr(mlp, "BACKWARD_MIN_COLUMNS", 2)
     for separate in (False, True):
         inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True, separate=separate)
         ours = leaves(*inputs)
-        _call(ours).square().sum().backward()
+        out = _call(ours)
+        out.square().sum().backward()
         ref = leaves(*inputs, dtype=torch.float64)
-        _composition(*ref, activation="swiglu").square().sum().backward()
+        expected_out = _composition(*ref, activation="swiglu")
+        expected_out.square().sum().backward()
+        torch.testing.assert_close(out.double(), expected_out, rtol=1e-4, atol=1e-5)
         for mine, expected in zip(ours, ref):
             torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
 

@@ -35,6 +35,7 @@ functionals, references.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Optional
 
@@ -50,7 +51,7 @@ from blockfuse.ops.activation import gelu, gelu_grad, silu, silu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import _launch_shape, _program_tile
 from blockfuse.ops.launch import CachedKernel, as_rows
-from blockfuse.ops.mlp import _column_sum, column_blocks
+from blockfuse.ops.mlp import _column_sum, column_blocks, down_projection
 from blockfuse.runtime import interpreter_enabled, use_triton
 
 # activation -> (the elementwise activation, gated)
@@ -605,8 +606,9 @@ def _halves(pre2: Tensor, n: int, gated: bool) -> tuple[Tensor, Optional[Tensor]
 
 
 def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str, path: str,
-                        keep_pre: bool) -> tuple[Tensor, Optional[Tensor]]:
-    """(y, pre): y (..., n) and, when ``keep_pre``, the pre-activation (..., rows of weight)."""
+                        keep_pre: bool, pre_out: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+    """(y, pre): y (..., n) and, when ``keep_pre``, the pre-activation (..., rows of weight), written
+    into ``pre_out`` (a contiguous (tokens, rows) tensor) when given."""
     name, gated = ACTIVATIONS[activation]
     k, rows = x.shape[-1], weight.shape[0]
     n = rows // 2 if gated else rows
@@ -615,11 +617,19 @@ def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activ
     chosen = _forward_path(path, m, x.device)
     y = x.new_empty((*x.shape[:-1], n))
     if chosen == "cublas":
-        pre = F.linear(x, weight, bias)  # (..., rows): bias in cuBLASLt's epilogue
+        if pre_out is None:
+            pre = F.linear(x, weight, bias)  # (..., rows): bias in cuBLASLt's epilogue
+        elif bias is None:
+            pre = torch.mm(x2, weight.t(), out=pre_out).view(*x.shape[:-1], rows)
+        else:
+            pre = torch.addmm(bias, x2, weight.t(), out=pre_out).view(*x.shape[:-1], rows)
         gate2, up2 = _halves(pre.view(-1, rows), n, gated)
         _launch_act_forward(gate2, up2, y.view(-1, n), name)
         return y, pre if keep_pre else None
-    pre = x.new_empty((*x.shape[:-1], rows)) if keep_pre else None
+    if keep_pre:
+        pre = x.new_empty((*x.shape[:-1], rows)) if pre_out is None else pre_out.view(*x.shape[:-1], rows)
+    else:
+        pre = None
     if m == 0 or n == 0:
         return y, pre
     _launch_forward(x2, weight, bias, None if pre is None else pre.view(-1, rows), y.view(-1, n), activation,
@@ -698,9 +708,20 @@ def _linear_act_backward(dy: Tensor, x: Tensor, pre: Tensor, weight: Tensor, act
 
 
 def _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre):
-    """(out, pre): the hidden activation lives only until fc2 has read it."""
-    hidden, pre = _linear_act_forward(x, fc1_weight, fc1_bias, activation, path, keep_pre)
-    return F.linear(hidden, fc2_weight, fc2_bias), pre
+    """(out, pre): the hidden activation is made a block of rows at a time and lives only until fc2
+    has read that block (ops.mlp.down_projection); fc1 runs per block too, writing each block's
+    pre-activation into its rows of the one kept for the backward."""
+    k, rows = x.shape[-1], fc1_weight.shape[0]
+    x2 = x.reshape(math.prod(x.shape[:-1]), k)
+    pre2 = x.new_empty((x2.shape[0], rows)) if keep_pre else None
+
+    def hidden_of_rows(block):
+        return _linear_act_forward(x2[block], fc1_weight, fc1_bias, activation, path, keep_pre,
+                                   None if pre2 is None else pre2[block])[0]
+
+    y2 = down_projection(hidden_of_rows, x2.shape[0], fc2_weight, fc2_bias, x)
+    pre = None if pre2 is None else pre2.view(*x.shape[:-1], rows)
+    return y2.view(*x.shape[:-1], fc2_weight.shape[0]), pre
 
 
 def _mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs):
