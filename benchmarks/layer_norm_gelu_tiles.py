@@ -19,7 +19,7 @@ import triton
 from blockfuse.bench.timing import copy_bandwidth, l2_flush, time_cuda_graph
 from blockfuse.ops import norm
 
-FORWARD = [  # (ACT_FWD_TILE_ELEMENTS, ACT_FWD_ELEMENTS_PER_WARP)
+FORWARD = [  # (FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP): the forward's tile, shared with the plain norms
     (4096, 1024), (8192, 2048), (4096, 512), (8192, 1024),
 ]
 # (elements per warp, programs per SM, register cap, pipeline stages) of the backward at 4096-element
@@ -60,16 +60,16 @@ def main() -> None:
     moved_fwd = 2 * x.numel() * 2
     moved_bwd = 3 * x.numel() * 2
 
-    fwd_defaults = norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP
+    fwd_defaults = norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP
     for tile, per_warp in FORWARD:
-        norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP = tile, per_warp
+        norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, per_warp
         t = time_cuda_graph(lambda: (flush(), norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False,
                                                                  False, gelu)), flush)
         row = {"activation": gelu, "tile": tile, "per_warp": per_warp, "ms": t.median,
                "frac_copy": moved_fwd / t.median / 1e6 / copy}
         results["forward"].append(row)
         print("fwd", row, flush=True)
-    norm.ACT_FWD_TILE_ELEMENTS, norm.ACT_FWD_ELEMENTS_PER_WARP = fwd_defaults
+    norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = fwd_defaults
 
     for activation, settings, names in ((gelu, ACT_BACKWARD, _ACT_NAMES), (0, PLAIN_BACKWARD, _PLAIN_NAMES)):
         _, _, mean, rstd = norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False, False, activation)

@@ -51,7 +51,7 @@ from blockfuse.ops.activation import gelu, gelu_grad, silu, silu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import _launch_shape, _program_tile
 from blockfuse.ops.launch import CachedKernel, as_rows
-from blockfuse.ops.mlp import _column_sum, column_blocks, down_projection
+from blockfuse.ops.mlp import _column_sum, column_blocks, down_projection, linear_into
 from blockfuse.runtime import interpreter_enabled, use_triton
 
 # activation -> (the elementwise activation, gated)
@@ -619,10 +619,8 @@ def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activ
     if chosen == "cublas":
         if pre_out is None:
             pre = F.linear(x, weight, bias)  # (..., rows): bias in cuBLASLt's epilogue
-        elif bias is None:
-            pre = torch.mm(x2, weight.t(), out=pre_out).view(*x.shape[:-1], rows)
         else:
-            pre = torch.addmm(bias, x2, weight.t(), out=pre_out).view(*x.shape[:-1], rows)
+            pre = linear_into(x2, weight, bias, pre_out).view(*x.shape[:-1], rows)
         gate2, up2 = _halves(pre.view(-1, rows), n, gated)
         _launch_act_forward(gate2, up2, y.view(-1, n), name)
         return y, pre if keep_pre else None

@@ -47,6 +47,14 @@ FORWARD_MIN_ROWS = 1024
 # ----------------------------------------------------------------------------------------
 
 
+def linear_into(x2: Tensor, weight: Tensor, bias: Optional[Tensor], out: Tensor) -> Tensor:
+    """``out = x2 @ weight.T + bias`` for a contiguous (rows, out features) ``out`` (a row block of a
+    larger output): one cuBLAS call, the bias in its epilogue."""
+    if bias is None:
+        return torch.mm(x2, weight.t(), out=out)
+    return torch.addmm(bias, x2, weight.t(), out=out)
+
+
 def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias: Optional[Tensor],
                     like: Tensor) -> Tensor:
     """``hidden @ down_weight.T + down_bias`` as (tokens, d_out), with ``hidden_of_rows(rows)`` making
@@ -59,10 +67,7 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
     y2 = like.new_empty((tokens, down_weight.shape[0]))
     for rows in column_blocks(tokens, FORWARD_BLOCKS, FORWARD_MIN_ROWS):
         hidden = hidden_of_rows(rows)
-        if down_bias is None:
-            torch.mm(hidden, down_weight.t(), out=y2[rows])
-        else:
-            torch.addmm(down_bias, hidden, down_weight.t(), out=y2[rows])
+        linear_into(hidden, down_weight, down_bias, y2[rows])
         del hidden
     return y2
 

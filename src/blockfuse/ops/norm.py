@@ -61,10 +61,8 @@ BWD_STAGES = 3
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
 # at 128 (ptxas' maxnreg) two programs fit, and with EVEN_N nothing spills. Measured on an H200
 # at [16384, 4096] (benchmarks/layer_norm_gelu_tiles.py): backward 0.54 (4 warps, register
-# prefetch, before the cheaper sigmoid in ops/activation.py) -> 0.74 of copy; forward 0.83 ->
-# 0.92 with one row of 4 warps a program once the sigmoid was cheaper.
-ACT_FWD_TILE_ELEMENTS = 4096
-ACT_FWD_ELEMENTS_PER_WARP = 1024
+# prefetch, before the cheaper sigmoid in ops/activation.py) -> 0.74 of copy. Its forward takes the
+# plain norm's tile (one row of 4 warps): 0.83 -> 0.92 once the sigmoid was cheaper.
 ACT_BWD_ELEMENTS_PER_WARP = 512
 ACT_BWD_PROGRAMS_PER_SM = 2
 ACT_BWD_MAXNREG = 128  # register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit
@@ -527,9 +525,7 @@ def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
         return y, s, mean, rstd
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    block_m, block_n, num_chunks, num_warps = (
-        _tile(n, ACT_FWD_TILE_ELEMENTS, ACT_FWD_ELEMENTS_PER_WARP) if activation
-        else _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP))
+    block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
     has_dropout = dropout_p > 0
     _fwd_kernel(
         (triton.cdiv(m, block_m),),
