@@ -1,10 +1,12 @@
-"""Tile / warp sweep of the SwiGLU kernels (forward and backward) against torch.compile and Liger.
+"""Tile / warp sweep of the SwiGLU and GeGLU kernels (forward and backward), with torch.compile's and
+Liger's SwiGLU forward timed beside them.
 
 Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/gated_tiles.py [--out DIR]"""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
@@ -14,9 +16,10 @@ import triton
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import gated
 
-SHAPES = [(2048, 1024), (16384, 4096)]
-TILES = [(4096, 1024, 512), (2048, 512, 256), (1024, 256, 256), (8192, 1024, 512), (4096, 512, 256),
-         (16384, 2048, 1024)]  # (tile elements, forward elements per warp, backward elements per warp)
+SHAPES = [(2048, 1024), (16384, 4096), (8192, 14336)]
+TILES = [(4096, 1024, 512), (1024, 256, 256), (2048, 512, 256), (8192, 1024, 512)]
+# (tile elements, forward elements per warp, backward elements per warp)
+ACTIVATIONS = ["silu", "gelu_tanh"]
 
 
 def main() -> None:
@@ -44,13 +47,14 @@ def main() -> None:
             row = {"shape": [m, n], "provider": name, "mode": "fwd", "us": 1e3 * t.median}
             results["rows"].append(row)
             print(row, flush=True)
-        for tile, fwd_per_warp, bwd_per_warp in TILES:
+        for (tile, fwd_per_warp, bwd_per_warp), act in itertools.product(TILES, ACTIVATIONS):
             gated.FWD_TILE_ELEMENTS = gated.BWD_TILE_ELEMENTS = tile
             gated.FWD_ELEMENTS_PER_WARP, gated.BWD_ELEMENTS_PER_WARP = fwd_per_warp, bwd_per_warp
-            t = time_cuda_graph(lambda: (flush(), gated._gated_forward(g, u, "silu")), flush)
-            tb = time_cuda_graph(lambda: (flush(), gated._gated_backward(dy, g, u, "silu", True, True)), flush)
-            row = {"shape": [m, n], "provider": "blockfuse", "tile": tile, "fwd_per_warp": fwd_per_warp,
-                   "bwd_per_warp": bwd_per_warp, "fwd_us": 1e3 * t.median, "bwd_us": 1e3 * tb.median}
+            t = time_cuda_graph(lambda: (flush(), gated._gated_forward(g, u, act)), flush)
+            tb = time_cuda_graph(lambda: (flush(), gated._gated_backward(dy, g, u, act, True, True)), flush)
+            row = {"shape": [m, n], "provider": "blockfuse", "activation": act, "tile": tile,
+                   "fwd_per_warp": fwd_per_warp, "bwd_per_warp": bwd_per_warp, "fwd_us": 1e3 * t.median,
+                   "bwd_us": 1e3 * tb.median}
             results["rows"].append(row)
             print(row, flush=True)
         (gated.FWD_TILE_ELEMENTS, gated.BWD_TILE_ELEMENTS, gated.FWD_ELEMENTS_PER_WARP,

@@ -1,50 +1,68 @@
-"""Tile sweep of the RoPE kernel at small and large shapes (q and k, bhsd, bf16), against torch.compile
-of the reference. Run on the GPU:  PYTHONPATH=src python3 benchmarks/rotary_tiles.py [--out DIR]"""
+"""Tile and grid sweep of the RoPE kernel, forward and backward, at the benchmark's shapes (q and k, bf16,
+Hugging Face's duplicated bf16 cos / sin tables, as ``blockfuse bench ops --op rotary`` runs them), in the
+"bhsd" layout the benchmark uses and in "bshd".
+
+Variants: tile elements / elements per warp (``TILE_ELEMENTS``, ``ELEMENTS_PER_WARP``) and the grid shape
+(``SPLIT_HEADS``: one head block a program; ``TOKENS_FIRST``: bhsd tiles spanning a head's consecutive
+tokens). Each row: kernel time (CUDA-graph replays, L2 flushed) and fraction of the copy bandwidth measured
+in the same run. Run on the GPU:  PYTHONPATH=src python3 benchmarks/rotary_tiles.py [--out DIR]"""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
 import torch
 import triton
 
-from blockfuse.bench.timing import l2_flush, time_cuda_graph
+from blockfuse.bench.rotary import rotary_bytes, tables
+from blockfuse.bench.timing import copy_bandwidth, l2_flush, time_cuda_graph
 from blockfuse.ops import rotary as rotary_module
 
-SHAPES = [(1, 128, 16, 16, 64), (1, 512, 32, 8, 128), (4, 2048, 32, 32, 128),
-          (8, 4096, 32, 8, 128)]  # batch, seq, q heads, kv heads, dim
-# (TILE_ELEMENTS, ELEMENTS_PER_WARP)
-TILES = [(4096, 1024), (2048, 512), (1024, 256), (2048, 256), (1024, 128), (4096, 512)]
+SHAPES = [(4, 2048, 32, 32, 128), (8, 4096, 32, 8, 128), (1, 128, 16, 16, 64)]  # batch, seq, q heads, kv heads, dim
+TILES = [(1024, 256), (2048, 256), (2048, 512), (4096, 512)]  # (TILE_ELEMENTS, ELEMENTS_PER_WARP)
+GRIDS = [(False, False), (True, False), (False, True), (True, True)]  # (SPLIT_HEADS, TOKENS_FIRST)
+LAYOUTS = ["bhsd", "bshd"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--quick", action="store_true", help="the default tile only, every grid")
     args = parser.parse_args()
     flush = l2_flush()
+    copy = copy_bandwidth()
     results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-               "rows": []}
-    defaults = rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP
-    for b, s, hq, hk, d in SHAPES:
-        q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
-        angles = torch.randn(s, d // 2, device="cuda")
-        cos, sin = angles.cos(), angles.sin()
-        compiled = torch.compile(rotary_module.rotary_ref)
-        t = time_cuda_graph(lambda: (flush(), compiled(q, k, cos, sin, layout="bhsd")), flush)
-        row = {"shape": [b, s, hq, hk, d], "provider": "compile", "us": 1e3 * t.median}
-        results["rows"].append(row)
-        print(row, flush=True)
-        for tile, per_warp in TILES:
-            rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP = tile, per_warp
-            t = time_cuda_graph(lambda: (flush(), rotary_module.rotary(q, k, cos, sin, layout="bhsd")), flush)
-            row = {"shape": [b, s, hq, hk, d], "provider": "blockfuse", "tile": tile, "per_warp": per_warp,
-                   "us": 1e3 * t.median}
+               "copy_gbps": copy["gbps"], "rows": []}
+    defaults = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
+                rotary_module.TOKENS_FIRST)
+    tiles = [defaults[:2]] if args.quick else TILES
+    for (b, s, hq, hk, d), layout in itertools.product(SHAPES, LAYOUTS):
+        shape = (b, s, hq, hk, d)
+        sizes = (lambda h: (b, h, s, d)) if layout == "bhsd" else (lambda h: (b, s, h, d))
+        q = torch.randn(sizes(hq), device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(sizes(hk), device="cuda", dtype=torch.bfloat16)
+        dq, dk = torch.randn_like(q), torch.randn_like(k)
+        cos, sin = tables(s, d, torch.bfloat16, q.device)
+        fwd_bytes, bwd_bytes = rotary_bytes(shape, 2)
+        args_of = (cos, sin, None, 0, d, False, layout)
+        for (tile, per_warp), (split, tokens_first) in itertools.product(tiles, GRIDS):
+            if tokens_first and layout != "bhsd":
+                continue
+            (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
+             rotary_module.TOKENS_FIRST) = tile, per_warp, split, tokens_first
+            tf = time_cuda_graph(lambda: (flush(), rotary_module._rotary_forward(q, k, *args_of, layout)), flush)
+            tb = time_cuda_graph(lambda: (flush(), rotary_module._rotary_backward(dq, dk, *args_of, layout)), flush)
+            row = {"shape": list(shape), "layout": layout, "tile": tile, "per_warp": per_warp, "split_heads": split,
+                   "tokens_first": tokens_first, "fwd_us": 1e3 * tf.median, "bwd_us": 1e3 * tb.median,
+                   "fwd_of_copy": fwd_bytes / (tf.median * 1e6) / copy["gbps"],
+                   "bwd_of_copy": bwd_bytes / (tb.median * 1e6) / copy["gbps"]}
             results["rows"].append(row)
-            print(row, flush=True)
-        rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP = defaults
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+        (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
+         rotary_module.TOKENS_FIRST) = defaults
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "rotary_tiles.json").write_text(json.dumps(results, indent=1))

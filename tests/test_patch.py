@@ -279,7 +279,7 @@ def test_patched_model_runs_the_kernels(device):
             seen.add(node)
             stack.extend(next_node for next_node, _ in node.next_functions)
     nodes = {type(node).__name__ for node in seen}
-    assert {"_NormFunctionBackward", "_RotaryFunctionBackward", "_GatedMLPFunctionBackward"} <= nodes, nodes
+    assert {"_NormFunctionBackward", "_RotaryFunctionBackward", "_DownFunctionBackward", "_GateUpFunctionBackward"} <= nodes, nodes
     graphs = []
 
     def capture(graph_module, example_inputs):

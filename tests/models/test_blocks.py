@@ -199,6 +199,43 @@ def test_pre_norm_outputs_are_recomputed_not_kept(key, layers, recomputed, monke
     assert all(len(args) == 2 for args in calls[forward_calls:forward_calls + recomputed])  # norm(s): no residual
 
 
+@pytest.mark.parametrize("layers", [1, 3])
+def test_reordered_attention_projection_is_recomputed_not_kept(layers, monkeypatch):
+    """A fused reordered block does not keep its attention output projection (the post-norm's input)
+    for the backward: the backward rebuilds it once per block from the attention output, bit for bit,
+    and nothing is recomputed without autograd."""
+    from blockfuse.models import blocks
+
+    recomputed = []
+
+    class Recording(blocks._RecomputedOutput):
+        def __init__(self, y, recompute):
+            def counted():
+                rebuilt = recompute()
+                recomputed.append((index, rebuilt))
+                return rebuilt
+
+            index = len(kept)
+            kept.append(y.detach().clone())
+            super().__init__(y, counted)
+
+    kept = []
+    monkeypatch.setattr(blocks, "_RecomputedOutput", Recording)
+    eager, inputs = _variant("reordered", layers=layers)
+    fused = convert(eager, "fused")
+    x = inputs[0].detach().clone().requires_grad_()
+    out = fused(x, *inputs[1:])
+    assert len(kept) == layers and not recomputed
+    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(5)))
+    assert len(recomputed) == layers
+    assert sorted(index for index, _ in recomputed) == list(range(layers))
+    for index, rebuilt in recomputed:
+        torch.testing.assert_close(rebuilt, kept[index], rtol=0, atol=0)
+    with torch.no_grad():
+        fused(x, *inputs[1:])
+    assert len(kept) == layers  # no hook without autograd
+
+
 @pytest.mark.parametrize("key", ["standard", "siglip2-head18"])
 def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
     """The saved-tensor hooks make no reference cycle: what they keep dies with the forward's graph.
@@ -211,7 +248,7 @@ def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
 
     kept = []
 
-    class Recording(blocks._RecomputedNormOutput):
+    class Recording(blocks._RecomputedOutput):
         def __init__(self, y, recompute):
             super().__init__(y, recompute)
             pack = self.pack_hook
@@ -224,7 +261,7 @@ def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
 
             self.pack_hook = recording
 
-    monkeypatch.setattr(blocks, "_RecomputedNormOutput", Recording)
+    monkeypatch.setattr(blocks, "_RecomputedOutput", Recording)
     eager, inputs = _variant(key, layers=2)
     fused = convert(eager, "fused")
     x = inputs[0].detach().clone().requires_grad_()

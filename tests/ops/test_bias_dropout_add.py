@@ -137,6 +137,19 @@ def test_bias_dropout_add(shape, dtype, bias, p, device, request):
     check_against_pytorch(make_inputs(shape, dtype, device, bias=bias), p)
 
 
+@pytest.mark.parametrize("shape", [(199, 72), (9, 4304)], ids=shape_id)
+def test_forward_and_backward_tiles_differ(shape, monkeypatch, device, request):
+    """The forward and backward kernels take different tiles; each draws the mask of its elements from
+    their flat indices, so the backward drops exactly what the forward dropped whatever the tiles."""
+    import blockfuse.ops.bias_dropout_add as bda
+
+    needs_kernel_mask(0.3, request)
+    monkeypatch.setattr(bda, "FWD_TILE_ELEMENTS", 256)
+    monkeypatch.setattr(bda, "FWD_ELEMENTS_PER_WARP", 128)
+    monkeypatch.setattr(bda, "MIN_BLOCK_N", 64)
+    check_against_pytorch(make_inputs(shape, torch.float32, device, bias=True), 0.3)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_float32_bias_with_low_precision_input(dtype, device, request):
     """An fp32 bias (mixed-precision training) with fp16/bf16 x: out in x's dtype, dbias in fp32."""

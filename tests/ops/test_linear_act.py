@@ -177,6 +177,36 @@ def test_inference_writes_no_pre_activation(device):
                                    fused_mlp_ref(x, weight, bias, w2, None, "swiglu"))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (cuBLASLt's epilogue)")
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("activation", ["gelu_tanh", "relu"])
+@pytest.mark.parametrize("shape", [((199,), 72, 72), ((3, 7), 1152, 4304)], ids=["199-72-72", "3x7-1152-4304"])
+def test_inference_uses_the_cublaslt_epilogue(shape, activation, dtype, bias, monkeypatch):
+    """Without grad on the cuBLAS path, fp16 / bf16 GELU-tanh and ReLU run as one GEMM with the bias and
+    the activation in cuBLASLt's epilogue, as accurate as PyTorch's composition; fp32 keeps the GEMM +
+    activation kernel (the epilogue's fast GELU was 20x as wrong as PyTorch's in fp32)."""
+    (lead, k, n) = shape
+    x, weight, b = _inputs(lead, k, n, dtype, "cuda", bias, activation)
+    calls = []
+    original = torch._addmm_activation
+    monkeypatch.setattr(torch, "_addmm_activation", lambda *a, **kw: calls.append(kw) or original(*a, **kw))
+    with torch.no_grad():
+        out = linear_act(x, weight, b, activation, path="cublas")
+        base = _composition(x, weight, b, activation=activation)
+        ref = _composition(x.double(), weight.double(), None if b is None else b.double(), activation=activation)
+    assert calls == ([] if dtype == torch.float32 else [{"use_gelu": activation == "gelu_tanh"}])
+    assert out.shape == (*lead, n) and out.dtype == dtype
+    assert_all_close_to_reference([out], [base], [ref], ["out"],
+                                  rounded_through=torch.bfloat16 if dtype == torch.bfloat16 else None)
+    monkeypatch.setattr(linear_act_module, "CUBLASLT_EPILOGUE", False)
+    with torch.no_grad():
+        plain = linear_act(x, weight, b, activation, path="cublas")
+    assert len(calls) == (0 if dtype == torch.float32 else 1)
+    assert_all_close_to_reference([plain], [base], [ref], ["out without the epilogue"],
+                                  rounded_through=torch.bfloat16 if dtype == torch.bfloat16 else None)
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("gated", [False, True], ids=["gelu_tanh", "swiglu"])
 def test_backward_keeps_x_and_the_pre_activation_only(gated, device):

@@ -180,6 +180,24 @@ def test_a_second_backward_through_the_same_graph_raises(device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("separate", [False, True], ids=["packed", "separate"])
+def test_eager_backward_is_two_nodes_sharing_the_pre_activation(separate, device):
+    """Eagerly the MLP is two autograd nodes, the down part first, so the engine frees its incoming
+    gradient before the gate|up part runs; the gradient handed between them is the saved
+    pre-activation's own storage (overwritten), not a new tokens x 2 hidden buffer."""
+    inputs = leaves(*_inputs((5,), 8, 6, 8, torch.float32, device, True, separate=separate))
+    out = _call(inputs)
+    down = out.grad_fn
+    gate_up = down.next_functions[0][0]
+    assert "_DownFunction" in down.name() and "_GateUpFunction" in gate_up.name(), (down, gate_up)
+    pre_storages = {t.untyped_storage().data_ptr() for t in down.saved_tensors[:2] if t.numel()}
+    handed = []
+    gate_up.register_prehook(lambda grads: handed.extend(g for g in grads if g is not None and g.numel()))
+    out.backward(torch.randn_like(out))
+    assert handed and {g.untyped_storage().data_ptr() for g in handed} == pre_storages
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_forward_and_backward_in_blocks(monkeypatch):
     """The forward makes the activation in blocks of rows for the down GEMM; the backward recomputes
     it in blocks of columns and makes the hidden gradient in blocks of rows: 199 tokens in blocks of

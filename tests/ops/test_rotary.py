@@ -851,8 +851,70 @@ def test_tiles_are_powers_of_two(tile_elements, monkeypatch):
     for tokens in (1, 21, 128, 8192):
         for heads1, heads2 in ((6, 2), (5, 1), (32, 8), (16, 16), (71, 0)):
             for rotary_dim, pass_dim in ((96, 32), (64, 0), (32, 40), (128, 0), (16, 56)):
-                for min_programs in (1, 132):
-                    tile = rotary_module._tile(tokens, heads1, heads2, rotary_dim, pass_dim, min_programs)
-                    blocks = (*tile[:5], tile[6])  # every block size and num_warps (tile[5] counts head splits)
+                for min_programs, tokens_first in ((1, False), (132, False), (132, True)):
+                    tile = rotary_module._tile(tokens, heads1, heads2, rotary_dim, pass_dim, min_programs,
+                                               tokens_first)
+                    blocks = (*tile[:5], tile[8])  # every block size and num_warps (tile[5:8]: the grid)
                     assert all(b > 0 and b & (b - 1) == 0 for b in blocks), (tokens, heads1, heads2, rotary_dim,
                                                                               pass_dim, min_programs, tile)
+
+
+GRID_CASES = [
+    Case(),
+    Case(q_heads=5, k_heads=1, interleaved=True, layout="bhsd", out_layout="bshd", rotary_dim=32),
+    Case(batch=2, seq=9, q_heads=8, k_heads=2, head_dim=72, layout="bhsd", positions="ids"),
+]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("split_heads, tokens_first", [(True, False), (False, True), (True, True)],
+                         ids=["split_heads", "tokens_first", "both"])
+@pytest.mark.parametrize("case", GRID_CASES, ids=case_id)
+def test_grid_variants(case, split_heads, tokens_first, monkeypatch, device):
+    """The grid shapes the tile sweep compares (one head block a program; bhsd tiles spanning tokens)
+    rotate every head of q and k once, with the same numbers."""
+    import blockfuse.ops.rotary as rotary_module
+
+    monkeypatch.setattr(rotary_module, "SPLIT_HEADS", split_heads)
+    monkeypatch.setattr(rotary_module, "TOKENS_FIRST", tokens_first)
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
+    if split_heads:
+        tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, 1, tokens_first)
+        assert tile[5] * tile[1] >= case.q_heads and not tile[7], tile
+    check_case(case, torch.float32, device)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("inplace", [False, True], ids=["out_of_place", "inplace"])
+def test_gradients_keep_the_inputs_memory_layout(inplace, device):
+    """Hugging Face's q and k are (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim)
+    projections: their gradients come back in that memory layout (so the transpose back is a view, not
+    a copy), with the same values as the reference's; an input that is not dense gets a contiguous one."""
+    batch, seq, heads, kv_heads, dim = 2, 9, 4, 2, 16
+    angles = random_tensor((seq, dim // 2), torch.float32, device, seed=7)
+    cos, sin = angles.cos(), angles.sin()
+    q_base = random_tensor((batch, seq, heads, dim), torch.float32, device, seed=1).requires_grad_()
+    k_base = random_tensor((batch, seq * 2, kv_heads, dim), torch.float32, device, seed=2)[:, ::2]
+    k_base.requires_grad_()  # (every other token: not dense)
+    seen = {}
+
+    def run(fn):
+        q, k = q_base.transpose(1, 2), k_base.transpose(1, 2)
+        if inplace and fn is rotary:
+            q, k = q.clone(memory_format=torch.preserve_format), k.clone(memory_format=torch.preserve_format)
+        for name, t in (("q", q), ("k", k)):
+            t.register_hook(lambda g, name=name: seen.__setitem__(name, g.stride()))
+        kwargs = {"inplace": True} if inplace and fn is rotary else {}
+        q_out, k_out = fn(q, k, cos, sin, layout="bhsd", **kwargs)
+        return (q_out.sum() + (k_out * k_out).sum()), q.stride(), k.stride()
+
+    loss, q_stride, k_stride = run(rotary)
+    grads = torch.autograd.grad(loss, (q_base, k_base))
+    assert seen["q"] == q_stride, (seen["q"], q_stride)  # dense: its own layout
+    contiguous = torch.empty(k_base.transpose(1, 2).shape).stride()
+    assert seen["k"] == (k_stride if inplace else contiguous), (seen["k"], k_stride)  # a dense clone / contiguous
+    seen.clear()
+    loss_ref, _, _ = run(rotary_ref)
+    expected = torch.autograd.grad(loss_ref, (q_base, k_base))
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -311,16 +311,24 @@ def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode:
                     training=training, cast_before_weight=module.cast_before_weight)
 
 
-class _RecomputedNormOutput(torch.autograd.graph.saved_tensors_hooks):
-    """While active, a norm output ``y`` that the ops of the block save for their backward (the QKV
-    GEMM's input, the MLP's input) is not kept: the backward recomputes it from the norm's input
-    ``s``, which the norm keeps anyway. One (tokens, d_model) tensor less per norm between the
-    forward and the backward, for one more norm forward in the backward.
+class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
+    """While active, a tensor ``y`` that the ops of the block save for their backward is not kept:
+    the backward rebuilds it with ``recompute()`` from tensors that are kept anyway. Two uses:
 
-    NOTE: the recomputation normalizes ``s`` as rounded to its dtype (the fused add + norm kernel
-    normalized the fp32 sum): the same rounding the norm's own backward works with. Views of ``y``
-    (a GEMM saves its input reshaped to 2-D) are rebuilt on the recomputed tensor. Eager only: under
-    torch.compile the hooks would cost graph breaks, and Inductor plans its own recomputation."""
+    * a pre-norm's output (the QKV GEMM's input, the MLP's input), recomputed from the norm's input
+      ``s``, which the norm keeps: one (tokens, d_model) tensor less per norm, for one more norm
+      forward in the backward. The recomputation normalizes ``s`` as rounded to its dtype (the
+      fused add + norm kernel normalized the fp32 sum): the same rounding the norm's own backward
+      works with.
+    * a reordered block's attention output projection (the post-norm's input, which that norm
+      saves), recomputed from the attention output, which the projection keeps for its weight's
+      gradient: one (tokens, d_model) tensor less through the MLP's backward, where the block's
+      peak is, for one (tokens, q_width) x (q_width, d_model) GEMM more. The same cuBLAS call on the
+      same operands gives the same numbers.
+
+    Views of ``y`` (a GEMM saves its input reshaped to 2-D) are rebuilt on the recomputed tensor.
+    Eager only: under torch.compile the hooks would cost graph breaks, and Inductor plans its own
+    recomputation."""
 
     def __init__(self, y: Tensor, recompute):
         storage = y.untyped_storage()
@@ -345,15 +353,31 @@ class _RecomputedNormOutput(torch.autograd.graph.saved_tensors_hooks):
         super().__init__(pack, unpack)
 
 
+def _recording_eagerly(source: Tensor) -> bool:
+    """Autograd records this forward eagerly (not under torch.compile) and ``source`` takes part."""
+    return torch.is_grad_enabled() and not torch.compiler.is_compiling() and source.requires_grad
+
+
 def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
-    """The ``_RecomputedNormOutput`` context for ``y = norm(s)`` when autograd records the block
+    """The ``_RecomputedOutput`` context for ``y = norm(s)`` when autograd records the block
     eagerly; a context that does nothing otherwise."""
-    if not torch.is_grad_enabled() or torch.compiler.is_compiling() or not s.requires_grad:
+    if not _recording_eagerly(s):
         return contextlib.nullcontext()
     # NOTE: the hook holds s detached, for the same reason as pack's detach (no cycle through
     # s.grad_fn); s's storage then lives as long as the hook, as the norm's own saved s does.
     source = s.detach()
-    return _RecomputedNormOutput(y, lambda: _norm(norm, source))
+    return _RecomputedOutput(y, lambda: _norm(norm, source))
+
+
+def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
+    """The ``_RecomputedOutput`` context for ``y = linear(a)`` when autograd records the block
+    eagerly; a context that does nothing otherwise. ``a`` and the weights are held detached (the
+    projection keeps the same storages for its own backward)."""
+    if not _recording_eagerly(a):
+        return contextlib.nullcontext()
+    source, weight = a.detach(), linear.weight.detach()
+    bias = None if linear.bias is None else linear.bias.detach()
+    return _RecomputedOutput(y, lambda: F.linear(source, weight, bias))
 
 
 class _StackedLinear(nn.Module):
@@ -411,7 +435,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def _make_tables(self):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)."""
         cfg = self.config
         batch, seq, _ = x.shape
         qkv = self.qkv_proj(x)  # (batch, seq, q_width + 2 kv_width)
@@ -437,7 +462,10 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/sdpa_layouts.py).
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
+        return out.transpose(1, 2).reshape(batch, seq, cfg.q_width)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        return self.o_proj(self.attend(x, padding_mask))
 
 
 class FusedFeedForward(_StackedLinear):
@@ -518,7 +546,13 @@ class TransformerBlock(nn.Module):
 
     def _forward_fused_reordered(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         p, training = self.config.dropout, self.training
-        h = _norm(self.attn_norm, self.attn(x, padding_mask), x, "post", p, training)  # x + dropout(norm(attn))
+        attended = self.attn.attend(x, padding_mask)
+        o = self.attn.o_proj(attended)
+        # NOTE: the post-norm keeps its input o for its backward; recomputed from `attended` instead,
+        # o is not alive through the MLP's backward, where the block's peak is (16 of the reordered
+        # block's 297 MiB on an H200, benchmarks/memory_block.py).
+        with _without_saved_projection(o, self.attn.o_proj, attended):
+            h = _norm(self.attn_norm, o, x, "post", p, training)  # x + dropout(norm(o))
         return _norm(self.ffn_norm, self.ffn(h), h, "post", p, training)
 
     def forward_pre_parts(self, residual: Tensor, branch: Optional[Tensor],

@@ -26,12 +26,18 @@ from blockfuse.ops.launch import CachedKernel, as_rows, empty_if_none, none_if_e
 from blockfuse.ops.norm import _sum_partials_kernel
 from blockfuse.runtime import use_triton
 
-# NOTE: elementwise and memory-bound: each program moves one tile of about 4096 elements (a few
-# KB per tensor, enough to hide memory latency), one warp for every 1024 of them, as the norm
-# kernels do. The column block is halved (down to MIN_BLOCK_N) while more than 1/8 of a row's
-# lanes would be masked off, e.g. 4304 wide -> 9 blocks of 512 rather than 2 of 4096.
-TILE_ELEMENTS = 4096
-ELEMENTS_PER_WARP = 1024
+# NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
+# hide memory latency). The forward takes 2048 elements and a warp for every 256 of them: on an
+# H200 (benchmarks/bias_dropout_add_tiles.py) that moved 0.98 of the copy bandwidth at
+# [16384, 4096] against 0.94 for 4096 / 1024, and was the fastest at [2048, 1024] too (5.2 against
+# 5.8 us). The backward, which also sums the bias gradient's partials in registers, was fastest at
+# 4096 / 1024 (0.77 of copy against 0.60-0.75). The column block is halved (down to MIN_BLOCK_N)
+# while more than 1/8 of a row's lanes would be masked off, e.g. 4304 wide -> 9 blocks of 512
+# rather than 2 of 4096.
+FWD_TILE_ELEMENTS = 2048
+FWD_ELEMENTS_PER_WARP = 256
+BWD_TILE_ELEMENTS = 4096
+BWD_ELEMENTS_PER_WARP = 1024
 MIN_BLOCK_N = 256
 # Backward programs per multiprocessor when d bias is reduced (each keeps a partial sum).
 BWD_PROGRAMS_PER_SM = 4
@@ -135,13 +141,13 @@ _bwd_kernel = CachedKernel(_bias_dropout_add_bwd_kernel)
 _sum_kernel = CachedKernel(_sum_partials_kernel)
 
 
-def _tile(n: int) -> tuple[int, int, int]:
+def _tile(n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int]:
     """Block shape and warps: (BLOCK_M, BLOCK_N, num_warps)."""
-    block_n = min(triton.next_power_of_2(n), TILE_ELEMENTS)
+    block_n = min(triton.next_power_of_2(n), tile_elements)
     while block_n > MIN_BLOCK_N and triton.cdiv(n, block_n) * block_n - n > n // 8:
         block_n //= 2
-    block_m = max(1, TILE_ELEMENTS // block_n)
-    num_warps = min(16, max(1, (block_m * block_n) // ELEMENTS_PER_WARP))
+    block_m = max(1, tile_elements // block_n)
+    num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
     return block_m, block_n, num_warps
 
 
@@ -155,7 +161,7 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     x2, res2, out2 = as_rows(x, n), as_rows(residual, n), out.view(-1, n)  # (M, N)
     m = x2.shape[0]
     has_dropout = p > 0
-    block_m, block_n, num_warps = _tile(n)
+    block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
     _fwd_kernel(
         (triton.cdiv(m, block_m), triton.cdiv(n, block_n)),
         x2, None if bias is None else bias.contiguous(), res2, out2, seed if has_dropout else None,
@@ -192,7 +198,7 @@ def _backward(
     dy2 = as_rows(dy, n)  # (M, N)
     m = dy2.shape[0]
     dx2 = None if dx is None else dx.view(-1, n)
-    block_m, block_n, num_warps = _tile(n)
+    block_m, block_n, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
     row_blocks, col_blocks = triton.cdiv(m, block_m), triton.cdiv(n, block_n)
     g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None

@@ -36,6 +36,10 @@ _ACTIVATION_CODE = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 # 8 a thread): more programs in flight cut [2048, 1024] from 5.9 to 5.3 us and cost nothing at
 # [16384, 4096] (95 us either way, the copy time) on an H200 (benchmarks/gated_tiles.py). The
 # backward (three inputs, two outputs, more live registers) was best at 4096 and 16 a thread.
+# Tiles from 1024 to 8192 elements are within 1% of each other at [16384, 4096] and [8192, 14336],
+# where both kernels run at the copy bandwidth. Cache hints for data read once (evict-first loads,
+# ``.cs`` stores) made both 7-12% slower there
+# (benchmarks/results/2026-11-26-nvidia-h200-issue3-final/sweeps/gated_tiles.json).
 FWD_TILE_ELEMENTS = 1024
 BWD_TILE_ELEMENTS = 4096
 FWD_ELEMENTS_PER_WARP = 256

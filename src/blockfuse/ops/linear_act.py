@@ -94,6 +94,19 @@ AUTO_TRITON = False
 AUTO_MIN_ROWS = 1024
 AUTO_BACKWARD = "cublas"
 AUTO_TMA = False
+# NOTE: on the cuBLAS path, a forward that keeps no pre-activation (nothing to backpropagate) with
+# GELU-tanh or ReLU runs as one cuBLASLt GEMM with the bias and the activation in its epilogue
+# (``torch._addmm_activation``: CUBLASLT_EPILOGUE_GELU_BIAS / RELU_BIAS on CUDA), computed from the
+# fp32 accumulator and rounded once, with no tokens x N round trip through memory. cuBLASLt has no
+# epilogue that also writes the pre-activation through PyTorch, so a training forward keeps the
+# GEMM + activation kernel. fp16 / bf16 only: the epilogue's GELU in fp32 was 20x as wrong as
+# PyTorch's (relative error 2e-6 against 1e-7 on an H200, a fast tanh), far below a half-precision
+# output's rounding but not an fp32 one's. MEASURED (H200, torch 2.11, bf16, no grad;
+# benchmarks/linear_act.py): [16384, 4096] x [4096, 14336] GELU 2.90 ms against 2.81 ms for the GEMM
+# alone (0.97x) and 3.08 ms for GEMM + activation kernel; [65536, 1152] x [1152, 4304] 1.12 against
+# 0.90 and 1.31 ms. CUBLASLT_EPILOGUE False turns it off (for comparisons).
+CUBLASLT_EPILOGUE = True
+_EPILOGUE_ACTIVATIONS = {"gelu_tanh": True, "relu": False}  # name -> torch._addmm_activation's use_gelu
 # fused_mlp's backward recomputes the activation (for fc2's weight gradient) in this many blocks of
 # hidden columns, and on the cuBLAS path makes the hidden gradient in as many blocks of rows, so the
 # step's peak holds a quarter of tokens x hidden (as ops/mlp.py does).
@@ -617,6 +630,13 @@ def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activ
     chosen = _forward_path(path, m, x.device)
     y = x.new_empty((*x.shape[:-1], n))
     if chosen == "cublas":
+        if (CUBLASLT_EPILOGUE and not keep_pre and not gated and name in _EPILOGUE_ACTIVATIONS and x.is_cuda
+                and x.dtype in (torch.float16, torch.bfloat16) and min(m, k, rows) > 1):
+            # NOTE: on CUDA, _addmm_activation's GELU is the tanh form (cuBLASLt's epilogue, and
+            # gelu(approximate="tanh") where PyTorch falls back to a separate kernel).
+            bias_or_zeros = weight.new_zeros(rows) if bias is None else bias
+            y2 = torch._addmm_activation(bias_or_zeros, x2, weight.t(), use_gelu=_EPILOGUE_ACTIVATIONS[name])
+            return y2.view(*x.shape[:-1], n), None
         if pre_out is None:
             pre = F.linear(x, weight, bias)  # (..., rows): bias in cuBLASLt's epilogue
         else:

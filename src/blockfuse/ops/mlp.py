@@ -72,26 +72,37 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
     return y2
 
 
-def _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
-    """(y, gate_pre, up_pre). Packed weights (up_weight None): gate_pre = the (..., 2 hidden) output of
-    the one gate|up GEMM, up_pre an empty tensor. Separate weights: the two GEMM outputs."""
-    act = ACTIVATIONS[activation]
-    tokens = math.prod(x.shape[:-1])
+def _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias):
+    """(gate_pre, up_pre). Packed weights (up_weight None): gate_pre = the (..., 2 hidden) output of the one
+    gate|up GEMM, up_pre an empty tensor. Separate weights: the two GEMM outputs."""
     if up_weight is None:
-        gate_pre = F.linear(x, gate_weight, gate_bias)  # (..., 2 hidden): gate then up
-        up_pre = x.new_empty((0,))
-        pre2 = gate_pre.view(tokens, gate_pre.shape[-1])
+        return F.linear(x, gate_weight, gate_bias), x.new_empty((0,))
+    return F.linear(x, gate_weight, gate_bias), F.linear(x, up_weight, up_bias)
+
+
+def _down_forward(gate_pre, up_pre, down_weight, down_bias, activation):
+    """``down(act(gate) * up)`` from the pre-activations, (..., d_out)."""
+    act = ACTIVATIONS[activation]
+    hidden_size = down_weight.shape[1]
+    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:  # packed: gate then up
+        pre2 = gate_pre.view(-1, 2 * hidden_size)
 
         def hidden_of_rows(rows):
             return _gated_forward(pre2[rows], None, act)  # (rows, hidden)
     else:
-        gate_pre, up_pre = F.linear(x, gate_weight, gate_bias), F.linear(x, up_weight, up_bias)
-        gate2, up2 = gate_pre.view(tokens, gate_pre.shape[-1]), up_pre.view(tokens, up_pre.shape[-1])
+        gate2, up2 = gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
 
         def hidden_of_rows(rows):
             return _gated_forward(gate2[rows], up2[rows], act)
-    y2 = down_projection(hidden_of_rows, tokens, down_weight, down_bias, x)
-    return y2.view(*x.shape[:-1], down_weight.shape[0]), gate_pre, up_pre
+    tokens = math.prod(gate_pre.shape[:-1])
+    y2 = down_projection(hidden_of_rows, tokens, down_weight, down_bias, gate_pre)
+    return y2.view(*gate_pre.shape[:-1], down_weight.shape[0])
+
+
+def _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
+    """(y, gate_pre, up_pre): see :func:`_gate_up_forward`."""
+    gate_pre, up_pre = _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias)
+    return _down_forward(gate_pre, up_pre, down_weight, down_bias, activation), gate_pre, up_pre
 
 
 def column_blocks(n: int, blocks: int, min_width: int, align: int = 64) -> list[slice]:
@@ -115,24 +126,24 @@ def _column_sum(t2: Tensor) -> Tensor:
     return torch.mv(t2.t(), t2.new_ones(t2.shape[0]))
 
 
-def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_biases,
-                  overwrite=False):
-    """(dx, d gate_weight, d gate_bias, d up_weight, d up_bias, d down_weight, d down_bias); a bias
-    gradient is None without that bias (``has_biases``: gate, up, down), the up ones None for packed
-    weights. ``overwrite``: write the pre-activations' gradients over the pre-activations
-    themselves (the gated kernel reads each element before writing it), so the backward needs no
-    second tokens x 2 hidden buffer."""
-    has_gate_bias, has_up_bias, has_down_bias = has_biases
-    packed = up_weight is None
-    act = ACTIVATIONS[activation]
-    d_out, d_in = dy.shape[-1], x.shape[-1]
-    dy2, x2 = dy.reshape(-1, d_out), x.reshape(-1, d_in)
-    hidden_size = down_weight.shape[1]
-    if packed:
+def _pre_views(gate_pre, up_pre, hidden_size):
+    """(pre2 or None, gate2, up2): (tokens, 2 hidden) packed pre-activation and its (tokens, hidden)
+    gate and up views, or the separate ones (pre2 None)."""
+    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:
         pre2 = gate_pre.view(-1, 2 * hidden_size)
-        gate2, up2 = pre2[:, :hidden_size], pre2[:, hidden_size:]  # (tokens, hidden) views
-    else:
-        gate2, up2 = gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
+        return pre2, pre2[:, :hidden_size], pre2[:, hidden_size:]
+    return None, gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
+
+
+def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias, overwrite=False):
+    """The backward of :func:`_down_forward`: (d_gate_pre, d_up_pre, d down_weight, d down_bias). The
+    pre-activations' gradients come in the pre-activations' form (packed: d_up_pre an empty tensor);
+    ``overwrite``: written over the pre-activations themselves (the gated kernel reads each element
+    before writing it), so the backward needs no second tokens x 2 hidden buffer."""
+    act = ACTIVATIONS[activation]
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    hidden_size = down_weight.shape[1]
+    pre2, gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
     tokens = gate2.shape[0]
 
     # NOTE: the activation is recomputed here rather than saved by the forward (one more read of
@@ -150,31 +161,49 @@ def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, 
     # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
     if overwrite:
-        d_pre2 = pre2 if packed else None
-        d_gate2, d_up2 = gate2, up2
-    elif packed:
-        d_pre2 = torch.empty_like(pre2)
+        d_gate_pre, d_up_pre, d_gate2, d_up2 = gate_pre, up_pre, gate2, up2
+    elif pre2 is not None:
+        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), up_pre.new_empty((0,))
+        d_pre2 = d_gate_pre.view(-1, 2 * hidden_size)
         d_gate2, d_up2 = d_pre2[:, :hidden_size], d_pre2[:, hidden_size:]
     else:
-        d_pre2, d_gate2, d_up2 = None, torch.empty_like(gate2), torch.empty_like(up2)
+        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), torch.empty_like(up_pre)
+        d_gate2, d_up2 = d_gate_pre.view(-1, hidden_size), d_up_pre.view(-1, hidden_size)
     step = max(BACKWARD_MIN_ROWS, -(-tokens // BACKWARD_BLOCKS))
     for start in range(0, tokens, step):
         rows = slice(start, min(start + step, tokens))
         d_hidden = dy2[rows].mm(down_weight)  # (rows, hidden)
         _gated_backward(d_hidden, gate2[rows], up2[rows], act, True, True, out=(d_gate2[rows], d_up2[rows]))
         del d_hidden
+    return d_gate_pre, d_up_pre, d_down_weight, d_down_bias
 
-    if packed:
-        d_gate_weight = d_pre2.t().mm(x2)
-        d_gate_bias = _column_sum(d_pre2) if has_gate_bias else None
-        dx = d_pre2.mm(gate_weight)
-        d_up_weight = d_up_bias = None
-    else:
-        d_gate_weight, d_up_weight = d_gate2.t().mm(x2), d_up2.t().mm(x2)
-        d_gate_bias = _column_sum(d_gate2) if has_gate_bias else None
-        d_up_bias = _column_sum(d_up2) if has_up_bias else None
-        dx = torch.addmm(d_gate2.mm(gate_weight), d_up2, up_weight)
-    return dx.view(x.shape), d_gate_weight, d_gate_bias, d_up_weight, d_up_bias, d_down_weight, d_down_bias
+
+def _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, has_gate_bias, has_up_bias):
+    """The backward of :func:`_gate_up_forward`: (dx, d gate_weight, d gate_bias, d up_weight, d up_bias),
+    a bias gradient None without that bias, the up ones None for packed weights."""
+    x2 = x.reshape(-1, x.shape[-1])
+    d_gate2 = d_gate_pre.view(-1, d_gate_pre.shape[-1])
+    d_gate_weight = d_gate2.t().mm(x2)
+    d_gate_bias = _column_sum(d_gate2) if has_gate_bias else None
+    if up_weight is None:
+        return d_gate2.mm(gate_weight).view(x.shape), d_gate_weight, d_gate_bias, None, None
+    d_up2 = d_up_pre.view(-1, d_up_pre.shape[-1])
+    d_up_weight = d_up2.t().mm(x2)
+    d_up_bias = _column_sum(d_up2) if has_up_bias else None
+    dx = torch.addmm(d_gate2.mm(gate_weight), d_up2, up_weight)
+    return dx.view(x.shape), d_gate_weight, d_gate_bias, d_up_weight, d_up_bias
+
+
+def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_biases,
+                  overwrite=False):
+    """(dx, d gate_weight, d gate_bias, d up_weight, d up_bias, d down_weight, d down_bias); a bias
+    gradient is None without that bias (``has_biases``: gate, up, down), the up ones None for packed
+    weights. ``overwrite``: see :func:`_down_backward`."""
+    has_gate_bias, has_up_bias, has_down_bias = has_biases
+    d_gate_pre, d_up_pre, d_down_weight, d_down_bias = _down_backward(
+        dy, gate_pre, up_pre, down_weight, activation, has_down_bias, overwrite)
+    return (*_gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, has_gate_bias, has_up_bias),
+            d_down_weight, d_down_bias)
 
 
 # ----------------------------------------------------------------------------------------
@@ -182,29 +211,57 @@ def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, 
 # ----------------------------------------------------------------------------------------
 
 
-class _GatedMLPFunction(torch.autograd.Function):
+# NOTE: eager calls record the MLP as two autograd nodes, the gate|up GEMM(s) and the rest (activation
+# and down GEMM): the engine frees the down part's incoming gradient dy (tokens x d) when that node
+# returns, before the gate|up node allocates its weight gradient and dx, where the MLP's backward
+# peaks (olmo2-1b's block: 673 -> 641 MiB on an H200). The pre-activations never leave the MLP, so
+# the down node writes their gradient over them and hands that storage on as the gradient.
+
+
+class _GateUpFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
-        y, gate_pre, up_pre = _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias,
-                                           activation)
-        ctx.save_for_backward(x, gate_pre, up_pre, gate_weight, up_weight, down_weight)
-        ctx.config = (activation, (gate_bias is not None, up_bias is not None, down_bias is not None))
+    def forward(ctx, x, gate_weight, gate_bias, up_weight, up_bias):
+        gate_pre, up_pre = _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias)
+        ctx.save_for_backward(x, gate_weight, up_weight)
+        ctx.has_biases = (gate_bias is not None, up_bias is not None)
+        ctx.set_materialize_grads(False)
+        return gate_pre, up_pre
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_gate_pre, d_up_pre):
+        x, gate_weight, up_weight = ctx.saved_tensors
+        dx, dwg, dbg, dwu, dbu = _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, *ctx.has_biases)
+        return dx, dwg, dbg, dwu, dbu
+
+
+class _DownFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gate_pre, up_pre, down_weight, down_bias, activation):
+        y = _down_forward(gate_pre, up_pre, down_weight, down_bias, activation)
+        ctx.save_for_backward(gate_pre, up_pre, down_weight)
+        ctx.config = (activation, down_bias is not None)
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        x, gate_pre, up_pre, gate_weight, up_weight, down_weight = ctx.saved_tensors
-        activation, has_biases = ctx.config
-        # NOTE: the pre-activations never leave this Function, so their gradients overwrite them
-        # (no second tokens x 2 hidden buffer at the step's peak). Their versions are bumped: a
-        # second backward through the same graph (retain_graph=True) raises autograd's "modified by
-        # an inplace operation" error instead of reading the overwritten values.
-        grads = _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation,
-                              has_biases, overwrite=True)
+        gate_pre, up_pre, down_weight = ctx.saved_tensors
+        activation, has_down_bias = ctx.config
+        d_gate_pre, d_up_pre, dwd, dbd = _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias,
+                                                        overwrite=True)
+        # NOTE: their versions are bumped: a second backward through the same graph
+        # (retain_graph=True) raises autograd's "modified by an inplace operation" error instead of
+        # reading the overwritten values. Handed on detached (the same storage, no graph).
         torch.autograd.graph.increment_version(gate_pre)
         torch.autograd.graph.increment_version(up_pre)
-        return (*grads, None)
+        d_up_pre = None if up_pre.numel() == 0 else d_up_pre.detach()
+        return d_gate_pre.detach(), d_up_pre, dwd, dbd, None
+
+
+def _gated_mlp_eager(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
+    gate_pre, up_pre = _GateUpFunction.apply(x, gate_weight, gate_bias, up_weight, up_bias)
+    return _DownFunction.apply(gate_pre, up_pre, down_weight, down_bias, activation)
 
 
 @torch.library.custom_op("blockfuse::gated_mlp", mutates_args=())
@@ -334,7 +391,7 @@ def gated_mlp(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor],
     args = (x, gate_up_weight, gate_up_bias, up_weight, up_bias, down_weight, down_bias, activation)
     if torch.compiler.is_compiling():
         return _gated_mlp_op(*args)[0]
-    return _GatedMLPFunction.apply(*args)
+    return _gated_mlp_eager(*args)
 
 
 # ----------------------------------------------------------------------------------------

@@ -40,6 +40,11 @@ LAYOUTS = ("bshd", "bhsd")
 TILE_ELEMENTS = 1024
 ELEMENTS_PER_WARP = 256
 MAX_WARPS = 8
+# Grid shapes (benchmarks/rotary_tiles.py sweeps them): SPLIT_HEADS gives each program one head
+# block of q or k (no loop over heads) once tokens alone fill the GPU; TOKENS_FIRST makes a "bhsd"
+# input's tiles span consecutive tokens of one head, which are adjacent in memory.
+SPLIT_HEADS = False
+TOKENS_FIRST = False
 
 
 # ----------------------------------------------------------------------------------------
@@ -223,11 +228,18 @@ def _power_of_2_below(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int):
-    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, head_splits, num_warps)."""
+def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int,
+          tokens_first: bool = False):
+    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps).
+
+    ``tokens_first``: consecutive tokens of one head are adjacent in memory ("bhsd"), so a tile
+    spans tokens before heads. splits1 / splits2: programs along the grid's second axis that rotate
+    the first / second tensor (qk_together: both in the same programs, splits2 then 0)."""
     block_p = triton.next_power_of_2(rotary_dim // 2)
     width = 2 * block_p + (triton.next_power_of_2(pass_dim) if pass_dim else 0)
     heads_cap = _power_of_2_below(max(1, TILE_ELEMENTS // width))  # block shapes are powers of 2
+    if tokens_first:
+        heads_cap = 1
     block_h1 = min(triton.next_power_of_2(heads1), heads_cap)
     block_h2 = min(triton.next_power_of_2(max(heads2, 1)), heads_cap)
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
@@ -244,10 +256,19 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     while triton.cdiv(num_tokens, block_t) * head_splits < min_programs and max(block_h1, block_h2) > 1:
         block_h1, block_h2 = max(1, block_h1 // 2), max(1, block_h2 // 2)
         head_splits *= 2
+    token_blocks = triton.cdiv(num_tokens, block_t)
+    qk_together = heads2 == 0 or (token_blocks >= min_programs and not SPLIT_HEADS)
+    if SPLIT_HEADS and token_blocks >= min_programs:
+        # one head block a program: no loop, as an elementwise kernel
+        splits1, splits2 = triton.cdiv(heads1, block_h1), triton.cdiv(heads2, block_h2)
+    else:
+        splits1 = splits2 = head_splits
+    if qk_together:
+        splits2 = 0
     elements = block_t * max(block_h1, block_h2) * width
     num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // ELEMENTS_PER_WARP)))
     block_pass = triton.next_power_of_2(pass_dim) if pass_dim else 1
-    return block_t, block_h1, block_h2, block_p, block_pass, head_splits, num_warps
+    return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
 
 
 def _min_programs(device: torch.device) -> int:
@@ -273,9 +294,10 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         return
     pass_dim = d - rotary_dim if copy_pass else 0
     min_programs = _min_programs(pairs[0][0].device)
-    block_t, block_h1, block_h2, block_p, block_pass, head_splits, num_warps = _tile(
-        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs)
-    qk_together = h2 == 0 or triton.cdiv(num_tokens, block_t) >= min_programs
+    # a head's consecutive tokens adjacent in memory (bhsd): tiles span tokens first
+    tokens_first = TOKENS_FIRST and x1_strides[2] > x1_strides[1]
+    block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = _tile(
+        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, tokens_first)
     if position_ids is None:
         pos_strides = (0, 0)
     elif position_ids.dim() == 1:
@@ -284,12 +306,12 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         pos_strides = (position_ids.stride(0) if position_ids.shape[0] > 1 else 0, position_ids.stride(1))
     table_rows = cos.shape[0] if cos.dim() == 2 else cos.shape[1]
     _kernel(
-        (triton.cdiv(num_tokens, block_t), head_splits * (1 if qk_together else 2)),
+        (triton.cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
         *x1_strides, *y1_strides, *x2_strides, *y2_strides,
         *_table_strides(cos, rotary_dim, interleaved), *_table_strides(sin, rotary_dim, interleaved),
         *pos_strides,
-        num_tokens, s, h1, h2, seq_offset, table_rows, head_splits,
+        num_tokens, s, h1, h2, seq_offset, table_rows, splits1,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
         COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=num_tokens + block_t >= 2**31,
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
@@ -313,12 +335,39 @@ def _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim
             backward=False, copy_pass=False)
 
 
+def _dense_geometry(t: Tensor) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(shape, strides) of ``t`` when its elements fill a block of memory with no gaps or overlaps in
+    some order of its dimensions (a contiguous tensor, or a transposed view of one), else None."""
+    expected = 1
+    for i in sorted(range(t.dim()), key=t.stride):
+        if t.shape[i] != 1:
+            if t.stride(i) != expected:
+                return None
+            expected *= t.shape[i]
+    return tuple(t.shape), tuple(t.stride())
+
+
+def _grad_buffer(grad_out, out_layout, layout, geometry):
+    """The input gradient's buffer: laid out as the input was when that was dense (``geometry``), else
+    contiguous in ``layout``.
+
+    NOTE: Hugging Face's q and k are transposed views of the projections' outputs (batch, heads, seq,
+    head_dim over (batch, seq, heads, head_dim) memory). A gradient contiguous in "bhsd" turned every
+    transpose-back into a copy: 0.56 ms of a 26.6 ms Llama training step on an H200
+    (benchmarks/profile_hf_llama.py); in the input's own layout it goes back as a view."""
+    if geometry is None:
+        return _new_in_layout(grad_out, out_layout, layout)
+    shape, strides = geometry
+    return torch.empty_strided(shape, strides, dtype=grad_out.dtype, device=grad_out.device)
+
+
 def _rotary_backward(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
-                     out_layout):
-    """(dq, dk) contiguous in ``layout`` from the output grads (in ``out_layout``); a missing
-    output grad (None) gives None."""
-    dq = None if dq_out is None else _new_in_layout(dq_out, out_layout, layout)
-    dk = None if dk_out is None else _new_in_layout(dk_out, out_layout, layout)
+                     out_layout, geometries=(None, None)):
+    """(dq, dk) from the output grads (in ``out_layout``): in the (shape, strides) of ``geometries``
+    where given (see :func:`_grad_buffer`), else contiguous in ``layout``; a missing output grad
+    (None) gives None."""
+    dq = None if dq_out is None else _grad_buffer(dq_out, out_layout, layout, geometries[0])
+    dk = None if dk_out is None else _grad_buffer(dk_out, out_layout, layout, geometries[1])
     pairs = [(g, d) for g, d in ((dq_out, dq), (dk_out, dk)) if g is not None]
     if pairs:
         _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, out_layout, layout,
@@ -342,6 +391,7 @@ class _RotaryFunction(torch.autograd.Function):
                                        out_layout)
         ctx.save_for_backward(cos, sin, position_ids)
         ctx.config = (seq_offset, rotary_dim, interleaved, layout, out_layout)
+        ctx.geometries = (_dense_geometry(q), _dense_geometry(k))
         ctx.set_materialize_grads(False)
         return q_out, k_out
 
@@ -350,7 +400,7 @@ class _RotaryFunction(torch.autograd.Function):
         cos, sin, position_ids = ctx.saved_tensors
         dq, dk = _rotary_backward(dq_out if ctx.needs_input_grad[0] else None,
                                   dk_out if ctx.needs_input_grad[1] else None,
-                                  cos, sin, position_ids, *ctx.config)
+                                  cos, sin, position_ids, *ctx.config, ctx.geometries)
         return dq, dk, None, None, None, None, None, None, None, None
 
 
@@ -361,6 +411,7 @@ class _RotaryInplaceFunction(torch.autograd.Function):
         ctx.mark_dirty(q, k)
         ctx.save_for_backward(cos, sin, position_ids)
         ctx.config = (seq_offset, rotary_dim, interleaved, layout, layout)
+        ctx.geometries = (_dense_geometry(q), _dense_geometry(k))
         ctx.set_materialize_grads(False)
         return q, k
 

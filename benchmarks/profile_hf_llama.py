@@ -1,0 +1,69 @@
+"""Where the forward of the HF Llama benchmark model goes, per provider: GPU kernel time by kernel
+(torch.profiler) and the wall time of the same calls, for the providers of ``blockfuse bench model
+hf-llama`` (4 layers, hidden 2048, ids 2 x 4096, bf16, training forward: parameters require grad).
+
+Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/profile_hf_llama.py [--providers ...] [--top 12]"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from blockfuse.bench import hf_llama
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--providers", nargs="+", default=["hf-eager", "blockfuse", "liger"])
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--mode", choices=("fwd", "fwdbwd"), default="fwd")
+    args = parser.parse_args()
+    base, ids = hf_llama.build_base(hf_llama.FULL, torch.bfloat16, torch.device("cuda"))
+    for name in args.providers:
+        guard = hf_llama.llama_globals_restored() if name.startswith("liger") else None
+        if guard is not None:
+            guard.__enter__()
+        model, run = hf_llama.make_provider(name, base)
+        parameters = list(model.parameters())
+
+        def call(run=run, parameters=parameters):
+            if args.mode == "fwd":
+                return run(input_ids=ids)
+            return hf_llama.training_step(run, ids, parameters)
+
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - began) / 5 * 1e3
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            for _ in range(5):
+                call()
+            torch.cuda.synchronize()
+        kernels = defaultdict(float)
+        syncs = 0
+        for event in prof.events():
+            if event.device_type == torch.autograd.DeviceType.CUDA:
+                kernels[event.name] += event.device_time / 5 / 1e3
+            elif "Synchronize" in event.name or event.name in ("aten::item", "aten::_local_scalar_dense"):
+                syncs += 1
+        total = sum(kernels.values())
+        print(f"== {name} {args.mode}: wall {wall:.2f} ms a call, GPU kernels {total:.2f} ms, "
+              f"host syncs / item calls {syncs / 5:.0f} a call")
+        for kernel, ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:args.top]:
+            print(f"   {ms:7.3f} ms  {kernel[:110]}")
+        if guard is not None:
+            guard.__exit__(None, None, None)
+        del model, run
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
