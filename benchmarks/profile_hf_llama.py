@@ -21,6 +21,8 @@ def main() -> None:
     parser.add_argument("--providers", nargs="+", default=["hf-eager", "blockfuse", "liger"])
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--mode", choices=("fwd", "fwdbwd"), default="fwd")
+    parser.add_argument("--copies", action="store_true",
+                        help="also list the ops that copied (aten::copy_ and friends) with their input shapes")
     args = parser.parse_args()
     base, ids = hf_llama.build_base(hf_llama.FULL, torch.bfloat16, torch.device("cuda"))
     for name in args.providers:
@@ -43,7 +45,8 @@ def main() -> None:
             call()
         torch.cuda.synchronize()
         wall = (time.perf_counter() - began) / 5 * 1e3
-        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU], record_shapes=args.copies,
+                     with_stack=args.copies) as prof:
             for _ in range(5):
                 call()
             torch.cuda.synchronize()
@@ -59,6 +62,14 @@ def main() -> None:
               f"host syncs / item calls {syncs / 5:.0f} a call")
         for kernel, ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:args.top]:
             print(f"   {ms:7.3f} ms  {kernel[:110]}")
+        if args.copies:
+            averages = prof.key_averages(group_by_input_shape=True, group_by_stack_n=6)
+            copies = [a for a in averages if a.key in ("aten::copy_", "aten::contiguous", "aten::clone")
+                      and a.device_time_total > 0]
+            for a in sorted(copies, key=lambda a: -a.device_time_total)[:8]:
+                print(f"   copy {a.device_time_total / 5 / 1e3:7.3f} ms  {a.key} {a.input_shapes}")
+                for frame in a.stack[:6]:
+                    print(f"        {frame}")
         if guard is not None:
             guard.__exit__(None, None, None)
         del model, run

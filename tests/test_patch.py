@@ -215,6 +215,36 @@ def test_rotary_replacement_matches_hugging_face(rotary_dim, unsqueeze_dim):
         assert len(calls) == 1
 
 
+def test_rotary_replacement_keeps_hugging_face_memory_layout():
+    """HF's q and k are (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) projections:
+    the replacement hands back the same kind of views (so attention's output transpose is free), with
+    HF's values and gradients."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as original
+
+    q_proj = random_tensor((2, 6, 4 * 16), seed=1).requires_grad_()  # (batch, seq, heads * head_dim)
+    k_proj = random_tensor((2, 6, 2 * 16), seed=2).requires_grad_()
+    angles = random_tensor((1, 6, 8), seed=3)
+    cos, sin = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
+    replacement = hf_rotary(original, promote=True)
+
+    def run(fn):
+        q = q_proj.view(2, 6, 4, 16).transpose(1, 2)
+        k = k_proj.view(2, 6, 2, 16).transpose(1, 2)
+        q_out, k_out = fn(q, k, cos, sin, unsqueeze_dim=1)
+        return q, k, q_out, k_out
+
+    q, k, q_out, k_out = run(replacement)
+    assert q_out.stride() == q.stride() and k_out.stride() == k.stride(), (q_out.stride(), q.stride())
+    _, _, q_ref, k_ref = run(original)
+    torch.testing.assert_close(q_out, q_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(k_out, k_ref, rtol=1e-5, atol=1e-6)
+    grad_outputs = [random_tensor(t.shape, seed=4 + i) for i, t in enumerate((q_out, k_out))]
+    ours = grads((q_out, k_out), [q_proj, k_proj], grad_outputs)
+    theirs = grads((q_ref, k_ref), [q_proj, k_proj], grad_outputs)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------------------
 # torch.compile: no graph break added, fullgraph where HF compiles fullgraph, no recompiles
 # ----------------------------------------------------------------------------------------

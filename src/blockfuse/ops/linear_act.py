@@ -763,7 +763,7 @@ def _mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs):
         for cols in column_blocks(n, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
             hidden = pre2.new_empty((m, cols.stop - cols.start))
             _launch_act_forward(gate2[:, cols], None if up2 is None else up2[:, cols], hidden, name)
-            d_fc2_weight[:, cols] = dy2.t().mm(hidden)
+            torch.mm(dy2.t(), hidden, out=d_fc2_weight[:, cols])  # straight into the column block (ld = hidden)
             del hidden
     if needs_fc2_bias:
         d_fc2_bias = _column_sum(dy2)

@@ -153,7 +153,7 @@ def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias,
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
     for cols in column_blocks(hidden_size, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
         hidden = _gated_forward(gate2[:, cols], up2[:, cols], act)  # (tokens, block columns)
-        d_down_weight[:, cols] = dy2.t().mm(hidden)
+        torch.mm(dy2.t(), hidden, out=d_down_weight[:, cols])  # straight into the column block (ld = hidden)
         del hidden
     d_down_bias = _column_sum(dy2) if has_down_bias else None
 

@@ -119,7 +119,16 @@ def hf_rotary(original: Callable, promote: bool) -> Callable:
         # q: (batch, heads, seq, head_dim) with unsqueeze_dim=1, (batch, seq, heads, head_dim) with 2;
         # k likewise with its own heads; cos, sin: (batch or 1, seq, rotary_dim), rotate-half form
         # (the frequencies twice). rotary_dim < head_dim (a partial rotary) passes the rest through.
-        q_out, k_out = rotary(q, k, cos, sin, layout="bhsd" if unsqueeze_dim == 1 else "bshd")
+        if unsqueeze_dim == 1 and q.transpose(1, 2).is_contiguous() and k.transpose(1, 2).is_contiguous():
+            # NOTE: Hugging Face's q and k are (batch, heads, seq, head_dim) views of (batch, seq, heads,
+            # head_dim) projections. Rotated in that memory layout and handed back as the same kind of
+            # views, attention's output comes back in it too, so the model's transpose(1, 2).contiguous()
+            # is free and q, k, v reach attention's backward alike; outputs contiguous in "bhsd" cost
+            # three strided copies per layer (0.26 ms of a 4-layer Llama step on an H200).
+            q_out, k_out = rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin, layout="bshd")
+            q_out, k_out = q_out.transpose(1, 2), k_out.transpose(1, 2)
+        else:
+            q_out, k_out = rotary(q, k, cos, sin, layout="bhsd" if unsqueeze_dim == 1 else "bshd")
         if promote:
             dtype = torch.promote_types(q.dtype, cos.dtype)
             if dtype != q_out.dtype:
