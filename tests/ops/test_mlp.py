@@ -181,6 +181,20 @@ def test_a_second_backward_through_the_same_graph_raises(device):
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("separate", [False, True], ids=["packed", "separate"])
+def test_empty_input_trains(separate, device):
+    """No tokens: an empty output, and zero gradients for the weights (the two autograd nodes hand an
+    empty pre-activation gradient along in both weight forms)."""
+    x, wgu, bgu, wd, bd, *up = leaves(*_inputs((0,), 8, 6, 8, torch.float32, device, True, separate=separate))
+    out = _call((x, wgu, bgu, wd, bd, *up))
+    assert out.shape == (0, 8)
+    out.sum().backward()
+    for name, t in [("x", x), ("gate_up_weight", wgu), ("gate_up_bias", bgu), ("down_weight", wd),
+                    ("down_bias", bd), *zip(("up_weight", "up_bias"), up)]:
+        assert t.grad is not None and t.grad.shape == t.shape and not t.grad.any(), name
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("separate", [False, True], ids=["packed", "separate"])
 def test_eager_backward_is_two_nodes_sharing_the_pre_activation(separate, device):
     """Eagerly the MLP is two autograd nodes, the down part first, so the engine frees its incoming
     gradient before the gate|up part runs; the gradient handed between them is the saved

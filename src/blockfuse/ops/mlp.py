@@ -241,6 +241,7 @@ class _DownFunction(torch.autograd.Function):
         y = _down_forward(gate_pre, up_pre, down_weight, down_bias, activation)
         ctx.save_for_backward(gate_pre, up_pre, down_weight)
         ctx.config = (activation, down_bias is not None)
+        ctx.packed = _pre_views(gate_pre, up_pre, down_weight.shape[1])[0] is not None
         return y
 
     @staticmethod
@@ -255,7 +256,7 @@ class _DownFunction(torch.autograd.Function):
         # reading the overwritten values. Handed on detached (the same storage, no graph).
         torch.autograd.graph.increment_version(gate_pre)
         torch.autograd.graph.increment_version(up_pre)
-        d_up_pre = None if up_pre.numel() == 0 else d_up_pre.detach()
+        d_up_pre = None if ctx.packed else d_up_pre.detach()  # (packed: up_pre is a placeholder)
         return d_gate_pre.detach(), d_up_pre, dwd, dbd, None
 
 
