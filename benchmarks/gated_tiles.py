@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from pathlib import Path
 
+import _sweep
 import torch
-import triton
 
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import gated
@@ -27,10 +26,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     flush = l2_flush()
-    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-               "rows": []}
-    defaults = (gated.FWD_TILE_ELEMENTS, gated.BWD_TILE_ELEMENTS, gated.FWD_ELEMENTS_PER_WARP,
-                gated.BWD_ELEMENTS_PER_WARP)
+    results = _sweep.header()
     try:
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
     except ImportError:
@@ -44,24 +40,16 @@ def main() -> None:
             peers["liger"] = lambda: LigerSiLUMulFunction.apply(g, u)
         for name, fn in peers.items():
             t = time_cuda_graph(lambda fn=fn: (flush(), fn()), flush)
-            row = {"shape": [m, n], "provider": name, "mode": "fwd", "us": 1e3 * t.median}
-            results["rows"].append(row)
-            print(row, flush=True)
+            _sweep.add(results, {"shape": [m, n], "provider": name, "mode": "fwd", "us": 1e3 * t.median})
         for (tile, fwd_per_warp, bwd_per_warp), act in itertools.product(TILES, ACTIVATIONS):
-            gated.FWD_TILE_ELEMENTS = gated.BWD_TILE_ELEMENTS = tile
-            gated.FWD_ELEMENTS_PER_WARP, gated.BWD_ELEMENTS_PER_WARP = fwd_per_warp, bwd_per_warp
-            t = time_cuda_graph(lambda: (flush(), gated._gated_forward(g, u, act)), flush)
-            tb = time_cuda_graph(lambda: (flush(), gated._gated_backward(dy, g, u, act, True, True)), flush)
-            row = {"shape": [m, n], "provider": "blockfuse", "activation": act, "tile": tile,
-                   "fwd_per_warp": fwd_per_warp, "bwd_per_warp": bwd_per_warp, "fwd_us": 1e3 * t.median,
-                   "bwd_us": 1e3 * tb.median}
-            results["rows"].append(row)
-            print(row, flush=True)
-        (gated.FWD_TILE_ELEMENTS, gated.BWD_TILE_ELEMENTS, gated.FWD_ELEMENTS_PER_WARP,
-         gated.BWD_ELEMENTS_PER_WARP) = defaults
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gated_tiles.json").write_text(json.dumps(results, indent=1))
+            with _sweep.constants(gated, FWD_TILE_ELEMENTS=tile, BWD_TILE_ELEMENTS=tile,
+                                  FWD_ELEMENTS_PER_WARP=fwd_per_warp, BWD_ELEMENTS_PER_WARP=bwd_per_warp):
+                t = time_cuda_graph(lambda: (flush(), gated._gated_forward(g, u, act)), flush)
+                tb = time_cuda_graph(lambda: (flush(), gated._gated_backward(dy, g, u, act, True, True)), flush)
+            _sweep.add(results, {"shape": [m, n], "provider": "blockfuse", "activation": act, "tile": tile,
+                                 "fwd_per_warp": fwd_per_warp, "bwd_per_warp": bwd_per_warp,
+                                 "fwd_us": 1e3 * t.median, "bwd_us": 1e3 * tb.median})
+    _sweep.write(args.out, "gated_tiles.json", results)
 
 
 if __name__ == "__main__":

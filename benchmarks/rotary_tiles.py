@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from pathlib import Path
 
+import _sweep
 import torch
-import triton
 
 from blockfuse.bench.rotary import rotary_bytes, tables
-from blockfuse.bench.timing import copy_bandwidth, l2_flush, time_cuda_graph
+from blockfuse.bench.timing import copy_bandwidth, l2_flush
 from blockfuse.ops import rotary as rotary_module
 
 SHAPES = [(4, 2048, 32, 32, 128), (8, 4096, 32, 8, 128), (1, 128, 16, 16, 64)]  # batch, seq, q heads, kv heads, dim
@@ -34,11 +33,8 @@ def main() -> None:
     args = parser.parse_args()
     flush = l2_flush()
     copy = copy_bandwidth()
-    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-               "copy_gbps": copy["gbps"], "rows": []}
-    defaults = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
-                rotary_module.TOKENS_FIRST)
-    tiles = [defaults[:2]] if args.quick else TILES
+    results = _sweep.header(copy["gbps"])
+    tiles = [(rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP)] if args.quick else TILES
     for (b, s, hq, hk, d), layout in itertools.product(SHAPES, LAYOUTS):
         shape = (b, s, hq, hk, d)
         sizes = (lambda h: (b, h, s, d)) if layout == "bhsd" else (lambda h: (b, s, h, d))
@@ -46,26 +42,18 @@ def main() -> None:
         k = torch.randn(sizes(hk), device="cuda", dtype=torch.bfloat16)
         dq, dk = torch.randn_like(q), torch.randn_like(k)
         cos, sin = tables(s, d, torch.bfloat16, q.device)
-        fwd_bytes, bwd_bytes = rotary_bytes(shape, 2)
-        args_of = (cos, sin, None, 0, d, False, layout)
+        args_of = (cos, sin, None, 0, d, False, layout, layout)
         for (tile, per_warp), (split, tokens_first) in itertools.product(tiles, GRIDS):
             if tokens_first and layout != "bhsd":
                 continue
-            (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
-             rotary_module.TOKENS_FIRST) = tile, per_warp, split, tokens_first
-            tf = time_cuda_graph(lambda: (flush(), rotary_module._rotary_forward(q, k, *args_of, layout)), flush)
-            tb = time_cuda_graph(lambda: (flush(), rotary_module._rotary_backward(dq, dk, *args_of, layout)), flush)
-            row = {"shape": list(shape), "layout": layout, "tile": tile, "per_warp": per_warp, "split_heads": split,
-                   "tokens_first": tokens_first, "fwd_us": 1e3 * tf.median, "bwd_us": 1e3 * tb.median,
-                   "fwd_of_copy": fwd_bytes / (tf.median * 1e6) / copy["gbps"],
-                   "bwd_of_copy": bwd_bytes / (tb.median * 1e6) / copy["gbps"]}
-            results["rows"].append(row)
-            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-        (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
-         rotary_module.TOKENS_FIRST) = defaults
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "rotary_tiles.json").write_text(json.dumps(results, indent=1))
+            with _sweep.constants(rotary_module, TILE_ELEMENTS=tile, ELEMENTS_PER_WARP=per_warp, SPLIT_HEADS=split,
+                                  TOKENS_FIRST=tokens_first):
+                times = _sweep.forward_backward(lambda: rotary_module._rotary_forward(q, k, *args_of),
+                                                lambda: rotary_module._rotary_backward(dq, dk, *args_of),
+                                                flush, *rotary_bytes(shape, 2), copy["gbps"])
+            _sweep.add(results, {"shape": list(shape), "layout": layout, "tile": tile, "per_warp": per_warp,
+                                 "split_heads": split, "tokens_first": tokens_first, **times})
+    _sweep.write(args.out, "rotary_tiles.json", results)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,7 @@
 set -u
 OUT=${1:?usage: bash scripts/bench_gpu.sh OUT}
 mkdir -p "$OUT/ops"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/device_python.sh"
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.draw --format=csv >> "$OUT/env.log" 2>&1
 python3 -c "import importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" >> "$OUT/env.log" 2>&1

@@ -14,11 +14,7 @@ OUT=${1:?usage: bash scripts/blocks_gpu.sh OUT [ITEM ...]}
 shift
 ITEMS=${*:-tests reordered standard:fast olmo2-1b:fast siglip2:fast hf-llama}
 mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/device_python.sh"
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.draw --format=csv >> "$OUT/env.log" 2>&1
 python3 -c "import importlib.metadata as m; print('transformers', m.version('transformers'))" >> "$OUT/env.log" 2>&1

@@ -14,11 +14,7 @@ OUT_DIR=${1:?usage: bash scripts/gpu_check.sh OUT_DIR}
 mkdir -p "$OUT_DIR/ops"
 BEGAN=$SECONDS
 
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/device_python.sh"
 
 # step NAME LIMIT_S LOG COMMAND...: run COMMAND under a time limit (SIGINT first, so pytest and the
 # benchmark still write what they have), tee its output into LOG, remember its exit code.

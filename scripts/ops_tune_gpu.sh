@@ -13,11 +13,7 @@ shift
 PARTS=("$@")
 [ ${#PARTS[@]} -eq 0 ] && PARTS=(tests sweeps)
 mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/device_python.sh"
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 for part in "${PARTS[@]}"; do
     case $part in

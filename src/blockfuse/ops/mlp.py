@@ -80,20 +80,25 @@ def _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias):
     return F.linear(x, gate_weight, gate_bias), F.linear(x, up_weight, up_bias)
 
 
+def _pre_views(gate_pre, up_pre, hidden_size):
+    """(pre2 or None, gate2, up2): (tokens, 2 hidden) packed pre-activation and its (tokens, hidden)
+    gate and up views, or the separate ones (pre2 None)."""
+    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:
+        pre2 = gate_pre.view(-1, 2 * hidden_size)
+        return pre2, pre2[:, :hidden_size], pre2[:, hidden_size:]
+    return None, gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
+
+
 def _down_forward(gate_pre, up_pre, down_weight, down_bias, activation):
     """``down(act(gate) * up)`` from the pre-activations, (..., d_out)."""
     act = ACTIVATIONS[activation]
-    hidden_size = down_weight.shape[1]
-    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:  # packed: gate then up
-        pre2 = gate_pre.view(-1, 2 * hidden_size)
+    pre2, gate2, up2 = _pre_views(gate_pre, up_pre, down_weight.shape[1])
 
-        def hidden_of_rows(rows):
-            return _gated_forward(pre2[rows], None, act)  # (rows, hidden)
-    else:
-        gate2, up2 = gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
+    def hidden_of_rows(rows):  # (rows, hidden); packed: the kernel splits each row in place
+        if pre2 is not None:
+            return _gated_forward(pre2[rows], None, act)
+        return _gated_forward(gate2[rows], up2[rows], act)
 
-        def hidden_of_rows(rows):
-            return _gated_forward(gate2[rows], up2[rows], act)
     tokens = math.prod(gate_pre.shape[:-1])
     y2 = down_projection(hidden_of_rows, tokens, down_weight, down_bias, gate_pre)
     return y2.view(*gate_pre.shape[:-1], down_weight.shape[0])
@@ -126,18 +131,9 @@ def _column_sum(t2: Tensor) -> Tensor:
     return torch.mv(t2.t(), t2.new_ones(t2.shape[0]))
 
 
-def _pre_views(gate_pre, up_pre, hidden_size):
-    """(pre2 or None, gate2, up2): (tokens, 2 hidden) packed pre-activation and its (tokens, hidden)
-    gate and up views, or the separate ones (pre2 None)."""
-    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:
-        pre2 = gate_pre.view(-1, 2 * hidden_size)
-        return pre2, pre2[:, :hidden_size], pre2[:, hidden_size:]
-    return None, gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
-
-
 def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias, overwrite=False):
     """The backward of :func:`_down_forward`: (d_gate_pre, d_up_pre, d down_weight, d down_bias). The
-    pre-activations' gradients come in the pre-activations' form (packed: d_up_pre an empty tensor);
+    pre-activations' gradients come in the pre-activations' form (packed: d_up_pre None);
     ``overwrite``: written over the pre-activations themselves (the gated kernel reads each element
     before writing it), so the backward needs no second tokens x 2 hidden buffer."""
     act = ACTIVATIONS[activation]
@@ -161,9 +157,9 @@ def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias,
     # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
     if overwrite:
-        d_gate_pre, d_up_pre, d_gate2, d_up2 = gate_pre, up_pre, gate2, up2
+        d_gate_pre, d_up_pre, d_gate2, d_up2 = gate_pre, None if pre2 is not None else up_pre, gate2, up2
     elif pre2 is not None:
-        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), up_pre.new_empty((0,))
+        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), None
         d_pre2 = d_gate_pre.view(-1, 2 * hidden_size)
         d_gate2, d_up2 = d_pre2[:, :hidden_size], d_pre2[:, hidden_size:]
     else:
@@ -241,7 +237,6 @@ class _DownFunction(torch.autograd.Function):
         y = _down_forward(gate_pre, up_pre, down_weight, down_bias, activation)
         ctx.save_for_backward(gate_pre, up_pre, down_weight)
         ctx.config = (activation, down_bias is not None)
-        ctx.packed = _pre_views(gate_pre, up_pre, down_weight.shape[1])[0] is not None
         return y
 
     @staticmethod
@@ -256,8 +251,7 @@ class _DownFunction(torch.autograd.Function):
         # reading the overwritten values. Handed on detached (the same storage, no graph).
         torch.autograd.graph.increment_version(gate_pre)
         torch.autograd.graph.increment_version(up_pre)
-        d_up_pre = None if ctx.packed else d_up_pre.detach()  # (packed: up_pre is a placeholder)
-        return d_gate_pre.detach(), d_up_pre, dwd, dbd, None
+        return d_gate_pre.detach(), None if d_up_pre is None else d_up_pre.detach(), dwd, dbd, None
 
 
 def _gated_mlp_eager(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
