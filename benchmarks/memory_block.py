@@ -1,6 +1,6 @@
 """What is alive at the peak of a block's training step: allocations grouped by the line that made them.
 
-    python benchmarks/memory_block.py reordered --impl fused [--compile default] [--top 15]
+    python benchmarks/memory_block.py reordered --impl fused [--compile default] [--layers 1] [--encoder] [--top 15]
 
 Records the CUDA caching allocator's history for one forward + backward after warm-up, replays the
 trace to find the moment of peak allocated memory, and prints the live allocations there.
@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import torch
 
-from blockfuse.models import build_model
+from profile_block import build  # benchmarks/: the script's own folder is on sys.path
 
 
 def _frame(frames) -> str:
@@ -31,11 +31,14 @@ def main() -> None:
     parser.add_argument("--impl", default="fused", choices=("eager", "fused"))
     parser.add_argument("--compile", default=None)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--layers", type=int, default=None, help="default: 1, or the preset's for --encoder")
+    parser.add_argument("--encoder", action="store_true", help="siglip2: the whole encoder on NaFlex inputs")
     args = parser.parse_args()
-    module, inputs = build_model(args.name, None, torch.bfloat16, "cuda", layers=1, impl=args.impl)
+    layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
+    module, inputs = build(args.name, args.impl, layers, args.encoder)
     run = torch.compile(module, mode=args.compile) if args.compile else module
     x = inputs[0].detach().requires_grad_()
-    dy = torch.randn_like(x)
+    dy = torch.randn_like(module(x, *inputs[1:]).detach())  # the output's shape (the encoder's differs)
 
     def step():
         x.grad = None
@@ -70,7 +73,7 @@ def main() -> None:
     groups: dict[str, list[int]] = defaultdict(list)
     for size, where in peak_live.values():
         groups[where].append(size)
-    label = f"{args.name} impl={args.impl} compile={args.compile}"
+    label = f"{args.name}{' encoder' if args.encoder else ''} layers={layers} impl={args.impl} compile={args.compile}"
     print(f"{label}: peak {peak / 2**20:.0f} MiB allocated during the step above {before / 2**20:.0f} MiB")
     for where, sizes in sorted(groups.items(), key=lambda item: -sum(item[1]))[: args.top]:
         print(f"{sum(sizes) / 2**20:8.1f} MiB {len(sizes):3d}x  {where}")

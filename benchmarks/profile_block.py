@@ -1,49 +1,73 @@
-"""Where a block's time goes: the GPU kernels of one training step (or inference forward), per provider.
+"""Where a block's time goes: the GPU kernels of one training step (or forward), per provider, in one process.
 
-    python benchmarks/profile_block.py reordered --impl fused [--compile default] [--mode fwdbwd] [--top 25]
+    python benchmarks/profile_block.py reordered [--providers fused,compile:default] [--mode fwdbwd]
+        [--layers 1] [--encoder] [--top 25] [--cpu] [--json FILE]
 
-Prints the profiler's table of CUDA kernels (total time, calls) for one step after warm-up.
+For each provider (``eager``, ``fused``, ``compile:MODE`` = eager under torch.compile, ``fused+compile:MODE``)
+prints the profiler's CUDA kernels of one step after warm-up (total time, calls) and splits the kernel time
+into GEMMs (cuBLAS / CUTLASS kernels), attention (SDPA's kernels) and the rest
+(norms, activations, copies, reductions). The GEMM + attention time of a provider is a floor for any
+implementation that runs the same GEMMs and attention with every other kernel removed.
+
+``--encoder``: for ``siglip2``, the whole encoder (patch and position embeddings, post-norm) on NaFlex
+inputs, as ``blockfuse bench model siglip2`` runs it, instead of a stack of its blocks.
+``--mode fwd``: a training forward (inputs require grad); ``infer``: a forward under no_grad.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from blockfuse.analyze.profiler import kernel_class
 from blockfuse.models import build_model
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name")
-    parser.add_argument("--impl", default="fused", choices=("eager", "fused"))
-    parser.add_argument("--compile", default=None, help="torch.compile mode (default: no compile)")
-    parser.add_argument("--mode", default="fwdbwd", choices=("infer", "fwdbwd"))
-    parser.add_argument("--layers", type=int, default=1)
-    parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--cpu", action="store_true", help="also the host side: ops by self CPU time, and wall ms per step")
-    args = parser.parse_args()
-    module, inputs = build_model(args.name, None, torch.bfloat16, "cuda", layers=args.layers, impl=args.impl)
-    run = torch.compile(module, mode=args.compile) if args.compile else module
+def category(kernel: str) -> str:
+    """"gemm", "attention" or "other" for a CUDA kernel's name (blockfuse analyze's classes; memsets and
+    copies count as other)."""
+    kind = kernel_class(kernel)
+    return kind if kind in ("gemm", "attention") else "other"
+
+
+def build(name: str, impl: str, layers: int, encoder: bool):
+    """(module, inputs) in bf16 on CUDA: a stack of ``layers`` blocks of preset ``name``, or the siglip2 encoder."""
+    if encoder:
+        if name != "siglip2":
+            raise SystemExit("--encoder: only for siglip2")
+        from blockfuse.models.siglip2 import build_siglip2
+
+        return build_siglip2(layers=layers, device="cuda", impl=impl)
+    return build_model(name, None, torch.bfloat16, "cuda", layers=layers, impl=impl)
+
+
+def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool) -> dict:
+    impl = "fused" if provider.startswith("fused") else "eager"
+    compile_mode = provider.split(":", 1)[1] if ":" in provider else None
+    module, inputs = build(name, impl, layers, encoder)
+    run = torch.compile(module, mode=compile_mode) if compile_mode else module
     x = inputs[0].detach().requires_grad_()
-    dy = torch.randn_like(x)
 
     def step():
-        if args.mode == "infer":
+        if mode == "infer":
             with torch.no_grad():
-                run(x, *inputs[1:])
-        else:
-            run(x, *inputs[1:]).backward(dy)
+                return run(x, *inputs[1:])
+        out = run(x, *inputs[1:])
+        if mode == "fwdbwd":
+            out.backward(dy)
+        return out
 
+    dy = torch.randn_like(step() if mode == "infer" else module(x, *inputs[1:]).detach())
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    if args.cpu:
+    if cpu:
         import time
 
-        torch.cuda.synchronize()
         began = time.perf_counter()
         for _ in range(20):
             step()
@@ -54,16 +78,45 @@ def main() -> None:
         with profile(activities=[ProfilerActivity.CPU]) as cpu_prof:
             step()
             torch.cuda.synchronize()
-        print(cpu_prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
+        print(cpu_prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-    total = sum(e.self_device_time_total for e in events)
-    print(f"{args.name} impl={args.impl} compile={args.compile} mode={args.mode}: {total / 1e3:.3f} ms of kernels, "
-          f"{sum(e.count for e in events)} launches")
-    for e in sorted(events, key=lambda e: -e.self_device_time_total)[: args.top]:
-        print(f"{e.self_device_time_total / 1e3:8.3f} ms {e.count:4d}x  {e.key[:110]}")
+    split = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
+    for e in events:
+        split[category(e.key)] += e.self_device_time_total / 1e3
+    total = sum(split.values())
+    launches = sum(e.count for e in events)
+    print(f"{name} {provider} mode={mode}: {total:.3f} ms of kernels, {launches} launches; GEMM {split['gemm']:.3f}, "
+          f"attention {split['attention']:.3f}, other {split['other']:.3f} ms")
+    for e in sorted(events, key=lambda e: -e.self_device_time_total)[:top]:
+        print(f"{e.self_device_time_total / 1e3:8.3f} ms {e.count:4d}x  [{category(e.key)[:4]}] {e.key[:100]}")
+    return {"provider": provider, "kernel_ms": total, "launches": launches, **{f"{k}_ms": v for k, v in split.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name")
+    parser.add_argument("--providers", default="fused", help="comma-separated: eager, fused, compile:MODE, "
+                        "fused+compile:MODE")
+    parser.add_argument("--mode", default="fwdbwd", choices=("infer", "fwd", "fwdbwd"))
+    parser.add_argument("--layers", type=int, default=None, help="default: 1, or the preset's for --encoder")
+    parser.add_argument("--encoder", action="store_true")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--cpu", action="store_true", help="also the host side: ops by self CPU time, and wall ms per step")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
+    rows = []
+    for provider in args.providers.split(","):
+        rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu))
+        gc.collect()  # the provider's module and activations, before the next one allocates
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"name": args.name, "mode": args.mode, "layers": layers, "encoder": args.encoder,
+                       "device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,33 @@ def test_targets_compare_the_fastest_of_each_family():
     assert memory["value"] == pytest.approx(0.75) and memory["status"] == "met"
 
 
+def test_siglip2_targets_take_the_faster_of_eager_and_compile():
+    """The fused-MLP issue's SigLIP-2 targets: speed against the faster of eager and the fastest compile
+    mode, memory against eager's peak and against the smallest compile peak."""
+    records = [
+        {"provider": "eager", "mode": "fwd", "ms": 10.0},
+        {"provider": "eager-materialized-attention", "mode": "fwd", "ms": 30.0},
+        {"provider": "compile:default", "mode": "fwd", "ms": 11.0},
+        {"provider": "fused", "mode": "fwd", "ms": 8.0},
+        {"provider": "eager", "mode": "fwdbwd", "ms": 30.0, "peak_mib": 1000.0},
+        {"provider": "compile:default", "mode": "fwdbwd", "ms": 28.0, "peak_mib": 900.0},
+        {"provider": "compile:reduce-overhead", "mode": "fwdbwd", "ms": 29.0, "peak_mib": 1200.0},
+        {"provider": "fused", "mode": "fwdbwd", "ms": 25.0, "peak_mib": 640.0},
+    ]
+    checks = targets({"name": "siglip2"}, records)
+    by_text = {t["text"].split(":")[0] + (" eager" if "/ eager" in t["text"] else ""): t for t in checks}
+    forward = by_text["training forward"]
+    assert "(eager)" in forward["text"] and forward["value"] == pytest.approx(10 / 8) and forward["status"] == "met"
+    step = by_text["forward + backward"]
+    assert "(compile:default)" in step["text"] and step["value"] == pytest.approx(28 / 25)
+    assert step["status"] == "missed"
+    assert by_text["peak training memory eager"]["value"] == pytest.approx(0.64)
+    assert by_text["peak training memory eager"]["status"] == "met"
+    to_compile = by_text["peak training memory"]
+    assert "compile (compile:default)" in to_compile["text"] and to_compile["value"] == pytest.approx(640 / 900)
+    assert to_compile["status"] == "missed"
+
+
 def test_unknown_preset_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="unknown preset 'nope'"):
         _run(tmp_path, "block", "nope")

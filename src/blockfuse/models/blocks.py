@@ -35,11 +35,21 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 from blockfuse.ops.linear_act import fused_mlp
-from blockfuse.ops.mlp import gated_mlp
+from blockfuse.ops.mlp import _column_sum, gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
 
 IMPLS = ("eager", "fused")
+# The fused blocks' QKV projection: True runs it through split_linear, whose backward takes q, k and v's
+# gradients separately (no concatenated (tokens, q + 2 kv) gradient, 432 MiB a siglip2 layer, alive
+# beside the three); False: one Linear and a split, whose backward concatenates them.
+# MEASURED (H200, torch 2.11, bf16; benchmarks/qkv_backward.py, profile_block.py): the peaks of the
+# siglip2 stack (5979 MiB), reordered (265) and olmo2-1b (641) are the same either way (they come at
+# the end of the forward), and split_linear's three narrow weight-gradient GEMMs (N = 1152, K = 65536
+# tokens, split-K) and accumulated dx took about 1.7 ms more GEMM time per siglip2 step than the
+# 0.9 ms of copies they remove; step times differed by less than run-to-run noise. So off by default:
+# worth turning on where the backward holds the peak (e.g. activation checkpointing).
+SPLIT_QKV_BACKWARD = False
 
 
 # ----------------------------------------------------------------------------------------
@@ -380,6 +390,69 @@ def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
     return _RecomputedOutput(y, lambda: F.linear(source, weight, bias))
 
 
+class _SplitLinearFunction(torch.autograd.Function):
+    """``F.linear(x, weight, bias).split(widths, dim=-1)``, with a backward that takes each block's
+    gradient as it comes: no concatenation into one (tokens, sum(widths)) gradient.
+
+    NOTE: a plain Linear + split has its backward concatenate the blocks' gradients (attention's
+    dq, dk, dv) into a new buffer before the GEMMs: for the siglip2 encoder a 432 MiB copy per
+    layer (0.23 ms on an H200), allocated while dq, dk and dv are still alive. Here the weight's
+    gradient is one GEMM per block written into its rows (``out=``), the bias's a GEMV per block,
+    and dx accumulates the blocks' GEMMs (``addmm_``, beta 1). Gradients arrive in whatever layout
+    their producer chose; ``reshape`` to (tokens, width) is a view for the dense (batch, seq, heads,
+    head_dim) ones that attention, RoPE and the norms return."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, widths):
+        ctx.save_for_backward(x, weight)
+        ctx.widths = widths
+        ctx.has_bias = bias is not None
+        return F.linear(x, weight, bias).split(widths, dim=-1)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        x, weight = ctx.saved_tensors
+        needs_x, needs_weight, needs_bias = ctx.needs_input_grad[:3]
+        k = x.shape[-1]
+        x2 = x.reshape(-1, k)
+        rows, start = [], 0
+        for width in ctx.widths:
+            rows.append(slice(start, start + width))
+            start += width
+        g2 = [None if g is None else g.reshape(-1, width) for g, width in zip(grads, ctx.widths)]
+        dx = d_weight = d_bias = None
+        if needs_x:
+            dx2 = None
+            for g, block in zip(g2, rows):
+                if g is not None:
+                    dx2 = torch.mm(g, weight[block]) if dx2 is None else dx2.addmm_(g, weight[block])
+            dx = torch.zeros_like(x) if dx2 is None else dx2.view(x.shape)
+        if needs_weight:
+            d_weight = torch.empty_like(weight)
+            for g, block in zip(g2, rows):
+                if g is None:
+                    d_weight[block].zero_()
+                else:
+                    torch.mm(g.t(), x2, out=d_weight[block])  # straight into its rows
+        if needs_bias and ctx.has_bias:
+            d_bias = weight.new_empty(weight.shape[0])
+            for g, block in zip(g2, rows):
+                if g is None:
+                    d_bias[block].zero_()
+                else:
+                    d_bias[block] = _column_sum(g)
+        return dx, d_weight, d_bias, None
+
+
+def split_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], widths: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """``F.linear(x, weight, bias).split(widths, dim=-1)`` (views of one output), whose backward
+    never concatenates the blocks' gradients (see :class:`_SplitLinearFunction`; torch.compile traces
+    it with ``fullgraph=True``). Without grad it is the plain Linear + split."""
+    if not torch.is_grad_enabled():
+        return F.linear(x, weight, bias).split(widths, dim=-1)
+    return _SplitLinearFunction.apply(x, weight, bias, tuple(widths))
+
+
 class _StackedLinear(nn.Module):
     """Mixin: a Linear whose rows are the concatenation of several eager Linears, saved and loaded
     under the eager names (``{prefix}{part}.weight``, ``.bias``)."""
@@ -439,8 +512,12 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)."""
         cfg = self.config
         batch, seq, _ = x.shape
-        qkv = self.qkv_proj(x)  # (batch, seq, q_width + 2 kv_width)
-        q, k, v = qkv.split([cfg.q_width, cfg.kv_width, cfg.kv_width], dim=-1)  # strided views, no copies
+        # (batch, seq, q_width), (batch, seq, kv_width) x 2: strided views of one GEMM's output, no copies
+        widths = (cfg.q_width, cfg.kv_width, cfg.kv_width)
+        if SPLIT_QKV_BACKWARD:
+            q, k, v = split_linear(x, self.qkv_proj.weight, self.qkv_proj.bias, widths)
+        else:
+            q, k, v = self.qkv_proj(x).split(widths, dim=-1)
         if cfg.qk_norm:
             q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
         q = q.view(batch, seq, cfg.n_heads, cfg.head_size)  # (batch, seq, heads, head_dim)
@@ -561,14 +638,28 @@ class TransformerBlock(nn.Module):
         input is ``residual``); returns the output in the same form, so the add is fused into the
         next norm. Each norm adds the branch before it: ``s = residual + dropout(branch)``,
         ``y = norm(s)`` in one kernel."""
+        return self._forward_pre_owned([residual, branch], padding_mask)
+
+    def _forward_pre_owned(self, parts: list, padding_mask: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """:meth:`forward_pre_parts` on ``parts = [residual, branch]``, which it empties: a caller that
+        passes its only references lets the branch be freed as soon as the first norm has added it.
+
+        NOTE: tensors held by a caller's variables stay alive through the whole call. A stack's
+        forward peaks in its last MLP, and there the previous block's MLP output (held by the
+        loop) and this block's attention branch (held by this frame) were 288 MiB of the siglip2
+        encoder's peak on an H200 (benchmarks/memory_block.py); both are dead by then."""
+        residual, branch = parts
+        parts.clear()
         p, training = self.config.dropout, self.training
         if branch is None:
             h0, y = residual, _norm(self.attn_norm, residual)
         else:
             y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
+        del residual, branch
         with _without_saved_norm_output(y, self.attn_norm, h0):
             attended = self.attn(y, padding_mask)
         y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
+        del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
         with _without_saved_norm_output(y, self.ffn_norm, h):
             return h, self.ffn(y)
 
@@ -600,7 +691,9 @@ class TransformerStack(nn.Module):
         the last add left to the caller (to fuse into whatever norm comes next)."""
         residual, branch = x, None
         for block in self.blocks:
-            residual, branch = block.forward_pre_parts(residual, branch, padding_mask)
+            parts = [residual, branch]
+            residual = branch = None  # the block empties parts: its input branch is freed once added
+            residual, branch = block._forward_pre_owned(parts, padding_mask)
         return residual, branch
 
 
