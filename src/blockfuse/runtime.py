@@ -4,7 +4,9 @@ The rule is the same for every op:
 
 * CUDA tensors                        -> the Triton kernels;
 * CPU tensors with ``TRITON_INTERPRET=1`` -> the same kernels in Triton's interpreter;
-* any other tensor                    -> the pure-PyTorch reference.
+* any other tensor, and float64 tensors -> the pure-PyTorch reference.
+
+:func:`use_triton` is that rule, the one place an op decides where it runs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,17 @@ def implementation(device: torch.device | str) -> str:
     return "reference"
 
 
+# NOTE: decided once, at import: Triton itself reads TRITON_INTERPRET when a kernel is defined,
+# so a kernel of this process is either compiled or interpreted for its whole life.
+_INTERPRETED = _TRITON_AVAILABLE and interpreter_enabled()
+
+
 def use_triton(tensor: torch.Tensor) -> bool:
-    """True when an op on ``tensor`` should launch its Triton kernels."""
-    return implementation(tensor.device) != "reference"
+    """The one dispatch rule of every op: True when an op on ``tensor`` launches its Triton kernels
+    (CUDA, or CPU under the interpreter), False when it runs its pure-PyTorch reference (other
+    devices, no Triton, and float64, which the kernels do not take)."""
+    if tensor.dtype is torch.float64:
+        return False
+    if tensor.is_cuda:
+        return _TRITON_AVAILABLE
+    return _INTERPRETED and tensor.is_cpu

@@ -22,8 +22,10 @@ from torch import Tensor
 
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
-from blockfuse.ops.launch import CachedKernel, as_rows, empty_if_none, none_if_empty, sm_count
-from blockfuse.ops.norm import _sum_partials_kernel
+from blockfuse.ops.launch import (
+    Kernel, as_rows, cdiv, empty_if_none, next_power_of_2, none_if_empty, sm_count,
+)
+from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import use_triton
 
 # NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
@@ -135,16 +137,14 @@ def _bias_dropout_add_bwd_kernel(
 # Launchers
 # ----------------------------------------------------------------------------------------
 
-_fwd_kernel = CachedKernel(_bias_dropout_add_fwd_kernel)
-_bwd_kernel = CachedKernel(_bias_dropout_add_bwd_kernel)
-# norm.py's fixed-order reduction of (P, G, N) partials; used with P = 1 (its "weight" slot).
-_sum_kernel = CachedKernel(_sum_partials_kernel)
+_fwd_kernel = Kernel(_bias_dropout_add_fwd_kernel)
+_bwd_kernel = Kernel(_bias_dropout_add_bwd_kernel)
 
 
 def _tile(n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int]:
     """Block shape and warps: (BLOCK_M, BLOCK_N, num_warps)."""
-    block_n = min(triton.next_power_of_2(n), tile_elements)
-    while block_n > MIN_BLOCK_N and triton.cdiv(n, block_n) * block_n - n > n // 8:
+    block_n = min(next_power_of_2(n), tile_elements)
+    while block_n > MIN_BLOCK_N and cdiv(n, block_n) * block_n - n > n // 8:
         block_n //= 2
     block_m = max(1, tile_elements // block_n)
     num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
@@ -163,7 +163,7 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     has_dropout = p > 0
     block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
     _fwd_kernel(
-        (triton.cdiv(m, block_m), triton.cdiv(n, block_n)),
+        (cdiv(m, block_m), cdiv(n, block_n)),
         x2, None if bias is None else bias.contiguous(), res2, out2, seed if has_dropout else None,
         x2.stride(0), res2.stride(0), out2.stride(0),
         m, n, p, dropout_scale(p),
@@ -199,7 +199,7 @@ def _backward(
     m = dy2.shape[0]
     dx2 = None if dx is None else dx.view(-1, n)
     block_m, block_n, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
-    row_blocks, col_blocks = triton.cdiv(m, block_m), triton.cdiv(n, block_n)
+    row_blocks, col_blocks = cdiv(m, block_m), cdiv(n, block_n)
     g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None
     _bwd_kernel(
@@ -212,13 +212,7 @@ def _backward(
         num_warps=num_warps,
     )
     if has_bias:
-        # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU (wide
-        # ones in Triton's interpreter, which pays for every program).
-        sum_block_n = min(triton.next_power_of_2(n), 32 if dy.is_cuda else 1024)
-        _sum_kernel(
-            (triton.cdiv(n, sum_block_n),), partial, dbias, None, g, n,
-            HAS_W=True, HAS_B=False, BLOCK_G=64, BLOCK_N=sum_block_n, num_warps=4,
-        )
+        sum_partials(partial.view(1, g, n), dbias, None)
     return dx, dbias
 
 

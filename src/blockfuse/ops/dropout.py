@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from blockfuse.ops.launch import cdiv
+
 # Dropout codes, kernel constants: off; on; on for rows a multiple of 8 long (the fast draw).
 OFF: tl.constexpr = tl.constexpr(0)
 ANY_ROWS: tl.constexpr = tl.constexpr(1)
@@ -125,5 +127,5 @@ def keep_mask(seed: torch.Tensor, numel: int, p: float) -> torch.Tensor:
     """
     mask = torch.empty(numel, dtype=torch.int8, device=seed.device)
     block = 1024
-    _keep_mask_kernel[(triton.cdiv(numel, block),)](seed, mask, numel, float(p), BLOCK=block)
+    _keep_mask_kernel[(cdiv(numel, block),)](seed, mask, numel, float(p), BLOCK=block)
     return mask.bool()

@@ -23,7 +23,7 @@ from torch.autograd.function import once_differentiable
 
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad, silu, silu_grad
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.launch import CachedKernel, as_rows
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, next_power_of_2
 from blockfuse.runtime import use_triton
 
 # Activations, as kernel constants.
@@ -139,8 +139,8 @@ def _gated_bwd_kernel(
 # Launchers
 # ----------------------------------------------------------------------------------------
 
-_fwd_kernel = CachedKernel(_gated_fwd_kernel)
-_bwd_kernel = CachedKernel(_gated_bwd_kernel)
+_fwd_kernel = Kernel(_gated_fwd_kernel)
+_bwd_kernel = Kernel(_gated_bwd_kernel)
 
 
 def _halves(gate: Tensor, up: Optional[Tensor]) -> tuple[Tensor, Tensor, int]:
@@ -156,11 +156,11 @@ def _halves(gate: Tensor, up: Optional[Tensor]) -> tuple[Tensor, Tensor, int]:
 def _block_n(n: int) -> int:
     """The column block: the widest power of two up to MAX_BLOCK_N that wastes at most an
     eighth of the columns in masked lanes (14336 -> 2048, 4304 -> 512, 760 -> 256)."""
-    widest = min(triton.next_power_of_2(n), MAX_BLOCK_N)
+    widest = min(next_power_of_2(n), MAX_BLOCK_N)
     best, best_waste = widest, None
     block = widest
     while block >= min(MIN_BLOCK_N, widest):
-        waste = triton.cdiv(n, block) * block - n
+        waste = cdiv(n, block) * block - n
         if 8 * waste <= n:
             return block
         if best_waste is None or waste < best_waste:
@@ -173,9 +173,9 @@ def _launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) ->
     """(programs, BLOCK_M, BLOCK_N, num_warps) of a (m, n) elementwise pass."""
     block_n = _block_n(n)
     # NOTE: narrow rows are packed several to a program so that each program moves a few KB.
-    block_m = min(max(1, tile_elements // block_n), triton.next_power_of_2(m))
+    block_m = min(max(1, tile_elements // block_n), next_power_of_2(m))
     num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
-    programs = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    programs = cdiv(m, block_m) * cdiv(n, block_n)
     return programs, block_m, block_n, num_warps
 
 

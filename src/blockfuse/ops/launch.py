@@ -1,12 +1,27 @@
-"""A cheaper ``kernel[grid](...)`` for kernels launched many times with few specializations.
+"""How every blockfuse op launches its Triton kernels, eagerly and under ``torch.compile``.
 
-``JITFunction.run`` binds every argument, hashes a specialization key and checks globals on
-each call: tens of microseconds of host time, which is longer than a norm kernel on a
-small tensor. :class:`CachedKernel` keys the compiled kernel on a conservative
-specialization of its own (every property Triton specializes on: dtypes, 16-byte
-alignment of pointers, ints equal to 1 or divisible by 16, 32/64-bit ints, and the
-constexpr values) and calls the compiled kernel directly on a hit. A miss goes through
-Triton's normal path, which compiles and returns the kernel to cache.
+Each op has the same layers (STYLE.md):
+
+* a *launcher*: plain Python that allocates the outputs, picks the tiles and launches the
+  kernels through :class:`Kernel`; it has no autograd of its own;
+* :func:`launcher_op` registers the launcher as the op ``blockfuse::<name>``:
+
+  - compiled kernels (CUDA): a ``torch.library.triton_op``. Under ``torch.compile`` AOTAutograd
+    decomposes it into its kernel launches, and Inductor emits the kernels into its generated
+    code and launches them like its own (no Python call and no dispatcher per kernel at run time);
+  - Triton's interpreter (CPU tensors, ``TRITON_INTERPRET=1``): a ``torch.library.custom_op``,
+    because ``wrap_triton`` cannot trace an interpreted kernel; its fake implementation is the
+    launcher itself, whose launches do nothing on fake tensors;
+
+* ONE ``torch.autograd.Function`` per op calls the launchers, eagerly and under compile alike:
+  :class:`Launcher` calls the registered op while Dynamo traces and the launcher's Python
+  directly otherwise (the dispatcher would add tens of microseconds of host time per call).
+
+:class:`Kernel` is the launch itself. While a dispatch mode traces (fake, functional or proxy
+tensors: the op's decomposition under compile) it goes through ``torch.library.wrap_triton``;
+otherwise it launches the compiled kernel from a cache of its own, keyed on what Triton
+specializes on, for the Triton versions where that was measured to beat Triton's own launcher
+(:data:`FAST_LAUNCH`), and through ``kernel[grid](...)`` everywhere else.
 """
 
 from __future__ import annotations
@@ -15,73 +30,255 @@ import functools
 from typing import Optional
 
 import torch
+import triton
+from torch import Tensor
 
 from blockfuse.runtime import interpreter_enabled
 
+# NOTE: the cached launch calls a compiled kernel's ``run`` directly: ``(grid x, y, z, stream,
+# function, packed metadata, launch metadata, enter hook, exit hook, *args)``. That is Triton's
+# internal interface, and it was measured (benchmarks/results/*-host/) only on Triton 3.6, where it
+# cuts the host time of a launch; other versions take Triton's own launcher.
+FAST_LAUNCH = triton.__version__.startswith("3.6.")
+if FAST_LAUNCH:
+    from triton import knobs as _knobs
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# Every kernel blockfuse launches, by name: what `blockfuse analyze` labels as blockfuse's own.
+KERNEL_NAMES: set[str] = set()
+
 
 def _spec(arg):
-    if isinstance(arg, torch.Tensor):
-        return (arg.dtype, arg.data_ptr() % 16 == 0)
-    if arg is None or isinstance(arg, (bool, float)):
-        return arg if arg is None or isinstance(arg, bool) else float
-    if isinstance(arg, int):
-        return (arg == 1, arg % 16 == 0, -(2**31) <= arg < 2**31)
+    """What Triton specializes a compiled kernel on, for one argument: a tensor's dtype and 16-byte
+    alignment; an int's class (equal to 1, divisible by 16, fits in 32 bits); a float's type; None
+    and bools as themselves."""
+    if isinstance(arg, Tensor):
+        return (arg.dtype, not arg.data_ptr() & 15)
+    if arg.__class__ is int:
+        return (arg == 1) + 2 * (not arg & 15) + 4 * (_INT32_MIN <= arg <= _INT32_MAX)
+    if arg.__class__ is float:
+        return float
     return arg
 
 
-class CachedKernel:
-    """Launches a ``@triton.jit`` kernel, reusing its compiled form when the key matches."""
+def _tracing(args) -> bool:
+    """True while a dispatch mode is active (the fake, functional or proxy tensors of tracing)."""
+    if torch._C._len_torch_dispatch_stack():
+        return True
+    first = args[0]
+    return isinstance(first, Tensor) and first.__class__ is not Tensor and not isinstance(first, torch.nn.Parameter)
 
-    def __init__(self, kernel):
-        self.kernel = kernel
-        self._cache = {}
-        params = getattr(kernel, "params", None)
-        if params is None:  # the interpreter's kernels: always the normal path
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return isinstance(t, Tensor) and (t.device.type == "meta" or is_fake(t))
+
+
+class Kernel:
+    """A ``@triton.jit`` kernel (or a ``triton.autotune`` of one) as blockfuse launches it:
+    ``kernel(grid, *args, num_warps=..., num_stages=..., maxnreg=..., **constexprs)``. The constexpr
+    parameters come last in the kernel's signature and are passed by name; the first argument is a
+    tensor. An autotuned kernel takes its launch options from its configs (pass none) and ``grid``
+    may be a function of the config's constants, as in ``kernel[grid]``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        inner = fn
+        while not hasattr(inner, "__name__") and hasattr(inner, "fn"):  # an Autotuner: its kernel
+            inner = inner.fn
+        self.name = getattr(inner, "__name__", getattr(getattr(inner, "fn", None), "__name__", repr(inner)))
+        KERNEL_NAMES.add(self.name)
+        self._interpreted = interpreter_enabled()
+        self._autotuned = _is_autotuner(fn)
+        self._plain = self._interpreted or self._autotuned or not FAST_LAUNCH
+        self._cache: dict = {}
+        self._traced_variants: dict = {}
+        params = getattr(fn, "params", None)
+        if params is None:  # the interpreter's kernels and autotuners: always the plain launch
             return
         self._constexpr_names = [p.name for p in params if p.is_constexpr]
         first = len(params) - len(self._constexpr_names)
         if any(not p.is_constexpr for p in params[first:]):
-            raise TypeError(f"{kernel.__name__}: CachedKernel needs the constexpr parameters last")
+            raise TypeError(f"{self.name}: a Kernel needs the constexpr parameters last")
 
     def __call__(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
-        """``maxnreg``: a register cap per thread for ptxas (None: its own choice); ignored by
-        the interpreter."""
-        grid = tuple(grid) + (1,) * (3 - len(grid))
-        # The compiled kernel is loaded on one device: the first tensor's device is in the key.
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        key = (device, tuple(map(_spec, args)), tuple(constexprs.items()), num_warps, num_stages, maxnreg)
+        """Launches the kernel on ``grid`` (1 to 3 ints). ``maxnreg``: a register cap a thread for
+        ptxas (None: its own choice), ignored by the interpreter."""
+        if _tracing(args):
+            self._launch_traced(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            return
+        if self._plain:
+            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            return
+        device = args[0].get_device()
+        key = (device, tuple([_spec(a) for a in args]), *constexprs.values(), num_warps, num_stages, maxnreg)
         compiled = self._cache.get(key)
-        if compiled is not None:
-            # The compiled runner takes every parameter in declaration order, constexprs
-            # included (it skips them); the tensors' device is the current one.
-            compiled[grid](*args, *(constexprs[name] for name in self._constexpr_names))
+        if compiled is None:
+            compiled = self._compile(grid, args, constexprs, num_warps, num_stages, maxnreg, key)
+            return  # the first call launched it
+        run, function, metadata = compiled
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        # The compiled runner takes every parameter in declaration order, constexprs included (it
+        # skips them); the launch hooks are None unless a profiler set them (then the slow path).
+        if _launch_hooks_set():
+            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            return
+        run(grid[0], grid[1], grid[2], _current_stream(device), function, metadata, None, None, None,
+            *args, *constexprs.values())
+
+    def _options(self, num_warps, num_stages, maxnreg) -> dict:
+        options = {"num_warps": num_warps}
+        if num_stages is not None:
+            options["num_stages"] = num_stages
+        if maxnreg is not None and not self._interpreted:
+            options["maxnreg"] = maxnreg
+        return options
+
+    def _launch_plain(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+        if self._autotuned:
+            return self.fn[grid](*args, **constexprs)
+        return self.fn[tuple(grid)](*args, **constexprs, **self._options(num_warps, num_stages, maxnreg))
+
+    def _compile(self, grid, args, constexprs, num_warps, num_stages, maxnreg, key):
+        if list(constexprs) != self._constexpr_names:
+            raise TypeError(f"{self.name}: pass every constexpr by name in declaration order "
+                            f"({', '.join(self._constexpr_names)}), got {', '.join(constexprs)}")
+        compiled = self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+        if compiled is None or not hasattr(compiled, "run"):
+            return None
+        compiled._init_handles()
+        entry = (compiled.run, compiled.function, compiled.packed_metadata)
+        self._cache[key] = entry
+        return entry
+
+    def _launch_traced(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+        if self._interpreted:
+            # The interpreter runs kernels on real CPU tensors only; on the fake tensors of a custom
+            # op's fake implementation there is nothing to run (the launcher allocated the outputs).
+            if not any(_is_fake(a) for a in args):
+                self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            return
+        from torch.library import wrap_triton
+
+        if self._autotuned:
+            wrap_triton(self.fn)[grid](*args, **constexprs)
             return
         options = {"num_warps": num_warps}
         if num_stages is not None:
             options["num_stages"] = num_stages
-        if maxnreg is not None and not interpreter_enabled():
-            options["maxnreg"] = maxnreg
-        compiled = self.kernel[grid](*args, **constexprs, **options)
-        if compiled is not None and hasattr(compiled, "__getitem__") and not interpreter_enabled():
-            self._cache[key] = compiled
+        kernel = self.fn
+        if maxnreg is not None:
+            # NOTE: Inductor takes num_warps / num_stages as launch options of a user kernel but not
+            # maxnreg; a one-config autotuner carries it (and the other options) into its launch.
+            kernel = self._with_options(num_warps, num_stages, maxnreg)
+            options = {}
+        wrap_triton(kernel)[tuple(grid)](*args, **constexprs, **options)
+
+    def _with_options(self, num_warps, num_stages, maxnreg):
+        key = (num_warps, num_stages, maxnreg)
+        if key not in self._traced_variants:
+            config = triton.Config({}, num_warps=num_warps, num_stages=num_stages if num_stages is not None else 3,
+                                   maxnreg=maxnreg)
+            self._traced_variants[key] = triton.autotune(configs=[config], key=[])(self.fn)
+        return self._traced_variants[key]
 
     def compiled(self) -> list:
-        """The compiled kernels launched so far (their ``n_regs`` and ``n_spills`` are what a
-        tile sweep reports)."""
+        """The compiled kernels of the cached launches so far, as ``(run, function, metadata)``."""
         return list(self._cache.values())
 
 
-def empty_if_none(t: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
-    """A custom op cannot return None: an absent optional output travels as an empty tensor."""
+def _is_autotuner(fn) -> bool:
+    from triton.runtime.autotuner import Autotuner
+
+    return isinstance(fn, Autotuner)
+
+
+def _launch_hooks_set() -> bool:
+    runtime = _knobs.runtime
+    return runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _stream_getter():
+    return torch._C._cuda_getCurrentRawStream
+
+
+def _current_stream(device: int) -> int:
+    return _stream_getter()(device)
+
+
+# ----------------------------------------------------------------------------------------
+# Launcher ops
+# ----------------------------------------------------------------------------------------
+
+
+class Launcher:
+    """A launcher and the op it is registered as: ``launcher(*args)`` calls the op while
+    ``torch.compile`` traces, and the launcher's Python directly otherwise."""
+
+    __slots__ = ("body", "op", "name")
+
+    def __init__(self, body, op, name: str):
+        self.body = body
+        self.op = op
+        self.name = name
+
+    def __call__(self, *args):
+        if torch.compiler.is_compiling():
+            return self.op(*args)
+        return self.body(*args)
+
+    def __repr__(self) -> str:
+        return f"Launcher(blockfuse::{self.name})"
+
+
+def launcher_op(name: str, *, mutates_args=()):
+    """Registers the decorated launcher as the op ``blockfuse::<name>`` (``triton_op`` for compiled
+    kernels, ``custom_op`` with the launcher as its fake under the interpreter) and returns a
+    :class:`Launcher`. The launcher must return new tensors (an absent output as an empty tensor:
+    see :func:`empty_if_none`) and declare every tensor it writes in place in ``mutates_args``."""
+
+    def register(body):
+        qualified = f"blockfuse::{name}"
+        if interpreter_enabled():
+            op = torch.library.custom_op(qualified, body, mutates_args=mutates_args)
+            op.register_fake(body)
+        else:
+            op = torch.library.triton_op(qualified, body, mutates_args=mutates_args)
+        overload = getattr(getattr(torch.ops.blockfuse, name), "default")
+        return Launcher(body, overload, name)
+
+    return register
+
+
+# ----------------------------------------------------------------------------------------
+# Helpers every launcher shares
+# ----------------------------------------------------------------------------------------
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for launch arithmetic. NOTE: plain Python, not ``triton.cdiv``: on Triton 3.9
+    that is a constexpr function costing microseconds a call on the host path."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1), in plain Python as :func:`cdiv`."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
+    """An op cannot return None: an absent optional output travels as an empty tensor."""
     return like.new_empty((0,)) if t is None else t
 
 
-def none_if_empty(t: torch.Tensor) -> Optional[torch.Tensor]:
-    """The inverse of :func:`empty_if_none`, on the autograd side of a custom op."""
+def none_if_empty(t: Tensor) -> Optional[Tensor]:
+    """The inverse of :func:`empty_if_none`, on the autograd side of an op."""
     return None if t.numel() == 0 else t
 
 
-def as_rows(t: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
+def as_rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
     """``t`` as (M, n) with a contiguous last dimension, as a view where possible (None stays None).
 
     NOTE: a last dimension with a stride (a transposed or every-other-element view) is copied
@@ -92,6 +289,16 @@ def as_rows(t: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
         return None
     t2 = t.reshape(-1, n)
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def vector(t: Optional[Tensor]) -> Optional[Tensor]:
+    """A weight or bias with unit stride (kernels index it as ``W + cols``); None stays None."""
+    return t if t is None or t.stride(0) == 1 else t.contiguous()
+
+
+def row_stride(t: Optional[Tensor]) -> int:
+    """The row stride of a (M, N) tensor, 0 for None."""
+    return 0 if t is None else t.stride(0)
 
 
 @functools.lru_cache(maxsize=None)

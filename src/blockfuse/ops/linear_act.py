@@ -50,7 +50,7 @@ from blockfuse.ops import gated as gated_ops
 from blockfuse.ops.activation import gelu, gelu_grad, silu, silu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import _launch_shape, _program_tile
-from blockfuse.ops.launch import CachedKernel, as_rows
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, next_power_of_2
 from blockfuse.ops.mlp import _column_sum, column_blocks, down_projection, linear_into
 from blockfuse.runtime import interpreter_enabled, use_triton
 
@@ -487,8 +487,8 @@ _fwd_tuned = _tuned(_linear_act_fwd_kernel, FWD_CONFIGS, "fwd",
 _dx_tuned = _tuned(_linear_act_dx_kernel, DX_CONFIGS, "dx", ["M_BUCKET", "N", "K", "GATED"])
 # NOTE: the d_pre kernel writes over PRE: the autotuner restores it after each trial.
 _dpre_tuned = _tuned(_mlp_dpre_kernel, DPRE_CONFIGS, "dpre", ["M_BUCKET", "N", "D", "GATED"], restore=["PRE"])
-_act_fwd = CachedKernel(_act_fwd_kernel)
-_act_bwd = CachedKernel(_act_bwd_kernel)
+_act_fwd = Kernel(_act_fwd_kernel)
+_act_bwd = Kernel(_act_bwd_kernel)
 
 
 # ----------------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ _act_bwd = CachedKernel(_act_bwd_kernel)
 
 
 def _m_bucket(m: int) -> int:
-    return triton.next_power_of_2(max(m, 1))
+    return next_power_of_2(max(m, 1))
 
 
 def _dot_constants(dtype: torch.dtype) -> dict:
@@ -573,7 +573,7 @@ def _launch_forward(x2: Tensor, weight: Tensor, bias: Optional[Tensor], pre2: Op
                  "STORE_PRE": pre2 is not None, **_dot_constants(x2.dtype)}
 
     def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
     if use_tma and _tma_usable(x2, weight):
         if x2.is_cuda:
@@ -664,7 +664,7 @@ def _launch_dx(dy2: Tensor, pre2: Tensor, weight: Tensor, dx2: Tensor, activatio
     constants = {"ACTIVATION": _ACTIVATION_CODE[name], "GATED": gated, **_dot_constants(dy2.dtype)}
 
     def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(k, meta["BLOCK_K"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(k, meta["BLOCK_K"]),)
 
     _launch_tuned(_dx_tuned, grid, args, constants)
 
@@ -679,7 +679,7 @@ def _launch_dpre(dy2: Tensor, fc2_weight: Tensor, pre2: Tensor, activation: str)
     constants = {"ACTIVATION": _ACTIVATION_CODE[name], "GATED": gated, **_dot_constants(dy2.dtype)}
 
     def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
     _launch_tuned(_dpre_tuned, grid, args, constants)
 

@@ -9,13 +9,14 @@ Four forms share one pair of kernels:
 * ``layer_norm_gelu``:      ``y = gelu(layer_norm(x) * weight + bias)``; the backward recomputes
   the GELU's input from the saved x and statistics (nothing but those is kept)
 
-Statistics are computed in fp32 and outputs are written in the input dtype.  The file
-reads top to bottom: kernels, launchers, custom ops, public functionals, references.
+Statistics are computed in fp32 and outputs are written in the input dtype. The file reads top to
+bottom: kernels; the two launchers (ops ``blockfuse::norm_fwd`` and ``blockfuse::norm_bwd``, see
+``ops/launch.py``); the one autograd Function; the public functionals; the references.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from typing import Optional
 
 import torch
@@ -27,17 +28,19 @@ from torch import Tensor
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
-from blockfuse.ops.launch import CachedKernel, as_rows, empty_if_none, none_if_empty, sm_count
+from blockfuse.ops.launch import (
+    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
+)
+from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import use_triton
 
-# Residual forms, as kernel constants (0: no residual).
+# Residual forms, as kernel constants (0: no residual), and the same codes as launcher arguments.
 _PRE: tl.constexpr = tl.constexpr(1)
 _POST: tl.constexpr = tl.constexpr(2)
-_MODE_CODE = {"none": 0, "pre": 1, "post": 2}
+NONE, PRE, POST = 0, _PRE.value, _POST.value
 # Activations applied after the affine, as kernel constants (0: none).
 _GELU_TANH: tl.constexpr = tl.constexpr(1)
 _GELU_ERF: tl.constexpr = tl.constexpr(2)
-_GELU_CODE = {"tanh": 1, "none": 2}
 
 # NOTE: rows up to this width are normalized from registers in one tile (one read of the
 # input); wider rows are processed in chunks and read again for each pass.
@@ -132,6 +135,10 @@ def _norm_fwd_kernel(
     if HAS_DROPOUT:
         seed = tl.load(SEED)
     offs = tl.arange(0, BLOCK_N)
+    # NOTE: float scalars cast to fp32: Inductor may pass them to a user kernel as fp64.
+    eps = tl.cast(eps, tl.float32)
+    dropout_p = tl.cast(dropout_p, tl.float32)
+    dropout_scale = tl.cast(dropout_scale, tl.float32)
 
     # Statistics. With one chunk the tile stays in registers for the output pass.
     if NUM_CHUNKS == 1:
@@ -366,6 +373,8 @@ def _norm_bwd_kernel(
         seed = tl.load(SEED)
     offs = tl.arange(0, BLOCK_N)
     num_blocks = tl.cdiv(M, BLOCK_M)
+    dropout_p = tl.cast(dropout_p, tl.float32)  # fp32 even when Inductor passes fp64
+    dropout_scale = tl.cast(dropout_scale, tl.float32)
 
     if NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
@@ -437,56 +446,19 @@ def _norm_bwd_kernel(
                     tl.store(partial_b, pb + tl.sum(dy, axis=0), mask=col_mask)
 
 
-@triton.jit
-def _sum_partials_kernel(
-    PARTIAL,  # (P, G, N) fp32 partial sums; P = 2 (weight, bias)
-    DW,  # (N,) weight gradient, or None
-    DB,  # (N,) bias gradient, or None
-    G, N,
-    HAS_W: tl.constexpr,
-    HAS_B: tl.constexpr,
-    BLOCK_G: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    acc_w = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
-    acc_b = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
-    for g0 in range(0, G, BLOCK_G):
-        g = g0 + tl.arange(0, BLOCK_G)
-        mask = (g < G)[:, None] & col_mask[None, :]
-        if HAS_W:
-            acc_w += tl.load(PARTIAL + g[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        if HAS_B:
-            acc_b += tl.load(PARTIAL + (G + g)[:, None] * N + cols[None, :], mask=mask, other=0.0)
-    if HAS_W:
-        tl.store(DW + cols, tl.sum(acc_w, axis=0).to(DW.dtype.element_ty), mask=col_mask)
-    if HAS_B:
-        tl.store(DB + cols, tl.sum(acc_b, axis=0).to(DB.dtype.element_ty), mask=col_mask)
-
-
 # ----------------------------------------------------------------------------------------
-# Launchers
+# Launchers: plain Python that allocates, tiles and launches, registered as ops without autograd
 # ----------------------------------------------------------------------------------------
 
-_fwd_kernel = CachedKernel(_norm_fwd_kernel)
-_bwd_kernel = CachedKernel(_norm_bwd_kernel)
-_sum_kernel = CachedKernel(_sum_partials_kernel)
+_fwd_kernel = Kernel(_norm_fwd_kernel)
+_bwd_kernel = Kernel(_norm_bwd_kernel)
 
 
-def _vector(t: Optional[Tensor]) -> Optional[Tensor]:
-    """A weight or bias with unit stride (the kernels index it as ``W + cols``)."""
-    return t if t is None or t.stride(0) == 1 else t.contiguous()
-
-
-def _stride(t: Optional[Tensor]) -> int:
-    return 0 if t is None else t.stride(0)
-
-
+@functools.lru_cache(maxsize=None)
 def _tile(n: int, target_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
     """Block shape and warps: (BLOCK_M, BLOCK_N, NUM_CHUNKS, num_warps)."""
-    block_n = min(triton.next_power_of_2(n), MAX_TILE)
-    num_chunks = triton.cdiv(n, block_n)
+    block_n = min(next_power_of_2(n), MAX_TILE)
+    num_chunks = cdiv(n, block_n)
     # NOTE: narrow rows are packed several to a program so each program still moves a
     # few KB; one row of 1024 bf16 alone is too little work to hide memory latency.
     block_m = max(1, target_elements // block_n) if num_chunks == 1 else 1
@@ -507,63 +479,68 @@ def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
     return max(1, min(row_blocks, 4))
 
 
-
-def _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight, activation=0):
-    """Returns (y, s, mean, rstd); s is None unless mode is "pre", mean is None for RMSNorm.
-    ``activation`` (0, or a ``_GELU_CODE`` value) is applied after the affine, without a residual."""
-    if activation and mode != "none":
-        raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
+@launcher_op("norm_fwd")
+def _norm_fwd(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
+    eps: float, mode: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """LayerNorm / RMSNorm forward in every form: returns (y, s, mean, rstd), ``s`` (pre mode's
+    residual stream) and ``mean`` (LayerNorm's) empty when the form has none. ``mode``: NONE, PRE or
+    POST; ``activation``: 0 or a GELU code, applied after the affine (no residual)."""
     n = x.shape[-1]
     x2, res2 = as_rows(x, n), as_rows(residual, n)
-    weight, bias = _vector(weight), _vector(bias)
+    weight, bias = vector(weight), vector(bias)
     m = x2.shape[0]
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    s = torch.empty(x.shape, dtype=x.dtype, device=x.device) if mode == "pre" else None
-    mean = None if is_rms else torch.empty((m,), dtype=torch.float32, device=x.device)
-    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    s = torch.empty_like(y) if mode == PRE else x.new_empty((0,))
+    rstd = x.new_empty((m,), dtype=torch.float32)
+    mean = x.new_empty((0,) if is_rms else (m,), dtype=torch.float32)
     if m == 0:
         return y, s, mean, rstd
     y2 = y.view(-1, n)
-    s2 = None if s is None else s.view(-1, n)
+    s2 = s.view(-1, n) if mode == PRE else None
     block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
-    has_dropout = dropout_p > 0
     _fwd_kernel(
-        (triton.cdiv(m, block_m),),
-        x2, res2, weight, bias, y2, s2, mean, rstd, seed if has_dropout else None,
-        x2.stride(0), _stride(res2), y2.stride(0), _stride(s2),
+        (cdiv(m, block_m),),
+        x2, res2, weight, bias, y2, s2, None if is_rms else mean, rstd, seed if dropout_p > 0 else None,
+        x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2),
         m, n, eps, dropout_p, dropout_scale(dropout_p),
-        IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=weight is not None, HAS_B=bias is not None,
+        IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0, num_warps=num_warps,
     )
     return y, s, mean, rstd
 
 
-def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p, is_rms, cast_before_weight,
-                   activation=0, bias=None):
-    """Returns (dx, dres, dweight, dbias); dres is the residual's gradient when it differs
-    from dx (pre mode with dropout), else None; dweight / dbias are None without them.
-    With an ``activation`` the forward's ``bias`` (or None) must be given: the backward reads it."""
+@launcher_op("norm_bwd")
+def _norm_bwd(
+    dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], has_bias: bool,
+    mean: Tensor, rstd: Tensor, seed: Optional[Tensor], mode: int, dropout_p: float, is_rms: bool,
+    cast_before_weight: bool, activation: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The norms' backward: returns (dx, dres, dweight, dbias). ``dres`` is the residual's gradient
+    where it differs from dx (pre mode with dropout), else empty; dweight / dbias are empty without
+    a weight / bias. ``z`` is the normalized input the forward saved (x, or s in pre mode); ``bias``
+    is read only to recompute an activation's input."""
     n = z.shape[-1]
     dy2, ds2, z2 = as_rows(dy, n), as_rows(ds, n), as_rows(z, n)
-    weight, bias = _vector(weight), _vector(bias)
+    weight, bias = vector(weight), vector(bias)
     m = z2.shape[0]
     has_w = weight is not None
     has_dropout = dropout_p > 0
     param_dtype = weight.dtype if has_w else z.dtype
     bias_dtype = bias.dtype if bias is not None else param_dtype
-    dx = torch.empty(z.shape, dtype=z.dtype, device=z.device)
-    dres = torch.empty(z.shape, dtype=z.dtype, device=z.device) if (mode == "pre" and has_dropout) else None
-    dw = torch.empty((n,), dtype=param_dtype, device=z.device) if has_w else None
-    db = torch.empty((n,), dtype=bias_dtype, device=z.device) if has_bias else None
+    dx = torch.empty_like(z, memory_format=torch.contiguous_format)
+    dres_shaped = mode == PRE and has_dropout
+    dres = torch.empty_like(dx) if dres_shaped else z.new_empty((0,))
+    dw = z.new_empty((n,) if has_w else (0,), dtype=param_dtype)
+    db = z.new_empty((n,) if has_bias else (0,), dtype=bias_dtype)
     if m == 0:
-        return dx, dres, None if dw is None else dw.zero_(), None if db is None else db.zero_()
-    dx2 = dx.view(-1, n)
-    dres2 = None if dres is None else dres.view(-1, n)
+        return dx, dres, dw.zero_(), db.zero_()
     block_m, block_n, num_chunks, num_warps = _tile(
         n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP)
     per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
-    g = _num_programs(z, triton.cdiv(m, block_m), block_n, per_sm)
+    g = _num_programs(z, cdiv(m, block_m), block_n, per_sm)
     partial = None
     if has_w or has_bias:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -571,270 +548,97 @@ def _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_
         partial = alloc((2, g, n), dtype=torch.float32, device=z.device)
     _bwd_kernel(
         (g,),
-        dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None, dx2, dres2,
-        partial,
-        dy2.stride(0), _stride(ds2), z2.stride(0), dx2.stride(0), _stride(dres2),
+        dy2, ds2, z2, weight, bias if activation else None, None if is_rms else mean, rstd,
+        seed if has_dropout else None, dx.view(-1, n), dres.view(-1, n) if dres_shaped else None, partial,
+        dy2.stride(0), row_stride(ds2), z2.stride(0), n, n,
         m, n, dropout_p, dropout_scale(dropout_p),
-        IS_RMS=is_rms, MODE=_MODE_CODE[mode], HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
+        IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
-        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, triton.cdiv(m, block_m), g),
+        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, cdiv(m, block_m), g),
         num_warps=num_warps, maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
     if partial is not None:
-        # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU.
-        block_n = min(triton.next_power_of_2(n), 32)
-        _sum_kernel(
-            (triton.cdiv(n, block_n),), partial, dw, db, g, n,
-            HAS_W=has_w, HAS_B=has_bias, BLOCK_G=64, BLOCK_N=block_n, num_warps=4,
-        )
+        sum_partials(partial, dw if has_w else None, db if has_bias else None)
     return dx, dres, dw, db
 
 
-def _residual_grad(mode, dy, dx, dres):
-    """The residual's gradient: dy itself in post mode (the add passes it straight through)."""
-    if mode == "post":
-        return dy
-    if mode == "pre":
-        return dx if dres is None else dres
-    return None
-
-
 # ----------------------------------------------------------------------------------------
-# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
+# Autograd: one Function, eager and under torch.compile
 # ----------------------------------------------------------------------------------------
-#
-# NOTE: both run the same launchers. Eager calls go through a plain autograd.Function
-# because a custom op with autograd cost 277 us of host time per call against 121 us for
-# the autograd.Function (an H200 machine's host, torch 2.11), longer than the kernels
-# themselves below ~16M elements; under torch.compile the custom ops keep the kernels
-# opaque to Dynamo (no graph break) and Inductor calls them from its generated code.
 
 
 class _NormFunction(torch.autograd.Function):
+    """Every norm form. ``config``: (eps, mode, dropout_p, is_rms, cast_before_weight, activation)."""
+
     @staticmethod
-    def forward(ctx, x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight, activation):
-        y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
-                                         cast_before_weight, activation)
-        # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps
-        # anyway as its residual stream) rather than x and residual. An activation's backward
-        # also reads the bias.
-        ctx.save_for_backward(s if mode == "pre" else x, weight, bias if activation else None, mean, rstd, seed)
-        ctx.config = (bias is not None, mode, dropout_p, is_rms, cast_before_weight, activation)
+    def forward(ctx, x, weight, bias, residual, seed, config):
+        eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
+        y, s, mean, rstd = _norm_fwd(x, weight, bias, residual, seed, *config)
+        # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
+        # its residual stream) rather than x and residual. An activation's backward also reads the bias.
+        ctx.save_for_backward(s if mode == PRE else x, weight, bias if activation else None, mean, rstd, seed)
+        ctx.config = config
+        ctx.has_bias = bias is not None
         ctx.set_materialize_grads(False)
         return y, s
 
     @staticmethod
     def backward(ctx, dy, ds):
         z, weight, bias, mean, rstd, seed = ctx.saved_tensors
-        has_bias, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
+        _, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
         if dy is None:
             dy = torch.zeros_like(z)
-        dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p,
-                                          is_rms, cast_before_weight, activation, bias)
-        return dx, dw, db, _residual_grad(mode, dy, dx, dres), None, None, None, None, None, None, None
+        dx, dres, dw, db = _norm_bwd(dy, ds, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode, dropout_p, is_rms,
+                                     cast_before_weight, activation)
+        if mode == POST:
+            dresidual = dy  # the add passes the gradient straight through
+        elif mode == PRE:
+            dresidual = dres if dropout_p > 0 else dx
+        else:
+            dresidual = None
+        return dx, dw if weight is not None else None, db if ctx.has_bias else None, dresidual, None, None
 
 
-
-@torch.library.custom_op("blockfuse::layer_norm", mutates_args=())
-def _layer_norm_op(
-    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
-    seed: Optional[Tensor], eps: float, residual_mode: str, dropout_p: float,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    y, s, mean, rstd = _norm_forward(x, weight, bias, residual, seed, eps, residual_mode, dropout_p, False, False)
-    return y, empty_if_none(s, x), mean, rstd
-
-
-@torch.library.custom_op("blockfuse::rms_norm", mutates_args=())
-def _rms_norm_op(
-    x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
-    eps: float, residual_mode: str, dropout_p: float, cast_before_weight: bool,
-) -> tuple[Tensor, Tensor, Tensor]:
-    y, s, _, rstd = _norm_forward(x, weight, None, residual, seed, eps, residual_mode, dropout_p, True,
-                                  cast_before_weight)
-    return y, empty_if_none(s, x), rstd
-
-
-@torch.library.custom_op("blockfuse::layer_norm_backward", mutates_args=())
-def _layer_norm_backward_op(
-    dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], has_bias: bool,
-    mean: Tensor, rstd: Tensor, seed: Optional[Tensor], residual_mode: str, dropout_p: float,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    dx, dres, dw, db = _norm_backward(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p,
-                                      False, False)
-    return dx, empty_if_none(dres, z), empty_if_none(dw, z), empty_if_none(db, z)
-
-
-@torch.library.custom_op("blockfuse::rms_norm_backward", mutates_args=())
-def _rms_norm_backward_op(
-    dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], rstd: Tensor,
-    seed: Optional[Tensor], residual_mode: str, dropout_p: float, cast_before_weight: bool,
-) -> tuple[Tensor, Tensor, Tensor]:
-    dx, dres, dw, _ = _norm_backward(dy, ds, z, weight, False, None, rstd, seed, residual_mode, dropout_p, True,
-                                     cast_before_weight)
-    return dx, empty_if_none(dres, z), empty_if_none(dw, z)
-
-
-@torch.library.custom_op("blockfuse::layer_norm_gelu", mutates_args=())
-def _layer_norm_gelu_op(
-    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, approximate: str,
-) -> tuple[Tensor, Tensor, Tensor]:
-    y, _, mean, rstd = _norm_forward(x, weight, bias, None, None, eps, "none", 0.0, False, False,
-                                     _GELU_CODE[approximate])
-    return y, mean, rstd
-
-
-@torch.library.custom_op("blockfuse::layer_norm_gelu_backward", mutates_args=())
-def _layer_norm_gelu_backward_op(
-    dy: Tensor, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], mean: Tensor, rstd: Tensor,
-    approximate: str,
-) -> tuple[Tensor, Tensor, Tensor]:
-    dx, _, dw, db = _norm_backward(dy, None, x, weight, bias is not None, mean, rstd, None, "none", 0.0, False,
-                                   False, _GELU_CODE[approximate], bias)
-    return dx, empty_if_none(dw, x), empty_if_none(db, x)
-
-
-def _fake_forward(x, residual_mode):
-    m = math.prod(x.shape[:-1])
-    y = x.new_empty(x.shape)
-    s = x.new_empty(x.shape if residual_mode == "pre" else (0,))
-    return y, s, x.new_empty((m,), dtype=torch.float32)
-
-
-def _fake_backward(z, weight, has_bias, residual_mode, dropout_p):
-    n = z.shape[-1]
-    param_dtype = weight.dtype if weight is not None else z.dtype
-    dx = z.new_empty(z.shape)
-    dres = z.new_empty(z.shape if (residual_mode == "pre" and dropout_p > 0) else (0,))
-    dw = z.new_empty((n,) if weight is not None else (0,), dtype=param_dtype)
-    db = z.new_empty((n,) if has_bias else (0,), dtype=param_dtype)
-    return dx, dres, dw, db
-
-
-@_layer_norm_op.register_fake
-def _(x, weight, bias, residual, seed, eps, residual_mode, dropout_p):
-    y, s, stat = _fake_forward(x, residual_mode)
-    return y, s, stat, stat.new_empty(stat.shape)
-
-
-@_rms_norm_op.register_fake
-def _(x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight):
-    return _fake_forward(x, residual_mode)
-
-
-@_layer_norm_backward_op.register_fake
-def _(dy, ds, z, weight, has_bias, mean, rstd, seed, residual_mode, dropout_p):
-    return _fake_backward(z, weight, has_bias, residual_mode, dropout_p)
-
-
-@_rms_norm_backward_op.register_fake
-def _(dy, ds, z, weight, rstd, seed, residual_mode, dropout_p, cast_before_weight):
-    return _fake_backward(z, weight, False, residual_mode, dropout_p)[:3]
-
-
-@_layer_norm_gelu_op.register_fake
-def _(x, weight, bias, eps, approximate):
-    y, _, stat = _fake_forward(x, "none")
-    return y, stat, stat.new_empty(stat.shape)
-
-
-@_layer_norm_gelu_backward_op.register_fake
-def _(dy, x, weight, bias, mean, rstd, approximate):
-    n = x.shape[-1]
-    dw = x.new_empty((0,)) if weight is None else weight.new_empty((n,))
-    db = x.new_empty((0,)) if bias is None else bias.new_empty((n,))
-    return x.new_empty(x.shape), dw, db
-
-
-
-def _layer_norm_setup(ctx, inputs, output):
-    x, weight, bias, residual, seed, eps, residual_mode, dropout_p = inputs
-    y, s, mean, rstd = output
-    ctx.save_for_backward(s if residual_mode == "pre" else x, weight, mean, rstd, seed)
-    ctx.config = (bias is not None, residual_mode, dropout_p)
-    ctx.set_materialize_grads(False)
-
-
-def _layer_norm_backward(ctx, dy, ds, _dmean, _drstd):
-    z, weight, mean, rstd, seed = ctx.saved_tensors
-    has_bias, mode, dropout_p = ctx.config
-    if dy is None:
-        dy = torch.zeros_like(z)
-    dx, dres, dw, db = _layer_norm_backward_op(dy, ds, z, weight, has_bias, mean, rstd, seed, mode, dropout_p)
-    dresidual = _residual_grad(mode, dy, dx, none_if_empty(dres))
-    return (dx, dw if weight is not None else None, db if has_bias else None, dresidual,
-            None, None, None, None)
-
-
-def _rms_norm_setup(ctx, inputs, output):
-    x, weight, residual, seed, eps, residual_mode, dropout_p, cast_before_weight = inputs
-    y, s, rstd = output
-    ctx.save_for_backward(s if residual_mode == "pre" else x, weight, rstd, seed)
-    ctx.config = (residual_mode, dropout_p, cast_before_weight)
-    ctx.set_materialize_grads(False)
-
-
-def _rms_norm_backward(ctx, dy, ds, _drstd):
-    z, weight, rstd, seed = ctx.saved_tensors
-    mode, dropout_p, cast_before_weight = ctx.config
-    if dy is None:
-        dy = torch.zeros_like(z)
-    dx, dres, dw = _rms_norm_backward_op(dy, ds, z, weight, rstd, seed, mode, dropout_p, cast_before_weight)
-    dresidual = _residual_grad(mode, dy, dx, none_if_empty(dres))
-    return dx, dw if weight is not None else None, dresidual, None, None, None, None, None
-
-
-def _layer_norm_gelu_setup(ctx, inputs, output):
-    x, weight, bias, _, approximate = inputs
-    _, mean, rstd = output
-    ctx.save_for_backward(x, weight, bias, mean, rstd)
-    ctx.approximate = approximate
-
-
-def _layer_norm_gelu_backward(ctx, dy, _dmean, _drstd):
-    x, weight, bias, mean, rstd = ctx.saved_tensors
-    dx, dw, db = _layer_norm_gelu_backward_op(dy, x, weight, bias, mean, rstd, ctx.approximate)
-    return dx, dw if weight is not None else None, db if bias is not None else None, None, None
-
-
-_layer_norm_op.register_autograd(_layer_norm_backward, setup_context=_layer_norm_setup)
-_rms_norm_op.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setup)
-_layer_norm_gelu_op.register_autograd(_layer_norm_gelu_backward, setup_context=_layer_norm_gelu_setup)
+def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
+              activation=0):
+    p = float(dropout_p) if training else 0.0
+    mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
+    seed = draw_seed(x.device) if p > 0 else None
+    config = (float(eps), mode, p, is_rms, cast_before_weight, activation)
+    if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
+                                    or (bias is not None and bias.requires_grad)
+                                    or (residual is not None and residual.requires_grad)):
+        y, s = _NormFunction.apply(x, weight, bias, residual, seed, config)
+    else:
+        y, s, _, _ = _norm_fwd(x, weight, bias, residual, seed, *config)
+    return (y, s) if mode == PRE else y
 
 
 # ----------------------------------------------------------------------------------------
 # Public functionals
 # ----------------------------------------------------------------------------------------
 
-_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
     if not isinstance(x, Tensor):
         raise TypeError(f"x: expected a Tensor, got {type(x).__name__}")
-    if x.dtype not in _FLOAT_DTYPES and x.dtype != torch.float64:
+    if x.dtype not in _FLOAT_DTYPES:
         raise TypeError(f"x: expected a float32, float16 or bfloat16 tensor (float64 runs the "
                         f"reference), got {x.dtype}")
     if x.dim() == 0:
         raise ValueError("x: expected at least one dimension (the normalized one), got a scalar")
-    n = x.shape[-1]
     for name, p in (("weight", weight), ("bias", bias)):
-        if p is None:
-            continue
-        if not isinstance(p, Tensor) or not p.is_floating_point():
-            raise TypeError(f"{name}: expected a floating-point tensor, got "
-                            f"{p.dtype if isinstance(p, Tensor) else type(p).__name__}")
-        if tuple(p.shape) != (n,):
-            raise ValueError(f"{name}: expected shape ({n},) to match the last dimension of x, "
-                             f"got {tuple(p.shape)}")
-        if p.device != x.device:
-            raise ValueError(f"{name}: expected a tensor on {x.device} like x, got {p.device}")
+        if p is not None:
+            _check_parameter(name, p, x)
     # NOTE: comparisons only (no math.isinf): under torch.compile a float module attribute may be a
     # symbolic float, which Dynamo compares and guards but cannot pass to math functions (a graph
     # break on torch 2.11).
     if not isinstance(eps, (int, float)) or not eps > 0 or eps == float("inf"):
         raise ValueError(f"eps: expected a positive finite number, got {eps!r}")
-    if residual_mode not in ("pre", "post"):
+    if residual_mode != "pre" and residual_mode != "post":
         raise ValueError(f"residual_mode: expected 'pre' or 'post', got {residual_mode!r}")
     if not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p: expected a probability in [0, 1), got {dropout_p!r}")
@@ -845,19 +649,15 @@ def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
                          "pass residual= or set dropout_p=0")
 
 
-def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight):
-    p = float(dropout_p) if training else 0.0
-    mode = "none" if residual is None else residual_mode
-    seed = draw_seed(x.device) if p > 0 else None
-    eps = float(eps)
-    if torch.compiler.is_compiling():
-        if is_rms:
-            y, s, _ = _rms_norm_op(x, weight, residual, seed, eps, mode, p, cast_before_weight)
-        else:
-            y, s, _, _ = _layer_norm_op(x, weight, bias, residual, seed, eps, mode, p)
-    else:
-        y, s = _NormFunction.apply(x, weight, bias, residual, seed, eps, mode, p, is_rms, cast_before_weight, 0)
-    return (y, s) if mode == "pre" else y
+def _check_parameter(name, p, x):
+    if not isinstance(p, Tensor) or not p.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point tensor, got "
+                        f"{p.dtype if isinstance(p, Tensor) else type(p).__name__}")
+    if p.dim() != 1 or p.shape[0] != x.shape[-1]:
+        raise ValueError(f"{name}: expected shape ({x.shape[-1]},) to match the last dimension of x, "
+                         f"got {tuple(p.shape)}")
+    if p.device != x.device:
+        raise ValueError(f"{name}: expected a tensor on {x.device} like x, got {p.device}")
 
 
 def layer_norm(
@@ -877,7 +677,7 @@ def layer_norm(
     ``"pre"`` mode, and ``residual + dropout(norm(x))`` in ``"post"`` mode.
     """
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
                               dropout_p=dropout_p, training=training)
     return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False)
@@ -901,7 +701,7 @@ def rms_norm(
     then multiplies (Hugging Face Llama). Returns as :func:`layer_norm` does.
     """
     _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
                             dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
     return _run_norm(x, weight, None, residual, residual_mode, dropout_p, training, eps, True,
@@ -919,16 +719,11 @@ def layer_norm_gelu(
     backward. ``approximate`` is GELU's form as in ``torch.nn.functional.gelu``: ``"tanh"`` or
     ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32."""
     _check_norm_args(x, weight, bias, eps, None, "pre", 0.0)
-    check_gelu_approximation(approximate)
-    if not use_triton(x) or x.dtype == torch.float64:
+    tanh = check_gelu_approximation(approximate)
+    if not use_triton(x):
         return layer_norm_gelu_ref(x, weight, bias, eps, approximate)
-    eps = float(eps)
-    if torch.compiler.is_compiling():
-        y, _, _ = _layer_norm_gelu_op(x, weight, bias, eps, approximate)
-        return y
-    y, _ = _NormFunction.apply(x, weight, bias, None, None, eps, "none", 0.0, False, False,
-                               _GELU_CODE[approximate])
-    return y
+    return _run_norm(x, weight, bias, None, "pre", 0.0, False, eps, False, False,
+                     _GELU_TANH.value if tanh else _GELU_ERF.value)
 
 
 # ----------------------------------------------------------------------------------------

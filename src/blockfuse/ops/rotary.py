@@ -27,7 +27,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.launch import CachedKernel, empty_if_none, sm_count
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, next_power_of_2, sm_count
 from blockfuse.runtime import use_triton
 
 LAYOUTS = ("bshd", "bhsd")
@@ -192,7 +192,7 @@ def _rotary_kernel(
 # Launchers
 # ----------------------------------------------------------------------------------------
 
-_kernel = CachedKernel(_rotary_kernel)
+_kernel = Kernel(_rotary_kernel)
 
 
 def _logical(t: Tensor, layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -235,39 +235,39 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     ``tokens_first``: consecutive tokens of one head are adjacent in memory ("bhsd"), so a tile
     spans tokens before heads. splits1 / splits2: programs along the grid's second axis that rotate
     the first / second tensor (qk_together: both in the same programs, splits2 then 0)."""
-    block_p = triton.next_power_of_2(rotary_dim // 2)
-    width = 2 * block_p + (triton.next_power_of_2(pass_dim) if pass_dim else 0)
+    block_p = next_power_of_2(rotary_dim // 2)
+    width = 2 * block_p + (next_power_of_2(pass_dim) if pass_dim else 0)
     heads_cap = _power_of_2_below(max(1, TILE_ELEMENTS // width))  # block shapes are powers of 2
     if tokens_first:
         heads_cap = 1
-    block_h1 = min(triton.next_power_of_2(heads1), heads_cap)
-    block_h2 = min(triton.next_power_of_2(max(heads2, 1)), heads_cap)
+    block_h1 = min(next_power_of_2(heads1), heads_cap)
+    block_h2 = min(next_power_of_2(max(heads2, 1)), heads_cap)
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
     # moves about TILE_ELEMENTS a step.
     block_t = _power_of_2_below(max(1, TILE_ELEMENTS // (max(block_h1, block_h2) * width)))
-    block_t = min(block_t, triton.next_power_of_2(num_tokens))
+    block_t = min(block_t, next_power_of_2(num_tokens))
     # NOTE: small inputs (decoding, short sequences): fewer tokens a program, then the heads
     # split over a second grid dimension, until there are programs for every multiprocessor;
     # one program a few tokens wide left most of an H200 idle (2.4x slower than Inductor at
     # 128 tokens x 32 heads).
     head_splits = 1
-    while triton.cdiv(num_tokens, block_t) < min_programs and block_t > 1:
+    while cdiv(num_tokens, block_t) < min_programs and block_t > 1:
         block_t //= 2
-    while triton.cdiv(num_tokens, block_t) * head_splits < min_programs and max(block_h1, block_h2) > 1:
+    while cdiv(num_tokens, block_t) * head_splits < min_programs and max(block_h1, block_h2) > 1:
         block_h1, block_h2 = max(1, block_h1 // 2), max(1, block_h2 // 2)
         head_splits *= 2
-    token_blocks = triton.cdiv(num_tokens, block_t)
+    token_blocks = cdiv(num_tokens, block_t)
     qk_together = heads2 == 0 or (token_blocks >= min_programs and not SPLIT_HEADS)
     if SPLIT_HEADS and token_blocks >= min_programs:
         # one head block a program: no loop, as an elementwise kernel
-        splits1, splits2 = triton.cdiv(heads1, block_h1), triton.cdiv(heads2, block_h2)
+        splits1, splits2 = cdiv(heads1, block_h1), cdiv(heads2, block_h2)
     else:
         splits1 = splits2 = head_splits
     if qk_together:
         splits2 = 0
     elements = block_t * max(block_h1, block_h2) * width
     num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // ELEMENTS_PER_WARP)))
-    block_pass = triton.next_power_of_2(pass_dim) if pass_dim else 1
+    block_pass = next_power_of_2(pass_dim) if pass_dim else 1
     return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
 
 
@@ -306,7 +306,7 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         pos_strides = (position_ids.stride(0) if position_ids.shape[0] > 1 else 0, position_ids.stride(1))
     table_rows = cos.shape[0] if cos.dim() == 2 else cos.shape[1]
     _kernel(
-        (triton.cdiv(num_tokens, block_t), splits1 + splits2),
+        (cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
         *x1_strides, *y1_strides, *x2_strides, *y2_strides,
         *_table_strides(cos, rotary_dim, interleaved), *_table_strides(sin, rotary_dim, interleaved),
