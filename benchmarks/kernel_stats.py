@@ -72,11 +72,11 @@ def main() -> None:
                  "DX": "*bf16", "PARTIAL": "*fp32", "stride_dy": "i32", "stride_ds": "i32", "stride_z": "i32",
                  "stride_dx": "i32", "stride_dres": "i32", "M": "i32", "N": "i32", "dropout_p": "fp32",
                  "dropout_scale": "fp32"}
-    constexprs = dict(DS=None, SEED=None, DRES=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True, HAS_DS=False,
+    constexprs = dict(DS=None, SEED=None, DRES=None, DW=None, DB=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True, HAS_DS=False,
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
-                      ACTIVATION=0 if args.activation == "off" else norm._GELU_CODE[args.activation],
+                      ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages)
+                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
     compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,
                             ["DY", "Z", "W", "B", "MEAN", "RSTD", "DX", "PARTIAL", "stride_dy", "stride_z",

@@ -54,7 +54,7 @@ def main() -> None:
     b = 0.1 * torch.randn(n, device="cuda", dtype=torch.bfloat16)
     dy = torch.randn_like(x)
     flush = l2_flush()
-    gelu = norm._GELU_CODE["tanh"]
+    gelu = norm.GELU_CODES["tanh"]
     results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "shape": [m, n], "copy_gbps": copy, "forward": [], "backward": []}
     moved_fwd = 2 * x.numel() * 2
@@ -63,8 +63,8 @@ def main() -> None:
     fwd_defaults = norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP
     for tile, per_warp in FORWARD:
         norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, per_warp
-        t = time_cuda_graph(lambda: (flush(), norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False,
-                                                                 False, gelu)), flush)
+        t = time_cuda_graph(lambda: (flush(), norm._norm_fwd(x, w, b, None, None, 1e-5, norm.NONE, 0.0, False,
+                                                             False, gelu, True)), flush)
         row = {"activation": gelu, "tile": tile, "per_warp": per_warp, "ms": t.median,
                "frac_copy": moved_fwd / t.median / 1e6 / copy}
         results["forward"].append(row)
@@ -72,13 +72,13 @@ def main() -> None:
     norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = fwd_defaults
 
     for activation, settings, names in ((gelu, ACT_BACKWARD, _ACT_NAMES), (0, PLAIN_BACKWARD, _PLAIN_NAMES)):
-        _, _, mean, rstd = norm._norm_forward(x, w, b, None, None, 1e-5, "none", 0.0, False, False, activation)
+        _, mean, rstd = norm._norm_fwd(x, w, b, None, None, 1e-5, norm.NONE, 0.0, False, False, activation, True)
         defaults = [None if name is None else getattr(norm, name) for name in names]
         for setting in settings:
             _set(names, setting)
-            norm._bwd_kernel._cache.clear()
-            t = time_cuda_graph(lambda: (flush(), norm._norm_backward(dy, None, x, w, True, mean, rstd, None, "none",
-                                                                      0.0, False, False, activation, b)), flush)
+            norm._bwd_kernel.reset()
+            t = time_cuda_graph(lambda: (flush(), norm._norm_bwd(dy, None, x, w, b, True, mean, rstd, None, norm.NONE,
+                                                                 0.0, False, False, activation)), flush)
             compiled = norm._bwd_kernel.compiled()
             per_warp, per_sm, maxnreg, stages = setting
             row = {"activation": activation, "tile": norm.BWD_TILE_ELEMENTS, "per_warp": per_warp,

@@ -94,13 +94,26 @@ def _inputs(shape, is_rms, mode):
     return x, r, w, b
 
 
+MODES = {"none": norm.NONE, "pre": norm.PRE, "post": norm.POST}
+
+
+def _forward(x, w, b, r, mode, is_rms):
+    """(y, s, mean, rstd) of the norm forward launcher (None for what the form has not)."""
+    outs = norm._norm_fwd(x, w, b, r, None, 1e-5, MODES[mode], 0.0, is_rms, False, 0, True)
+    return outs[0], outs[1] if mode == "pre" else None, None if is_rms else outs[-2], outs[-1]
+
+
+def _backward(dy, ds, z, w, b, mean, rstd, mode, is_rms):
+    return norm._norm_bwd(dy, ds, z, w, None, b is not None, mean, rstd, None, MODES[mode], 0.0, is_rms, False, 0)
+
+
 def time_forward(shape, is_rms, mode):
     x, r, w, b = _inputs(shape, is_rms, mode)
     flush = l2_flush()
 
     def body():
         flush()
-        norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+        _forward(x, w, b, r, mode, is_rms)
 
     ms = time_cuda_graph(body, flush, reps=10, samples=7).median
     tensors = 2 + (2 if mode == "pre" else 1 if mode == "post" else 0)  # x, y (+ residual, s)
@@ -109,7 +122,7 @@ def time_forward(shape, is_rms, mode):
 
 def time_backward(shape, is_rms, mode):
     x, r, w, b = _inputs(shape, is_rms, mode)
-    y, s, mean, rstd = norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+    y, s, mean, rstd = _forward(x, w, b, r, mode, is_rms)
     z = s if mode == "pre" else x
     dy = torch.randn_like(x)
     ds = torch.randn_like(x) if mode == "pre" else None
@@ -117,7 +130,7 @@ def time_backward(shape, is_rms, mode):
 
     def body():
         flush()
-        norm._norm_backward(dy, ds, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+        _backward(dy, ds, z, w, b, mean, rstd, mode, is_rms)
 
     ms = time_cuda_graph(body, flush, reps=10, samples=7).median
     tensors = 3 + (1 if mode == "pre" else 0)  # dy, z, dx (+ ds)
@@ -127,15 +140,15 @@ def time_backward(shape, is_rms, mode):
 def profile_backward(shape, is_rms, mode):
     """Per-kernel time of one backward, from the profiler."""
     x, r, w, b = _inputs(shape, is_rms, mode)
-    y, s, mean, rstd = norm._norm_forward(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False)
+    y, s, mean, rstd = _forward(x, w, b, r, mode, is_rms)
     z = s if mode == "pre" else x
     dy = torch.randn_like(x)
     for _ in range(3):
-        norm._norm_backward(dy, None, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+        _backward(dy, None, z, w, b, mean, rstd, mode, is_rms)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
-            norm._norm_backward(dy, None, z, w, b is not None, mean, rstd, None, mode, 0.0, is_rms, False)
+            _backward(dy, None, z, w, b, mean, rstd, mode, is_rms)
         torch.cuda.synchronize()
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=6)
 

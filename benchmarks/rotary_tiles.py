@@ -48,8 +48,8 @@ def main() -> None:
                 continue
             with _sweep.constants(rotary_module, TILE_ELEMENTS=tile, ELEMENTS_PER_WARP=per_warp, SPLIT_HEADS=split,
                                   TOKENS_FIRST=tokens_first):
-                times = _sweep.forward_backward(lambda: rotary_module._rotary_forward(q, k, *args_of),
-                                                lambda: rotary_module._rotary_backward(dq, dk, *args_of),
+                times = _sweep.forward_backward(lambda: rotary_module._rotary_fwd(q, k, *args_of),
+                                                lambda: rotary_module._rotary_bwd(dq, dk, *args_of, (), ()),
                                                 flush, *rotary_bytes(shape, 2), copy["gbps"])
             _sweep.add(results, {"shape": list(shape), "layout": layout, "tile": tile, "per_warp": per_warp,
                                  "split_heads": split, "tokens_first": tokens_first, **times})

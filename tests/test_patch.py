@@ -298,7 +298,7 @@ def test_compile_inductor_fullgraph(device):
 @pytest.mark.usefixtures("requires_triton")
 def test_patched_model_runs_the_kernels(device):
     """The Triton kernels run: eagerly (their autograd nodes in the backward graph) and compiled
-    (blockfuse's custom ops in Dynamo's graph)."""
+    (blockfuse's launcher ops in Dynamo's graph, in its autograd Functions' forward and backward)."""
     model, inputs, outputs = olmo2(device)
     blockfuse.patch(model)
     hidden = outputs(model(**inputs))[0]  # (alive: it holds the backward graph)
@@ -318,8 +318,12 @@ def test_patched_model_runs_the_kernels(device):
 
     torch._dynamo.reset()
     torch.compile(model, backend=capture, fullgraph=True)(**inputs)
-    ops = {str(node.target) for graph in graphs for node in graph.graph.nodes if node.op == "call_function"}
-    assert {"blockfuse.rms_norm.default", "blockfuse.rotary.default", "blockfuse.gated_mlp.default"} <= ops
+    # The launcher ops sit in the subgraphs of the ops' autograd Functions (forward and backward).
+    ops = {str(node.target) for graph in graphs for module in graph.modules()
+           if isinstance(module, torch.fx.GraphModule) for node in module.graph.nodes if node.op == "call_function"}
+    assert {"blockfuse.norm_fwd.default", "blockfuse.norm_bwd.default", "blockfuse.rotary_fwd.default",
+            "blockfuse.rotary_bwd.default", "blockfuse.gated_mlp_down_fwd.default",
+            "blockfuse.gated_mlp_down_bwd.default"} <= ops, ops
     torch._dynamo.reset()
 
 

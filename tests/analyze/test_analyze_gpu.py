@@ -1,5 +1,6 @@
 """On CUDA: the reference blocks at the SPEC's size, [4, 2048, 1024] bf16, must show what a careful hand
-analysis finds, and a module on blockfuse ops must show them as custom-op calls (``@pytest.mark.gpu``)."""
+analysis finds, and modules on blockfuse ops (the fused reordered block) must show blockfuse's kernels as
+Triton kernels labelled blockfuse's, not as custom-op calls (``@pytest.mark.gpu``)."""
 
 from __future__ import annotations
 
@@ -80,13 +81,52 @@ class NormGate(nn.Module):
         return blockfuse.layer_norm(nn.functional.silu(self.proj(x)), self.weight, self.bias) * 2
 
 
-def test_blockfuse_ops_are_custom_op_calls_without_breaks():
+def _blockfuse_calls(report) -> list[str]:
+    return [launch.target for launch in report.externs if launch.target.startswith("blockfuse.")]
+
+
+def test_blockfuse_ops_are_blockfuse_triton_kernels_without_breaks():
+    """On CUDA a blockfuse op's launchers are triton_ops: Inductor launches their kernels itself."""
     module = NormGate(760).to(device="cuda", dtype=torch.bfloat16)
     x = torch.randn(199, 760, device="cuda", dtype=torch.bfloat16)
     report = analyze(module, x, backward=True, name="norm-gate")
     assert report.graph_breaks == []
-    assert report.passes["inference"].custom_ops == ["blockfuse.layer_norm"]
-    assert report.passes["backward"].custom_ops == ["blockfuse.layer_norm_backward"]
-    call = next(launch for launch in report.externs
-                if launch.target == "blockfuse.layer_norm" and launch.module.endswith("inference"))
-    assert call.device_kernels and call.time_us > 0  # the op's own Triton kernels, attributed to the call
+    assert report.passes["inference"].blockfuse_kernels == ["_norm_fwd_kernel"]
+    assert {"_norm_bwd_kernel", "_sum_partials_kernel"} <= set(report.passes["backward"].blockfuse_kernels)
+    assert _blockfuse_calls(report) == []
+    launch = next(launch for launch in report.launches
+                  if launch.owner == "blockfuse" and launch.module.endswith("inference"))
+    assert launch.kind == "triton" and launch.device_kernels == ["_norm_fwd_kernel"] and launch.time_us > 0
+
+
+@pytest.fixture(scope="module")
+def fused_reordered():
+    # NOTE: a small block: the labels checked here do not depend on the size.
+    module, (x,) = build_block("reordered", (2, 64, 256), torch.bfloat16, "cuda", impl="fused",
+                               d_model=256, n_heads=4, ffn_hidden=1024)
+    return analyze(module, x, backward=True, name="reordered-fused")
+
+
+def test_fused_block_shows_blockfuse_kernels_as_triton_kernels(fused_reordered):
+    """The fused reordered block, compiled: blockfuse's kernels are Triton kernels in Inductor's wrapper,
+    labelled blockfuse's by their names (``KERNEL_NAMES``), launched and profiled like Inductor's own,
+    and no blockfuse op is left as a custom-op call."""
+    from blockfuse.analyze.kernels import blockfuse_kernel_names
+    from blockfuse.ops.launch import KERNEL_NAMES
+
+    report = fused_reordered
+    names = blockfuse_kernel_names()
+    assert report.graph_breaks == [] and names <= KERNEL_NAMES
+    for step, summary in report.passes.items():
+        assert summary.blockfuse_kernels, f"{step}: no blockfuse kernel launched"
+        assert set(summary.blockfuse_kernels) <= names, step
+        assert summary.fused_launches >= len(summary.blockfuse_kernels) and summary.fused_backend == "Triton"
+    records = [k for k in report.kernels if k.owner == "blockfuse"]
+    assert records and all(k.backend == "triton" and k.kind == "blockfuse" and k.source_name in names
+                           and k.description == f"blockfuse {k.source_name}" and k.launches >= 1 for k in records)
+    for launch in report.launches:
+        if launch.owner == "blockfuse":
+            assert launch.kind == "triton" and launch.time_us and launch.time_us > 0, launch.target
+            assert launch.device_kernels[0].startswith(launch.device_name), (launch.target, launch.device_kernels)
+    assert "| blockfuse | blockfuse _" in report.to_markdown()
+    assert _blockfuse_calls(report) == [], "blockfuse ops still called as custom ops"

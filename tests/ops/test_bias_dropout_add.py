@@ -318,9 +318,26 @@ def test_no_dropout_when_p_is_zero_or_not_training(device):
 
 
 def block(x, residual, bias):
-    """Every form of the op: bias and dropout, neither, and a bias with dropout off."""
+    """Every form of the op: bias and dropout, dropout without a bias, neither, a bias without
+    dropout, and dropout off by ``training=False``."""
     h = bias_dropout_add(x, bias, residual, 0.25)
-    return bias_dropout_add(h * 1.5, None, h, 0.0) + bias_dropout_add(x, bias, h, 0.1, training=False)
+    g = bias_dropout_add(h * 0.5, None, x, 0.1)
+    k = bias_dropout_add(h * 1.5, None, g, 0.0) + bias_dropout_add(g, bias, h, 0.0)
+    return k + bias_dropout_add(x, bias, h, 0.1, training=False)
+
+
+def _recording_backend(graphs):
+    """``aot_eager`` that records the code of the forward and backward graphs AOTAutograd made."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def record(kind):
+        def compiler(graph_module, example_inputs):
+            graphs[kind].append(graph_module.code)
+            return make_boxed_func(graph_module.forward)
+        return compiler
+
+    return aot_autograd(fw_compiler=record("forward"), bw_compiler=record("backward"))
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
@@ -363,19 +380,67 @@ def test_torch_compile_fullgraph(backend, device):
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_without_grad(backend, device):
+    """The lean path (no input needs a grad, or under no_grad) compiles without graph breaks and
+    gives eager's output with the same seed."""
+    import torch._dynamo
+    import torch._inductor.config
+
+    x, bias, residual = make_inputs((5, 72), torch.float32, device)
+
+    def run(fn):
+        torch.manual_seed(21)
+        with torch.no_grad():
+            return fn(x, residual, bias)
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(fallback_random=True):
+        compiled = run(torch.compile(block, backend=backend, fullgraph=True))
+    eager = run(block)
+    torch.testing.assert_close(compiled, eager, rtol=1e-5 if backend == "inductor" else 0,
+                               atol=1e-5 if backend == "inductor" else 0)
+    torch._dynamo.reset()
+
+
 @pytest.mark.usefixtures("requires_triton")
-def test_custom_ops_pass_opcheck(device):
-    """The custom ops' schemas, fake implementations and autograd registration are consistent."""
-    from blockfuse.ops.bias_dropout_add import _bias_dropout_add_backward_op, _bias_dropout_add_op
+def test_torch_compile_calls_the_launchers(device):
+    """Under compile the forward and backward graphs call the launcher ops (the kernels), not the
+    reference: every forward, and a backward wherever dx has dropout or d bias is needed; a seed is
+    drawn only for the two calls with p > 0 and training."""
+    import torch._dynamo
+
+    graphs = {"forward": [], "backward": []}
+    x, bias, residual = leaves(*make_inputs((5, 72), torch.float32, device))
+    torch._dynamo.reset()
+    out = torch.compile(block, backend=_recording_backend(graphs), fullgraph=True)(x, residual, bias)
+    out.backward(torch.ones_like(out))
+    torch._dynamo.reset()
+    (forward,), (backward,) = graphs["forward"], graphs["backward"]
+    if device == "cpu":
+        # The interpreter's launchers are custom ops (CUDA's triton_ops decompose into kernels).
+        assert forward.count("torch.ops.blockfuse.bias_dropout_add_fwd.default") == 5, forward
+        assert backward.count("torch.ops.blockfuse.bias_dropout_add_bwd.default") == 4, backward
+    else:
+        assert "triton_kernel_wrapper" in forward and "triton_kernel_wrapper" in backward
+    assert forward.count("aten.randint") == 2, forward
+    assert "aten.rand." not in forward and "aten.rand_like" not in forward, "the reference's dropout ran"
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_launcher_ops_pass_opcheck(device):
+    """The launcher ops' schemas and fake implementations (the launchers themselves) are consistent."""
+    from blockfuse.ops.bias_dropout_add import _backward, _forward
 
     x, bias, residual = make_inputs((3, 72), torch.float32, device)
     seed = draw_seed(device)
     dy = random_tensor((3, 72), torch.float32, device, seed=100)
-    tests = ("test_schema", "test_faketensor", "test_autograd_registration")
+    tests = ("test_schema", "test_faketensor")
     for args in ((x, bias, residual, seed, 0.3), (x, None, residual, None, 0.0)):
-        torch.library.opcheck(_bias_dropout_add_op, args, test_utils=tests)
-    for args in ((dy, seed, 0.3, torch.float32, True), (dy, None, 0.0, torch.bfloat16, False)):
-        torch.library.opcheck(_bias_dropout_add_backward_op, args, test_utils=tests)
+        torch.library.opcheck(_forward.op, args, test_utils=tests)
+    for args in ((dy, seed, 0.3, torch.float32, True), (dy, None, 0.0, torch.bfloat16, False),
+                 (dy, seed, 0.3, None, True), (dy, None, 0.0, None, True)):
+        torch.library.opcheck(_backward.op, args, test_utils=tests)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -363,21 +363,38 @@ def test_torch_compile_fullgraph(backend, device):
     torch._dynamo.reset()
 
 
-@pytest.mark.usefixtures("requires_triton")
-def test_custom_ops_pass_opcheck(device):
-    """Schema, fake tensors, autograd registration and AOT dispatch of the custom ops, as
-    ``torch.library.opcheck`` checks them."""
-    from blockfuse.ops.gated import _gated_backward_op, _gated_op
+def test_torch_compile_inference(device):
+    """Under torch.no_grad the compiled ops call the forward launcher alone: no autograd node, eager's values."""
+    gate, up = make_inputs((5, 72), torch.bfloat16, device, "separate", seed=1)
+    (packed,) = make_inputs((5, 72), torch.bfloat16, device, "packed", seed=3)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = torch.compile(block, backend="aot_eager", fullgraph=True)(gate, up, packed)
+        expected = block(gate, up, packed)
+    assert out.grad_fn is None
+    assert torch.equal(out, expected)
+    torch._dynamo.reset()
 
-    gate, up = [t.requires_grad_() for t in make_inputs((3, 72), torch.float32, device, "separate")]
-    (packed,) = [t.requires_grad_() for t in make_inputs((3, 72), torch.float32, device, "packed")]
+
+@pytest.mark.usefixtures("requires_triton")
+def test_launcher_ops_pass_opcheck(device):
+    """Schema, fake tensors (the launchers are their own fake implementations, also with symbolic
+    shapes) and AOT dispatch of the launcher ops ``blockfuse::gated_fwd`` / ``gated_bwd``, as
+    ``torch.library.opcheck`` checks them. They have no autograd of their own: that is
+    ``_GatedFunction``'s, so the inputs do not require grad."""
+    from blockfuse.ops.gated import _gated_backward, _gated_forward
+
+    assert str(_gated_forward.op) == "blockfuse.gated_fwd.default"
+    assert str(_gated_backward.op) == "blockfuse.gated_bwd.default"
+    gate, up = make_inputs((3, 72), torch.float32, device, "separate")
+    (packed,) = make_inputs((3, 72), torch.float32, device, "packed")
     for args in ((gate, up, "silu"), (packed, None, "gelu_tanh"), (gate, up, "gelu")):
-        torch.library.opcheck(_gated_op, args)
+        torch.library.opcheck(_gated_forward.op, args)
     dy = random_tensor((3, 72), torch.float32, device, seed=9)
-    backward_cases = [(dy, gate.detach(), up.detach(), "silu", False, True),
-                      (dy, packed.detach(), None, "gelu", True, False)]
+    backward_cases = [(dy, gate, up, "silu", False, True), (dy, gate, up, "gelu_tanh", True, True),
+                      (dy, packed, None, "gelu", True, False)]
     for args in backward_cases:
-        torch.library.opcheck(_gated_backward_op, args)
+        torch.library.opcheck(_gated_backward.op, args)
 
 
 # ---------------------------------------------------------------------------------------------

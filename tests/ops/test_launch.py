@@ -1,6 +1,13 @@
-"""The cached launch path must never reuse a kernel specialized for other arguments."""
+"""The op path every op shares (``blockfuse.ops.launch``): the cached launch, the launcher ops, and what
+``torch.compile`` makes of them on CUDA."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +15,8 @@ import torch
 import blockfuse
 from blockfuse.ops import launch
 from tests.helpers import relative_error
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_spec_separates_what_triton_specializes_on():
@@ -19,6 +28,211 @@ def test_spec_separates_what_triton_specializes_on():
     assert spec(x) != spec(x[1:])  # 16-byte alignment of pointers
     assert spec(x) != spec(x.half())
     assert spec(None) != spec(0)
+    assert spec(True) != spec(False)
+
+
+def test_launch_hooks_seen_only_when_installed(monkeypatch):
+    """Triton keeps its launch hooks as a chain object that is never None: the cached launch must take
+    an empty chain as no hook (else every launch falls back to Triton's own path)."""
+    import types
+
+    chain = types.SimpleNamespace(calls=[])
+    monkeypatch.setattr(launch, "_knobs", types.SimpleNamespace(
+        runtime=types.SimpleNamespace(launch_enter_hook=chain, launch_exit_hook=None)), raising=False)
+    assert not launch._launch_hooks()
+    chain.calls.append(print)
+    assert launch._launch_hooks()
+
+
+def test_host_arithmetic():
+    assert [launch.cdiv(a, 4) for a in (0, 1, 4, 5, 9)] == [0, 1, 1, 2, 3]
+    assert [launch.next_power_of_2(n) for n in (0, 1, 2, 3, 72, 1024, 1025)] == [1, 1, 2, 4, 128, 1024, 2048]
+
+
+def test_every_launcher_is_a_registered_op():
+    names = sorted(launch.LAUNCHERS)
+    assert {"norm_fwd", "norm_bwd"} <= set(names), names
+    for name, launcher in launch.LAUNCHERS.items():
+        assert launcher.op is getattr(torch.ops.blockfuse, name).default
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_launcher_runs_its_body_eagerly_and_its_op_under_compile(monkeypatch, device):
+    from blockfuse.ops import norm
+
+    calls = []
+    body = norm._norm_fwd.body
+    monkeypatch.setattr(norm._norm_fwd, "body", lambda *args: calls.append("eager") or body(*args))
+    x = torch.randn(3, 40, device=device)
+    blockfuse.rms_norm(x)
+    assert calls == ["eager"]
+    calls.clear()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: blockfuse.rms_norm(t), backend="aot_eager", fullgraph=True)
+    out = compiled(x)
+    torch.testing.assert_close(out, blockfuse.rms_norm_ref(x))
+    # Traced, the op was called (its fake / decomposition), never the Python body directly.
+    assert "eager" not in calls
+    torch._dynamo.reset()
+
+
+def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
+    """Every distinct launcher call (by op and argument description) that the op tests' kinds of calls
+    make, with its real arguments."""
+    from tests.ops.test_sm90_compile import _exercise_every_op
+
+    seen: dict[str, tuple[str, tuple]] = {}
+    original = launch.Launcher.__call__
+
+    def recording_call(self, *args):
+        key = json.dumps({"name": self.name, "args": [_describe(a) for a in args]}, sort_keys=True, default=str)
+        if key not in seen:
+            seen[key] = (self.name, tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args))
+        return original(self, *args)
+
+    monkeypatch.setattr(launch.Launcher, "__call__", recording_call)
+    _exercise_every_op("cpu")
+    monkeypatch.undo()
+    return list(seen.values())
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_every_launcher_passes_opcheck(monkeypatch, device):
+    """Schema, fake implementation (the launcher itself, run on fake tensors) and the AOT dispatch of every
+    launcher op agree with what the kernels do, for every kind of call the ops make."""
+    if device != "cpu":
+        pytest.skip("runs the recorded interpreter calls")
+    calls = _record_launcher_calls(monkeypatch)
+    assert {"norm_fwd", "norm_bwd"} <= {name for name, _ in calls}
+    failures = []
+    for name, args in calls:
+        try:
+            torch.library.opcheck(getattr(torch.ops.blockfuse, name).default, args,
+                                  test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+        except Exception as error:  # report every launcher, not only the first
+            failures.append(f"{name}: {type(error).__name__}: {str(error)[:400]}")
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------------
+# On CUDA, torch.compile must see every launcher as Triton kernels, not as an opaque custom op.
+# ---------------------------------------------------------------------------------------------
+
+DECOMPOSE_SCRIPT = r"""
+import json, sys
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._functorch.aot_autograd import aot_function
+
+import blockfuse
+from blockfuse.ops import launch
+
+# NOTE: no GPU here, and a CPU-only torch cannot run some view ops on fake CUDA tensors: the inputs are
+# meta tensors, which trace the same way (the launchers' tile rules take their non-CUDA branches).
+DTYPES = {"torch.float32": torch.float32, "torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16,
+          "torch.int64": torch.int64, "torch.int32": torch.int32, "torch.int8": torch.int8, "torch.bool": torch.bool}
+
+class Captured(Exception):
+    pass
+
+
+records = json.loads(sys.stdin.read())
+
+
+def replay(record):
+    mode = FakeTensorMode()
+    with mode:
+        args = []
+        for arg in record["args"]:
+            if isinstance(arg, dict) and "tensor" in arg:
+                t = arg["tensor"]
+                args.append(torch.empty_strided(t["shape"], t["stride"], dtype=DTYPES[t["dtype"]], device="meta"))
+            elif isinstance(arg, dict) and "dtype" in arg:
+                args.append(DTYPES[arg["dtype"]])
+            else:
+                args.append(arg["value"])
+    tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    op = getattr(torch.ops.blockfuse, record["name"]).default
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        raise Captured()  # the graph is all we want: running it would need a GPU
+
+    def call(*tensors):
+        full = list(args)
+        for position, tensor in zip(tensor_positions, tensors):
+            full[position] = tensor
+        return op(*full)
+
+    try:
+        with mode:
+            aot_function(call, fw_compiler=capture)(*[args[i] for i in tensor_positions])
+        error = None
+    except Captured:
+        error = None
+    except Exception as failure:
+        error = None if graphs else f"{type(failure).__name__}: {str(failure)[:300]}"
+    targets = [str(node.target) for gm in graphs for node in gm.graph.nodes if node.op == "call_function"]
+    return error, targets
+
+
+results = []
+for record in records:
+    error, targets = replay(record)
+    results.append({"name": record["name"], "error": error, "targets": targets})
+print(json.dumps(results))
+"""
+
+
+def _describe(arg):
+    if isinstance(arg, torch.Tensor):
+        return {"tensor": {"shape": list(arg.shape), "stride": list(arg.stride()), "dtype": str(arg.dtype)}}
+    if isinstance(arg, torch.dtype):
+        return {"dtype": str(arg)}
+    if isinstance(arg, (list, tuple)):
+        return {"value": list(arg)}
+    return {"value": arg}
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_every_launcher_decomposes_into_triton_kernels_on_cuda(monkeypatch, device):
+    """Records every launcher call the op tests' kinds of calls make (in the interpreter), then replays
+    each on meta tensors of the same shapes, strides and dtypes through AOTAutograd in a process
+    without the interpreter: there the launchers are ``triton_op``s (as on CUDA), and the traced graph
+    must hold Triton kernel calls (``triton_kernel_wrapper_functional``) and no opaque ``blockfuse``
+    op, which is what lets Inductor emit and launch the kernels itself. Needs no GPU."""
+    if device != "cpu":
+        pytest.skip("the GPU tests compile the ops for real")
+    from tests.ops.test_sm90_compile import _exercise_every_op
+
+    seen: dict[str, dict] = {}
+    original = launch.Launcher.__call__
+
+    def recording_call(self, *args):
+        record = {"name": self.name, "args": [_describe(a) for a in args]}
+        seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
+        return original(self, *args)
+
+    monkeypatch.setattr(launch.Launcher, "__call__", recording_call)
+    _exercise_every_op(device)
+    assert {"norm_fwd", "norm_bwd"} <= {r["name"] for r in seen.values()}
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", DECOMPOSE_SCRIPT], input=json.dumps(list(seen.values())),
+                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    failures = []
+    for replay in json.loads(result.stdout.strip().splitlines()[-1]):
+        kernels = [t for t in replay["targets"] if "triton_kernel_wrapper" in t]
+        opaque = [t for t in replay["targets"] if t.startswith("blockfuse.")]
+        if replay["error"] or not kernels or opaque:
+            failures.append(f"{replay['name']}: error={replay['error']} kernels={len(kernels)} opaque={opaque}")
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cached launch on a GPU
+# ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.gpu
@@ -42,3 +256,38 @@ def test_cached_launch_respects_alignment_and_strides(variant):
         expected = ref(x.double(), weight.double())
         assert relative_error(out, expected) < 1e-2
 
+
+@pytest.mark.gpu
+def test_the_cached_launch_is_taken(monkeypatch):
+    """A second call with the same shapes launches from blockfuse's cache, not through Triton's path."""
+    from blockfuse.ops import norm
+
+    if not launch.FAST_LAUNCH:
+        pytest.skip("this Triton takes its own launcher (ops.launch.FAST_LAUNCH)")
+    x = torch.randn(96, 320, device="cuda", dtype=torch.bfloat16)
+    blockfuse.rms_norm(x)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a repeated launch went through Triton's own path")
+
+    monkeypatch.setattr(launch.Kernel, "_launch_plain", refuse)
+    out = blockfuse.rms_norm(x)
+    assert relative_error(out, blockfuse.rms_norm_ref(x)) < 1e-2
+
+
+@pytest.mark.gpu
+def test_cached_launch_runs_on_the_current_stream():
+    """The cached launch takes the caller's current stream, as Triton's own launch does."""
+    x = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    blockfuse.rms_norm(x)  # fills the cache
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = blockfuse.rms_norm(x)
+        big = torch.randn(4096, 4096, device="cuda")
+        for _ in range(3):
+            big = big @ big  # keep the side stream busy: a launch on the default stream would run first
+        z = y.float().sum()
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.isfinite(z)
+    assert relative_error(y, blockfuse.rms_norm_ref(x)) < 1e-2

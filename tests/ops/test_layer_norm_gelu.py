@@ -280,20 +280,6 @@ def test_torch_compile_fullgraph(backend, device):
     torch._dynamo.reset()
 
 
-@pytest.mark.usefixtures("requires_triton")
-def test_custom_ops_pass_opcheck(device):
-    """Schema, fake (meta) implementation and autograd registration of the custom ops that
-    torch.compile calls are consistent with the real kernels."""
-    from blockfuse.ops.norm import _layer_norm_gelu_backward_op, _layer_norm_gelu_op
-
-    x, w, b = make_inputs((3, 72), torch.float32, device)
-    leaf_x, leaf_w, leaf_b = leaves(x, w, b)
-    torch.library.opcheck(_layer_norm_gelu_op, (leaf_x, leaf_w, leaf_b, EPS, "tanh"))
-    torch.library.opcheck(_layer_norm_gelu_op, (x, None, b.bfloat16(), EPS, "none"))
-    y, mean, rstd = _layer_norm_gelu_op(x, w, b, EPS, "tanh")
-    torch.library.opcheck(_layer_norm_gelu_backward_op, (torch.randn_like(y), x, w, None, mean, rstd, "tanh"))
-
-
 # ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
@@ -332,11 +318,11 @@ def test_bad_input_raises(case):
 def test_residual_with_activation_is_refused_by_the_launcher():
     """The kernels fuse the activation only without a residual; the launcher says so rather
     than computing something else."""
-    from blockfuse.ops.norm import _GELU_CODE, _norm_forward
+    from blockfuse.ops.norm import GELU_CODES, PRE, _norm_fwd
 
     x = random_tensor((3, 8), torch.float32)
     with pytest.raises(ValueError, match="residual"):
-        _norm_forward(x, None, None, x, None, EPS, "pre", 0.0, False, False, _GELU_CODE["tanh"])
+        _norm_fwd(x, None, None, x, None, EPS, PRE, 0.0, False, False, GELU_CODES["tanh"], True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -277,31 +277,88 @@ def test_tma_failure_falls_back_to_pointer_loads(monkeypatch, device):
     torch.testing.assert_close(out, linear_act_ref(x, weight, bias, "gelu"), rtol=1e-5, atol=1e-5)
 
 
-def _compiled_block(x, w1, b1, w2, b2):
-    """linear_act and fused_mlp in one graph (w1 is also fused_mlp's fc2 weight)."""
-    h = linear_act(x, w1, b1, "silu")  # (..., 40)
-    return fused_mlp(h * 0.5, w2, b2, w1, None, "swiglu")  # hidden 16, out 40
+def _silu_then_swiglu(x, w1, b1, w2, b2, path):
+    """linear_act (plain activation) and fused_mlp (gated) in one graph (w1 is also fused_mlp's fc2 weight)."""
+    h = linear_act(x, w1, b1, "silu", path=path)  # (..., 40)
+    return fused_mlp(h * 0.5, w2, b2, w1, None, "swiglu", path=path)  # hidden 16, out 40
 
 
+def _geglu_then_gelu(x, w1, b1, w2, b2, path):
+    """linear_act (gated) and fused_mlp (plain activation) in one graph (w1.T is fused_mlp's fc2 weight)."""
+    h = linear_act(x, w1, b1, "geglu", path=path)  # (..., 20)
+    return fused_mlp(h - 0.25, w2[:, :20], b2, w1.t()[:, :32], None, "gelu_tanh", path=path)  # hidden 32, out 16
+
+
+@pytest.mark.parametrize("path", ["auto", "cublas", "triton_tma"])
+@pytest.mark.parametrize("block", [_silu_then_swiglu, _geglu_then_gelu], ids=["silu-swiglu", "geglu-gelu"])
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compiles_fullgraph(backend):
-    """fullgraph=True: no graph break around either op (Triton in the interpreter, or the reference
-    without it); values and gradients match eager."""
+def test_compiles_fullgraph(backend, block, path):
+    """fullgraph=True: no graph break around either op, forward and backward (Triton in the interpreter,
+    "auto" being its Triton GEMMs; or the reference without it); values and gradients match eager."""
+    from torch._dynamo.utils import counters
+
     x = random_tensor((3, 5, 16), seed=1)
     w1 = random_tensor((40, 16), seed=2, scale=0.25)
     b1 = random_tensor((40,), seed=3, scale=0.5)
     w2 = random_tensor((32, 40), seed=4, scale=0.2)
     b2 = random_tensor((32,), seed=5, scale=0.5)
     torch._dynamo.reset()
+    counters.clear()
     ours = leaves(x, w1, b1, w2, b2)
-    out = torch.compile(_compiled_block, backend=backend, fullgraph=True)(*ours)
+    out = torch.compile(block, backend=backend, fullgraph=True)(*ours, path)
     out.square().sum().backward()
+    assert not counters["graph_break"], dict(counters["graph_break"])
     ref = leaves(x, w1, b1, w2, b2)
-    expected = _compiled_block(*ref)
+    expected = block(*ref, path)
     expected.square().sum().backward()
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    for mine, theirs in zip(ours, ref):
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+    for name, mine, theirs in zip(["x", "w1", "b1", "w2", "b2"], ours, ref):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"d{name}: {m}")
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_compiled_inference_writes_no_pre_activation():
+    """Under torch.no_grad the compiled ops call the forward launchers alone (keep_pre False)."""
+    x, weight, bias = _inputs((7,), 16, 12, torch.float32, "cpu", True, "swiglu")
+    w2 = random_tensor((8, 12), torch.float32, "cpu", seed=4, scale=0.2)
+    torch._dynamo.reset()
+
+    def both(x, weight, bias, w2):
+        return linear_act(x, weight, bias, "swiglu"), fused_mlp(x, weight, bias, w2, None, "swiglu")
+
+    with torch.no_grad():
+        outs = torch.compile(both, backend="aot_eager", fullgraph=True)(x, weight, bias, w2)
+        expected = both(x, weight, bias, w2)
+    for out, eager in zip(outs, expected, strict=True):
+        assert out.grad_fn is None and torch.equal(out, eager)
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("path", ["auto", "cublas"])
+def test_launcher_ops_pass_opcheck(path):
+    """Schema, fake tensors (the launchers are their own fake implementations, also with symbolic
+    shapes), declared mutation and AOT dispatch of ``blockfuse::linear_act_fwd`` / ``_bwd`` and
+    ``blockfuse::fused_mlp_fwd`` / ``_bwd``."""
+    la = linear_act_module
+    assert [str(f.op) for f in (la._linear_act_fwd, la._linear_act_bwd, la._fused_mlp_fwd, la._fused_mlp_bwd)] == [
+        "blockfuse.linear_act_fwd.default", "blockfuse.linear_act_bwd.default", "blockfuse.fused_mlp_fwd.default",
+        "blockfuse.fused_mlp_bwd.default"]
+    for activation, rows in (("gelu_tanh", 12), ("swiglu", 24)):
+        n = 12
+        x, w1, b1 = random_tensor((5, 8), seed=1), random_tensor((rows, 8), seed=2), random_tensor((rows,), seed=3)
+        w2 = random_tensor((6, n), seed=4)
+        pre = la._linear_act_fwd(x, w1, b1, activation, path, True)[1]
+        torch.library.opcheck(la._linear_act_fwd.op, (x, w1, b1, activation, path, True))
+        torch.library.opcheck(la._linear_act_fwd.op, (x, w1, None, activation, path, False))
+        torch.library.opcheck(la._linear_act_bwd.op, (random_tensor((5, n), seed=5), x, pre.clone(), w1, activation,
+                                                      path, True, True, True))
+        torch.library.opcheck(la._linear_act_bwd.op, (random_tensor((5, n), seed=5), x, pre.clone(), w1, activation,
+                                                      path, False, True, False))
+        torch.library.opcheck(la._fused_mlp_fwd.op, (x, w1, b1, w2, None, activation, path, True))
+        torch.library.opcheck(la._fused_mlp_bwd.op, (random_tensor((5, 6), seed=6), x, pre.clone(), w1, w2, activation,
+                                                     path, True, True, True, True, True))
 
 
 @pytest.mark.parametrize(

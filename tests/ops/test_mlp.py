@@ -117,19 +117,95 @@ def test_backward_keeps_no_activation(device):
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("separate", [False, True], ids=["packed", "separate"])
-def test_compiles_fullgraph(backend, separate):
-    inputs = _inputs((3, 5), 16, 12, 16, torch.float32, "cpu", True, separate=separate)
+def test_compiles_fullgraph(backend, bias, separate):
+    """torch.compile(fullgraph=True): no graph break, and the forward and every gradient of eager (the
+    same two autograd Functions and launchers), which also match PyTorch's composition."""
+    from torch._dynamo.utils import counters
+
+    inputs = _inputs((3, 5), 16, 12, 16, torch.float32, "cpu", bias, separate=separate)
+    dy = random_tensor((3, 5, 16), torch.float32, "cpu", seed=6)
+    torch._dynamo.reset()
+    counters.clear()
     ours = leaves(*inputs)
     compiled = torch.compile(lambda *a: _call(a, "geglu"), backend=backend, fullgraph=True)
     out = compiled(*ours)
-    out.sum().backward()
+    ours_grads = grads(out, ours, dy)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    eager = leaves(*inputs)
+    expected = _call(eager, "geglu")
+    eager_grads = grads(expected, eager, dy)
     ref = leaves(*inputs)
-    expected = _composition(*ref, activation="geglu")
-    expected.sum().backward()
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    for mine, theirs in zip(ours, ref):
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+    composed = _composition(*ref, activation="geglu")
+    composed_grads = grads(composed, ref, dy)
+    names = ["out", "dx", "d gate_up_weight", "d gate_up_bias", "d down_weight", "d down_bias", "d up_weight",
+             "d up_bias"]
+    for name, mine, theirs, composition in zip(names, [out, *ours_grads], [expected, *eager_grads],
+                                               [composed, *composed_grads]):
+        if theirs is None:  # an absent bias
+            assert mine is None, name
+            continue
+        if backend == "aot_eager":  # the same kernels and GEMMs on the same inputs
+            assert torch.equal(mine, theirs), name
+        else:
+            torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(mine, composition, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_compiled_inference_takes_no_autograd_node():
+    """Under torch.no_grad the compiled MLP runs the GEMMs and the launcher alone, with eager's values."""
+    inputs = _inputs((7,), 16, 12, 16, torch.float32, "cpu", True, separate=True)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = torch.compile(lambda *a: _call(a), backend="aot_eager", fullgraph=True)(*inputs)
+        expected = _call(inputs)
+    assert out.grad_fn is None
+    assert torch.equal(out, expected)
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_launcher_ops_pass_opcheck():
+    """Schema, fake tensors (the launchers are their own fake implementations, also with symbolic
+    shapes), declared mutation and AOT dispatch of ``blockfuse::gated_mlp_down_fwd``, the in-place
+    backward ``gated_mlp_down_bwd_`` (eager) and the one torch.compile takes, ``gated_mlp_down_bwd``."""
+    from blockfuse.ops.mlp import _down_backward, _down_backward_compiled, _down_forward
+
+    assert str(_down_forward.op) == "blockfuse.gated_mlp_down_fwd.default"
+    assert str(_down_backward.op) == "blockfuse.gated_mlp_down_bwd_.default"
+    assert str(_down_backward_compiled.op) == "blockfuse.gated_mlp_down_bwd.default"
+    wd, bd = random_tensor((8, 6), seed=3), random_tensor((8,), seed=4)
+    packed, gate, up = random_tensor((5, 12), seed=1), random_tensor((5, 6), seed=2), random_tensor((5, 6), seed=5)
+    dy = random_tensor((5, 8), seed=6)
+    for pre, up_pre, bias, act in ((packed, None, bd, "silu"), (gate, up, None, "gelu")):
+        torch.library.opcheck(_down_forward.op, (pre, up_pre, wd, bias, act))
+        torch.library.opcheck(_down_backward.op, (dy, pre.clone(), None if up_pre is None else up_pre.clone(), wd,
+                                                  act, bias is not None))
+        torch.library.opcheck(_down_backward_compiled.op, (dy, pre, up_pre, wd, act, bias is not None))
+
+
+def test_compiled_and_in_place_backwards_agree():
+    """The backward torch.compile takes (fresh whole buffers) gives the numbers of the eager one (the
+    pre-activation overwritten by its gradient, a block at a time)."""
+    from blockfuse.ops.mlp import _down_backward, _down_backward_compiled
+
+    wd = random_tensor((8, 6), seed=3)
+    dy = random_tensor((5, 8), seed=6)
+    for pre, up_pre in ((random_tensor((5, 12), seed=1), None), (random_tensor((5, 6), seed=2),
+                                                                 random_tensor((5, 6), seed=5))):
+        d_w, d_b, d_gate, d_up = _down_backward_compiled(dy, pre, up_pre, wd, "silu", True)
+        pre_in_place, up_in_place = pre.clone(), None if up_pre is None else up_pre.clone()
+        d_w2, d_b2 = _down_backward(dy, pre_in_place, up_in_place, wd, "silu", True)
+        torch.testing.assert_close(d_w, d_w2, rtol=0, atol=0)
+        torch.testing.assert_close(d_b, d_b2, rtol=0, atol=0)
+        torch.testing.assert_close(d_gate, pre_in_place, rtol=0, atol=0)
+        if up_pre is None:
+            assert d_up.numel() == 0
+        else:
+            torch.testing.assert_close(d_up, up_in_place, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

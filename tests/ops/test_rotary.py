@@ -676,6 +676,86 @@ def test_torch_compile_inplace(backend, device):
     torch._dynamo.reset()
 
 
+def every_form(qkv, q_in, k_in, cache_q, cache_k, cos, sin, cos_full, sin_full, position_ids):
+    """Every form of the op in one graph (q 2 heads, k 1 head of head_dim 16)."""
+    # functional: slices of a fused projection (not dense), "bshd" -> "bhsd", position_ids, a partial
+    # rotary (a half table of width 4 on head_dim 16 rotates 8 elements and passes 8 through)
+    q, k = qkv[..., :32].unflatten(-1, (2, 16)), qkv[..., 32:48].unflatten(-1, (1, 16))
+    q1, k1 = rotary(q, k, cos, sin, position_ids=position_ids, out_layout="bhsd")
+    # functional: "bhsd" -> "bshd", seq_offset, interleaved, a full rotary (HF's duplicated table)
+    q2, k2 = rotary(q1 * 1.5, k1, cos_full, sin_full, seq_offset=3, layout="bhsd", out_layout="bshd",
+                    interleaved=True)
+    # in place with grad on inputs of the graph ("bhsd", dense but transposed), seq_offset, partial
+    rotary(q_in, k_in, cos, sin, seq_offset=2, layout="bhsd", inplace=True)
+    # in place with grad on views of one tensor (q and k of a qkv projection), position_ids, full
+    qkv2 = qkv * 1.0
+    rotary(qkv2[..., :32].unflatten(-1, (2, 16)), qkv2[..., 32:48].unflatten(-1, (1, 16)), cos_full, sin_full,
+           position_ids=position_ids, inplace=True)
+    # in place without grad (a cache): the mutating op
+    rotary(cache_q, cache_k, cos, sin, position_ids=position_ids, inplace=True)
+    mixed = q2 * k2 + q_in.transpose(1, 2) * k_in.transpose(1, 2) + cache_q * cache_k  # (batch, seq, 2, 16)
+    return mixed.sum(-1) + qkv2.unflatten(-1, (4, 16)).sum(-1)[..., :2] * position_ids[..., None]
+
+
+@pytest.mark.parametrize("backend,dynamic", [("aot_eager", False), ("aot_eager", True), ("inductor", False)],
+                         ids=["aot_eager", "aot_eager-dynamic", "inductor"])
+def test_torch_compile_every_form(backend, dynamic, device):
+    """Every form in one graph (functional in both layouts, in place with and without grad, on views and
+    not, position_ids and seq_offset, partial and full rotary, both conventions): one graph, no graph
+    break, blockfuse's launcher ops in it (forward, in place, backward), and eager's values and
+    gradients. ``dynamic``: symbolic sizes, two sequence lengths, still one graph."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    angles = random_tensor((16, 4), torch.float32, seed=3)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)  # (16, 4): half table, rotary_dim 8
+    angles_full = random_tensor((16, 8), torch.float32, seed=4).repeat_interleave(2, dim=-1)
+    cos_full, sin_full = angles_full.cos().to(device), angles_full.sin().to(device)  # (16, 16)
+
+    def inputs(seq, seed):
+        qkv = random_tensor((2, seq, 64), torch.float32, device, seed=seed)  # (batch, seq, (2 + 1 + 1) x 16)
+        q_in = random_tensor((2, seq, 2, 16), torch.float32, device, seed=seed + 1).transpose(1, 2)
+        k_in = random_tensor((2, seq, 1, 16), torch.float32, device, seed=seed + 2).transpose(1, 2)
+        cache_q = random_tensor((2, seq, 2, 16), torch.float32, device, seed=seed + 3)
+        cache_k = random_tensor((2, seq, 1, 16), torch.float32, device, seed=seed + 4)
+        position_ids = torch.randint(0, 16, (2, seq), generator=make_generator(seed)).to(device)
+        grad_output = random_tensor((2, seq, 2), torch.float32, device, seed=seed + 5)
+        return qkv, q_in, k_in, cache_q, cache_k, position_ids, grad_output
+
+    def run(fn, qkv, q_in, k_in, cache_q, cache_k, position_ids, grad_output):
+        leaf_qkv, leaf_q, leaf_k = leaves(qkv, q_in, k_in)
+        q_in, k_in = leaf_q.clone(), leaf_k.clone()  # (non-leaves, not views, dense in "bhsd" transposed)
+        cache_q, cache_k = cache_q.clone(), cache_k.clone()
+        out = fn(leaf_qkv, q_in, k_in, cache_q, cache_k, cos, sin, cos_full, sin_full, position_ids)
+        return ([out.detach(), q_in.detach(), k_in.detach(), cache_q, cache_k]
+                + grads(out, [leaf_qkv, leaf_q, leaf_k], grad_output))
+
+    names = ["out", "q_in", "k_in", "cache_q", "cache_k", "dqkv", "dq_in", "dk_in"]
+    example = inputs(5, seed=1)
+    graphs = []
+
+    def capture(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    run(torch.compile(every_form, backend=capture, fullgraph=True, dynamic=dynamic), *example)
+    assert len(graphs) == 1
+    ops = {str(node.target) for module in graphs[0].modules() if isinstance(module, torch.fx.GraphModule)
+           for node in module.graph.nodes if node.op == "call_function"}  # (the Function's bodies are submodules)
+    assert {"blockfuse.rotary_fwd.default", "blockfuse.rotary_fwd_.default", "blockfuse.rotary_bwd.default"} <= ops, ops
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(every_form, backend=backend, fullgraph=True, dynamic=dynamic)
+    for seq, seed in ((5, 1), (7, 11)) if dynamic else ((5, 1),):
+        values = inputs(seq, seed)
+        for name, a, b in zip(names, run(compiled, *values), run(every_form, *values)):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"seq {seq}: {name}: {m}")
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    torch._dynamo.reset()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("interleaved", [False, True], ids=["rotate-half", "interleaved"])
 def test_cuda_runs_the_triton_kernel(interleaved):
@@ -885,11 +965,16 @@ def test_grid_variants(case, split_heads, tokens_first, monkeypatch, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"], ids=["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("inplace", [False, True], ids=["out_of_place", "inplace"])
-def test_gradients_keep_the_inputs_memory_layout(inplace, device):
+def test_gradients_keep_the_inputs_memory_layout(inplace, backend, device):
     """Hugging Face's q and k are (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim)
     projections: their gradients come back in that memory layout (so the transpose back is a view, not
-    a copy), with the same values as the reference's; an input that is not dense gets a contiguous one."""
+    a copy), with the same values as the reference's; an input that is not dense gets a contiguous one.
+    The same under torch.compile (one autograd Function: the compiled backward allocates the gradients
+    with the inputs' strides too)."""
+    import torch._dynamo
+
     batch, seq, heads, kv_heads, dim = 2, 9, 4, 2, 16
     angles = random_tensor((seq, dim // 2), torch.float32, device, seed=7)
     cos, sin = angles.cos(), angles.sin()
@@ -897,24 +982,35 @@ def test_gradients_keep_the_inputs_memory_layout(inplace, device):
     k_base = random_tensor((batch, seq * 2, kv_heads, dim), torch.float32, device, seed=2)[:, ::2]
     k_base.requires_grad_()  # (every other token: not dense)
     seen = {}
+    kwargs = {"inplace": True} if inplace else {}
+
+    def call(q, k):
+        return rotary(q, k, cos, sin, layout="bhsd", **kwargs)
+
+    torch._dynamo.reset()
+    ours = call if backend is None else torch.compile(call, backend=backend, fullgraph=True)
 
     def run(fn):
         q, k = q_base.transpose(1, 2), k_base.transpose(1, 2)
-        if inplace and fn is rotary:
+        if inplace and fn is ours:
             q, k = q.clone(memory_format=torch.preserve_format), k.clone(memory_format=torch.preserve_format)
         for name, t in (("q", q), ("k", k)):
             t.register_hook(lambda g, name=name: seen.__setitem__(name, g.stride()))
-        kwargs = {"inplace": True} if inplace and fn is rotary else {}
-        q_out, k_out = fn(q, k, cos, sin, layout="bhsd", **kwargs)
+        q_out, k_out = fn(q, k) if fn is ours else fn(q, k, cos, sin, layout="bhsd")
         return (q_out.sum() + (k_out * k_out).sum()), q.stride(), k.stride()
 
-    loss, q_stride, k_stride = run(rotary)
+    loss, q_stride, k_stride = run(ours)
     grads = torch.autograd.grad(loss, (q_base, k_base))
-    assert seen["q"] == q_stride, (seen["q"], q_stride)  # dense: its own layout
-    contiguous = torch.empty(k_base.transpose(1, 2).shape).stride()
-    assert seen["k"] == (k_stride if inplace else contiguous), (seen["k"], k_stride)  # a dense clone / contiguous
+    # NOTE: compiled, in place with grad is the functional form plus copies into q and k (see rotary()):
+    # the gradient of q and k before the copy is then autograd's sum of the copy's (contiguous) zero
+    # gradient and the kernel's, whatever layout the kernel gave.
+    if not (inplace and backend is not None):
+        assert seen["q"] == q_stride, (seen["q"], q_stride)  # dense: its own layout
+        contiguous = torch.empty(k_base.transpose(1, 2).shape).stride()
+        assert seen["k"] == (k_stride if inplace else contiguous), (seen["k"], k_stride)  # a dense clone / contiguous
     seen.clear()
     loss_ref, _, _ = run(rotary_ref)
     expected = torch.autograd.grad(loss_ref, (q_base, k_base))
     for got, want in zip(grads, expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()

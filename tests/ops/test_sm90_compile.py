@@ -56,12 +56,12 @@ print(json.dumps({"compiled": len(launches), "failures": failures}))
 
 
 def _record_launches(monkeypatch) -> list[dict]:
-    """Patch CachedKernel to note each launch (and still run it in the interpreter)."""
+    """Patch ``launch.Kernel`` to note each launch (and still run it in the interpreter)."""
     seen: dict[str, dict] = {}
-    original = launch.CachedKernel.__call__
+    original = launch.Kernel.__call__
 
     def recording_call(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
-        fn = getattr(self.kernel, "fn", self.kernel)
+        fn = getattr(self.fn, "fn", self.fn)
         names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
         signature, none = {}, []
         for name, arg in zip(names, args):
@@ -84,7 +84,7 @@ def _record_launches(monkeypatch) -> list[dict]:
         seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
         return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, maxnreg=maxnreg, **constexprs)
 
-    monkeypatch.setattr(launch.CachedKernel, "__call__", recording_call)
+    monkeypatch.setattr(launch.Kernel, "__call__", recording_call)
     return seen
 
 
@@ -119,6 +119,24 @@ def _exercise_every_op(device: str) -> None:
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
         run(lambda q, k: blockfuse.rotary(q, k, cos, sin), q, k)
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
+    # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act on both paths
+    x = torch.randn(6, 40, device=device)
+    w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
+    b_packed, b_down = torch.randn(48, device=device), torch.randn(40, device=device)
+    run(lambda x, w, b, wd, bd: blockfuse.gated_mlp(x, w, b, wd, bd, "swiglu"), x, w_packed, b_packed, w_down, b_down)
+    run(lambda x, w, wd, u: blockfuse.gated_mlp(x, w, None, wd, None, "geglu", up_weight=u), x, w_packed[:24],
+        w_down, w_packed[24:])
+    w_fc1, w_fc2 = torch.randn(24, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
+    for path in ("triton", "cublas"):
+        run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh", path=path), x, w_fc1,
+            b_packed[:24], w_fc2)
+        run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu", path=path), x, w_packed)
+    # the gated MLP's backward as torch.compile takes it (eagerly the in-place one runs)
+    from blockfuse.ops import mlp
+
+    pre, dy = torch.randn(6, 48, device=device), torch.randn(6, 40, device=device)
+    mlp._down_backward_compiled(dy, pre, None, w_down, "silu", True)
+    mlp._down_backward_compiled(dy, pre[:, :24].contiguous(), pre[:, 24:].contiguous(), w_down, "gelu", False)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)

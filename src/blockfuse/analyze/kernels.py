@@ -6,10 +6,20 @@ Triton kernels are defined as ``name = async_compile.triton('name', '''<source>'
 ``kernel_flop``. C++ kernels are ``name = async_compile.cpp_pybinding([arg types], r'''<source>''')``
 (``async_compile.cpp('''...''')`` in older versions). The comment block above a definition names the
 source nodes and the original ATen ops (Triton only in torch 2.13; C++ kernels carry none there).
+
+A user-written Triton kernel that a traced op launched (``torch.library.triton_op`` + ``wrap_triton``)
+is emitted by ``define_user_defined_triton_kernel``: ``<fn>_<i> = async_compile.triton('<fn>', '''...''',
+device_str='cuda')`` with a ``@triton_heuristics.user_autotune`` decorator, its jitted function under its
+author's name (``<fn>_<i>`` with ``unique_user_kernel_names``), then the helpers it calls; the wrapper
+launches it as ``<fn>_<i>.run(<args>, <grid x, y, z>, stream=stream0)``, constexpr arguments left out and
+a None argument passed as ``-1``. Where ``<fn>`` is one of blockfuse's kernels
+(``blockfuse.ops.launch.KERNEL_NAMES``) the kernel is labelled as blockfuse's.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -58,6 +68,8 @@ class KernelDef:
     mutated_args: list[str] = field(default_factory=list)
     source_lines: int = 0
     jit_name: str | None = None  # the @triton.jit function's name: what a profiler shows
+    owner: str | None = None  # "blockfuse" for blockfuse's own kernels (user kernels of its ops)
+    source_name: str | None = None  # a user kernel's Triton function as its author named it
 
     @property
     def total_numel(self) -> int | None:
@@ -75,6 +87,8 @@ class KernelDef:
 
     def description(self, feeds: frozenset[str] | set[str] = frozenset()) -> str:
         """What it computes; ``feeds``: ops its graph runs as library / custom-op calls (see ``describe``)."""
+        if self.owner == "blockfuse":
+            return f"blockfuse {self.source_name}"
         return describe(self.aten_ops or self.post_grad_ops, feeds=feeds)
 
 
@@ -155,13 +169,15 @@ def _role(name: str, dtype: str | None) -> str:
     return "scalar"
 
 
-def parse_triton(name: str, source: str, comment: NodeComment) -> KernelDef:
+def parse_triton(name: str, source: str, comment: NodeComment, triton_name: str | None = None) -> KernelDef:
+    """``name``: the wrapper's variable; ``triton_name``: the name string ``async_compile.triton`` got."""
     decorator = re.search(r"@triton_heuristics\.(\w+)\(", source)
     if decorator is not None:
         kind = TRITON_KINDS.get(decorator.group(1), decorator.group(1))
     else:
         prefix = re.match(r"triton_([a-z]+)_", name)
         kind = _PREFIX_KINDS.get(prefix.group(1), "user Triton kernel") if prefix else "user Triton kernel"
+    user = kind == "user Triton kernel"
     signature = {}
     block = re.search(r"'signature':\s*\{([^}]*)\}", source)
     if block is not None:
@@ -170,7 +186,20 @@ def parse_triton(name: str, source: str, comment: NodeComment) -> KernelDef:
     # The jitted function: named like the kernel for Inductor's kernels, by its author for user kernels.
     definition = re.search(r"@triton\.jit\s*\ndef (\w+)\((.*?)\)\s*:", source, re.DOTALL) or \
         re.search(rf"def ({re.escape(name)})\((.*?)\)\s*:", source, re.DOTALL)
-    if definition is not None:
+    jit_name = definition.group(1) if definition is not None else name
+    # NOTE: a user kernel's signature may hold comments, so it is read with ``ast``. Inductor passes
+    # every argument its author did not declare constexpr, in order: a None pointer (``'constexpr'``
+    # in the signature) as -1, an int equal to 1 as 1. Those stay here, as scalars, so that the
+    # launch's arguments line up with the parameters.
+    declared = _user_signature(source) if user else None
+    if declared is not None:
+        jit_name = declared[0]
+        for param, annotation in declared[1]:
+            if "constexpr" in annotation:
+                continue
+            dtype = signature.get(param)
+            params.append(Param(param, "scalar" if dtype == "constexpr" else _role(param, dtype), dtype))
+    elif definition is not None:
         for raw in definition.group(2).split(","):
             param, _, annotation = raw.partition(":")
             param = param.strip()
@@ -201,18 +230,68 @@ def parse_triton(name: str, source: str, comment: NodeComment) -> KernelDef:
         flop=_meta_float(meta, "kernel_flop"),
         mutated_args=re.findall(r"'(\w+)'", mutated.group(1)) if mutated else [],
         source_lines=source.count("\n"),
-        jit_name=definition.group(1) if definition is not None else name,
+        jit_name=jit_name,
     )
-    if kind == "user Triton kernel":  # its names follow no convention: the pointers it mutates are outputs
+    if user:  # its names follow no convention: the pointers it mutates (or, not listed, stores to) are outputs
+        written = set(kernel.mutated_args) or set(re.findall(r"\btl\.(?:store|atomic_\w+)\(\s*(\w+)\b", source))
         for param in kernel.params:
             if param.role != "scalar":
-                param.role = "out" if param.name in kernel.mutated_args else "in"
+                param.role = "out" if param.name in written else "in"
+        owned = blockfuse_kernel_name(jit_name, triton_name, name)
+        if owned is not None:
+            kernel.owner, kernel.kind, kernel.source_name = "blockfuse", "blockfuse", owned
+        else:
+            kernel.source_name = jit_name
     if kernel.num_load is None:  # a user kernel, or a version without the counts: count in the source
         kernel.num_load = len(re.findall(r"\btl\.load\(", source))
         kernel.num_store = len(re.findall(r"\btl\.(?:store|atomic_\w+)\(", source))
         kernel.num_reduction = len(re.findall(r"\b(?:tl\.(?:sum|max|min|reduce)|triton_helpers\.\w+)\(", source))
     _apply_comment(kernel, comment)
     return kernel
+
+
+def _user_signature(source: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """The first ``@triton.jit`` function of a user kernel's source: its name and (parameter,
+    annotation) pairs; None where the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            return node.name, [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in arguments]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def blockfuse_kernel_names() -> frozenset[str]:
+    """The names of every Triton kernel blockfuse launches (``blockfuse.ops.launch.KERNEL_NAMES``, filled
+    by importing each module of ``blockfuse.ops``); empty where the ops cannot be imported (no Triton)."""
+    import importlib
+    import pkgutil
+
+    try:
+        import blockfuse.ops
+        from blockfuse.ops.launch import KERNEL_NAMES
+
+        for module in pkgutil.iter_modules(blockfuse.ops.__path__):
+            importlib.import_module(f"blockfuse.ops.{module.name}")
+    except ImportError:
+        return frozenset()
+    return frozenset(KERNEL_NAMES)
+
+
+def blockfuse_kernel_name(*names: str | None) -> str | None:
+    """The blockfuse kernel a user kernel is, from its names in the wrapper (the jitted function, the
+    name given to ``async_compile.triton``, the variable): the first that is one of blockfuse's, else the
+    first that is one once Inductor's ``_<i>`` suffix is taken off; None for any other kernel."""
+    known = blockfuse_kernel_names()
+    candidates = [n for n in names if n]
+    for candidate in [*candidates, *(re.sub(r"_\d+$", "", n) for n in candidates)]:
+        if candidate in known:
+            return candidate
+    return None
 
 
 # ---------------------------------------------------------------- C++

@@ -116,6 +116,11 @@ def _kernels(report: Report) -> list[str]:
             for k, line in sources:
                 lines.append(f"- `{k.name}`: `{line}`")
         lines.append("")
+    if any(k.owner == "blockfuse" for k in report.kernels):
+        lines.append("Kind `blockfuse`: one of blockfuse's own Triton kernels (`blockfuse.ops`), which Inductor "
+                     "emitted into the wrapper and launches like its own; the kernel column gives Inductor's name "
+                     "for it, what it does the kernel's own name.")
+        lines.append("")
     lines.append("MB moved: Inductor's own estimate (`kernel_num_gb`) where given; * marks an estimate from "
                  "the sizes of the kernel's arguments (each read or written once)."
                  + ("" if timed else " Times need CUDA."))

@@ -1,7 +1,9 @@
 """The analysis report: what it holds, and how it is written (JSON, Markdown, PNG, a terminal summary).
 
-Every generated kernel is a :class:`KernelRecord` keyed by (module, name); every launch in a wrapper's
-``call()`` is a :class:`~blockfuse.analyze.wrapper.Launch` (library calls included: ``report.externs``);
+Every generated kernel is a :class:`KernelRecord` keyed by (module, name), blockfuse's own Triton kernels
+(which Inductor emits and launches like its own once a blockfuse op is compiled on CUDA) among them, with
+``owner == "blockfuse"``; every launch in a wrapper's ``call()`` is a
+:class:`~blockfuse.analyze.wrapper.Launch` (library calls included: ``report.externs``);
 each step (inference, training forward, backward) has a :class:`PassSummary` with its launch counts
 from the wrapper and, on CUDA, from the profiler, reconciled.
 """
@@ -66,6 +68,8 @@ class KernelRecord:
     tflops: float | None = None
     frac_copy: float | None = None
     frac_gemm: float | None = None
+    owner: str | None = None  # "blockfuse" for blockfuse's own kernels (``name`` is Inductor's variable for it)
+    source_name: str | None = None  # a user kernel's Triton function, as its author named it
 
 
 def build_kernels(modules: list[WrapperModule], ceilings: dict | None) -> list[KernelRecord]:
@@ -83,6 +87,7 @@ def build_kernels(modules: list[WrapperModule], ceilings: dict | None) -> list[K
                 inputs=sum(p.role in ("in", "inout", "ptr") for p in kernel.params),
                 outputs=sum(p.role in ("out", "inout") for p in kernel.params),
                 numel=launches[0].numel if launches else kernel.total_numel, launches=len(launches),
+                owner=kernel.owner, source_name=kernel.source_name,
             )
             if launches and all(launch.bytes is not None for launch in launches):
                 record.bytes = sum(launch.bytes for launch in launches)
@@ -122,6 +127,7 @@ class PassSummary:
     device_kernels: int | None = None
     reconciliation: str | None = None
     reconciliation_detail: dict | None = None
+    blockfuse_kernels: list[str] = field(default_factory=list)  # each launch of a blockfuse kernel, by name
 
     def headline(self) -> str:
         backend = self.fused_backend
@@ -134,6 +140,10 @@ class PassSummary:
         backends = ", ".join(dict.fromkeys(self.attention))
         parts.append(f"{len(self.attention)} attention call{'s' if len(self.attention) != 1 else ''}"
                      + (f" ({backends})" if backends else ""))
+        if self.blockfuse_kernels:
+            names = ", ".join(f"{name} x{self.blockfuse_kernels.count(name)}"
+                              for name in dict.fromkeys(self.blockfuse_kernels))
+            parts.append(f"{len(self.blockfuse_kernels)} of the fused launches are blockfuse kernels ({names})")
         if self.custom_ops:
             parts.append(f"{len(self.custom_ops)} custom-op call(s) ({', '.join(dict.fromkeys(self.custom_ops))})")
         if self.fallbacks:
@@ -174,6 +184,8 @@ def build_pass(name: str, modules: list[WrapperModule], compile_s: float | None,
         gemm_ops=[launch.target for launch in gemm_calls] + ["Triton template"] * len(gemm_templates),
         attention=attention,
         custom_ops=[launch.target for launch in launches if launch.category == "custom op"],
+        blockfuse_kernels=[kernels[(launch.module, launch.target)].source_name for launch in fused
+                           if launch.owner == "blockfuse"],
         fallbacks=[launch.target for launch in launches if launch.category == "fallback"],
         wrapper_ops=[launch.target for launch in launches if launch.kind == "wrapper op"],
         other_calls=[launch.target for launch in launches

@@ -4,9 +4,10 @@ one call, in order.
 The wrapper is Python, so it is read with ``ast``: kernel definitions at module level, the ``call``
 function (``Runner.call`` in torch 2.11+, a plain function before; graph partitions are inlined),
 and ``get_args`` for the shapes and dtypes of the inputs. Each statement of ``call`` is either
-bookkeeping (allocations, reinterpretations, asserts), a kernel launch (``<triton kernel>.run(...)``,
-``<cpp kernel>(...)``), a library or op call (``extern_kernels.mm``, ``torch.ops.aten.*``,
-``torch.ops.<ns>.*``), or an ATen op run by the wrapper itself (``buf.zero_()``, ``x.sum(dim=0)``).
+bookkeeping (allocations, reinterpretations, asserts), a kernel launch (``<triton kernel>.run(...)``:
+Inductor's own kernels and the user kernels of traced ops, blockfuse's among them; ``<cpp kernel>(...)``),
+a library or op call (``extern_kernels.mm``, ``torch.ops.aten.*``, ``torch.ops.<ns>.*``: a custom op that
+Inductor calls as it is), or an ATen op run by the wrapper itself (``buf.zero_()``, ``x.sum(dim=0)``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Launch:
     provenance: str | None = None  # "name:handle" of Inductor's provenance tracking
     line: int = 0  # line in the wrapper source
     device_name: str | None = None  # a Triton kernel's jitted function name, as the profiler shows it
+    owner: str | None = None  # "blockfuse" for a launch of one of blockfuse's own kernels
     # Filled by the profiler on CUDA: the device kernels this launch ran and their median time.
     device_kernels: list[str] = field(default_factory=list)
     time_us: float | None = None
@@ -317,6 +319,7 @@ class _Walker:
         comment = parse_comment(_comment_above(self.lines, lineno))
         launch = self.new_launch(kernel.backend, kernel.name, "fused kernel", comment, lineno)
         launch.device_name = kernel.jit_name
+        launch.owner = kernel.owner
         if not launch.aten_ops:
             launch.aten_ops = kernel.aten_ops
         nbytes, known, numels, largest = 0.0, True, [], None
@@ -380,7 +383,7 @@ def _kernel_definition(node: ast.stmt, lines: list[str]) -> KernelDef | None:
     strings = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     comment = parse_comment(_comment_above(lines, node.lineno))
     if called == "async_compile.triton" and len(strings) >= 2:
-        kernel = parse_triton(name, strings[1], comment)
+        kernel = parse_triton(name, strings[1], comment, triton_name=strings[0])
     elif called in ("async_compile.cpp_pybinding", "async_compile.cpp") and strings:
         types = None
         if args and isinstance(args[0], ast.List):

@@ -1,6 +1,7 @@
 """``blockfuse bench``: ``ops`` (each fused op against its peers), ``block`` and ``model`` (every way to run
-a block or a stack of blocks; ``model hf-llama``: a Hugging Face Llama training step, HF eager, torch.compile,
-Liger-Kernel and ``blockfuse.patch``)."""
+a block or a stack of blocks; ``model hf-llama``: a Hugging Face Llama training step and generation, HF eager,
+torch.compile, Liger-Kernel and ``blockfuse.patch``; ``model hf-siglip2``: a Hugging Face SigLIP-2 vision model,
+as built and patched, eager and compiled)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,25 @@ def add_bench_parser(subparsers) -> None:
     ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
     ops.set_defaults(func=run_ops)
 
-    from blockfuse.bench import block, hf_llama
+    host = kinds.add_parser(
+        "host",
+        help="host time per call of every op (tiny inputs): eager and inside torch.compile, against PyTorch, "
+        "torch.compile of the reference and Liger-Kernel",
+        description="Time each op's calls on tiny inputs, where the host's time is the cost; write host.json, "
+        "host.md, host.png (and with --profile a cProfile of one op).",
+    )
+    host.add_argument("--op", dest="ops", action="extend", nargs="+", metavar="NAME",
+                      help="ops to run (default: every op)")
+    host.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    host.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated from fwd,fwdbwd")
+    host.add_argument("--providers", help="comma-separated from eager,compile,liger,blockfuse,blockfuse-compile "
+                      "(default: all)")
+    host.add_argument("--profile", metavar="OP", help="also write a cProfile of blockfuse's eager fwd+bwd of OP")
+    host.add_argument("--quick", action="store_true", help="short timing")
+    host.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>-host/)")
+    host.set_defaults(func=run_host)
+
+    from blockfuse.bench import block, hf_llama, hf_siglip2
 
     for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
         model = kind == "model"
@@ -59,24 +78,33 @@ def add_bench_parser(subparsers) -> None:
             kind,
             help=f"{text}: eager (SDPA, and attention materialized as Hugging Face's eager attention), each "
             "torch.compile mode, surgical compile, fused, fused + torch.compile"
-            + ("; or hf-llama: a Hugging Face Llama training step against Liger-Kernel" if model else ""),
+            + ("; or hf-llama: a Hugging Face Llama training step and generation against Liger-Kernel; or "
+               "hf-siglip2: a Hugging Face SigLIP-2 vision model" if model else ""),
             description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png."
             + (" NAME hf-llama: a Hugging Face LlamaModel training step (HF eager, torch.compile, Liger-Kernel and "
-               "blockfuse.patch, each also compiled; without CUDA a tiny model)." if model else ""),
+               "blockfuse.patch, each also compiled) and, with --modes prefill,decode, LlamaForCausalLM's greedy "
+               "generation (each also with a static KV cache under torch.compile); NAME hf-siglip2: a Hugging Face "
+               "Siglip2VisionModel as built and patched, each also compiled; without CUDA tiny models."
+               if model else ""),
         )
         parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer"
-                            + ("; or hf-llama" if model else ""))
+                            + ("; or hf-llama, hf-siglip2" if model else ""))
         parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)"
-                            + ("; hf-llama: batch,seq (default: 2,4096; tiny: 2,32)" if model else ""))
+                            + ("; hf-llama: batch,seq (default: 2,4096; tiny: 2,32); hf-siglip2: batch,patches "
+                               "(patches a square; default: 64,256; tiny: 3,16)" if model else ""))
         parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's"
-                            + ("; hf-llama: 4, tiny: 2)" if model else ")"))
+                            + ("; hf-llama, hf-siglip2: 4, tiny: 2)" if model else ")"))
         parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
         parser.add_argument("--providers", help=f"comma-separated from {','.join(block.PROVIDERS)} (default: all on "
                             f"CUDA, {','.join(block.CPU_PROVIDERS)} on the CPU; --fast drops max-autotune; "
                             f"{block.MATERIALIZED_ATTENTION}: eager with attention materialized, HF eager style)"
-                            + (f"; hf-llama: from {','.join(hf_llama.PROVIDERS)} (default: all)" if model else ""))
+                            + (f"; hf-llama: from {','.join(hf_llama.PROVIDERS)} (default: all that run a mode "
+                               f"of --modes); hf-siglip2: from {','.join(hf_siglip2.PROVIDERS)} (default: all)"
+                               if model else ""))
         parser.add_argument("--modes", help="comma-separated from infer,fwd,bwd,fwdbwd (default: infer,fwd,fwdbwd)"
-                            + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: all)" if model else ""))
+                            + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: "
+                               f"{','.join(hf_llama.DEFAULT_MODES)}); hf-siglip2: from {','.join(hf_siglip2.MODES)} "
+                               "(default: all)" if model else ""))
         parser.add_argument("--fast", action="store_true", help="skip the max-autotune providers (minutes of autotuning)")
         parser.add_argument("--quick", action="store_true", help="short timing")
         parser.add_argument("--compile-times", nargs="?", const="all", metavar="PROVIDERS",
@@ -84,7 +112,11 @@ def add_bench_parser(subparsers) -> None:
                             "with cold and with warm caches")
         if model:
             parser.add_argument("--tiny", action="store_true",
-                                help="hf-llama only: the tiny Llama (2 layers, hidden 64), as without CUDA")
+                                help="hf-llama, hf-siglip2 only: the tiny model (2 layers, hidden 64), as without CUDA")
+            parser.add_argument("--prompt", type=int, help=f"hf-llama generation: prompt tokens (default: "
+                                f"{hf_llama.FULL.prompt}; tiny: {hf_llama.TINY.prompt})")
+            parser.add_argument("--new-tokens", type=int, help=f"hf-llama generation: new tokens, at least 2 "
+                                f"(default: {hf_llama.FULL.new_tokens}; tiny: {hf_llama.TINY.new_tokens})")
         parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
         parser.set_defaults(func=run_block, bench_kind=kind)
 
@@ -226,19 +258,25 @@ def _compile_times(value: str | None, providers) -> tuple[str, ...]:
 def run_block(args: argparse.Namespace) -> int:
     import torch
 
-    from blockfuse.bench import block, block_report, hf_llama, runner
+    from blockfuse.bench import block, block_report, hf_llama, hf_siglip2, runner
     from blockfuse.bench.runner import DTYPES
     from blockfuse.models import PRESETS, width_overrides
 
-    if args.name == hf_llama.NAME:  # the model benchmark that is not a preset
+    hf_models = {hf_llama.NAME: run_hf_llama, hf_siglip2.NAME: run_hf_siglip2}
+    if args.name in hf_models:  # the model benchmarks that are not presets
         if args.bench_kind == "block":
-            raise SystemExit("blockfuse bench block: hf-llama is a whole model: blockfuse bench model hf-llama")
-        return run_hf_llama(args)
+            raise SystemExit(f"blockfuse bench block: {args.name} is a whole model: blockfuse bench model {args.name}")
+        return hf_models[args.name](args)
     if getattr(args, "tiny", False):
-        raise SystemExit(f"blockfuse bench {args.bench_kind}: --tiny is for hf-llama; a preset takes --shape")
+        raise SystemExit(f"blockfuse bench {args.bench_kind}: --tiny is for hf-llama and hf-siglip2; a preset takes "
+                         "--shape")
+    for flag in ("prompt", "new_tokens"):
+        if getattr(args, flag, None) is not None:
+            raise SystemExit(f"blockfuse bench model: --{flag.replace('_', '-')} is for hf-llama")
     if args.name not in PRESETS:
-        raise SystemExit(f"blockfuse bench {args.bench_kind}: unknown preset {args.name!r}; "
-                         f"choose from {' '.join(PRESETS)}" + (f" (or {hf_llama.NAME})" if args.bench_kind == "model" else ""))
+        also = f" (or {' '.join(hf_models)})" if args.bench_kind == "model" else ""
+        raise SystemExit(f"blockfuse bench {args.bench_kind}: unknown preset {args.name!r}; choose from "
+                         f"{' '.join(PRESETS)}{also}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     default = block.PROVIDERS if cuda else block.CPU_PROVIDERS
@@ -274,51 +312,161 @@ def run_block(args: argparse.Namespace) -> int:
     return 1 if any(r["provider"].startswith("fused") for r in failed) else 0
 
 
-def run_hf_llama(args: argparse.Namespace) -> int:
-    """``blockfuse bench model hf-llama``: the Hugging Face Llama training step (``bench.hf_llama``)."""
+def run_host(args: argparse.Namespace) -> int:
+    """``blockfuse bench host``: host time per call of every op (``bench.host``)."""
     import torch
 
-    from blockfuse.bench import hf_llama, runner
+    from blockfuse.bench import host, runner
 
-    for flag, given in (("--fast", args.fast), ("--compile-times", args.compile_times)):
-        if given:
-            raise SystemExit(f"blockfuse bench model hf-llama: {flag} is for the presets")
-    if importlib.util.find_spec("transformers") is None:
-        raise SystemExit("blockfuse bench model hf-llama needs transformers: pip install transformers")
-    if args.layers is not None and args.layers < 1:
-        raise SystemExit(f"blockfuse bench model hf-llama: bad --layers {args.layers}")
+    declared = {b.name: b for b in host.benchmarks()}
+    names = list(dict.fromkeys(args.ops or declared))
+    unknown = [n for n in names + ([args.profile] if args.profile else []) if n not in declared]
+    if unknown:
+        raise SystemExit(f"blockfuse bench host: unknown op {unknown}; choose from {' '.join(declared)}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    tiny = args.tiny or not cuda
+    settings = host.HostSettings(
+        dtype=args.dtype,
+        providers=_parse_list(args.providers or ",".join(host.PROVIDERS), host.PROVIDERS, "--providers"),
+        modes=_parse_list(args.modes, host.MODES, "--modes"),
+        device=device,
+        quick=args.quick,
+    )
+    meta = runner.environment(device)
+    if not cuda:
+        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
+        print("no CUDA: host times of the " + ("Triton interpreter" if interpreted else "reference")
+              + " path on the CPU (they check the harness, not blockfuse's GPU op path)")
+    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}-host"
+    out.mkdir(parents=True, exist_ok=True)
+    command = ["blockfuse", "bench", "host", "--dtype", args.dtype, "--modes", ",".join(settings.modes),
+               "--providers", ",".join(settings.providers), "--out", str(out)]
+    if args.ops:
+        command += ["--op", *names]
+    if args.profile:
+        command += ["--profile", args.profile]
+    if args.quick:
+        command.append("--quick")
+    meta["command"] = shlex.join(command)
+    began = time.perf_counter()
+    launches = host.breakdown(device, calls=200 if args.quick or not cuda else 2000)
+
+    def write(records):
+        meta["elapsed_s"] = round(time.perf_counter() - began, 1)
+        host.write_json(out / "host.json", meta, records, launches)
+        (out / "host.md").write_text(host.markdown(meta, records, launches))
+
+    records = host.run(settings, names, show_progress=cuda, on_update=write)
+    write(records)
+    host.write_plot(out / "host.png", meta, records)
+    if args.profile:
+        (out / "host-profile.txt").write_text(host.profile(declared[args.profile], settings))
+    print(host.markdown(meta, records, launches))
+    failed = [r for r in records if r.get("error")]
+    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {out}/host.{{json,md,png}}")
+    return 1 if any(r["provider"].startswith("blockfuse") for r in failed) else 0
+
+
+def _hf_model_device(args: argparse.Namespace):
+    """(device, tiny) of a Hugging Face model benchmark, after the checks of the arguments they share."""
+    import torch
+
+    name = f"blockfuse bench model {args.name}"
+    for flag, given in (("--fast", args.fast), ("--compile-times", args.compile_times)):
+        if given:
+            raise SystemExit(f"{name}: {flag} is for the presets")
+    if importlib.util.find_spec("transformers") is None:
+        raise SystemExit(f"{name} needs transformers: pip install transformers")
+    if args.layers is not None and args.layers < 1:
+        raise SystemExit(f"{name}: bad --layers {args.layers}")
+    cuda = torch.cuda.is_available()
+    return torch.device("cuda" if cuda else "cpu"), args.tiny or not cuda
+
+
+def _run_hf_model(args: argparse.Namespace, module, settings, tiny_note: str) -> int:
+    """Runs ``module`` (``bench.hf_llama`` or ``hf_siglip2``) with ``settings``, writes its files, prints its
+    Markdown. Exit 1 when blockfuse itself failed; a peer that fails (say, Liger missing) is only reported."""
+    from blockfuse.bench import hf_harness, runner
+
+    cuda = settings.device.type == "cuda"
+    meta = runner.environment(settings.device)
+    if not cuda:
+        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
+        print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
+        print(f"no CUDA: {tiny_note}")
+    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+    out.mkdir(parents=True, exist_ok=True)
+    # NOTE: no progress bar on the CPU: its refresh thread holds one of the cores the timed code needs.
+    workload, records, stem, _ = hf_harness.run_and_write(module, settings, meta, out, show_progress=cuda)
+    print(module.markdown(meta, workload, records))
+    failed = [r for r in records if r.get("error")]
+    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
+    return 1 if any(r["provider"].startswith("blockfuse") for r in failed) else 0
+
+
+def run_hf_llama(args: argparse.Namespace) -> int:
+    """``blockfuse bench model hf-llama``: the Hugging Face Llama training step and generation (``bench.hf_llama``)."""
+    from blockfuse.bench import hf_llama
+
+    device, tiny = _hf_model_device(args)
     shape = hf_llama.TINY if tiny else hf_llama.FULL
     if args.shape:
         batch, seq = _parse_dims(args.shape, ("batch", "seq"), "2,4096")
         shape = dataclasses.replace(shape, batch=batch, seq=seq)
     if args.layers is not None:
         shape = dataclasses.replace(shape, layers=args.layers)
-    providers = _parse_list(args.providers or ",".join(hf_llama.PROVIDERS), hf_llama.PROVIDERS, "--providers")
-    settings = hf_llama.Settings(
+    modes = _parse_list(args.modes or ",".join(hf_llama.DEFAULT_MODES), hf_llama.MODES, "--modes")
+    for flag, value, least in (("prompt", args.prompt, 1), ("new_tokens", args.new_tokens, 2)):
+        if value is None:
+            continue
+        if value < least or not set(modes) & {"prefill", "decode"}:
+            raise SystemExit(f"blockfuse bench model hf-llama: bad --{flag.replace('_', '-')} {value} (at least "
+                             f"{least}, with --modes prefill and / or decode)")
+        shape = dataclasses.replace(shape, **{flag: value})
+    providers = _parse_list(args.providers or ",".join(hf_llama.providers_for(modes)), hf_llama.PROVIDERS,
+                            "--providers")
+    idle = [p for p in providers if not set(hf_llama.modes_of(p)) & set(modes)]
+    if idle:
+        raise SystemExit(f"blockfuse bench model hf-llama: --providers {','.join(idle)} run none of --modes "
+                         f"{','.join(modes)} (*-compile: fwd,fwdbwd; *-static-compile: prefill,decode)")
+    settings = hf_llama.Settings(shape=shape, dtype=args.dtype, providers=providers, modes=modes, device=device,
+                                 quick=args.quick, tiny=tiny)
+    return _run_hf_model(args, hf_llama, settings,
+                         f"the tiny Llama config ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} / "
+                         f"{shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, {shape.seq}); "
+                         f"generation: prompt {shape.prompt}, {shape.new_tokens} new tokens), not the "
+                         f"{hf_llama.FULL.layers}-layer hidden-{hf_llama.FULL.hidden} one")
+
+
+def run_hf_siglip2(args: argparse.Namespace) -> int:
+    """``blockfuse bench model hf-siglip2``: the Hugging Face SigLIP-2 vision model (``bench.hf_siglip2``)."""
+    from blockfuse.bench import hf_siglip2
+
+    for flag in ("prompt", "new_tokens"):
+        if getattr(args, flag) is not None:
+            raise SystemExit(f"blockfuse bench model hf-siglip2: --{flag.replace('_', '-')} is for hf-llama")
+    device, tiny = _hf_model_device(args)
+    shape = hf_siglip2.TINY if tiny else hf_siglip2.FULL
+    if args.shape:
+        batch, patches = _parse_dims(args.shape, ("batch", "patches"), "64,256")
+        try:
+            hf_siglip2.side(patches)
+        except ValueError as error:
+            raise SystemExit(f"blockfuse bench model hf-siglip2: bad --shape {args.shape!r}: {error}") from None
+        shape = dataclasses.replace(shape, batch=batch, patches=patches)
+    if args.layers is not None:
+        shape = dataclasses.replace(shape, layers=args.layers)
+    settings = hf_siglip2.Settings(
         shape=shape,
         dtype=args.dtype,
-        providers=providers,
-        modes=_parse_list(args.modes or ",".join(hf_llama.MODES), hf_llama.MODES, "--modes"),
+        providers=_parse_list(args.providers or ",".join(hf_siglip2.PROVIDERS), hf_siglip2.PROVIDERS, "--providers"),
+        modes=_parse_list(args.modes or ",".join(hf_siglip2.MODES), hf_siglip2.MODES, "--modes"),
         device=device,
         quick=args.quick,
         tiny=tiny,
     )
-    meta = runner.environment(device)
-    if not cuda:
-        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
-        print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
-        print(f"no CUDA: the tiny Llama config ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} / "
-              f"{shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, {shape.seq})), not the "
-              f"{hf_llama.FULL.layers}-layer hidden-{hf_llama.FULL.hidden} one")
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
-    out.mkdir(parents=True, exist_ok=True)
-    # NOTE: no progress bar on the CPU: its refresh thread holds one of the cores the timed code needs.
-    workload, records, stem, _ = hf_llama.run_and_write(settings, meta, out, show_progress=cuda)
-    print(hf_llama.markdown(meta, workload, records))
-    failed = [r for r in records if r.get("error")]
-    print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
-    # Exit 1 when blockfuse itself failed; a peer that fails (say, Liger missing) is only reported.
-    return 1 if any(r["provider"].startswith("blockfuse") for r in failed) else 0
+    return _run_hf_model(args, hf_siglip2, settings,
+                         f"the tiny SigLIP-2 config ({shape.layers} layers, hidden {shape.hidden}, MLP "
+                         f"{shape.intermediate}, {shape.heads} heads, patch {shape.patch_size}; {shape.batch} images "
+                         f"of {shape.patches} patches), not the {hf_siglip2.FULL.layers}-layer hidden-"
+                         f"{hf_siglip2.FULL.hidden} one")

@@ -54,7 +54,7 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
-class _Reference:
+class Reference:
     """The float32 oracle of one op and shape: outputs, output gradients dy, input gradients."""
 
     def __init__(self, bench: OpBenchmark, inputs: dict[str, torch.Tensor], dtype: torch.dtype):
@@ -81,10 +81,10 @@ class _Reference:
 PROBE_SEED = 1234
 
 
-class _Case:
+class Case:
     """One provider on one op and shape: its callable, its inputs, its errors, its timers."""
 
-    def __init__(self, bench, fn, inputs, reference: _Reference, settings: Settings):
+    def __init__(self, bench, fn, inputs, reference: Reference, settings: Settings):
         self.bench, self.fn, self.inputs, self.reference, self.settings = bench, fn, inputs, reference, settings
         self._grad_errors: dict[str, float] | None = None
 
@@ -291,7 +291,7 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
         torch.cuda.empty_cache()
     inputs = bench.make_inputs(shape, dtype, settings.device)
     try:
-        reference, reference_error = _Reference(bench, inputs, dtype), None
+        reference, reference_error = Reference(bench, inputs, dtype), None
     except Exception as error:  # the oracle itself failed: no provider can be checked
         reference, reference_error = None, f"reference: {_describe(error)}"
     records = []
@@ -301,7 +301,7 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
         case, setup_error = None, reference_error
         if reference is not None:
             try:
-                case = _Case(bench, bench.providers[provider](), inputs, reference, settings)
+                case = Case(bench, bench.providers[provider](), inputs, reference, settings)
             except Exception as error:
                 setup_error = _describe(error)
         for mode in settings.modes:

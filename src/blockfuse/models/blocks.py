@@ -35,7 +35,8 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 from blockfuse.ops.linear_act import fused_mlp
-from blockfuse.ops.mlp import _column_sum, gated_mlp
+from blockfuse.ops.activation import column_sum
+from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
 
@@ -440,7 +441,7 @@ class _SplitLinearFunction(torch.autograd.Function):
                 if g is None:
                     d_bias[block].zero_()
                 else:
-                    d_bias[block] = _column_sum(g)
+                    d_bias[block] = column_sum(g)
         return dx, d_weight, d_bias, None
 
 

@@ -1,1 +1,2 @@
-"""Fused ops: Triton kernels (forward and backward) registered as ``blockfuse::`` custom ops."""
+"""Fused ops: Triton kernels (forward and backward) launched through ``blockfuse::`` launcher ops and one
+autograd Function each (``ops/launch.py``)."""

@@ -3,13 +3,22 @@
 Each helper takes and returns fp32 values. The GELU helpers implement both of PyTorch's
 forms, ``approximate="tanh"`` and ``approximate="none"`` (erf), so a fused op matches
 ``torch.nn.functional.gelu`` with the same argument.
+
+The activation / MLP ops (``gated``, ``mlp``, ``linear_act``) also share, from here, the tiling of
+an elementwise pass over (M, N) rows (:func:`program_tile` in the kernels, :func:`launch_shape` on
+the host) and the bias gradient of a GEMM (:func:`column_sum`).
 """
 
 from __future__ import annotations
 
+import functools
+
+import torch
 import triton
 import triton.language as tl
+from torch import Tensor
 
+from blockfuse.ops.launch import cdiv
 from blockfuse.runtime import interpreter_enabled
 
 # NOTE: the constants are literals inside the kernels: a compiled kernel may only read
@@ -131,3 +140,72 @@ def check_gelu_approximation(approximate) -> bool:
         raise ValueError(f"approximate: expected 'tanh' or 'none' (as torch.nn.functional.gelu), "
                          f"got {approximate!r}")
     return approximate == "tanh"
+
+
+# ----------------------------------------------------------------------------------------
+# Shared by the activation / MLP ops: elementwise tiles and the bias gradient of a GEMM
+# ----------------------------------------------------------------------------------------
+
+# Widest column block of an elementwise pass, and the narrowest one tried to avoid wasted (masked)
+# columns.
+MAX_BLOCK_N = 4096
+MIN_BLOCK_N = 128
+
+
+@triton.jit
+def program_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Rows (int64), columns and mask of this program's tile of an (M, N) elementwise pass; programs
+    walk a row block's column blocks first, so neighbouring programs read neighbouring memory."""
+    pid = tl.program_id(0)
+    col_blocks = tl.cdiv(N, BLOCK_N)
+    row_block = pid // col_blocks
+    col_block = pid - row_block * col_blocks
+    rows = tl.cast(row_block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    return rows, cols, mask
+
+
+def _column_block(n: int) -> int:
+    """The column block: the widest power of two up to MAX_BLOCK_N that wastes at most an
+    eighth of the columns in masked lanes (14336 -> 2048, 4304 -> 512, 760 -> 256). Comparisons
+    only, so that n may be a symbolic size while torch.compile traces."""
+    widest = 1
+    while widest < n and widest < MAX_BLOCK_N:
+        widest *= 2
+    best, best_waste = widest, None
+    block = widest
+    while block >= min(MIN_BLOCK_N, widest):
+        waste = cdiv(n, block) * block - n
+        if 8 * waste <= n:
+            return block
+        if best_waste is None or waste < best_waste:
+            best, best_waste = block, waste
+        block //= 2
+    return best
+
+
+_cached_column_block = functools.lru_cache(maxsize=None)(_column_block)
+
+
+def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
+    """(programs, BLOCK_M, BLOCK_N, num_warps) of a (m, n) elementwise pass (:func:`program_tile`)."""
+    block_n = _cached_column_block(n) if n.__class__ is int else _column_block(n)
+    # NOTE: narrow rows are packed several to a program so that each program moves a few KB: BLOCK_M
+    # is the smaller of tile_elements // BLOCK_N and the power of two that covers m, found by halving
+    # (comparisons only, so that m may be a symbolic size while torch.compile traces).
+    block_m = max(1, tile_elements // block_n)
+    while block_m > 1 and block_m // 2 >= m:
+        block_m //= 2
+    num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
+    programs = cdiv(m, block_m) * cdiv(n, block_n)
+    return programs, block_m, block_n, num_warps
+
+
+def column_sum(t2: Tensor) -> Tensor:
+    """Sum over rows of a (tokens, n) gradient as one GEMV (fp32 accumulation in cuBLAS): the bias
+    gradient of a GEMM.
+
+    NOTE: ``t2.sum(0)`` on a bf16 (8192, 8192) gradient allocated 132 MiB of temporaries on an
+    H200 (torch 2.11), the largest allocation at the block's peak; the GEMV allocates only n."""
+    return torch.mv(t2.t(), t2.new_ones(t2.shape[0]))

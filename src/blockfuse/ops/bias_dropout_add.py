@@ -7,11 +7,14 @@ backward draws it again from the seed instead of reading a stored mask.
 
 Gradients: ``d residual = dy`` (the incoming gradient itself, no copy), ``dx = dy * keep / (1 - p)``,
 ``d bias = dx`` summed over every row. Math in fp32, outputs in the input dtype. The file reads top
-to bottom: kernels, launchers, custom ops, public functional, reference.
+to bottom: kernels; the two launchers (ops ``blockfuse::bias_dropout_add_fwd`` and
+``blockfuse::bias_dropout_add_bwd``, see ``ops/launch.py``); the one autograd Function; the public
+functional; the reference.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Optional
 
@@ -23,7 +26,7 @@ from torch import Tensor
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, next_power_of_2, none_if_empty, sm_count,
+    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import use_triton
@@ -64,6 +67,10 @@ def _bias_dropout_add_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
+    # NOTE: float scalars cast to fp32 (Inductor may pass them to a user kernel as fp64), so the
+    # dropout comparison is the one keep_mask makes.
+    p = tl.cast(p, tl.float32)
+    scale = tl.cast(scale, tl.float32)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
@@ -72,10 +79,8 @@ def _bias_dropout_add_fwd_kernel(
     if HAS_BIAS:
         z += tl.load(BIAS + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     if HAS_DROPOUT:
-        # NOTE: p and scale cast to fp32 (Inductor may pass float scalars as fp64), so the
-        # comparison is the one keep_mask makes.
-        keep = dropout_keep_tile(tl.load(SEED), rows, cols, N, tl.cast(p, tl.float32), HAS_DROPOUT)
-        z = tl.where(keep, z * tl.cast(scale, tl.float32), 0.0)
+        keep = dropout_keep_tile(tl.load(SEED), rows, cols, N, p, HAS_DROPOUT)
+        z = tl.where(keep, z * scale, 0.0)
     z += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     tl.store(OUT + rows[:, None] * stride_out + cols[None, :], z.to(OUT.dtype.element_ty), mask=mask)
 
@@ -105,8 +110,9 @@ def _bias_dropout_add_bwd_kernel(
     seed = 0
     if HAS_DROPOUT:
         seed = tl.load(SEED)
-    p32 = tl.cast(p, tl.float32)
-    scale32 = tl.cast(scale, tl.float32)
+    # NOTE: float scalars cast to fp32: Inductor may pass them to a user kernel as fp64.
+    p = tl.cast(p, tl.float32)
+    scale = tl.cast(scale, tl.float32)
     num_blocks = tl.cdiv(M, BLOCK_M)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     # NOTE: the next row block's dy is loaded before this one is processed, so a persistent
@@ -123,8 +129,8 @@ def _bias_dropout_add_bwd_kernel(
             next_mask = (next_rows < M)[:, None] & col_mask[None, :]
             dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
         if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, p32, HAS_DROPOUT)
-            dx = tl.where(keep, dx * scale32, 0.0)
+            keep = dropout_keep_tile(seed, rows, cols, N, p, HAS_DROPOUT)
+            dx = tl.where(keep, dx * scale, 0.0)
         if WRITE_DX:
             tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         if HAS_BIAS:
@@ -134,37 +140,44 @@ def _bias_dropout_add_bwd_kernel(
 
 
 # ----------------------------------------------------------------------------------------
-# Launchers
+# Launchers (ops blockfuse::bias_dropout_add_fwd and blockfuse::bias_dropout_add_bwd, see ops/launch.py)
 # ----------------------------------------------------------------------------------------
 
 _fwd_kernel = Kernel(_bias_dropout_add_fwd_kernel)
 _bwd_kernel = Kernel(_bias_dropout_add_bwd_kernel)
 
 
-def _tile(n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int]:
+@functools.lru_cache(maxsize=None)
+def _tile(n: int, tile_elements: int, elements_per_warp: int, min_block_n: int) -> tuple[int, int, int]:
     """Block shape and warps: (BLOCK_M, BLOCK_N, num_warps)."""
     block_n = min(next_power_of_2(n), tile_elements)
-    while block_n > MIN_BLOCK_N and cdiv(n, block_n) * block_n - n > n // 8:
+    while block_n > min_block_n and cdiv(n, block_n) * block_n - n > n // 8:
         block_n //= 2
     block_m = max(1, tile_elements // block_n)
     num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
     return block_m, block_n, num_warps
 
 
+def _backward_programs(dy: Tensor, row_blocks: int, col_blocks: int) -> int:
+    if dy.is_cuda:
+        return max(1, min(row_blocks, sm_count(dy.device) * BWD_PROGRAMS_PER_SM // col_blocks))
+    return min(row_blocks, 4)  # the interpreter: a few programs, so that partials are summed
 
+
+@launcher_op("bias_dropout_add_fwd")
 def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional[Tensor], p: float) -> Tensor:
-    """``residual + dropout(x + bias)`` in x's dtype, contiguous."""
-    n = x.shape[-1]
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    """``residual + dropout(x + bias)`` in x's dtype, contiguous. ``seed`` is read only when p > 0."""
+    n = int(x.shape[-1])  # a symbolic width is specialized: the tiles depend on it
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if out.numel() == 0:
         return out
     x2, res2, out2 = as_rows(x, n), as_rows(residual, n), out.view(-1, n)  # (M, N)
     m = x2.shape[0]
     has_dropout = p > 0
-    block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
+    block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
     _fwd_kernel(
         (cdiv(m, block_m), cdiv(n, block_n)),
-        x2, None if bias is None else bias.contiguous(), res2, out2, seed if has_dropout else None,
+        x2, vector(bias), res2, out2, seed if has_dropout else None,
         x2.stride(0), res2.stride(0), out2.stride(0),
         m, n, p, dropout_scale(p),
         HAS_BIAS=bias is not None, HAS_DROPOUT=dropout_code(p, n),
@@ -174,38 +187,33 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     return out
 
 
-def _backward_programs(dy: Tensor, row_blocks: int, col_blocks: int) -> int:
-    if dy.is_cuda:
-        return max(1, min(row_blocks, sm_count(dy.device) * BWD_PROGRAMS_PER_SM // col_blocks))
-    return min(row_blocks, 4)  # the interpreter: a few programs, so that partials are summed
-
-
+@launcher_op("bias_dropout_add_bwd")
 def _backward(
     dy: Tensor, seed: Optional[Tensor], p: float, bias_dtype: Optional[torch.dtype], need_dx: bool
-) -> tuple[Optional[Tensor], Optional[Tensor]]:
-    """Returns (dx, d bias). dx is None unless it is asked for and differs from dy (p > 0); d bias
-    (in ``bias_dtype``) is None when ``bias_dtype`` is None."""
-    n = dy.shape[-1]
+) -> tuple[Tensor, Tensor]:
+    """Returns (dx, d bias). dx is written only when it is asked for and differs from dy (p > 0),
+    else it is empty; d bias (in ``bias_dtype``) is empty when ``bias_dtype`` is None."""
+    n = int(dy.shape[-1])  # a symbolic width is specialized: the tiles depend on it
     has_dropout = p > 0
     write_dx = need_dx and has_dropout
     has_bias = bias_dtype is not None
-    dx = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device) if write_dx else None
-    dbias = torch.empty((n,), dtype=bias_dtype, device=dy.device) if has_bias else None
+    dx = torch.empty_like(dy, memory_format=torch.contiguous_format) if write_dx else dy.new_empty((0,))
+    dbias = dy.new_empty((n,) if has_bias else (0,), dtype=bias_dtype if has_bias else dy.dtype)
     if not (write_dx or has_bias):
         return dx, dbias
     if dy.numel() == 0:
-        return dx, None if dbias is None else dbias.zero_()
+        return dx, dbias.zero_()
     dy2 = as_rows(dy, n)  # (M, N)
     m = dy2.shape[0]
-    dx2 = None if dx is None else dx.view(-1, n)
-    block_m, block_n, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
+    dx2 = dx.view(-1, n) if write_dx else None
+    block_m, block_n, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
     row_blocks, col_blocks = cdiv(m, block_m), cdiv(n, block_n)
     g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None
     _bwd_kernel(
         (g, col_blocks),
         dy2, seed if has_dropout else None, dx2, partial,
-        dy2.stride(0), 0 if dx2 is None else dx2.stride(0),
+        dy2.stride(0), row_stride(dx2),
         m, n, p, dropout_scale(p),
         HAS_DROPOUT=dropout_code(p, n), WRITE_DX=write_dx, HAS_BIAS=has_bias,
         BLOCK_M=block_m, BLOCK_N=block_n,
@@ -216,29 +224,14 @@ def _backward(
     return dx, dbias
 
 
-def _input_grads(dy, seed, p, bias_dtype, needs_input_grad, backward):
-    """(dx, d bias, d residual) for the inputs that need one; ``backward`` is :func:`_backward`
-    or its custom op. The residual's gradient, and x's without dropout, is dy itself."""
-    need_dx, need_dbias, need_dresidual = needs_input_grad[:3]
-    dx = dbias = None
-    bias_dtype = bias_dtype if need_dbias else None
-    if (need_dx and p > 0) or bias_dtype is not None:
-        dx, dbias = backward(dy, seed, p, bias_dtype, need_dx)
-    if need_dx and p == 0:
-        dx = dy
-    return dx, dbias, dy if need_dresidual else None
-
-
 # ----------------------------------------------------------------------------------------
-# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
+# Autograd: one Function, eager and under torch.compile
 # ----------------------------------------------------------------------------------------
-#
-# NOTE: both run the same launchers. Eager calls go through a plain autograd.Function (a custom
-# op with autograd costs about twice its host time per call, see norm.py); under torch.compile
-# the custom ops keep the kernels opaque to Dynamo (no graph break).
 
 
 class _BiasDropoutAddFunction(torch.autograd.Function):
+    """``residual + dropout(x + bias)``; ``p`` is the drop probability (0: no dropout, no seed)."""
+
     @staticmethod
     def forward(ctx, x, bias, residual, seed, p):
         out = _forward(x, bias, residual, seed, p)
@@ -250,58 +243,19 @@ class _BiasDropoutAddFunction(torch.autograd.Function):
     def backward(ctx, dy):
         (seed,) = ctx.saved_tensors
         p, bias_dtype = ctx.config
-        dx, dbias, dresidual = _input_grads(dy, seed, p, bias_dtype, ctx.needs_input_grad, _backward)
-        return dx, dbias, dresidual, None, None
-
-
-
-
-@torch.library.custom_op("blockfuse::bias_dropout_add", mutates_args=())
-def _bias_dropout_add_op(
-    x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional[Tensor], p: float
-) -> Tensor:
-    return _forward(x, bias, residual, seed, p)
-
-
-@torch.library.custom_op("blockfuse::bias_dropout_add_backward", mutates_args=())
-def _bias_dropout_add_backward_op(
-    dy: Tensor, seed: Optional[Tensor], p: float, bias_dtype: Optional[torch.dtype], need_dx: bool
-) -> tuple[Tensor, Tensor]:
-    dx, dbias = _backward(dy, seed, p, bias_dtype, need_dx)
-    return empty_if_none(dx, dy), empty_if_none(dbias, dy)
-
-
-@_bias_dropout_add_op.register_fake
-def _(x, bias, residual, seed, p):
-    return x.new_empty(x.shape)
-
-
-@_bias_dropout_add_backward_op.register_fake
-def _(dy, seed, p, bias_dtype, need_dx):
-    dx = dy.new_empty(dy.shape if (need_dx and p > 0) else (0,))
-    dbias = dy.new_empty((dy.shape[-1],) if bias_dtype is not None else (0,), dtype=bias_dtype or dy.dtype)
-    return dx, dbias
-
-
-def _backward_through_op(dy, seed, p, bias_dtype, need_dx):
-    dx, dbias = _bias_dropout_add_backward_op(dy, seed, p, bias_dtype, need_dx)
-    return none_if_empty(dx), none_if_empty(dbias)
-
-
-def _setup_context(ctx, inputs, output):
-    _x, bias, _residual, seed, p = inputs
-    ctx.save_for_backward(seed)
-    ctx.config = (p, None if bias is None else bias.dtype)
-
-
-def _op_backward(ctx, dy):
-    (seed,) = ctx.saved_tensors
-    p, bias_dtype = ctx.config
-    dx, dbias, dresidual = _input_grads(dy, seed, p, bias_dtype, ctx.needs_input_grad, _backward_through_op)
-    return dx, dbias, dresidual, None, None
-
-
-_bias_dropout_add_op.register_autograd(_op_backward, setup_context=_setup_context)
+        need_dx, need_dbias, need_dresidual = ctx.needs_input_grad[:3]
+        # The residual's gradient, and x's without dropout, is dy itself (no copy, no kernel).
+        write_dx = need_dx and p > 0
+        bias_dtype = bias_dtype if need_dbias else None
+        dx = dy if need_dx else None
+        dbias = None
+        if write_dx or bias_dtype is not None:
+            dx_written, dbias = _backward(dy, seed, p, bias_dtype, need_dx)
+            if write_dx:
+                dx = dx_written
+            if bias_dtype is None:
+                dbias = None
+        return dx, dbias, dy if need_dresidual else None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -345,13 +299,14 @@ def bias_dropout_add(
     ``training=False``. The mask is never stored: the backward draws it again from the seed.
     """
     _check_bias_dropout_add_args(x, bias, residual, p, training)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return bias_dropout_add_ref(x, bias, residual, p, training)
     p = float(p) if training else 0.0
     seed = draw_seed(x.device) if p > 0 else None
-    if torch.compiler.is_compiling():
-        return _bias_dropout_add_op(x, bias, residual, seed, p)
-    return _BiasDropoutAddFunction.apply(x, bias, residual, seed, p)
+    if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
+        return _BiasDropoutAddFunction.apply(x, bias, residual, seed, p)
+    return _forward(x, bias, residual, seed, p)
 
 
 # ----------------------------------------------------------------------------------------

@@ -42,10 +42,16 @@ from blockfuse.runtime import interpreter_enabled
 FAST_LAUNCH = triton.__version__.startswith("3.6.")
 if FAST_LAUNCH:
     from triton import knobs as _knobs
+# Keys of calls kept by a Kernel before its cache is emptied (each distinct set of shapes and strides
+# is one; a long generation that passes a growing position as an int would add one a token).
+MAX_CACHED_KEYS = 4096
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # Every kernel blockfuse launches, by name: what `blockfuse analyze` labels as blockfuse's own.
 KERNEL_NAMES: set[str] = set()
+_ALL_KERNELS: list = []
+# Every launcher op, by name (the op is ``torch.ops.blockfuse.<name>``).
+LAUNCHERS: dict[str, "Launcher"] = {}
 
 
 def _spec(arg):
@@ -61,12 +67,23 @@ def _spec(arg):
     return arg
 
 
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+
+
+def tracing() -> bool:
+    """True while torch.compile (or any dispatch mode) traces: a launcher that plans its own buffers
+    eagerly (row blocks, outputs written into views) may leave that to the compiler then."""
+    return bool(_dispatch_modes())
+
+
 def _tracing(args) -> bool:
-    """True while a dispatch mode is active (the fake, functional or proxy tensors of tracing)."""
-    if torch._C._len_torch_dispatch_stack():
+    """True while a dispatch mode is active (the fake, functional or proxy tensors of tracing), or
+    when the first argument is a tensor subclass (a fake tensor outside its mode)."""
+    if _dispatch_modes():
         return True
     first = args[0]
-    return isinstance(first, Tensor) and first.__class__ is not Tensor and not isinstance(first, torch.nn.Parameter)
+    return isinstance(first, Tensor) and first.__class__ not in _PLAIN_TENSORS
 
 
 def _is_fake(t) -> bool:
@@ -89,10 +106,13 @@ class Kernel:
             inner = inner.fn
         self.name = getattr(inner, "__name__", getattr(getattr(inner, "fn", None), "__name__", repr(inner)))
         KERNEL_NAMES.add(self.name)
+        _ALL_KERNELS.append(self)
         self._interpreted = interpreter_enabled()
         self._autotuned = _is_autotuner(fn)
         self._plain = self._interpreted or self._autotuned or not FAST_LAUNCH
-        self._cache: dict = {}
+        self._cache: dict = {}  # key of a call (device first) -> (run, function, metadata, device)
+        self._specializations: dict = {}  # Triton's specialization -> the same entry
+        self._compiled: list = []  # the compiled kernels behind the entries
         self._traced_variants: dict = {}
         params = getattr(fn, "params", None)
         if params is None:  # the interpreter's kernels and autotuners: always the plain launch
@@ -105,27 +125,33 @@ class Kernel:
     def __call__(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
         """Launches the kernel on ``grid`` (1 to 3 ints). ``maxnreg``: a register cap a thread for
         ptxas (None: its own choice), ignored by the interpreter."""
-        if _tracing(args):
-            self._launch_traced(grid, args, constexprs, num_warps, num_stages, maxnreg)
+        if self._plain or _dispatch_modes() or args[0].__class__ not in _PLAIN_TENSORS:
+            self._launch_slow(grid, args, constexprs, num_warps, num_stages, maxnreg)
             return
-        if self._plain:
-            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+        # NOTE: the key holds each tensor's dtype and pointer alignment and every other argument as
+        # itself (one list comprehension: about 0.2 us an argument, against 0.3 for Triton's class of
+        # an int through a function call); a key first seen is mapped to Triton's specialization (the
+        # classes of :func:`_spec`) once, so varying ints cost one lookup, not one compile.
+        key = (args[0].get_device(), *[(a.dtype, a.data_ptr() & 15) if isinstance(a, Tensor) else a for a in args],
+               *constexprs.values(), num_warps, num_stages, maxnreg)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._entry(grid, args, constexprs, num_warps, num_stages, maxnreg, key)
+            if entry is None:
+                return  # launched through Triton's own path
+        run, function, metadata, device = entry
+        if _launch_hooks():
+            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)  # a profiler's hooks
             return
-        device = args[0].get_device()
-        key = (device, tuple([_spec(a) for a in args]), *constexprs.values(), num_warps, num_stages, maxnreg)
-        compiled = self._cache.get(key)
-        if compiled is None:
-            compiled = self._compile(grid, args, constexprs, num_warps, num_stages, maxnreg, key)
-            return  # the first call launched it
-        run, function, metadata = compiled
-        grid = tuple(grid) + (1,) * (3 - len(grid))
         # The compiled runner takes every parameter in declaration order, constexprs included (it
-        # skips them); the launch hooks are None unless a profiler set them (then the slow path).
-        if _launch_hooks_set():
+        # skips them), after the grid, the stream and the launch metadata.
+        grid = (grid[0], 1, 1) if len(grid) == 1 else tuple(grid) + (1,) * (3 - len(grid))
+        try:
+            run(grid[0], grid[1], grid[2], _raw_stream(device), function, metadata, None, None, None, *args,
+                *constexprs.values())
+        except TypeError as error:  # a launcher interface other than the one measured: Triton's own path
+            _give_up_fast_launch(self, error)
             self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
-            return
-        run(grid[0], grid[1], grid[2], _current_stream(device), function, metadata, None, None, None,
-            *args, *constexprs.values())
 
     def _options(self, num_warps, num_stages, maxnreg) -> dict:
         options = {"num_warps": num_warps}
@@ -140,17 +166,38 @@ class Kernel:
             return self.fn[grid](*args, **constexprs)
         return self.fn[tuple(grid)](*args, **constexprs, **self._options(num_warps, num_stages, maxnreg))
 
-    def _compile(self, grid, args, constexprs, num_warps, num_stages, maxnreg, key):
+    def _entry(self, grid, args, constexprs, num_warps, num_stages, maxnreg, key):
+        """The cache entry of a key first seen: from the entry of its Triton specialization if one was
+        compiled, else launched through Triton's path (which compiles) and recorded. Returns None when
+        this call has been launched already."""
         if list(constexprs) != self._constexpr_names:
             raise TypeError(f"{self.name}: pass every constexpr by name in declaration order "
                             f"({', '.join(self._constexpr_names)}), got {', '.join(constexprs)}")
-        compiled = self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
-        if compiled is None or not hasattr(compiled, "run"):
-            return None
-        compiled._init_handles()
-        entry = (compiled.run, compiled.function, compiled.packed_metadata)
+        device = args[0].get_device()
+        specialization = (device, tuple([_spec(a) for a in args]), *constexprs.values(), num_warps, num_stages,
+                          maxnreg)
+        entry = self._specializations.get(specialization)
+        if entry is None:
+            compiled = self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            if compiled is None or not hasattr(compiled, "_init_handles"):
+                return None
+            compiled._init_handles()
+            entry = (compiled.run, compiled.function, compiled.packed_metadata, device)
+            self._specializations[specialization] = entry
+            self._compiled.append(compiled)
+            launched = True
+        else:
+            launched = False
+        if len(self._cache) >= MAX_CACHED_KEYS:
+            self._cache.clear()
         self._cache[key] = entry
-        return entry
+        return None if launched else entry
+
+    def _launch_slow(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+        if _tracing(args):
+            self._launch_traced(grid, args, constexprs, num_warps, num_stages, maxnreg)
+        else:
+            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
 
     def _launch_traced(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
         if self._interpreted:
@@ -183,9 +230,16 @@ class Kernel:
             self._traced_variants[key] = triton.autotune(configs=[config], key=[])(self.fn)
         return self._traced_variants[key]
 
+    def reset(self) -> None:
+        """Forgets every cached launch (a tile sweep that changes module constants between launches)."""
+        self._cache.clear()
+        self._specializations.clear()
+        self._compiled.clear()
+
     def compiled(self) -> list:
-        """The compiled kernels of the cached launches so far, as ``(run, function, metadata)``."""
-        return list(self._cache.values())
+        """The compiled kernels (Triton's ``CompiledKernel``: ``n_regs``, ``n_spills``, ``asm``) of the
+        cached launches so far."""
+        return list(self._compiled)
 
 
 def _is_autotuner(fn) -> bool:
@@ -194,18 +248,31 @@ def _is_autotuner(fn) -> bool:
     return isinstance(fn, Autotuner)
 
 
-def _launch_hooks_set() -> bool:
+def _launch_hooks() -> bool:
+    """True when a launch hook is installed (Triton's profiler, say): the cached launch passes none.
+
+    NOTE: Triton keeps the hooks as a HookChain object that is never None (seen on 3.9; a None check
+    sent every launch to Triton's own path on 3.6): installed means its chain has calls."""
     runtime = _knobs.runtime
-    return runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    return bool(enter is not None and getattr(enter, "calls", True)) or bool(
+        leave is not None and getattr(leave, "calls", True))
 
 
-@functools.lru_cache(maxsize=None)
-def _stream_getter():
-    return torch._C._cuda_getCurrentRawStream
+def _give_up_fast_launch(kernel: Kernel, error: Exception) -> None:
+    """Every Kernel takes Triton's own launch from now on (the cached launch's call did not fit)."""
+    import warnings
+
+    global FAST_LAUNCH
+    FAST_LAUNCH = False
+    for other in list(_ALL_KERNELS):
+        other._plain = True
+    warnings.warn(f"blockfuse: the cached kernel launch failed on {kernel.name} ({error}); using Triton's own "
+                  "launch", RuntimeWarning, stacklevel=3)
 
 
-def _current_stream(device: int) -> int:
-    return _stream_getter()(device)
+def _raw_stream(device: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -246,8 +313,9 @@ def launcher_op(name: str, *, mutates_args=()):
             op.register_fake(body)
         else:
             op = torch.library.triton_op(qualified, body, mutates_args=mutates_args)
-        overload = getattr(getattr(torch.ops.blockfuse, name), "default")
-        return Launcher(body, overload, name)
+        launcher = Launcher(body, getattr(torch.ops.blockfuse, name).default, name)
+        LAUNCHERS[name] = launcher
+        return launcher
 
     return register
 

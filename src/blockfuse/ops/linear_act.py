@@ -29,8 +29,9 @@ Three paths, picked by ``path`` (see ``PATH`` and the "auto" rule below it; the 
   Triton elementwise kernels for the activation and its derivative. The activation is then
   computed from the pre-activation rounded to x's dtype, as PyTorch does.
 
-The file reads: kernels (forward, elementwise, backward), launchers, custom ops, public
-functionals, references.
+The file reads: kernels (forward, elementwise, backward); launchers (ops ``blockfuse::linear_act_fwd``,
+``linear_act_bwd``, ``fused_mlp_fwd``, ``fused_mlp_bwd``, see ``ops/launch.py``); one autograd Function
+per op; public functionals; references.
 """
 
 from __future__ import annotations
@@ -44,14 +45,12 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from blockfuse.ops import gated as gated_ops
-from blockfuse.ops.activation import gelu, gelu_grad, silu, silu_grad
+from blockfuse.ops.activation import column_sum, gelu, gelu_grad, launch_shape, program_tile, silu, silu_grad
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.gated import _launch_shape, _program_tile
-from blockfuse.ops.launch import Kernel, as_rows, cdiv, next_power_of_2
-from blockfuse.ops.mlp import _column_sum, column_blocks, down_projection, linear_into
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, tracing
+from blockfuse.ops.mlp import column_blocks, down_projection, linear_into
 from blockfuse.runtime import interpreter_enabled, use_triton
 
 # activation -> (the elementwise activation, gated)
@@ -287,7 +286,7 @@ def _act_fwd_kernel(
     M, N,
     ACTIVATION: tl.constexpr, GATED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    rows, cols, mask = _program_tile(M, N, BLOCK_M, BLOCK_N)
+    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
     z = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     y = _act(z, ACTIVATION)
     if GATED:
@@ -306,7 +305,7 @@ def _act_bwd_kernel(
     M, N,
     ACTIVATION: tl.constexpr, GATED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    rows, cols, mask = _program_tile(M, N, BLOCK_M, BLOCK_N)
+    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
     dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     z = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if GATED:
@@ -489,31 +488,45 @@ _dx_tuned = _tuned(_linear_act_dx_kernel, DX_CONFIGS, "dx", ["M_BUCKET", "N", "K
 _dpre_tuned = _tuned(_mlp_dpre_kernel, DPRE_CONFIGS, "dpre", ["M_BUCKET", "N", "D", "GATED"], restore=["PRE"])
 _act_fwd = Kernel(_act_fwd_kernel)
 _act_bwd = Kernel(_act_bwd_kernel)
+# The autotuned GEMMs as blockfuse launches them. NOTE: in Triton's interpreter the autotuners are
+# bypassed: their kernels run alone, with INTERPRETER_CONFIG (see _launch_gemm).
+_INTERPRETED = interpreter_enabled()
+_fwd_gemm = Kernel(_fwd_tuned.fn if _INTERPRETED else _fwd_tuned)
+_dx_gemm = Kernel(_dx_tuned.fn if _INTERPRETED else _dx_tuned)
+_dpre_gemm = Kernel(_dpre_tuned.fn if _INTERPRETED else _dpre_tuned)
 
 
 # ----------------------------------------------------------------------------------------
-# Launchers
+# Launchers: plain Python that allocates, tiles and launches, registered as ops without autograd
 # ----------------------------------------------------------------------------------------
 
 
 def _m_bucket(m: int) -> int:
-    return next_power_of_2(max(m, 1))
+    """The power of two >= m (at least 1): the autotuning key of the row count. A symbolic m (while
+    torch.compile traces) is bucketed by doubling, with comparisons only."""
+    if m.__class__ is int:
+        return next_power_of_2(m)
+    bucket = 1
+    while bucket < m:
+        bucket *= 2
+    return bucket
 
 
 def _dot_constants(dtype: torch.dtype) -> dict:
     """UPCAST and INPUT_PRECISION for tiles of ``dtype`` (fp32: tf32 only where PyTorch's own
     matmuls may use it, so the kernel is as accurate as torch.mm)."""
     highest = dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
-    return {"UPCAST": interpreter_enabled() and dtype == torch.bfloat16,
+    return {"UPCAST": _INTERPRETED and dtype == torch.bfloat16,
             "INPUT_PRECISION": "ieee" if highest else "tf32"}
 
 
-def _launch_tuned(tuned, grid, args, constants):
-    """Launch the autotuned ``tuned`` kernel; in the interpreter, its kernel with one small tile."""
-    if interpreter_enabled():
-        tuned.fn[grid(INTERPRETER_CONFIG)](*args, **constants, **INTERPRETER_CONFIG)
+def _launch_gemm(kernel: Kernel, grid, args: tuple, constants: dict) -> None:
+    """Launch an autotuned GEMM ``kernel`` on ``grid`` (a function of the config's constants); in the
+    interpreter, its kernel alone with one small tile."""
+    if _INTERPRETED:
+        kernel(grid(INTERPRETER_CONFIG), *args, **constants, **INTERPRETER_CONFIG)
     else:
-        tuned[grid](*args, **constants)
+        kernel(grid, *args, **constants)
 
 
 def _forward_path(path: str, rows: int, device: torch.device) -> str:
@@ -530,9 +543,21 @@ def _forward_path(path: str, rows: int, device: torch.device) -> str:
 _TMA_FAILURE: Optional[str] = None  # why the TMA path was turned off in this process, if it was
 
 
+def _traced(t: Tensor) -> bool:
+    """True for the fake or functional tensors of tracing (torch.compile), which have no data."""
+    return (torch._C._len_torch_dispatch_stack() > 0
+            or (t.__class__ is not Tensor and not isinstance(t, torch.nn.Parameter)))
+
+
 def _tma_usable(x2: Tensor, weight: Tensor) -> bool:
-    """TMA descriptors need sm_90+, a contiguous last dimension and 16-byte aligned bases and rows."""
-    if _TMA_FAILURE is not None or not hasattr(tl, "make_tensor_descriptor"):
+    """TMA descriptors need sm_90+, a contiguous last dimension and 16-byte aligned bases and rows.
+
+    NOTE: while torch.compile traces a launcher (CUDA: Inductor takes in the launches), the forward
+    takes the pointer path: the alignment of the bases is known only from real data pointers, and
+    device-side descriptors need Triton's global scratch allocator set up around the launch, which
+    blockfuse does (:func:`_ensure_tma_allocator`) but Inductor's launch of a user kernel does not
+    promise on every torch version. Eager calls, and the interpreter's custom ops, still take TMA."""
+    if _TMA_FAILURE is not None or not hasattr(tl, "make_tensor_descriptor") or _traced(x2):
         return False
     if x2.device.type == "cuda" and torch.cuda.get_device_capability(x2.device)[0] < 9:
         return False
@@ -569,8 +594,10 @@ def _launch_forward(x2: Tensor, weight: Tensor, bias: Optional[Tensor], pre2: Op
     n = y2.shape[1]
     args = (x2, weight, bias, pre2, y2, m, n, k, x2.stride(0), x2.stride(1), weight.stride(0), weight.stride(1),
             0 if pre2 is None else pre2.stride(0), y2.stride(0), n * weight.stride(0), _m_bucket(m))
-    constants = {"ACTIVATION": _ACTIVATION_CODE[name], "GATED": gated, "HAS_BIAS": bias is not None,
-                 "STORE_PRE": pre2 is not None, **_dot_constants(x2.dtype)}
+
+    def constants(tma: bool) -> dict:
+        return {"ACTIVATION": _ACTIVATION_CODE[name], "GATED": gated, "HAS_BIAS": bias is not None,
+                "STORE_PRE": pre2 is not None, "USE_TMA": tma, **_dot_constants(x2.dtype)}
 
     def grid(meta):
         return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
@@ -579,21 +606,21 @@ def _launch_forward(x2: Tensor, weight: Tensor, bias: Optional[Tensor], pre2: Op
         if x2.is_cuda:
             _ensure_tma_allocator()
         try:
-            _launch_tuned(_fwd_tuned, grid, args, {**constants, "USE_TMA": True})
+            _launch_gemm(_fwd_gemm, grid, args, constants(True))
             return
         except Exception as error:  # noqa: BLE001  (any compile failure: the pointer path still works)
             _TMA_FAILURE = f"{type(error).__name__}: {str(error).strip()[:300]}"
             warnings.warn(f"linear_act: the TMA path failed and is turned off ({_TMA_FAILURE}); "
                           f"using pointer loads", RuntimeWarning, stacklevel=2)
-    _launch_tuned(_fwd_tuned, grid, args, {**constants, "USE_TMA": False})
+    _launch_gemm(_fwd_gemm, grid, args, constants(False))
 
 
 def _launch_act_forward(gate2: Tensor, up2: Optional[Tensor], y2: Tensor, name: str) -> None:
     m, n = gate2.shape
     if m == 0 or n == 0:
         return
-    programs, block_m, block_n, num_warps = _launch_shape(m, n, gated_ops.FWD_TILE_ELEMENTS,
-                                                          gated_ops.FWD_ELEMENTS_PER_WARP)
+    programs, block_m, block_n, num_warps = launch_shape(m, n, gated_ops.FWD_TILE_ELEMENTS,
+                                                         gated_ops.FWD_ELEMENTS_PER_WARP)
     _act_fwd((programs,), gate2, up2, y2, gate2.stride(0), 0 if up2 is None else up2.stride(0), y2.stride(0), m, n,
              ACTIVATION=_ACTIVATION_CODE[name], GATED=up2 is not None, BLOCK_M=block_m, BLOCK_N=block_n,
              num_warps=num_warps)
@@ -605,8 +632,8 @@ def _launch_act_backward(dy2: Tensor, gate2: Tensor, up2: Optional[Tensor], d_ga
     m, n = gate2.shape
     if m == 0 or n == 0:
         return
-    programs, block_m, block_n, num_warps = _launch_shape(m, n, gated_ops.BWD_TILE_ELEMENTS,
-                                                          gated_ops.BWD_ELEMENTS_PER_WARP)
+    programs, block_m, block_n, num_warps = launch_shape(m, n, gated_ops.BWD_TILE_ELEMENTS,
+                                                         gated_ops.BWD_ELEMENTS_PER_WARP)
     _act_bwd((programs,), dy2, gate2, up2, d_gate2, d_up2, dy2.stride(0), gate2.stride(0),
              0 if up2 is None else up2.stride(0), d_gate2.stride(0), 0 if d_up2 is None else d_up2.stride(0), m, n,
              ACTIVATION=_ACTIVATION_CODE[name], GATED=up2 is not None, BLOCK_M=block_m, BLOCK_N=block_n,
@@ -621,7 +648,7 @@ def _halves(pre2: Tensor, n: int, gated: bool) -> tuple[Tensor, Optional[Tensor]
 def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str, path: str,
                         keep_pre: bool, pre_out: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
     """(y, pre): y (..., n) and, when ``keep_pre``, the pre-activation (..., rows of weight), written
-    into ``pre_out`` (a contiguous (tokens, rows) tensor) when given."""
+    into ``pre_out`` (a contiguous (tokens, rows) tensor) when given. For the launchers below."""
     name, gated = ACTIVATIONS[activation]
     k, rows = x.shape[-1], weight.shape[0]
     n = rows // 2 if gated else rows
@@ -655,6 +682,14 @@ def _linear_act_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], activ
     return y, pre
 
 
+@launcher_op("linear_act_fwd")
+def _linear_act_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str, path: str,
+                    keep_pre: bool) -> tuple[Tensor, Tensor]:
+    """linear_act's forward: (y, the pre-activation, empty unless ``keep_pre``)."""
+    y, pre = _linear_act_forward(x, weight, bias, activation, path, keep_pre)
+    return y, empty_if_none(pre, x)
+
+
 def _launch_dx(dy2: Tensor, pre2: Tensor, weight: Tensor, dx2: Tensor, activation: str) -> None:
     name, gated = ACTIVATIONS[activation]
     m, n = dy2.shape
@@ -666,7 +701,7 @@ def _launch_dx(dy2: Tensor, pre2: Tensor, weight: Tensor, dx2: Tensor, activatio
     def grid(meta):
         return (cdiv(m, meta["BLOCK_M"]) * cdiv(k, meta["BLOCK_K"]),)
 
-    _launch_tuned(_dx_tuned, grid, args, constants)
+    _launch_gemm(_dx_gemm, grid, args, constants)
 
 
 def _launch_dpre(dy2: Tensor, fc2_weight: Tensor, pre2: Tensor, activation: str) -> None:
@@ -681,7 +716,7 @@ def _launch_dpre(dy2: Tensor, fc2_weight: Tensor, pre2: Tensor, activation: str)
     def grid(meta):
         return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
-    _launch_tuned(_dpre_tuned, grid, args, constants)
+    _launch_gemm(_dpre_gemm, grid, args, constants)
 
 
 def _backward_path(path: str, rows: int, device: torch.device, mlp: bool) -> str:
@@ -693,16 +728,27 @@ def _backward_path(path: str, rows: int, device: torch.device, mlp: bool) -> str
     return "cublas" if path == "cublas" else "triton"
 
 
-def _linear_act_backward(dy: Tensor, x: Tensor, pre: Tensor, weight: Tensor, activation: str, path: str,
-                         needs: tuple[bool, bool, bool]) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
-    """(dx, d weight, d bias), each None unless ``needs`` asks for it. ``pre`` is overwritten with
-    its gradient whenever a weight or bias gradient is asked for (or dx on the cuBLAS path)."""
-    needs_dx, needs_weight, needs_bias = needs
+def _private(pre: Tensor) -> Tensor:
+    """The pre-activation the backward overwrites with its gradient: ``pre`` itself eagerly.
+
+    NOTE: traced by torch.compile, a copy: Inductor cannot overwrite a saved tensor anyway (it copies it
+    before an op that mutates it), and writing into a graph input's views through user kernels is the
+    pattern that ran into an illegal memory access in Inductor's scatter copies (torch 2.11, the gated
+    MLP's row blocks); on a copy the kernels write an intermediate the compiler owns."""
+    return pre.clone() if tracing() else pre
+
+
+@launcher_op("linear_act_bwd", mutates_args=("pre",))
+def _linear_act_bwd(dy: Tensor, x: Tensor, pre: Tensor, weight: Tensor, activation: str, path: str, needs_dx: bool,
+                    needs_weight: bool, needs_bias: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """linear_act's backward: (dx, d weight, d bias), each empty unless asked for. ``pre`` is
+    overwritten with its gradient whenever a weight or bias gradient is asked for (or dx on the
+    cuBLAS path)."""
     name, gated = ACTIVATIONS[activation]
     k, rows = x.shape[-1], weight.shape[0]
     n = rows // 2 if gated else rows
     dy2 = as_rows(dy, n).to(pre.dtype)  # (tokens, n)
-    pre2 = pre.view(-1, rows)  # (tokens, rows)
+    pre2 = _private(pre).view(-1, rows)  # (tokens, rows)
     m = pre2.shape[0]
     fused_dx = needs_dx and _backward_path(path, m, x.device, mlp=False) == "triton"
     dx2 = d_weight = d_bias = None
@@ -721,14 +767,18 @@ def _linear_act_backward(dy: Tensor, x: Tensor, pre: Tensor, weight: Tensor, act
         if needs_weight:
             d_weight = d_pre2.t().mm(x.reshape(-1, k))
         if needs_bias:
-            d_bias = _column_sum(d_pre2)
-    return None if dx2 is None else dx2.view(x.shape), d_weight, d_bias
+            d_bias = column_sum(d_pre2)
+    dx = None if dx2 is None else dx2.view(x.shape)
+    return empty_if_none(dx, x), empty_if_none(d_weight, weight), empty_if_none(d_bias, weight)
 
 
-def _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre):
-    """(out, pre): the hidden activation is made a block of rows at a time and lives only until fc2
-    has read that block (ops.mlp.down_projection); fc1 runs per block too, writing each block's
-    pre-activation into its rows of the one kept for the backward."""
+@launcher_op("fused_mlp_fwd")
+def _fused_mlp_fwd(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_weight: Tensor,
+                   fc2_bias: Optional[Tensor], activation: str, path: str, keep_pre: bool) -> tuple[Tensor, Tensor]:
+    """fused_mlp's forward: (out, fc1's pre-activation, empty unless ``keep_pre``). The hidden
+    activation is made a block of rows at a time and lives only until fc2 has read that block
+    (ops.mlp.down_projection); fc1 runs per block too, writing each block's pre-activation into its
+    rows of the one kept for the backward."""
     k, rows = x.shape[-1], fc1_weight.shape[0]
     x2 = x.reshape(math.prod(x.shape[:-1]), k)
     pre2 = x.new_empty((x2.shape[0], rows)) if keep_pre else None
@@ -738,19 +788,21 @@ def _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path
                                    None if pre2 is None else pre2[block])[0]
 
     y2 = down_projection(hidden_of_rows, x2.shape[0], fc2_weight, fc2_bias, x)
-    pre = None if pre2 is None else pre2.view(*x.shape[:-1], rows)
+    pre = x.new_empty((0,)) if pre2 is None else pre2.view(*x.shape[:-1], rows)
     return y2.view(*x.shape[:-1], fc2_weight.shape[0]), pre
 
 
-def _mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs):
-    """(dx, d fc1_weight, d fc1_bias, d fc2_weight, d fc2_bias), each None unless ``needs`` asks
-    for it. ``pre`` is overwritten with its gradient."""
-    needs_dx, needs_fc1_weight, needs_fc1_bias, needs_fc2_weight, needs_fc2_bias = needs
+@launcher_op("fused_mlp_bwd", mutates_args=("pre",))
+def _fused_mlp_bwd(dy: Tensor, x: Tensor, pre: Tensor, fc1_weight: Tensor, fc2_weight: Tensor, activation: str,
+                   path: str, needs_dx: bool, needs_fc1_weight: bool, needs_fc1_bias: bool, needs_fc2_weight: bool,
+                   needs_fc2_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """fused_mlp's backward: (dx, d fc1_weight, d fc1_bias, d fc2_weight, d fc2_bias), each empty
+    unless asked for. ``pre`` is overwritten with its gradient."""
     name, gated = ACTIVATIONS[activation]
     d_out, n = fc2_weight.shape
     rows, k = fc1_weight.shape
     dy2 = as_rows(dy, d_out).to(pre.dtype)  # (tokens, d_out)
-    pre2 = pre.view(-1, rows)  # (tokens, rows)
+    pre2 = _private(pre).view(-1, rows)  # (tokens, rows)
     gate2, up2 = _halves(pre2, n, gated)
     m = pre2.shape[0]
     d_fc2_weight = d_fc2_bias = dx = d_fc1_weight = d_fc1_bias = None
@@ -761,180 +813,85 @@ def _mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs):
     if needs_fc2_weight:
         d_fc2_weight = torch.empty_like(fc2_weight)  # (d_out, n)
         for cols in column_blocks(n, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
-            hidden = pre2.new_empty((m, cols.stop - cols.start))
-            _launch_act_forward(gate2[:, cols], None if up2 is None else up2[:, cols], hidden, name)
+            g2 = gate2[:, cols]
+            hidden = pre2.new_empty((m, g2.shape[1]))
+            _launch_act_forward(g2, None if up2 is None else up2[:, cols], hidden, name)
             torch.mm(dy2.t(), hidden, out=d_fc2_weight[:, cols])  # straight into the column block (ld = hidden)
             del hidden
     if needs_fc2_bias:
-        d_fc2_bias = _column_sum(dy2)
-    if not (needs_dx or needs_fc1_weight or needs_fc1_bias):
-        return dx, d_fc1_weight, d_fc1_bias, d_fc2_weight, d_fc2_bias
-
-    # pre2 <- d_pre, in place.
-    if _backward_path(path, m, x.device, mlp=True) == "triton":
-        if m and n:
-            _launch_dpre(dy2, fc2_weight, pre2, activation)
-    else:
-        step = max(BACKWARD_MIN_ROWS, -(-m // BACKWARD_BLOCKS))
-        for start in range(0, m, step):
-            block = slice(start, min(start + step, m))
-            d_hidden = dy2[block].mm(fc2_weight)  # (block rows, n)
-            up_block = None if up2 is None else up2[block]
-            _launch_act_backward(d_hidden, gate2[block], up_block, gate2[block], up_block, name)
-            del d_hidden
-    if needs_dx:
-        dx = pre2.mm(fc1_weight).view(x.shape)
-    if needs_fc1_weight:
-        d_fc1_weight = pre2.t().mm(x.reshape(-1, k))
-    if needs_fc1_bias:
-        d_fc1_bias = _column_sum(pre2)
-    return dx, d_fc1_weight, d_fc1_bias, d_fc2_weight, d_fc2_bias
+        d_fc2_bias = column_sum(dy2)
+    if needs_dx or needs_fc1_weight or needs_fc1_bias:
+        # pre2 <- d_pre, in place.
+        if _backward_path(path, m, x.device, mlp=True) == "triton":
+            if m and n:
+                _launch_dpre(dy2, fc2_weight, pre2, activation)
+        else:
+            for block in column_blocks(m, BACKWARD_BLOCKS, BACKWARD_MIN_ROWS, align=1):
+                d_hidden = dy2[block].mm(fc2_weight)  # (block rows, n)
+                up_block = None if up2 is None else up2[block]
+                _launch_act_backward(d_hidden, gate2[block], up_block, gate2[block], up_block, name)
+                del d_hidden
+        if needs_dx:
+            dx = pre2.mm(fc1_weight).view(x.shape)
+        if needs_fc1_weight:
+            d_fc1_weight = pre2.t().mm(x.reshape(-1, k))
+        if needs_fc1_bias:
+            d_fc1_bias = column_sum(pre2)
+    return (empty_if_none(dx, x), empty_if_none(d_fc1_weight, x), empty_if_none(d_fc1_bias, x),
+            empty_if_none(d_fc2_weight, x), empty_if_none(d_fc2_bias, x))
 
 
 # ----------------------------------------------------------------------------------------
-# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
+# Autograd: one Function per op, eager and under torch.compile
 # ----------------------------------------------------------------------------------------
 #
-# NOTE: the backward ops overwrite the pre-activation with its gradient, as the eager Functions
-# do; they declare it mutated so the compiler orders them after every other reader (there are
-# none: it is the forward op's private output). The eager Functions bump its version, so a second
+# NOTE: the backward launchers overwrite the pre-activation with its gradient (it is private to the
+# op: saved by the forward, read by nothing else); they declare it mutated, so under torch.compile
+# the compiler orders them after every other reader. The Functions bump its version, so a second
 # backward through the same graph (retain_graph=True) raises instead of reading the overwritten values.
 
 
-def _empty_if_none(tensors, like: Tensor) -> tuple[Tensor, ...]:
-    """A custom op returns no None and no two outputs that alias: a fresh empty tensor for each."""
-    return tuple(like.new_empty((0,)) if t is None else t for t in tensors)
-
-
 class _LinearActFunction(torch.autograd.Function):
+    """``config``: (activation, path)."""
+
     @staticmethod
-    def forward(ctx, x, weight, bias, activation, path):
-        y, pre = _linear_act_forward(x, weight, bias, activation, path, keep_pre=True)
+    def forward(ctx, x, weight, bias, config):
+        activation, path = config
+        y, pre = _linear_act_fwd(x, weight, bias, activation, path, True)
         ctx.save_for_backward(x, pre, weight)  # x and the pre-activation: the activation is recomputed
-        ctx.config = (activation, path)
+        ctx.config = config
         return y
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy):
         x, pre, weight = ctx.saved_tensors
         activation, path = ctx.config
-        grads = _linear_act_backward(dy, x, pre, weight, activation, path, ctx.needs_input_grad[:3])
+        needs_dx, needs_weight, needs_bias = ctx.needs_input_grad[:3]
+        dx, d_weight, d_bias = _linear_act_bwd(dy, x, pre, weight, activation, path, needs_dx, needs_weight,
+                                               needs_bias)
         torch.autograd.graph.increment_version(pre)
-        return (*grads, None, None)
-
-
-@torch.library.custom_op("blockfuse::linear_act", mutates_args=())
-def _linear_act_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str, path: str,
-                   keep_pre: bool) -> tuple[Tensor, Tensor]:
-    y, pre = _linear_act_forward(x, weight, bias, activation, path, keep_pre)
-    return y, x.new_empty((0,)) if pre is None else pre
-
-
-@_linear_act_op.register_fake
-def _(x, weight, bias, activation, path, keep_pre):
-    rows = weight.shape[0]
-    n = rows // 2 if ACTIVATIONS[activation][1] else rows
-    pre = x.new_empty((*x.shape[:-1], rows)) if keep_pre else x.new_empty((0,))
-    return x.new_empty((*x.shape[:-1], n)), pre
-
-
-@torch.library.custom_op("blockfuse::linear_act_backward", mutates_args=("pre",))
-def _linear_act_backward_op(dy: Tensor, x: Tensor, pre: Tensor, weight: Tensor, activation: str, path: str,
-                            needs_dx: bool, needs_weight: bool, needs_bias: bool) -> tuple[Tensor, Tensor, Tensor]:
-    grads = _linear_act_backward(dy, x, pre, weight, activation, path, (needs_dx, needs_weight, needs_bias))
-    return _empty_if_none(grads, x)
-
-
-@_linear_act_backward_op.register_fake
-def _(dy, x, pre, weight, activation, path, needs_dx, needs_weight, needs_bias):
-    return (x.new_empty(x.shape if needs_dx else (0,)), weight.new_empty(weight.shape if needs_weight else (0,)),
-            weight.new_empty((weight.shape[0],) if needs_bias else (0,)))
-
-
-def _linear_act_setup(ctx, inputs, output):
-    x, weight, bias, activation, path, keep_pre = inputs
-    ctx.save_for_backward(x, output[1], weight)
-    ctx.config = (activation, path)
-
-
-def _linear_act_backward_autograd(ctx, dy, d_pre):
-    x, pre, weight = ctx.saved_tensors
-    activation, path = ctx.config
-    needs = ctx.needs_input_grad[:3]
-    dx, d_weight, d_bias = _linear_act_backward_op(dy, x, pre, weight, activation, path, *needs)
-    return tuple(g if need else None for g, need in zip((dx, d_weight, d_bias), needs)) + (None, None, None)
-
-
-_linear_act_op.register_autograd(_linear_act_backward_autograd, setup_context=_linear_act_setup)
+        return dx if needs_dx else None, d_weight if needs_weight else None, d_bias if needs_bias else None, None
 
 
 class _FusedMLPFunction(torch.autograd.Function):
+    """``config``: (activation, path)."""
+
     @staticmethod
-    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path):
-        out, pre = _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre=True)
+    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, config):
+        activation, path = config
+        out, pre = _fused_mlp_fwd(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, True)
         ctx.save_for_backward(x, pre, fc1_weight, fc2_weight)  # not the activation (fc2's input)
-        ctx.config = (activation, path)
+        ctx.config = config
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy):
         x, pre, fc1_weight, fc2_weight = ctx.saved_tensors
         activation, path = ctx.config
-        grads = _mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, ctx.needs_input_grad[:5])
+        needs = ctx.needs_input_grad[:5]
+        grads = _fused_mlp_bwd(dy, x, pre, fc1_weight, fc2_weight, activation, path, *needs)
         torch.autograd.graph.increment_version(pre)
-        return (*grads, None, None)
-
-
-@torch.library.custom_op("blockfuse::fused_mlp", mutates_args=())
-def _fused_mlp_op(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_weight: Tensor,
-                  fc2_bias: Optional[Tensor], activation: str, path: str, keep_pre: bool) -> tuple[Tensor, Tensor]:
-    out, pre = _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre)
-    return out, x.new_empty((0,)) if pre is None else pre
-
-
-@_fused_mlp_op.register_fake
-def _(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre):
-    pre = x.new_empty((*x.shape[:-1], fc1_weight.shape[0])) if keep_pre else x.new_empty((0,))
-    return x.new_empty((*x.shape[:-1], fc2_weight.shape[0])), pre
-
-
-@torch.library.custom_op("blockfuse::fused_mlp_backward", mutates_args=("pre",))
-def _fused_mlp_backward_op(dy: Tensor, x: Tensor, pre: Tensor, fc1_weight: Tensor, fc2_weight: Tensor,
-                           activation: str, path: str, needs_dx: bool, needs_fc1_weight: bool, needs_fc1_bias: bool,
-                           needs_fc2_weight: bool,
-                           needs_fc2_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    needs = (needs_dx, needs_fc1_weight, needs_fc1_bias, needs_fc2_weight, needs_fc2_bias)
-    return _empty_if_none(_mlp_backward(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs), x)
-
-
-@_fused_mlp_backward_op.register_fake
-def _(dy, x, pre, fc1_weight, fc2_weight, activation, path, needs_dx, needs_fc1_weight, needs_fc1_bias,
-      needs_fc2_weight, needs_fc2_bias):
-    def like(shape, need):
-        return x.new_empty(shape if need else (0,))
-
-    return (like(x.shape, needs_dx), like(fc1_weight.shape, needs_fc1_weight),
-            like((fc1_weight.shape[0],), needs_fc1_bias), like(fc2_weight.shape, needs_fc2_weight),
-            like((fc2_weight.shape[0],), needs_fc2_bias))
-
-
-def _fused_mlp_setup(ctx, inputs, output):
-    x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre = inputs
-    ctx.save_for_backward(x, output[1], fc1_weight, fc2_weight)
-    ctx.config = (activation, path)
-
-
-def _fused_mlp_backward_autograd(ctx, dy, d_pre):
-    x, pre, fc1_weight, fc2_weight = ctx.saved_tensors
-    activation, path = ctx.config
-    needs = ctx.needs_input_grad[:5]
-    grads = _fused_mlp_backward_op(dy, x, pre, fc1_weight, fc2_weight, activation, path, *needs)
-    return tuple(g if need else None for g, need in zip(grads, needs)) + (None, None, None)
-
-
-_fused_mlp_op.register_autograd(_fused_mlp_backward_autograd, setup_context=_fused_mlp_setup)
+        return (*(g if need else None for g, need in zip(grads, needs)), None)
 
 
 # ----------------------------------------------------------------------------------------
@@ -1004,14 +961,11 @@ def linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activat
     _check_input(x)
     _check_linear(x.shape[-1], x, weight, bias, activation, "weight", "bias")
     path = _check_path(path)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return linear_act_ref(x, weight, bias, activation)
-    keep_pre = _wants_grad(x, weight, bias)
-    if torch.compiler.is_compiling():
-        return _linear_act_op(x, weight, bias, activation, path, keep_pre)[0]
-    if not keep_pre:  # nothing to backpropagate: the pre-activation is not even written
-        return _linear_act_forward(x, weight, bias, activation, path, keep_pre=False)[0]
-    return _LinearActFunction.apply(x, weight, bias, activation, path)
+    if _wants_grad(x, weight, bias):
+        return _LinearActFunction.apply(x, weight, bias, (activation, path))
+    return _linear_act_fwd(x, weight, bias, activation, path, False)[0]  # no pre-activation written
 
 
 def fused_mlp(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_weight: Tensor,
@@ -1027,14 +981,11 @@ def fused_mlp(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_wei
     hidden = _check_linear(x.shape[-1], x, fc1_weight, fc1_bias, activation, "fc1_weight", "fc1_bias")
     _check_linear(hidden, x, fc2_weight, fc2_bias, None, "fc2_weight", "fc2_bias", "the hidden activation")
     path = _check_path(path)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return fused_mlp_ref(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation)
-    keep_pre = _wants_grad(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias)
-    if torch.compiler.is_compiling():
-        return _fused_mlp_op(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre)[0]
-    if not keep_pre:
-        return _mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, keep_pre=False)[0]
-    return _FusedMLPFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path)
+    if _wants_grad(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias):
+        return _FusedMLPFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, (activation, path))
+    return _fused_mlp_fwd(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, path, False)[0]
 
 
 # ----------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ frees it right after the down weight's gradient:
 
 The GEMMs are cuBLAS calls (``torch.nn.functional.linear`` / ``torch.mm``); a later fused
 GEMM + activation epilogue replaces the first GEMM and the gated kernel together. The file reads:
-launchers (the GEMMs around the gated kernels), custom ops, public functional, reference.
+the two launchers (ops ``blockfuse::gated_mlp_down_fwd`` and ``blockfuse::gated_mlp_down_bwd``: the
+gated kernels and the down GEMM, see ``ops/launch.py``); the two autograd Functions (the gate|up
+GEMMs, the rest); the public functional; the reference.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
+from blockfuse.ops.activation import column_sum
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.gated import _gated_backward, _gated_forward, geglu_ref, swiglu_ref
+from blockfuse.ops.gated import geglu_ref, launch_gated_backward, launch_gated_forward, swiglu_ref
+from blockfuse.ops.launch import launcher_op, tracing
 from blockfuse.runtime import use_triton
 
 ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu_tanh", "geglu_erf": "gelu"}
@@ -43,7 +46,7 @@ FORWARD_MIN_ROWS = 1024
 
 
 # ----------------------------------------------------------------------------------------
-# Launchers
+# Launchers: the gated kernels between the GEMMs, registered as ops without autograd
 # ----------------------------------------------------------------------------------------
 
 
@@ -64,50 +67,16 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
     alive: in a training step it sits beside the saved pre-activation at the forward's peak (64 of the
     `standard` block's 321 MiB on an H200). Rows are independent, so the numbers are the same; each
     block's GEMM still fills the GPU (1024 rows or more)."""
+    if tracing():
+        # Traced by torch.compile: one GEMM on the whole activation, Inductor plans the buffers (a GEMM
+        # into each row block of y would be traced as scatter copies).
+        return F.linear(hidden_of_rows(slice(0, tokens)), down_weight, down_bias)
     y2 = like.new_empty((tokens, down_weight.shape[0]))
     for rows in column_blocks(tokens, FORWARD_BLOCKS, FORWARD_MIN_ROWS):
         hidden = hidden_of_rows(rows)
         linear_into(hidden, down_weight, down_bias, y2[rows])
         del hidden
     return y2
-
-
-def _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias):
-    """(gate_pre, up_pre). Packed weights (up_weight None): gate_pre = the (..., 2 hidden) output of the one
-    gate|up GEMM, up_pre an empty tensor. Separate weights: the two GEMM outputs."""
-    if up_weight is None:
-        return F.linear(x, gate_weight, gate_bias), x.new_empty((0,))
-    return F.linear(x, gate_weight, gate_bias), F.linear(x, up_weight, up_bias)
-
-
-def _pre_views(gate_pre, up_pre, hidden_size):
-    """(pre2 or None, gate2, up2): (tokens, 2 hidden) packed pre-activation and its (tokens, hidden)
-    gate and up views, or the separate ones (pre2 None)."""
-    if up_pre.numel() == 0 and gate_pre.shape[-1] == 2 * hidden_size:
-        pre2 = gate_pre.view(-1, 2 * hidden_size)
-        return pre2, pre2[:, :hidden_size], pre2[:, hidden_size:]
-    return None, gate_pre.view(-1, hidden_size), up_pre.view(-1, hidden_size)
-
-
-def _down_forward(gate_pre, up_pre, down_weight, down_bias, activation):
-    """``down(act(gate) * up)`` from the pre-activations, (..., d_out)."""
-    act = ACTIVATIONS[activation]
-    pre2, gate2, up2 = _pre_views(gate_pre, up_pre, down_weight.shape[1])
-
-    def hidden_of_rows(rows):  # (rows, hidden); packed: the kernel splits each row in place
-        if pre2 is not None:
-            return _gated_forward(pre2[rows], None, act)
-        return _gated_forward(gate2[rows], up2[rows], act)
-
-    tokens = math.prod(gate_pre.shape[:-1])
-    y2 = down_projection(hidden_of_rows, tokens, down_weight, down_bias, gate_pre)
-    return y2.view(*gate_pre.shape[:-1], down_weight.shape[0])
-
-
-def _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
-    """(y, gate_pre, up_pre): see :func:`_gate_up_forward`."""
-    gate_pre, up_pre = _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias)
-    return _down_forward(gate_pre, up_pre, down_weight, down_bias, activation), gate_pre, up_pre
 
 
 def column_blocks(n: int, blocks: int, min_width: int, align: int = 64) -> list[slice]:
@@ -117,29 +86,51 @@ def column_blocks(n: int, blocks: int, min_width: int, align: int = 64) -> list[
     NOTE: aligned, a block's (tokens, width) buffer has rows on 16-byte boundaries. Unaligned (4304
     hidden columns in 4 blocks of 1076), cuBLAS left its Hopper kernels for an sm_80 one and each
     block's weight-gradient GEMM took 0.83 ms instead of about a quarter of the full GEMM's 0.87 ms
-    (H200, bf16, 65536 tokens)."""
+    (H200, bf16, 65536 tokens). The slices are built from the block count (no ``range(0, n, width)``),
+    so that a symbolic ``n`` under torch.compile guards on the count of blocks, not on its value."""
+    if tracing():
+        return [slice(0, n)]  # traced by torch.compile: whole buffers, Inductor plans their lifetimes
     width = max(min_width, -(-n // blocks))
     width = -(-width // align) * align
-    return [slice(start, min(start + width, n)) for start in range(0, n, width)]
+    count = -(-n // width)
+    return [slice(i * width, n if i == count - 1 else (i + 1) * width) for i in range(count)]
 
 
-def _column_sum(t2: Tensor) -> Tensor:
-    """Sum over rows of a (tokens, n) gradient as one GEMV (fp32 accumulation in cuBLAS).
+def _pre_views(gate_pre: Tensor, up_pre: Optional[Tensor], hidden_size: int) -> tuple[Tensor, Tensor]:
+    """(gate2, up2): (tokens, hidden) views of the gate and up pre-activations: the two halves of the
+    packed (tokens, 2 hidden) one (up_pre None), or the separate ones."""
+    if up_pre is None:
+        return gate_pre[:, :hidden_size], gate_pre[:, hidden_size:]
+    return gate_pre, up_pre
 
-    NOTE: ``t2.sum(0)`` on a bf16 (8192, 8192) gradient allocated 132 MiB of temporaries on an
-    H200 (torch 2.11), the largest allocation at the block's peak; the GEMV allocates only n."""
-    return torch.mv(t2.t(), t2.new_ones(t2.shape[0]))
 
-
-def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias, overwrite=False):
-    """The backward of :func:`_down_forward`: (d_gate_pre, d_up_pre, d down_weight, d down_bias). The
-    pre-activations' gradients come in the pre-activations' form (packed: d_up_pre None);
-    ``overwrite``: written over the pre-activations themselves (the gated kernel reads each element
-    before writing it), so the backward needs no second tokens x 2 hidden buffer."""
-    act = ACTIVATIONS[activation]
-    dy2 = dy.reshape(-1, dy.shape[-1])
+@launcher_op("gated_mlp_down_fwd")
+def _down_forward(gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor, down_bias: Optional[Tensor],
+                  activation: str) -> Tensor:
+    """``down(act(gate) * up)`` (tokens, d_out) from the contiguous (tokens, ...) pre-activations:
+    packed (tokens, 2 hidden) with ``up_pre`` None, or separate (tokens, hidden) ones. ``activation``:
+    the gated kernel's ("silu", "gelu_tanh", "gelu")."""
     hidden_size = down_weight.shape[1]
-    pre2, gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
+
+    def hidden_of_rows(rows):  # (rows, hidden); packed: the kernel reads each row's two halves in place
+        g2 = gate2[rows]
+        h = g2.new_empty((g2.shape[0], hidden_size))
+        launch_gated_forward(g2, up2[rows], h, activation)
+        return h
+
+    return down_projection(hidden_of_rows, gate2.shape[0], down_weight, down_bias, gate_pre)
+
+
+@launcher_op("gated_mlp_down_bwd_", mutates_args=("gate_pre", "up_pre"))
+def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor, activation: str,
+                   has_down_bias: bool) -> tuple[Tensor, Tensor]:
+    """The backward of :func:`_down_forward` for dy (tokens, d_out): returns (d down_weight, d down_bias
+    (empty without a bias)) and writes the pre-activations' gradients over the pre-activations
+    themselves (the gated kernel reads each element before writing it): no second tokens x 2 hidden
+    buffer."""
+    hidden_size = down_weight.shape[1]
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
     tokens = gate2.shape[0]
 
     # NOTE: the activation is recomputed here rather than saved by the forward (one more read of
@@ -148,174 +139,140 @@ def _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias,
     # columns are exact (no sum across blocks), and the step's peak holds a quarter of tokens x hidden.
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
     for cols in column_blocks(hidden_size, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
-        hidden = _gated_forward(gate2[:, cols], up2[:, cols], act)  # (tokens, block columns)
-        torch.mm(dy2.t(), hidden, out=d_down_weight[:, cols])  # straight into the column block (ld = hidden)
+        g2 = gate2[:, cols]
+        hidden = g2.new_empty((tokens, g2.shape[1]))  # (tokens, block columns)
+        launch_gated_forward(g2, up2[:, cols], hidden, activation)
+        torch.mm(dy.t(), hidden, out=d_down_weight[:, cols])  # straight into the column block (ld = hidden)
         del hidden
-    d_down_bias = _column_sum(dy2) if has_down_bias else None
+    d_down_bias = column_sum(dy) if has_down_bias else dy.new_empty((0,))
 
     # NOTE: the hidden gradient is made and consumed a block of rows at a time: each block's
     # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
-    if overwrite:
-        d_gate_pre, d_up_pre, d_gate2, d_up2 = gate_pre, None if pre2 is not None else up_pre, gate2, up2
-    elif pre2 is not None:
-        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), None
-        d_pre2 = d_gate_pre.view(-1, 2 * hidden_size)
-        d_gate2, d_up2 = d_pre2[:, :hidden_size], d_pre2[:, hidden_size:]
-    else:
-        d_gate_pre, d_up_pre = torch.empty_like(gate_pre), torch.empty_like(up_pre)
-        d_gate2, d_up2 = d_gate_pre.view(-1, hidden_size), d_up_pre.view(-1, hidden_size)
-    step = max(BACKWARD_MIN_ROWS, -(-tokens // BACKWARD_BLOCKS))
-    for start in range(0, tokens, step):
-        rows = slice(start, min(start + step, tokens))
-        d_hidden = dy2[rows].mm(down_weight)  # (rows, hidden)
-        _gated_backward(d_hidden, gate2[rows], up2[rows], act, True, True, out=(d_gate2[rows], d_up2[rows]))
+    for rows in column_blocks(tokens, BACKWARD_BLOCKS, BACKWARD_MIN_ROWS, align=1):
+        d_hidden = dy[rows].mm(down_weight)  # (rows, hidden)
+        launch_gated_backward(d_hidden, gate2[rows], up2[rows], gate2[rows], up2[rows], activation)
         del d_hidden
-    return d_gate_pre, d_up_pre, d_down_weight, d_down_bias
+    return d_down_weight, d_down_bias
+
+
+@launcher_op("gated_mlp_down_bwd")
+def _down_backward_compiled(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor,
+                            activation: str, has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The backward of :func:`_down_forward` as torch.compile takes it: returns (d down_weight, d down_bias
+    (empty without a bias), d gate_pre, d up_pre), the last two new tensors shaped as the pre-activations
+    (packed: the whole packed gradient, and an empty one); nothing is written in place and no kernel
+    writes into a view.
+
+    NOTE: under torch.compile Inductor owns the buffers: it cannot overwrite a saved pre-activation (it
+    copies it first), and a kernel that writes into views of a buffer (row blocks, the halves of a packed
+    gradient) becomes scatter copies. So the compiled backward takes whole, fresh buffers and leaves
+    their lifetimes to Inductor's planner; the numbers are those of :func:`_down_backward`."""
+    hidden_size = down_weight.shape[1]
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
+    hidden = gate2.new_empty((gate2.shape[0], hidden_size))  # (tokens, hidden)
+    launch_gated_forward(gate2, up2, hidden, activation)
+    d_down_weight = dy.t().mm(hidden)
+    d_down_bias = column_sum(dy) if has_down_bias else dy.new_empty((0,))
+    d_hidden = dy.mm(down_weight)  # (tokens, hidden)
+    if up_pre is None:  # the packed gradient, one whole tensor (tokens, 2 hidden)
+        d_gate_pre = gate_pre.new_empty(gate_pre.shape)
+        launch_gated_backward(d_hidden, gate2, up2, None, None, activation, packed_out=d_gate_pre)
+        return d_down_weight, d_down_bias, d_gate_pre, gate_pre.new_empty((0,))
+    d_gate, d_up = torch.empty_like(hidden), torch.empty_like(hidden)
+    launch_gated_backward(d_hidden, gate2, up2, d_gate, d_up, activation)
+    return d_down_weight, d_down_bias, d_gate, d_up
+
+
+# ----------------------------------------------------------------------------------------
+# Autograd: two Functions (two autograd nodes), eager and under torch.compile
+# ----------------------------------------------------------------------------------------
+
+
+# NOTE: the MLP is two autograd nodes, the gate|up GEMM(s) and the rest (activation and down GEMM):
+# eagerly the engine frees the down part's incoming gradient dy (tokens x d) when that node returns,
+# before the gate|up node allocates its weight gradient and dx, where the MLP's backward peaks
+# (olmo2-1b's block: 673 -> 641 MiB on an H200). The pre-activations never leave the MLP, so the
+# down node writes their gradient over them and hands that storage on as the gradient; its launcher
+# declares them mutated, so under torch.compile the compiler orders it after their other readers.
+
+
+def _rows(x: Tensor) -> Tensor:
+    """x (..., d) as (tokens, d)."""
+    return x if x.dim() == 2 else x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, has_gate_bias, has_up_bias):
-    """The backward of :func:`_gate_up_forward`: (dx, d gate_weight, d gate_bias, d up_weight, d up_bias),
-    a bias gradient None without that bias, the up ones None for packed weights."""
-    x2 = x.reshape(-1, x.shape[-1])
-    d_gate2 = d_gate_pre.view(-1, d_gate_pre.shape[-1])
-    d_gate_weight = d_gate2.t().mm(x2)
-    d_gate_bias = _column_sum(d_gate2) if has_gate_bias else None
+    """The backward of the gate|up GEMM(s), from the (tokens, ...) gradients of their outputs: (dx,
+    d gate_weight, d gate_bias, d up_weight, d up_bias), a bias gradient None without that bias, the
+    up ones None for packed weights."""
+    x2 = _rows(x)
+    d_gate_weight = d_gate_pre.t().mm(x2)
+    d_gate_bias = column_sum(d_gate_pre) if has_gate_bias else None
     if up_weight is None:
-        return d_gate2.mm(gate_weight).view(x.shape), d_gate_weight, d_gate_bias, None, None
-    d_up2 = d_up_pre.view(-1, d_up_pre.shape[-1])
-    d_up_weight = d_up2.t().mm(x2)
-    d_up_bias = _column_sum(d_up2) if has_up_bias else None
-    dx = torch.addmm(d_gate2.mm(gate_weight), d_up2, up_weight)
+        return d_gate_pre.mm(gate_weight).view(x.shape), d_gate_weight, d_gate_bias, None, None
+    d_up_weight = d_up_pre.t().mm(x2)
+    d_up_bias = column_sum(d_up_pre) if has_up_bias else None
+    dx = torch.addmm(d_gate_pre.mm(gate_weight), d_up_pre, up_weight)
     return dx.view(x.shape), d_gate_weight, d_gate_bias, d_up_weight, d_up_bias
 
 
-def _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_biases,
-                  overwrite=False):
-    """(dx, d gate_weight, d gate_bias, d up_weight, d up_bias, d down_weight, d down_bias); a bias
-    gradient is None without that bias (``has_biases``: gate, up, down), the up ones None for packed
-    weights. ``overwrite``: see :func:`_down_backward`."""
-    has_gate_bias, has_up_bias, has_down_bias = has_biases
-    d_gate_pre, d_up_pre, d_down_weight, d_down_bias = _down_backward(
-        dy, gate_pre, up_pre, down_weight, activation, has_down_bias, overwrite)
-    return (*_gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, has_gate_bias, has_up_bias),
-            d_down_weight, d_down_bias)
-
-
-# ----------------------------------------------------------------------------------------
-# Autograd: an autograd.Function in eager mode, custom ops under torch.compile (as every op)
-# ----------------------------------------------------------------------------------------
-
-
-# NOTE: eager calls record the MLP as two autograd nodes, the gate|up GEMM(s) and the rest (activation
-# and down GEMM): the engine frees the down part's incoming gradient dy (tokens x d) when that node
-# returns, before the gate|up node allocates its weight gradient and dx, where the MLP's backward
-# peaks (olmo2-1b's block: 673 -> 641 MiB on an H200). The pre-activations never leave the MLP, so
-# the down node writes their gradient over them and hands that storage on as the gradient.
-
-
 class _GateUpFunction(torch.autograd.Function):
+    """The gate|up GEMM (packed weights: up_weight None, and the up output an empty tensor) or the
+    two GEMMs (separate weights), with (tokens, ...) outputs.
+
+    NOTE: the pre-activations are 2-D GEMM outputs, not views of them in x's leading shape: the down
+    node bumps their versions (see _DownFunction), and under torch.compile Dynamo runs this Function's
+    outputs as views of a multi-output node, which autograd refuses to see modified in place."""
+
     @staticmethod
     def forward(ctx, x, gate_weight, gate_bias, up_weight, up_bias):
-        gate_pre, up_pre = _gate_up_forward(x, gate_weight, gate_bias, up_weight, up_bias)
+        x2 = _rows(x)
+        gate_pre = F.linear(x2, gate_weight, gate_bias)
+        up_pre = x.new_empty((0,)) if up_weight is None else F.linear(x2, up_weight, up_bias)
         ctx.save_for_backward(x, gate_weight, up_weight)
         ctx.has_biases = (gate_bias is not None, up_bias is not None)
         ctx.set_materialize_grads(False)
         return gate_pre, up_pre
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, d_gate_pre, d_up_pre):
         x, gate_weight, up_weight = ctx.saved_tensors
-        dx, dwg, dbg, dwu, dbu = _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, *ctx.has_biases)
-        return dx, dwg, dbg, dwu, dbu
+        return _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, *ctx.has_biases)
 
 
 class _DownFunction(torch.autograd.Function):
+    """act(gate) * up and the down GEMM. ``config``: (the gated kernel's activation, packed)."""
+
     @staticmethod
-    def forward(ctx, gate_pre, up_pre, down_weight, down_bias, activation):
-        y = _down_forward(gate_pre, up_pre, down_weight, down_bias, activation)
+    def forward(ctx, gate_pre, up_pre, down_weight, down_bias, config):
+        activation, packed = config
+        y = _down_forward(gate_pre, None if packed else up_pre, down_weight, down_bias, activation)
         ctx.save_for_backward(gate_pre, up_pre, down_weight)
-        ctx.config = (activation, down_bias is not None)
+        ctx.config = config
+        ctx.has_down_bias = down_bias is not None
         return y
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy):
         gate_pre, up_pre, down_weight = ctx.saved_tensors
-        activation, has_down_bias = ctx.config
-        d_gate_pre, d_up_pre, dwd, dbd = _down_backward(dy, gate_pre, up_pre, down_weight, activation, has_down_bias,
-                                                        overwrite=True)
-        # NOTE: their versions are bumped: a second backward through the same graph
-        # (retain_graph=True) raises autograd's "modified by an inplace operation" error instead of
-        # reading the overwritten values. Handed on detached (the same storage, no graph).
+        activation, packed = ctx.config
+        down_bias_grad = ctx.has_down_bias
+        if torch.compiler.is_compiling():
+            d_down_weight, d_down_bias, d_gate_pre, d_up_pre = _down_backward_compiled(
+                dy, gate_pre, None if packed else up_pre, down_weight, activation, down_bias_grad)
+            return (d_gate_pre, None if packed else d_up_pre, d_down_weight,
+                    d_down_bias if down_bias_grad else None, None)
+        d_down_weight, d_down_bias = _down_backward(dy, gate_pre, None if packed else up_pre, down_weight, activation,
+                                                    down_bias_grad)
+        # NOTE: gate_pre and up_pre now hold their gradients. Their versions are bumped: a second
+        # backward through the same graph (retain_graph=True) raises autograd's "modified by an
+        # inplace operation" error instead of reading the overwritten values. Handed on detached
+        # (the same storage, no graph).
         torch.autograd.graph.increment_version(gate_pre)
         torch.autograd.graph.increment_version(up_pre)
-        return d_gate_pre.detach(), None if d_up_pre is None else d_up_pre.detach(), dwd, dbd, None
-
-
-def _gated_mlp_eager(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
-    gate_pre, up_pre = _GateUpFunction.apply(x, gate_weight, gate_bias, up_weight, up_bias)
-    return _DownFunction.apply(gate_pre, up_pre, down_weight, down_bias, activation)
-
-
-@torch.library.custom_op("blockfuse::gated_mlp", mutates_args=())
-def _gated_mlp_op(x: Tensor, gate_weight: Tensor, gate_bias: Optional[Tensor], up_weight: Optional[Tensor],
-                  up_bias: Optional[Tensor], down_weight: Tensor, down_bias: Optional[Tensor],
-                  activation: str) -> tuple[Tensor, Tensor, Tensor]:
-    return _mlp_forward(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation)
-
-
-@_gated_mlp_op.register_fake
-def _(x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation):
-    tokens = x.shape[:-1]
-    up = x.new_empty((0,)) if up_weight is None else x.new_empty((*tokens, up_weight.shape[0]))
-    return x.new_empty((*tokens, down_weight.shape[0])), x.new_empty((*tokens, gate_weight.shape[0])), up
-
-
-# NOTE: the backward op overwrites the pre-activations with their gradients, as the eager Function
-# does; it is declared as mutating them so the compiler orders it after every other reader (there
-# are none: they are the forward op's private outputs).
-@torch.library.custom_op("blockfuse::gated_mlp_backward", mutates_args=("gate_pre", "up_pre"))
-def _gated_mlp_backward_op(dy: Tensor, x: Tensor, gate_pre: Tensor, up_pre: Tensor, gate_weight: Tensor,
-                           up_weight: Optional[Tensor], down_weight: Tensor, activation: str, has_gate_bias: bool,
-                           has_up_bias: bool,
-                           has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    grads = _mlp_backward(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation,
-                          (has_gate_bias, has_up_bias, has_down_bias), overwrite=True)
-    # NOTE: a fresh empty tensor for each missing gradient: two returns may not alias each other.
-    return tuple(x.new_empty((0,)) if g is None else g for g in grads)
-
-
-@_gated_mlp_backward_op.register_fake
-def _(dy, x, gate_pre, up_pre, gate_weight, up_weight, down_weight, activation, has_gate_bias, has_up_bias,
-      has_down_bias):
-    def like(weight, present=True, bias=False):
-        if weight is None or not present:
-            return x.new_empty((0,))
-        return weight.new_empty((weight.shape[0],) if bias else weight.shape)
-
-    return (x.new_empty(x.shape), like(gate_weight), like(gate_weight, has_gate_bias, True), like(up_weight),
-            like(up_weight, has_up_bias, True), like(down_weight), like(down_weight, has_down_bias, True))
-
-
-def _mlp_setup(ctx, inputs, output):
-    x, gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias, activation = inputs
-    ctx.save_for_backward(x, output[1], output[2], gate_weight, up_weight, down_weight)
-    ctx.config = (activation, (gate_bias is not None, up_bias is not None, down_bias is not None))
-
-
-def _mlp_backward_autograd(ctx, dy, d_gate_pre, d_up_pre):
-    x, gate_pre, up_pre, gate_weight, up_weight, down_weight = ctx.saved_tensors
-    activation, has_biases = ctx.config
-    dx, dwg, dbg, dwu, dbu, dwd, dbd = _gated_mlp_backward_op(dy, x, gate_pre, up_pre, gate_weight, up_weight,
-                                                              down_weight, activation, *has_biases)
-    has_gate_bias, has_up_bias, has_down_bias = has_biases
-    return (dx, dwg, dbg if has_gate_bias else None, None if up_weight is None else dwu,
-            dbu if has_up_bias else None, dwd, dbd if has_down_bias else None, None)
-
-
-_gated_mlp_op.register_autograd(_mlp_backward_autograd, setup_context=_mlp_setup)
+        return (gate_pre.detach(), None if packed else up_pre.detach(), d_down_weight,
+                d_down_bias if ctx.has_down_bias else None, None)
 
 
 # ----------------------------------------------------------------------------------------
@@ -380,13 +337,20 @@ def gated_mlp(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor],
     The backward recomputes the activation instead of keeping it (see the module notes).
     """
     _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias)
-    if not use_triton(x) or x.dtype == torch.float64:
+    if not use_triton(x):
         return gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation,
                              up_weight=up_weight, up_bias=up_bias)
-    args = (x, gate_up_weight, gate_up_bias, up_weight, up_bias, down_weight, down_bias, activation)
-    if torch.compiler.is_compiling():
-        return _gated_mlp_op(*args)[0]
-    return _gated_mlp_eager(*args)
+    act = ACTIVATIONS[activation]
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (
+            x, gate_up_weight, gate_up_bias, up_weight, up_bias, down_weight, down_bias)):
+        gate_pre, up_pre = _GateUpFunction.apply(x, gate_up_weight, gate_up_bias, up_weight, up_bias)
+        y2 = _DownFunction.apply(gate_pre, up_pre, down_weight, down_bias, (act, up_weight is None))
+    else:  # nothing to backpropagate: the GEMM(s) and the launcher, no autograd nodes
+        x2 = _rows(x)
+        gate_pre = F.linear(x2, gate_up_weight, gate_up_bias)
+        up_pre = None if up_weight is None else F.linear(x2, up_weight, up_bias)
+        y2 = _down_forward(gate_pre, up_pre, down_weight, down_bias, act)
+    return y2 if x.dim() == 2 else y2.view(*x.shape[:-1], down_weight.shape[0])
 
 
 # ----------------------------------------------------------------------------------------

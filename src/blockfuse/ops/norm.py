@@ -41,6 +41,7 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 # Activations applied after the affine, as kernel constants (0: none).
 _GELU_TANH: tl.constexpr = tl.constexpr(1)
 _GELU_ERF: tl.constexpr = tl.constexpr(2)
+GELU_CODES = {"tanh": _GELU_TANH.value, "none": _GELU_ERF.value}  # F.gelu's approximate -> the code
 
 # NOTE: rows up to this width are normalized from registers in one tile (one read of the
 # input); wider rows are processed in chunks and read again for each pass.
@@ -70,6 +71,10 @@ ACT_BWD_ELEMENTS_PER_WARP = 512
 ACT_BWD_PROGRAMS_PER_SM = 2
 ACT_BWD_MAXNREG = 128  # register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit
 ACT_BWD_STAGES = 3
+# A backward of at most this many elements (rows in one tile each) runs as one program that writes
+# the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
+# host time than the whole kernel takes on the GPU.
+DIRECT_MAX_ELEMENTS = 32768
 
 
 # ----------------------------------------------------------------------------------------
@@ -112,8 +117,8 @@ def _norm_fwd_kernel(
     B,  # (N,) bias, or None
     Y,  # (M, N) output
     S,  # (M, N) pre mode: residual + dropout(x), the next residual stream; else None
-    MEAN,  # (M,) fp32 row means (LayerNorm only)
-    RSTD,  # (M,) fp32 reciprocal standard deviations
+    MEAN,  # (M,) fp32 row means (LayerNorm with STATS), or None
+    RSTD,  # (M,) fp32 reciprocal standard deviations (STATS), or None
     SEED,  # (1,) int64 dropout seed, or None
     stride_x, stride_res, stride_y, stride_s,  # row strides (the last dimension is contiguous)
     M, N, eps, dropout_p, dropout_scale,
@@ -124,6 +129,7 @@ def _norm_fwd_kernel(
     HAS_DROPOUT: tl.constexpr,  # a code of dropout.dropout_code (0: no dropout)
     CAST_BEFORE_WEIGHT: tl.constexpr,
     ACTIVATION: tl.constexpr,  # 0, or _GELU_TANH / _GELU_ERF applied after the affine (no residual)
+    STATS: tl.constexpr,  # write the statistics the backward reads (not for inference)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
@@ -181,9 +187,10 @@ def _norm_fwd_kernel(
                 acc += diff * diff
             var = tl.sum(acc, axis=1) / N
     rstd = 1.0 / tl.sqrt(var + eps)
-    if not IS_RMS:
-        tl.store(MEAN + rows, mean, mask=row_mask)
-    tl.store(RSTD + rows, rstd, mask=row_mask)
+    if STATS:
+        if not IS_RMS:
+            tl.store(MEAN + rows, mean, mask=row_mask)
+        tl.store(RSTD + rows, rstd, mask=row_mask)
 
     # Normalize, affine, activation or residual; write.
     for c in range(NUM_CHUNKS):
@@ -346,7 +353,9 @@ def _norm_bwd_kernel(
     SEED,  # (1,) int64 dropout seed, or None
     DX,  # (M, N) gradient of x
     DRES,  # (M, N) pre mode with dropout: gradient of the residual (before dropout); else None
-    PARTIAL,  # (2, G, N) fp32: per-program partial sums of dweight [0] and dbias [1]
+    PARTIAL,  # (2, G, N) fp32: per-program partial sums of dweight [0] and dbias [1], or None (DIRECT)
+    DW,  # (N,) DIRECT: the weight gradient, written by the one program; else None
+    DB,  # (N,) DIRECT: the bias gradient; else None
     stride_dy, stride_ds, stride_z, stride_dx, stride_dres,
     M, N, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr,
@@ -362,6 +371,7 @@ def _norm_bwd_kernel(
     NUM_CHUNKS: tl.constexpr,
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
+    DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
 ):
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
@@ -396,10 +406,16 @@ def _norm_bwd_kernel(
                 z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
                 stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W, HAS_B,
                 HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
-        if HAS_W:
-            tl.store(PARTIAL + pid * N + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
-        if HAS_B:
-            tl.store(PARTIAL + (num_programs + pid) * N + offs, tl.sum(db_acc, axis=0), mask=col_mask)
+        if DIRECT:
+            if HAS_W:
+                tl.store(DW + offs, tl.sum(dw_acc, axis=0).to(DW.dtype.element_ty), mask=col_mask)
+            if HAS_B:
+                tl.store(DB + offs, tl.sum(db_acc, axis=0).to(DB.dtype.element_ty), mask=col_mask)
+        else:
+            if HAS_W:
+                tl.store(PARTIAL + pid * N + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
+            if HAS_B:
+                tl.store(PARTIAL + (num_programs + pid) * N + offs, tl.sum(db_acc, axis=0), mask=col_mask)
     else:
         # Wide rows, one row at a time: one pass for the two row sums, one for the
         # gradients. The partial weight gradient lives in PARTIAL (this program's row).
@@ -482,85 +498,112 @@ def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
 @launcher_op("norm_fwd")
 def _norm_fwd(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
-    eps: float, mode: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """LayerNorm / RMSNorm forward in every form: returns (y, s, mean, rstd), ``s`` (pre mode's
-    residual stream) and ``mean`` (LayerNorm's) empty when the form has none. ``mode``: NONE, PRE or
-    POST; ``activation``: 0 or a GELU code, applied after the affine (no residual)."""
-    n = x.shape[-1]
+    eps: float, mode: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int, stats: bool,
+) -> list[Tensor]:
+    """LayerNorm / RMSNorm forward in every form: returns ``[y, s, mean, rstd]`` without the ones the
+    form has not: ``s`` (pre mode's residual stream) in pre mode only, ``mean`` for LayerNorm with
+    ``stats`` only, ``rstd`` with ``stats`` only (the statistics the backward reads; inference needs
+    none). ``mode``: NONE, PRE or POST; ``activation``: 0 or a GELU code, applied after the affine
+    (without a residual only)."""
+    if activation and mode != NONE:
+        raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
+    n = int(x.shape[-1])  # a symbolic width is specialized: the tiles depend on it
     x2, res2 = as_rows(x, n), as_rows(residual, n)
     weight, bias = vector(weight), vector(bias)
     m = x2.shape[0]
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    s = torch.empty_like(y) if mode == PRE else x.new_empty((0,))
-    rstd = x.new_empty((m,), dtype=torch.float32)
-    mean = x.new_empty((0,) if is_rms else (m,), dtype=torch.float32)
+    outputs = [y]
+    s = mean = rstd = None
+    if mode == PRE:
+        s = torch.empty_like(y)
+        outputs.append(s)
+    if stats:
+        if not is_rms:
+            mean = x.new_empty((m,), dtype=torch.float32)
+            outputs.append(mean)
+        rstd = x.new_empty((m,), dtype=torch.float32)
+        outputs.append(rstd)
     if m == 0:
-        return y, s, mean, rstd
+        return outputs
     y2 = y.view(-1, n)
-    s2 = s.view(-1, n) if mode == PRE else None
+    s2 = None if s is None else s.view(-1, n)
     block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
     _fwd_kernel(
         (cdiv(m, block_m),),
-        x2, res2, weight, bias, y2, s2, None if is_rms else mean, rstd, seed if dropout_p > 0 else None,
+        x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
         x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2),
         m, n, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0, num_warps=num_warps,
+        STATS=stats, BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
+        num_warps=num_warps,
     )
-    return y, s, mean, rstd
+    return outputs
 
 
 @launcher_op("norm_bwd")
 def _norm_bwd(
     dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], has_bias: bool,
-    mean: Tensor, rstd: Tensor, seed: Optional[Tensor], mode: int, dropout_p: float, is_rms: bool,
+    mean: Optional[Tensor], rstd: Tensor, seed: Optional[Tensor], mode: int, dropout_p: float, is_rms: bool,
     cast_before_weight: bool, activation: int,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The norms' backward: returns (dx, dres, dweight, dbias). ``dres`` is the residual's gradient
-    where it differs from dx (pre mode with dropout), else empty; dweight / dbias are empty without
-    a weight / bias. ``z`` is the normalized input the forward saved (x, or s in pre mode); ``bias``
-    is read only to recompute an activation's input."""
-    n = z.shape[-1]
+) -> list[Tensor]:
+    """The norms' backward: returns ``[dx, dres, dweight, dbias]`` without the ones the form has not:
+    ``dres``, the residual's gradient where it differs from dx, in pre mode with dropout only;
+    dweight / dbias with a weight / bias only. ``z`` is the normalized input the forward saved (x, or s
+    in pre mode); ``bias`` is read only to recompute an activation's input."""
+    n = int(z.shape[-1])  # a symbolic width is specialized: the tiles depend on it
     dy2, ds2, z2 = as_rows(dy, n), as_rows(ds, n), as_rows(z, n)
     weight, bias = vector(weight), vector(bias)
     m = z2.shape[0]
     has_w = weight is not None
     has_dropout = dropout_p > 0
     param_dtype = weight.dtype if has_w else z.dtype
-    bias_dtype = bias.dtype if bias is not None else param_dtype
     dx = torch.empty_like(z, memory_format=torch.contiguous_format)
-    dres_shaped = mode == PRE and has_dropout
-    dres = torch.empty_like(dx) if dres_shaped else z.new_empty((0,))
-    dw = z.new_empty((n,) if has_w else (0,), dtype=param_dtype)
-    db = z.new_empty((n,) if has_bias else (0,), dtype=bias_dtype)
+    outputs = [dx]
+    dres = dw = db = None
+    if mode == PRE and has_dropout:
+        dres = torch.empty_like(dx)
+        outputs.append(dres)
+    if has_w:
+        dw = z.new_empty((n,), dtype=param_dtype)
+        outputs.append(dw)
+    if has_bias:
+        db = z.new_empty((n,), dtype=bias.dtype if bias is not None else param_dtype)
+        outputs.append(db)
     if m == 0:
-        return dx, dres, dw.zero_(), db.zero_()
+        for grad in (dw, db):
+            if grad is not None:
+                grad.zero_()
+        return outputs
     block_m, block_n, num_chunks, num_warps = _tile(
         n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP)
-    per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
-    g = _num_programs(z, cdiv(m, block_m), block_n, per_sm)
+    row_blocks = cdiv(m, block_m)
+    # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
+    # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
+    direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
+    g = 1 if direct else _num_programs(z, row_blocks, block_n,
+                                       ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM)
     partial = None
-    if has_w or has_bias:
+    if (has_w or has_bias) and not direct:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
         partial = alloc((2, g, n), dtype=torch.float32, device=z.device)
     _bwd_kernel(
         (g,),
-        dy2, ds2, z2, weight, bias if activation else None, None if is_rms else mean, rstd,
-        seed if has_dropout else None, dx.view(-1, n), dres.view(-1, n) if dres_shaped else None, partial,
+        dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None,
+        dx.view(-1, n), None if dres is None else dres.view(-1, n), partial,
+        dw if direct else None, db if direct else None,
         dy2.stride(0), row_stride(ds2), z2.stride(0), n, n,
         m, n, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
-        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, cdiv(m, block_m), g),
+        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, row_blocks, g), DIRECT=direct,
         num_warps=num_warps, maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
     if partial is not None:
-        sum_partials(partial, dw if has_w else None, db if has_bias else None)
-    return dx, dres, dw, db
+        sum_partials(partial, dw, db)
+    return outputs
 
 
 # ----------------------------------------------------------------------------------------
@@ -569,15 +612,19 @@ def _norm_bwd(
 
 
 class _NormFunction(torch.autograd.Function):
-    """Every norm form. ``config``: (eps, mode, dropout_p, is_rms, cast_before_weight, activation)."""
+    """Every norm form. ``config``: (eps, mode, dropout_p, is_rms, cast_before_weight, activation).
+    Returns (y, s); ``s`` is None unless the mode is PRE."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, residual, seed, config):
         eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
-        y, s, mean, rstd = _norm_fwd(x, weight, bias, residual, seed, *config)
+        outputs = _norm_fwd(x, weight, bias, residual, seed, *config, True)
+        y = outputs[0]
+        s = outputs[1] if mode == PRE else None
+        mean = None if is_rms else outputs[-2]
         # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
         # its residual stream) rather than x and residual. An activation's backward also reads the bias.
-        ctx.save_for_backward(s if mode == PRE else x, weight, bias if activation else None, mean, rstd, seed)
+        ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, outputs[-1], seed)
         ctx.config = config
         ctx.has_bias = bias is not None
         ctx.set_materialize_grads(False)
@@ -589,15 +636,18 @@ class _NormFunction(torch.autograd.Function):
         _, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
         if dy is None:
             dy = torch.zeros_like(z)
-        dx, dres, dw, db = _norm_bwd(dy, ds, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode, dropout_p, is_rms,
-                                     cast_before_weight, activation)
+        grads = _norm_bwd(dy, ds if mode == PRE else None, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode,
+                          dropout_p, is_rms, cast_before_weight, activation)
+        dx = grads[0]
         if mode == POST:
             dresidual = dy  # the add passes the gradient straight through
         elif mode == PRE:
-            dresidual = dres if dropout_p > 0 else dx
+            dresidual = grads[1] if dropout_p > 0 else dx
         else:
             dresidual = None
-        return dx, dw if weight is not None else None, db if ctx.has_bias else None, dresidual, None, None
+        db = grads[-1] if ctx.has_bias else None
+        dw = None if weight is None else grads[-2 if ctx.has_bias else -1]
+        return dx, dw, db, dresidual, None, None
 
 
 def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
@@ -610,9 +660,9 @@ def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps
                                     or (bias is not None and bias.requires_grad)
                                     or (residual is not None and residual.requires_grad)):
         y, s = _NormFunction.apply(x, weight, bias, residual, seed, config)
-    else:
-        y, s, _, _ = _norm_fwd(x, weight, bias, residual, seed, *config)
-    return (y, s) if mode == PRE else y
+        return (y, s) if mode == PRE else y
+    outputs = _norm_fwd(x, weight, bias, residual, seed, *config, False)
+    return (outputs[0], outputs[1]) if mode == PRE else outputs[0]
 
 
 # ----------------------------------------------------------------------------------------
@@ -723,7 +773,7 @@ def layer_norm_gelu(
     if not use_triton(x):
         return layer_norm_gelu_ref(x, weight, bias, eps, approximate)
     return _run_norm(x, weight, bias, None, "pre", 0.0, False, eps, False, False,
-                     _GELU_TANH.value if tanh else _GELU_ERF.value)
+                     GELU_CODES["tanh" if tanh else "none"])
 
 
 # ----------------------------------------------------------------------------------------

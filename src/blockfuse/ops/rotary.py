@@ -13,13 +13,16 @@ pairs ``2j`` with ``2j + 1``. With a partial rotary (``rotary_dim < head_dim``) 
 rotation by the negative angle (the same kernel with the sign of sin flipped); cos and sin
 are constant buffers and get no gradient.
 
-Math in fp32, outputs in the input dtype. The file reads top to bottom: kernels, launchers,
-custom ops, public functional, reference.
+Math in fp32, outputs in the input dtype. The file reads top to bottom: kernels; the launchers
+(ops ``blockfuse::rotary_fwd``, ``blockfuse::rotary_fwd_`` in place and ``blockfuse::rotary_bwd``, see
+``ops/launch.py``); the one autograd Function; the public functional; the reference.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import functools
+
+from typing import Optional, Sequence
 
 import torch
 import triton
@@ -27,7 +30,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, next_power_of_2, sm_count
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count
 from blockfuse.runtime import use_triton
 
 LAYOUTS = ("bshd", "bhsd")
@@ -245,7 +248,10 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
     # moves about TILE_ELEMENTS a step.
     block_t = _power_of_2_below(max(1, TILE_ELEMENTS // (max(block_h1, block_h2) * width)))
-    block_t = min(block_t, next_power_of_2(num_tokens))
+    # min(block_t, next_power_of_2(num_tokens)) in comparisons only: under torch.compile the token
+    # count may be symbolic, and a comparison is a range guard (no recompile per sequence length).
+    while block_t > 1 and block_t // 2 >= num_tokens:
+        block_t //= 2
     # NOTE: small inputs (decoding, short sequences): fewer tokens a program, then the heads
     # split over a second grid dimension, until there are programs for every multiprocessor;
     # one program a few tokens wide left most of an H200 idle (2.4x slower than Inductor at
@@ -257,8 +263,9 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
         block_h1, block_h2 = max(1, block_h1 // 2), max(1, block_h2 // 2)
         head_splits *= 2
     token_blocks = cdiv(num_tokens, block_t)
-    qk_together = heads2 == 0 or (token_blocks >= min_programs and not SPLIT_HEADS)
-    if SPLIT_HEADS and token_blocks >= min_programs:
+    filled = bool(token_blocks >= min_programs)  # a Python bool also for a symbolic token count
+    qk_together = heads2 == 0 or (filled and not SPLIT_HEADS)
+    if SPLIT_HEADS and filled:
         # one head block a program: no loop, as an elementwise kernel
         splits1, splits2 = cdiv(heads1, block_h1), cdiv(heads2, block_h2)
     else:
@@ -269,6 +276,9 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // ELEMENTS_PER_WARP)))
     block_pass = next_power_of_2(pass_dim) if pass_dim else 1
     return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
+
+
+_cached_tile = functools.lru_cache(maxsize=4096)(_tile)  # the tile rule on plain ints (eager calls)
 
 
 def _min_programs(device: torch.device) -> int:
@@ -289,6 +299,10 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     else:  # a second tensor that the kernel never touches (H2 = 0)
         h2, (x2, y2) = 0, pairs[0]
         x2_strides = y2_strides = (0, 0, 0, 0)
+    # NOTE: under torch.compile the sizes may be symbolic. The heads, head_dim and rotary dim pick the
+    # tile and the kernel's constants: they are specialized (a model has one or two of each); the token
+    # count stays symbolic (the tile depends on it through comparisons only: range guards).
+    h1, h2, d, rotary_dim = int(h1), int(h2), int(d), int(rotary_dim)
     num_tokens = b * s
     if num_tokens == 0:
         return
@@ -296,8 +310,9 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     min_programs = _min_programs(pairs[0][0].device)
     # a head's consecutive tokens adjacent in memory (bhsd): tiles span tokens first
     tokens_first = TOKENS_FIRST and x1_strides[2] > x1_strides[1]
-    block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = _tile(
-        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, tokens_first)
+    tile = _cached_tile if num_tokens.__class__ is int else _tile  # a symbolic token count: no cache
+    block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = tile(
+        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first))
     if position_ids is None:
         pos_strides = (0, 0)
     elif position_ids.dim() == 1:
@@ -313,15 +328,56 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         *pos_strides,
         num_tokens, s, h1, h2, seq_offset, table_rows, splits1,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
-        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=num_tokens + block_t >= 2**31,
+        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
         BLOCK_P=block_p,
         BLOCK_PASS=block_pass, num_warps=num_warps,
     )
 
 
-def _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
-    """(q_out, k_out), new tensors contiguous in ``out_layout``."""
+def _dense_strides(t: Tensor) -> tuple[int, ...]:
+    """The strides of ``t`` when its elements fill a block of memory with no gaps or overlaps in some
+    order of its dimensions (a contiguous tensor, or a transposed view of one), else ().
+
+    The dimensions (but those of size 1) are taken in the order of their strides by looking for the one
+    whose stride is the size of the block so far: comparisons only, which Dynamo traces (and guards)
+    on symbolic strides, where it refuses ``sorted(..., key=t.stride)``."""
+    strides = t.stride()
+    left = [i for i in range(t.dim()) if t.shape[i] != 1]
+    expected = 1
+    while left:
+        for i in left:
+            if strides[i] == expected:
+                break
+        else:
+            return ()
+        expected *= t.shape[i]
+        left.remove(i)
+    return tuple(strides)
+
+
+def _grad_buffer(grad_out: Tensor, out_layout: str, layout: str, strides: Sequence[int]) -> Tensor:
+    """An input gradient's buffer, with the logical sizes of ``grad_out`` (in ``out_layout``) laid out
+    in ``layout``: with the input's ``strides`` where it was dense (see :func:`_dense_strides`), else
+    contiguous.
+
+    NOTE: Hugging Face's q and k are transposed views of the projections' outputs (batch, heads, seq,
+    head_dim over (batch, seq, heads, head_dim) memory). A gradient contiguous in "bhsd" turned every
+    transpose-back into a copy: 0.56 ms of a 26.6 ms Llama training step on an H200
+    (benchmarks/profile_hf_llama.py); in the input's own layout it goes back as a view."""
+    if len(strides) == 0:
+        return _new_in_layout(grad_out, out_layout, layout)
+    b, s, h, d = _logical(grad_out, out_layout)[0]
+    shape = (b, s, h, d) if layout == "bshd" else (b, h, s, d)
+    return torch.empty_strided(shape, tuple(strides), dtype=grad_out.dtype, device=grad_out.device)
+
+
+@launcher_op("rotary_fwd")
+def _rotary_fwd(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
+    rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
+) -> tuple[Tensor, Tensor]:
+    """RoPE of q and k (in ``layout``): (q_out, k_out), new tensors contiguous in ``out_layout``."""
     q_out = _new_in_layout(q, layout, out_layout)
     k_out = _new_in_layout(k, layout, out_layout)
     _launch([(q, q_out), (k, k_out)], cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
@@ -329,156 +385,69 @@ def _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interl
     return q_out, k_out
 
 
-def _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
-    """Rotates q and k in their own storage (the pass-through part is not touched)."""
+@launcher_op("rotary_fwd_", mutates_args=("q", "k"))
+def _rotary_fwd_(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
+    rotary_dim: int, interleaved: bool, layout: str,
+) -> None:
+    """RoPE of q and k in their own storage (the pass-through part is not touched)."""
     _launch([(q, q), (k, k)], cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, layout,
             backward=False, copy_pass=False)
 
 
-def _dense_geometry(t: Tensor) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(shape, strides) of ``t`` when its elements fill a block of memory with no gaps or overlaps in
-    some order of its dimensions (a contiguous tensor, or a transposed view of one), else None."""
-    expected = 1
-    for i in sorted(range(t.dim()), key=t.stride):
-        if t.shape[i] != 1:
-            if t.stride(i) != expected:
-                return None
-            expected *= t.shape[i]
-    return tuple(t.shape), tuple(t.stride())
-
-
-def _grad_buffer(grad_out, out_layout, layout, geometry):
-    """The input gradient's buffer: laid out as the input was when that was dense (``geometry``), else
-    contiguous in ``layout``.
-
-    NOTE: Hugging Face's q and k are transposed views of the projections' outputs (batch, heads, seq,
-    head_dim over (batch, seq, heads, head_dim) memory). A gradient contiguous in "bhsd" turned every
-    transpose-back into a copy: 0.56 ms of a 26.6 ms Llama training step on an H200
-    (benchmarks/profile_hf_llama.py); in the input's own layout it goes back as a view."""
-    if geometry is None:
-        return _new_in_layout(grad_out, out_layout, layout)
-    shape, strides = geometry
-    return torch.empty_strided(shape, strides, dtype=grad_out.dtype, device=grad_out.device)
-
-
-def _rotary_backward(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
-                     out_layout, geometries=(None, None)):
-    """(dq, dk) from the output grads (in ``out_layout``): in the (shape, strides) of ``geometries``
-    where given (see :func:`_grad_buffer`), else contiguous in ``layout``; a missing output grad
-    (None) gives None."""
-    dq = None if dq_out is None else _grad_buffer(dq_out, out_layout, layout, geometries[0])
-    dk = None if dk_out is None else _grad_buffer(dk_out, out_layout, layout, geometries[1])
+@launcher_op("rotary_bwd")
+def _rotary_bwd(
+    dq_out: Optional[Tensor], dk_out: Optional[Tensor], cos: Tensor, sin: Tensor, position_ids: Optional[Tensor],
+    seq_offset: int, rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
+    q_strides: Sequence[int], k_strides: Sequence[int],
+) -> tuple[Tensor, Tensor]:
+    """(dq, dk) from the output grads (in ``out_layout``): laid out with ``q_strides`` / ``k_strides``
+    where given (the inputs' strides, see :func:`_grad_buffer`), else contiguous in ``layout``. A missing
+    output grad (None) gives an empty tensor."""
+    dq = None if dq_out is None else _grad_buffer(dq_out, out_layout, layout, q_strides)
+    dk = None if dk_out is None else _grad_buffer(dk_out, out_layout, layout, k_strides)
     pairs = [(g, d) for g, d in ((dq_out, dq), (dk_out, dk)) if g is not None]
     if pairs:
         _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, out_layout, layout,
                 backward=True, copy_pass=True)
-    return dq, dk
+    return empty_if_none(dq, cos), empty_if_none(dk, cos)
 
 
 # ----------------------------------------------------------------------------------------
-# Autograd: an autograd.Function in eager mode, custom ops under torch.compile
+# Autograd: one Function, eager and under torch.compile
 # ----------------------------------------------------------------------------------------
-#
-# NOTE: as for the norms, eager calls use a plain autograd.Function (cheaper on the host
-# than a custom op with autograd) and skip autograd entirely when no input needs a grad;
-# under torch.compile the custom ops keep the kernel opaque to Dynamo (no graph break).
 
 
 class _RotaryFunction(torch.autograd.Function):
+    """Both forms. ``config``: (seq_offset, rotary_dim, interleaved, layout, out_layout, inplace); in
+    place, q and k are rotated in their own storage and returned (marked dirty), and out_layout is layout.
+    cos / sin get no gradient."""
+
     @staticmethod
-    def forward(ctx, q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
-        q_out, k_out = _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+    def forward(ctx, q, k, cos, sin, position_ids, config):
+        seq_offset, rotary_dim, interleaved, layout, out_layout, inplace = config
+        if inplace:
+            _rotary_fwd_(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
+            ctx.mark_dirty(q, k)
+            q_out, k_out = q, k
+        else:
+            q_out, k_out = _rotary_fwd(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
                                        out_layout)
         ctx.save_for_backward(cos, sin, position_ids)
-        ctx.config = (seq_offset, rotary_dim, interleaved, layout, out_layout)
-        ctx.geometries = (_dense_geometry(q), _dense_geometry(k))
+        ctx.config = config
+        ctx.strides = (_dense_strides(q), _dense_strides(k))
         ctx.set_materialize_grads(False)
         return q_out, k_out
 
     @staticmethod
     def backward(ctx, dq_out, dk_out):
         cos, sin, position_ids = ctx.saved_tensors
-        dq, dk = _rotary_backward(dq_out if ctx.needs_input_grad[0] else None,
-                                  dk_out if ctx.needs_input_grad[1] else None,
-                                  cos, sin, position_ids, *ctx.config, ctx.geometries)
-        return dq, dk, None, None, None, None, None, None, None, None
-
-
-class _RotaryInplaceFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
-        _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
-        ctx.mark_dirty(q, k)
-        ctx.save_for_backward(cos, sin, position_ids)
-        ctx.config = (seq_offset, rotary_dim, interleaved, layout, layout)
-        ctx.geometries = (_dense_geometry(q), _dense_geometry(k))
-        ctx.set_materialize_grads(False)
-        return q, k
-
-    @staticmethod
-    def backward(ctx, dq_out, dk_out):
-        return _RotaryFunction.backward(ctx, dq_out, dk_out)[:9]
-
-
-@torch.library.custom_op("blockfuse::rotary", mutates_args=())
-def _rotary_op(
-    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
-    rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
-) -> tuple[Tensor, Tensor]:
-    return _rotary_forward(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout)
-
-
-@torch.library.custom_op("blockfuse::rotary_", mutates_args=("q", "k"))
-def _rotary_inplace_op(
-    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor], seq_offset: int,
-    rotary_dim: int, interleaved: bool, layout: str,
-) -> None:
-    _rotary_forward_inplace(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
-
-
-@torch.library.custom_op("blockfuse::rotary_backward", mutates_args=())
-def _rotary_backward_op(
-    dq_out: Optional[Tensor], dk_out: Optional[Tensor], cos: Tensor, sin: Tensor, position_ids: Optional[Tensor],
-    seq_offset: int, rotary_dim: int, interleaved: bool, layout: str, out_layout: str,
-) -> tuple[Tensor, Tensor]:
-    dq, dk = _rotary_backward(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
-                              out_layout)
-    return empty_if_none(dq, cos), empty_if_none(dk, cos)
-
-
-
-@_rotary_op.register_fake
-def _(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
-    return _new_in_layout(q, layout, out_layout), _new_in_layout(k, layout, out_layout)
-
-
-@_rotary_inplace_op.register_fake
-def _(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
-    return None
-
-
-@_rotary_backward_op.register_fake
-def _(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
-    dq = cos.new_empty((0,)) if dq_out is None else _new_in_layout(dq_out, out_layout, layout)
-    dk = cos.new_empty((0,)) if dk_out is None else _new_in_layout(dk_out, out_layout, layout)
-    return dq, dk
-
-
-def _rotary_setup(ctx, inputs, output):
-    _q, _k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout = inputs
-    ctx.save_for_backward(cos, sin, position_ids)
-    ctx.config = (seq_offset, rotary_dim, interleaved, layout, out_layout)
-    ctx.set_materialize_grads(False)
-
-
-def _rotary_op_backward(ctx, dq_out, dk_out):
-    cos, sin, position_ids = ctx.saved_tensors
-    dq, dk = _rotary_backward_op(dq_out, dk_out, cos, sin, position_ids, *ctx.config)
-    return (None if dq_out is None else dq, None if dk_out is None else dk,
-            None, None, None, None, None, None, None, None)
-
-
-_rotary_op.register_autograd(_rotary_op_backward, setup_context=_rotary_setup)
+        seq_offset, rotary_dim, interleaved, layout, out_layout, _ = ctx.config
+        dq_out = dq_out if ctx.needs_input_grad[0] else None
+        dk_out = dk_out if ctx.needs_input_grad[1] else None
+        dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+                             out_layout, *ctx.strides)
+        return None if dq_out is None else dq, None if dk_out is None else dk, None, None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -638,41 +607,34 @@ def rotary(
     """
     rotary_dim, out_layout = _check_rotary_args(q, k, cos, sin, interleaved, position_ids, seq_offset, layout,
                                                 out_layout, inplace, rotary_dim)
-    if not use_triton(q) or q.dtype == torch.float64:
+    if not use_triton(q):
         return rotary_ref(q, k, cos, sin, interleaved=interleaved, position_ids=position_ids,
                           seq_offset=seq_offset, layout=layout, out_layout=out_layout, inplace=inplace,
                           rotary_dim=rotary_dim)
-    args = (cos.detach(), sin.detach(), position_ids, seq_offset, rotary_dim, interleaved, layout)
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if torch.compiler.is_compiling():
-        if not inplace:
-            return _rotary_op(q, k, *args, out_layout)
-        if needs_grad:
-            # NOTE: a mutating custom op cannot carry an autograd formula, so under
-            # torch.compile with grads the in-place form is the functional op plus a copy
-            # into q and k: exact, at the cost of one more read and write of q and k.
-            q_out, k_out = _rotary_op(q, k, *args, out_layout)
+    if cos.requires_grad or sin.requires_grad:  # constant buffers: no gradient (and no autograd edge)
+        cos, sin = cos.detach(), sin.detach()
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        if inplace and (q._base is not None or k._base is not None or torch.compiler.is_compiling()):
+            # NOTE: the functional form plus copies into q and k (exact, at the cost of one more read and
+            # write of q and k) where the Function cannot mark them dirty: autograd cannot let one Function
+            # modify two views in place (q and k sliced from one qkv tensor; Dynamo traces ``._base``, not
+            # ``._is_view()``); and under torch.compile (torch 2.13) Dynamo traces ctx.mark_dirty but
+            # AOTAutograd gets the gradient wrong, silently, when the dirty tensor is an input of the
+            # compiled graph (the mutation is applied hidden from autograd: the input keeps its old
+            # history; see pytorch/pytorch#133491).
+            q_out, k_out = _RotaryFunction.apply(q, k, cos, sin, position_ids,
+                                                 (seq_offset, rotary_dim, interleaved, layout, layout, False))
             return q.copy_(q_out), k.copy_(k_out)
-        _rotary_inplace_op(q, k, *args)
-        return q, k
+        return _RotaryFunction.apply(q, k, cos, sin, position_ids,
+                                     (seq_offset, rotary_dim, interleaved, layout, out_layout, inplace))
     if inplace:
-        if needs_grad:
-            if q._is_view() or k._is_view():
-                # Autograd cannot let one Function modify two views in place (e.g. q and k
-                # sliced from one qkv tensor): the functional form plus copies, as above.
-                q_out, k_out = _RotaryFunction.apply(q, k, *args, layout)
-                return q.copy_(q_out), k.copy_(k_out)
-            return _RotaryInplaceFunction.apply(q, k, *args)
-        _rotary_forward_inplace(q, k, *args)
-        # The kernel wrote behind autograd's back: bump the version counters so that a graph
-        # which saved q or k for its backward notices the change.
-        for t in (q, k):
-            if not t.is_inference():  # inference tensors have no version counter
-                torch.autograd.graph.increment_version(t)
+        _rotary_fwd_(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
+        # The kernel wrote behind autograd's back (eagerly the launcher is not called through the
+        # dispatcher): bump the version counters so that a graph which saved q or k for its backward
+        # notices the change (inference tensors have none: it skips them).
+        torch.autograd.graph.increment_version((q, k))
         return q, k
-    if needs_grad:
-        return _RotaryFunction.apply(q, k, *args, out_layout)
-    return _rotary_forward(q, k, *args, out_layout)
+    return _rotary_fwd(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout)
 
 
 # ----------------------------------------------------------------------------------------
