@@ -86,31 +86,24 @@ def _eager_linear_act(x, w1, b1):
     return F.gelu(F.linear(x, w1, b1), approximate="tanh")
 
 
-def _reference(name: str) -> Callable:
+# name -> (blockfuse's op, its reference, the activation argument): each called as fn(*inputs, activation)
+_MLP_OPS = {"gated_mlp": ("gated_mlp", "swiglu"), "fused_mlp": ("fused_mlp", "gelu_tanh"),
+            "linear_act": ("linear_act", "gelu_tanh")}
+
+
+def _op(name: str, reference: bool) -> Callable:
     import blockfuse
 
-    if name == "gated_mlp":
-        return lambda x, w1, b1, w2, b2: blockfuse.gated_mlp_ref(x, w1, b1, w2, b2, "swiglu")
-    if name == "fused_mlp":
-        return lambda x, w1, b1, w2, b2: blockfuse.fused_mlp_ref(x, w1, b1, w2, b2, "gelu_tanh")
-    return lambda x, w1, b1: blockfuse.linear_act_ref(x, w1, b1, "gelu_tanh")
-
-
-def _blockfuse(name: str) -> Callable:
-    import blockfuse
-
-    if name == "gated_mlp":
-        return lambda x, w1, b1, w2, b2: blockfuse.gated_mlp(x, w1, b1, w2, b2, "swiglu")
-    if name == "fused_mlp":
-        return lambda x, w1, b1, w2, b2: blockfuse.fused_mlp(x, w1, b1, w2, b2, "gelu_tanh")
-    return lambda x, w1, b1: blockfuse.linear_act(x, w1, b1, "gelu_tanh")
+    function, activation = _MLP_OPS[name]
+    op = getattr(blockfuse, function + ("_ref" if reference else ""))
+    return lambda *inputs: op(*inputs, activation)
 
 
 def _mlp_benchmark(name: str, make_inputs, eager) -> OpBenchmark:
     return OpBenchmark(
-        name=name, make_inputs=make_inputs, outputs=("out",), reference=lambda: _reference(name),
-        providers={"eager": lambda: eager, "compile": compiled(lambda: _reference(name)),
-                   "blockfuse": lambda: _blockfuse(name)},
+        name=name, make_inputs=make_inputs, outputs=("out",), reference=lambda: _op(name, True),
+        providers={"eager": lambda: eager, "compile": compiled(lambda: _op(name, True)),
+                   "blockfuse": lambda: _op(name, False)},
         bytes_moved=lambda shape, b: (0, 0), shapes=(), cpu_shapes=(MLP_SHAPE,),
     )
 
