@@ -37,8 +37,9 @@ from blockfuse.runtime import interpreter_enabled
 
 # NOTE: the cached launch calls a compiled kernel's ``run`` directly: ``(grid x, y, z, stream,
 # function, packed metadata, launch metadata, enter hook, exit hook, *args)``. That is Triton's
-# internal interface, and it was measured (benchmarks/results/*-host/) only on Triton 3.6, where it
-# cuts the host time of a launch; other versions take Triton's own launcher.
+# internal interface, measured only on Triton 3.6 (an H200 machine's host: 17.8 us a launch against
+# 37.1 through ``kernel[grid](...)``, benchmarks/results/2026-11-26-nvidia-h200-op-path/); other
+# versions take Triton's own launcher. A call that does not fit it falls back for good.
 FAST_LAUNCH = triton.__version__.startswith("3.6.")
 if FAST_LAUNCH:
     from triton import knobs as _knobs
@@ -49,7 +50,7 @@ MAX_CACHED_KEYS = 4096
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # Every kernel blockfuse launches, by name: what `blockfuse analyze` labels as blockfuse's own.
 KERNEL_NAMES: set[str] = set()
-_ALL_KERNELS: list = []
+_ALL_KERNELS: list = []  # every Kernel (the cached launch is turned off in all of them at once)
 # Every launcher op, by name (the op is ``torch.ops.blockfuse.<name>``).
 LAUNCHERS: dict[str, "Launcher"] = {}
 
