@@ -81,7 +81,7 @@ def tracing() -> bool:
 def _tracing(args) -> bool:
     """True while a dispatch mode is active (the fake, functional or proxy tensors of tracing), or
     when the first argument is a tensor subclass (a fake tensor outside its mode)."""
-    if _dispatch_modes():
+    if tracing():
         return True
     first = args[0]
     return isinstance(first, Tensor) and first.__class__ not in _PLAIN_TENSORS
@@ -102,14 +102,11 @@ class Kernel:
 
     def __init__(self, fn):
         self.fn = fn
-        inner = fn
-        while not hasattr(inner, "__name__") and hasattr(inner, "fn"):  # an Autotuner: its kernel
-            inner = inner.fn
-        self.name = getattr(inner, "__name__", getattr(getattr(inner, "fn", None), "__name__", repr(inner)))
+        self._autotuned = _is_autotuner(fn)
+        self.name = (fn.fn if self._autotuned else fn).__name__  # an autotuner's: that of its kernel
         KERNEL_NAMES.add(self.name)
         _ALL_KERNELS.append(self)
         self._interpreted = interpreter_enabled()
-        self._autotuned = _is_autotuner(fn)
         self._plain = self._interpreted or self._autotuned or not FAST_LAUNCH
         self._cache: dict = {}  # key of a call (device first) -> (run, function, metadata, device)
         self._specializations: dict = {}  # Triton's specialization -> the same entry
