@@ -1,7 +1,7 @@
 """Where a block's time goes: the GPU kernels of one training step (or forward), per provider, in one process.
 
     python benchmarks/profile_block.py reordered [--providers fused,compile:default] [--mode fwdbwd]
-        [--layers 1] [--encoder] [--top 25] [--cpu] [--json FILE]
+        [--layers 1] [--encoder] [--top 25] [--cpu] [--python STEPS] [--json FILE]
 
 For each provider (``eager``, ``fused``, ``compile:MODE`` = eager under torch.compile, ``fused+compile:MODE``)
 prints the profiler's CUDA kernels of one step after warm-up (total time, calls) and splits the kernel time
@@ -45,7 +45,22 @@ def build(name: str, impl: str, layers: int, encoder: bool):
     return build_model(name, None, torch.bfloat16, "cuda", layers=layers, impl=impl)
 
 
-def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool) -> dict:
+def python_profile(step, calls: int, top: int) -> None:
+    """Prints the Python functions that take the host's time over ``calls`` steps (cProfile, by own time)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        step()
+    profiler.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
+                     python: int = 0) -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
     compile_mode = provider.split(":", 1)[1] if ":" in provider else None
     module, inputs = build(name, impl, layers, encoder)
@@ -79,6 +94,8 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
             step()
             torch.cuda.synchronize()
         print(cpu_prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+    if python:
+        python_profile(step, python, top)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
@@ -105,12 +122,15 @@ def main() -> None:
     parser.add_argument("--encoder", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cpu", action="store_true", help="also the host side: ops by self CPU time, and wall ms per step")
+    parser.add_argument("--python", type=int, default=0, metavar="STEPS",
+                        help="also cProfile this many steps: the Python functions by own time")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
     rows = []
     for provider in args.providers.split(","):
-        rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu))
+        rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu,
+                                     args.python))
         gc.collect()  # the provider's module and activations, before the next one allocates
         torch.cuda.empty_cache()
     if args.json:

@@ -82,7 +82,18 @@ class NormGate(nn.Module):
 
 
 def _blockfuse_calls(report) -> list[str]:
-    return [launch.target for launch in report.externs if launch.target.startswith("blockfuse.")]
+    """The blockfuse ops the compiled code calls as custom ops, but those registered opaque on purpose
+    (``launch.OPAQUE_LAUNCHERS``: the gated MLP's backward, whose blocks must run as they are)."""
+    from blockfuse.ops.launch import OPAQUE_LAUNCHERS
+
+    return [launch.target for launch in report.externs if launch.target.startswith("blockfuse.")
+            and launch.target.split(".")[1] not in OPAQUE_LAUNCHERS]
+
+
+def test_only_the_gated_mlp_launchers_are_opaque():
+    from blockfuse.ops.launch import OPAQUE_LAUNCHERS
+
+    assert OPAQUE_LAUNCHERS == {"gated_mlp_down_bwd"}
 
 
 def test_blockfuse_ops_are_blockfuse_triton_kernels_without_breaks():

@@ -115,6 +115,32 @@ def test_compare_names_the_first_differing_new_token():
                                                                              "first_mismatch_at": 2}
 
 
+class _Recorder:
+    """A stand-in model whose generate records (its name, max_new_tokens) and returns the prompt plus zeros."""
+
+    def __init__(self, name: str, calls: list):
+        self.name, self.calls = name, calls
+        self.config = type("Config", (), {"eos_token_id": 1})()
+
+    def generate(self, input_ids, max_new_tokens, **_):
+        self.calls.append((self.name, max_new_tokens))
+        return torch.cat([input_ids, torch.zeros((1, max_new_tokens), dtype=input_ids.dtype)], 1)
+
+
+def test_providers_measured_together_take_turns():
+    calls: list = []
+    models = {"a": _Recorder("a", calls), "b": _Recorder("b", calls)}
+    ids = torch.ones((1, 4), dtype=torch.long)
+    records = hf_generate.measure_together(models, ids, 3, torch.zeros((1, 3), dtype=torch.long),
+                                           ("prefill", "decode"), torch.device("cpu"), quick=True)
+    # each: first call, warm-ups (3 then 1 new tokens); then 3 repetitions (CPU, quick) of (1, 3), in turns
+    setup = [("a", 3), ("a", 3), ("a", 1), ("b", 3), ("b", 3), ("b", 1)]
+    assert calls == setup + [("a", 1), ("a", 3), ("b", 1), ("b", 3)] * 3
+    assert [(r["provider"], r["mode"]) for r in records] == [("a", "prefill"), ("a", "decode"), ("b", "prefill"),
+                                                             ("b", "decode")]
+    assert all(r["tokens_match_hf"] for r in records) and all(r["ms"] == r["ms"] for r in records)  # not NaN
+
+
 def test_generation_targets():
     records = [
         {"provider": "hf-eager", "mode": "decode", "ms": 10.0},

@@ -18,9 +18,10 @@ runs ``generate`` of 1 new token (the prefill: one forward over the prompt into 
 generate's set-up) and then of ``new_tokens`` tokens. ``prefill`` is the first; ``decode`` is ms per
 new token, ``(generate of N - generate of 1) / (N - 1)``: the first new token comes out of the
 prefill, the N - 1 others out of one decode step each, and generate's set-up cancels out. Median,
-p20 and p80 over the repetitions. ``tokens_match_hf``: the new tokens equal those of the model as
-built (dynamic cache, eager, unpatched), and ``first_mismatch_at`` the index of the first new token
-that differs where not.
+p20 and p80 over the repetitions. Providers measured together (``measure_together``: HF as built and
+``blockfuse.patch`` in ``bench model hf-llama``) take their repetitions in turns. ``tokens_match_hf``:
+the new tokens equal those of the model as built (dynamic cache, eager, unpatched), and
+``first_mismatch_at`` the index of the first new token that differs where not.
 """
 
 from __future__ import annotations
@@ -107,30 +108,47 @@ def _summary(samples: list[float]) -> dict:
 def measure(name: str, model, ids: torch.Tensor, new_tokens: int, reference: torch.Tensor, modes: Sequence[str],
             device: torch.device, quick: bool) -> list[dict]:
     """One record per mode of ``modes`` (in MODES' order) for the provider ``name`` running ``model``."""
-    config = _compile_config(device) if name.endswith(STATIC_COMPILE) else None
-    tokens, first_call_s = hf_harness.seconds_of_first_call(lambda: generate(model, ids, new_tokens, config), device)
-    if config is not None and getattr(model, "_compiled_call", None) is None:
-        raise RuntimeError("transformers did not compile the decode steps (generate's automatic compile)")
-    common = {"first_call_s": first_call_s, **compare(tokens, reference)}
-    if config is not None:
-        common.update(hf_harness.graph_breaks())
+    return measure_together({name: model}, ids, new_tokens, reference, modes, device, quick)
 
+
+def measure_together(models: dict, ids: torch.Tensor, new_tokens: int, reference: torch.Tensor,
+                     modes: Sequence[str], device: torch.device, quick: bool) -> list[dict]:
+    """:func:`measure` of several providers (name -> model) whose models live side by side: first calls
+    and warm-ups one after the other, then the repetitions in turns (A, B, A, B, ...).
+
+    NOTE: a decode step of this model is host-bound (0.4-0.6 ms of GPU kernels in 4-7 ms of wall
+    clock on the lent H200s), and those hosts drift: the same HF model measured 5.1 and then 6.8 ms
+    per new token minutes apart in one process (benchmarks/profile_decode.py). Taken in turns, a drift
+    falls on every provider alike, and their ratio is that of the same minutes."""
+    prepared = {}
     decode = "decode" in modes
-    for length in (new_tokens,) * decode + (1,):  # warm-up (the long one first: the cache keeps its size)
-        generate(model, ids, length, config)
+    for name, model in models.items():
+        config = _compile_config(device) if name.endswith(STATIC_COMPILE) else None
+        torch._dynamo.utils.counters.clear()  # this provider's graph breaks only
+        tokens, first_call_s = hf_harness.seconds_of_first_call(lambda: generate(model, ids, new_tokens, config),
+                                                                device)
+        if config is not None and getattr(model, "_compiled_call", None) is None:
+            raise RuntimeError("transformers did not compile the decode steps (generate's automatic compile)")
+        common = {"first_call_s": first_call_s, **compare(tokens, reference)}
+        if config is not None:
+            common.update(hf_harness.graph_breaks())
+        for length in (new_tokens,) * decode + (1,):  # warm-up (the long one first: the cache keeps its size)
+            generate(model, ids, length, config)
+        prepared[name] = (model, config, common, [], [])
     repetitions = (3 if quick else 5) if device.type == "cpu" else (5 if quick else 10)
-    prefill, total = [], []
     for _ in range(repetitions):
-        prefill.append(_wall_ms(lambda: generate(model, ids, 1, config), device))
-        if decode:
-            total.append(_wall_ms(lambda: generate(model, ids, new_tokens, config), device))
+        for model, config, _, prefill, total in prepared.values():
+            prefill.append(_wall_ms(lambda: generate(model, ids, 1, config), device))
+            if decode:
+                total.append(_wall_ms(lambda: generate(model, ids, new_tokens, config), device))
     records = []
-    if "prefill" in modes:
-        records.append({"provider": name, "mode": "prefill", **_summary(prefill), **common})
-    if decode:
-        per_token = [(whole - first) / (new_tokens - 1) for first, whole in zip(prefill, total)]
-        records.append({"provider": name, "mode": "decode", **_summary(per_token),
-                        "generate_ms": timing.summarize(total).median, "new_tokens": new_tokens, **common})
+    for name, (_, _, common, prefill, total) in prepared.items():
+        if "prefill" in modes:
+            records.append({"provider": name, "mode": "prefill", **_summary(prefill), **common})
+        if decode:
+            per_token = [(whole - first) / (new_tokens - 1) for first, whole in zip(prefill, total)]
+            records.append({"provider": name, "mode": "decode", **_summary(per_token),
+                            "generate_ms": timing.summarize(total).median, "new_tokens": new_tokens, **common})
     return records
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -238,20 +239,39 @@ def _measure_training(name: str, base, ids, reference: dict, settings: Settings)
     return records
 
 
-def _measure_generation(name: str, base, ids, reference: torch.Tensor, settings: Settings) -> list[dict]:
-    model, _ = make_provider(name, base)
+# Generation providers measured together, their repetitions in turns (hf_generate.measure_together says
+# why): the eager ones that can live side by side (Liger assigns modeling_llama's globals; a static-compile
+# provider compiles the model's forward).
+TOGETHER = ("hf-eager", "blockfuse")
+
+
+def _measure_generation(name: str, base, ids, reference: torch.Tensor, settings: Settings,
+                        group: dict | None = None) -> list[dict]:
+    """The generation records of ``name``. A provider of TOGETHER is measured with the others of TOGETHER
+    that ``settings`` asks for, all at its turn, and ``group`` (a dict kept across providers) keeps their
+    records for theirs."""
     modes = _generation(set(settings.modes) & set(modes_of(name)))
-    return hf_generate.measure(name, model, ids, settings.shape.new_tokens, reference, modes, settings.device,
-                               settings.quick)
+    if group is None or name not in TOGETHER:
+        model, _ = make_provider(name, base)
+        return hf_generate.measure(name, model, ids, settings.shape.new_tokens, reference, modes, settings.device,
+                                   settings.quick)
+    if name not in group:
+        names = [p for p in in_run_order(settings.providers) if p in TOGETHER]
+        models = {p: make_provider(p, base)[0] for p in names}
+        records = hf_generate.measure_together(models, ids, settings.shape.new_tokens, reference, modes,
+                                               settings.device, settings.quick)
+        group.update({p: [r for r in records if r["provider"] == p] for p in names})
+    return group.pop(name)
 
 
-def run_provider(name: str, workloads: dict, settings: Settings) -> list[dict]:
+def run_provider(name: str, workloads: dict, settings: Settings, group: dict | None = None) -> list[dict]:
     """One record per mode the provider runs (training first, then generation); a provider that raises
     gets its error in each, and the others still run. ``workloads``: ``"training"`` and / or
-    ``"generation"`` -> (base model, ids, reference)."""
+    ``"generation"`` -> (base model, ids, reference); ``group``: see :func:`_measure_generation`."""
     records = []
+    generation = functools.partial(_measure_generation, group=group)
     for kind, modes, measure in (("training", _training, _measure_training),
-                                 ("generation", _generation, _measure_generation)):
+                                 ("generation", _generation, generation)):
         modes = modes(set(settings.modes) & set(modes_of(name)))
         if not modes:
             continue
@@ -428,7 +448,8 @@ def run(settings: Settings, on_update: Callable | None = None, show_progress: bo
         generator, prompt = build_generator(settings.shape, dtype, settings.device)
         setup.append(("HF eager tokens", lambda: workloads.update(
             generation=(generator, prompt, hf_generate.generate(generator, prompt, settings.shape.new_tokens)))))
+    group: dict = {}  # the generation records of the TOGETHER providers measured but not yet reported
     return hf_harness.run_providers(NAME, in_run_order(settings.providers), setup,
-                                    lambda name: run_provider(name, workloads, settings), add_speedups,
+                                    lambda name: run_provider(name, workloads, settings, group), add_speedups,
                                     on_update, show_progress)
 

@@ -53,6 +53,8 @@ KERNEL_NAMES: set[str] = set()
 _ALL_KERNELS: list = []  # every Kernel (the cached launch is turned off in all of them at once)
 # Every launcher op, by name (the op is ``torch.ops.blockfuse.<name>``).
 LAUNCHERS: dict[str, "Launcher"] = {}
+# The launchers registered opaque (``launcher_op(fake=...)``): Inductor calls them as they are.
+OPAQUE_LAUNCHERS: set[str] = set()
 
 
 def _spec(arg):
@@ -298,17 +300,23 @@ class Launcher:
         return f"Launcher(blockfuse::{self.name})"
 
 
-def launcher_op(name: str, *, mutates_args=()):
+def launcher_op(name: str, *, mutates_args=(), fake=None):
     """Registers the decorated launcher as the op ``blockfuse::<name>`` (``triton_op`` for compiled
     kernels, ``custom_op`` with the launcher as its fake under the interpreter) and returns a
     :class:`Launcher`. The launcher must return new tensors (an absent output as an empty tensor:
-    see :func:`empty_if_none`) and declare every tensor it writes in place in ``mutates_args``."""
+    see :func:`empty_if_none`) and declare every tensor it writes in place in ``mutates_args``.
+
+    ``fake``: an opaque op everywhere (``custom_op``, this function its fake implementation), for a
+    launcher that must run as it is under torch.compile: one whose kernels and GEMMs write row blocks
+    of its own buffers, which traced would become Inductor's scatter copies (see ops/mlp.py)."""
 
     def register(body):
         qualified = f"blockfuse::{name}"
-        if interpreter_enabled():
+        if fake is not None:
+            OPAQUE_LAUNCHERS.add(name)
+        if fake is not None or interpreter_enabled():
             op = torch.library.custom_op(qualified, body, mutates_args=mutates_args)
-            op.register_fake(body)
+            op.register_fake(fake or body)
         else:
             op = torch.library.triton_op(qualified, body, mutates_args=mutates_args)
         launcher = Launcher(body, getattr(torch.ops.blockfuse, name).default, name)
