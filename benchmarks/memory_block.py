@@ -2,6 +2,8 @@
 
     python benchmarks/memory_block.py reordered --impl fused [--compile default] [--layers 1] [--encoder] [--top 15]
 
+Under ``--compile`` an allocation made by Inductor's generated code is shown with that code's line.
+
 Records the CUDA caching allocator's history for one forward + backward after warm-up, replays the
 trace to find the moment of peak allocated memory, and prints the live allocations there.
 """
@@ -16,10 +18,19 @@ import torch
 from profile_block import build  # benchmarks/: the script's own folder is on sys.path
 
 
+def _source_line(path: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(path, line).strip()[:90]
+
+
 def _frame(frames) -> str:
-    """The innermost frame in blockfuse or torch.nn/autograd code: the line responsible."""
+    """The innermost frame in blockfuse or torch.nn/autograd code, or in Inductor's generated code (with
+    its text: the buffer it allocates): the line responsible."""
     for frame in frames:
         name = frame.get("filename", "")
+        if "torchinductor" in name:
+            return f"inductor {name.split('/')[-1]}:{frame.get('line')} {_source_line(name, frame.get('line', 0))}"
         if "blockfuse" in name or "torch/nn/modules" in name:
             return f"{name.split('/')[-1]}:{frame.get('line')} {frame.get('name')}"
     return "(autograd engine / C++)" if frames else "(no stack)"

@@ -3,7 +3,7 @@ hidden 2048, batch 1, prompt 512, greedy, bf16): wall ms per new token, GPU kern
 (torch.profiler), the aten ops by host time, and the Python functions by own time (cProfile).
 
 Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/profile_decode.py [--providers hf-eager blockfuse]
-    [--tokens 33] [--top 20] [--tiny]
+    [--tokens 33] [--top 20] [--static] [--tiny]
 """
 
 from __future__ import annotations
@@ -73,12 +73,18 @@ def decode_forwards(model, ids, steps: int) -> tuple[float, float, int]:
 def profile_provider(name: str, base, ids, args) -> None:
     model, _ = hf_llama.make_provider(name, base)
     n = args.tokens
-    host, wall, syncs = decode_forwards(model, ids, n)
-    print(f"== {name}: one decode forward (no generate): host {host:.3f} ms to enqueue, wall {wall:.3f} ms, "
-          f"{syncs} synchronizing calls")
+    config = hf_generate._compile_config(ids.device) if args.static else None
+    if not args.static:
+        host, wall, syncs = decode_forwards(model, ids, n)
+        print(f"== {name}: one decode forward (no generate): host {host:.3f} ms to enqueue, wall {wall:.3f} ms, "
+              f"{syncs} synchronizing calls")
+    else:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        name = f"{name} (static cache + compile)"
 
     def generate(count):
-        return hf_generate.generate(model, ids, count)
+        return hf_generate.generate(model, ids, count, config)
 
     for count in (n, 1):
         generate(count)
@@ -121,6 +127,10 @@ def profile_provider(name: str, base, ids, args) -> None:
     _sync()
     print(f"   Python functions by own time over generate({n}) (cProfile):")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(args.top)
+    if args.static:
+        print(f"   Dynamo: {dict(torch._dynamo.utils.counters['stats'])}, graph breaks "
+              f"{sum(torch._dynamo.utils.counters['graph_break'].values())}, recompiles "
+              f"{dict(torch._dynamo.utils.counters['recompiles'])}")
 
 
 def main() -> None:
@@ -128,6 +138,8 @@ def main() -> None:
     parser.add_argument("--providers", nargs="+", default=["hf-eager", "blockfuse"])
     parser.add_argument("--tokens", type=int, default=33)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--static", action="store_true",
+                        help="generate with a static cache under transformers' compile (the *-static-compile providers)")
     parser.add_argument("--tiny", action="store_true", help="the tests' tiny model (a smoke run, CPU if no GPU)")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()

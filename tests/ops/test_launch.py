@@ -173,7 +173,11 @@ def replay(record):
         error = None
     except Exception as failure:
         error = None if graphs else f"{type(failure).__name__}: {str(failure)[:300]}"
-    targets = [str(node.target) for gm in graphs for node in gm.graph.nodes if node.op == "call_function"]
+    targets = []
+    for node in (node for gm in graphs for node in gm.graph.nodes if node.op == "call_function"):
+        targets.append(str(node.target))
+        if "auto_functionalized" in str(node.target):  # a mutating op, functionalized: the op is its argument
+            targets.append(str(node.args[0]))
     return error, targets
 
 

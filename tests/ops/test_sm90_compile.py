@@ -131,12 +131,6 @@ def _exercise_every_op(device: str) -> None:
         run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh", path=path), x, w_fc1,
             b_packed[:24], w_fc2)
         run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu", path=path), x, w_packed)
-    # the gated MLP's backward as torch.compile takes it (eagerly the in-place one runs)
-    from blockfuse.ops import mlp
-
-    pre, dy = torch.randn(6, 48, device=device), torch.randn(6, 40, device=device)
-    mlp._down_backward_compiled(dy, pre, None, w_down, "silu", True)
-    mlp._down_backward_compiled(dy, pre[:, :24].contiguous(), pre[:, 24:].contiguous(), w_down, "gelu", False)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)

@@ -12,10 +12,9 @@ frees it right after the down weight's gradient:
 
 The GEMMs are cuBLAS calls (``torch.nn.functional.linear`` / ``torch.mm``); a later fused
 GEMM + activation epilogue replaces the first GEMM and the gated kernel together. The file reads:
-the launchers (ops ``blockfuse::gated_mlp_down_fwd``, ``gated_mlp_down_bwd_`` (eager, in place) and
-``gated_mlp_down_bwd`` (under torch.compile, opaque): the gated kernels and the down GEMM, see
-``ops/launch.py``); the two autograd Functions (the gate|up GEMMs, the rest); the public functional;
-the reference.
+the two launchers (ops ``blockfuse::gated_mlp_down_fwd`` and ``blockfuse::gated_mlp_down_bwd_``, in
+place and opaque under torch.compile: the gated kernels and the down GEMM, see ``ops/launch.py``); the
+two autograd Functions (the gate|up GEMMs, the rest); the public functional; the reference.
 """
 
 from __future__ import annotations
@@ -123,19 +122,36 @@ def _down_forward(gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tenso
     return down_projection(hidden_of_rows, gate2.shape[0], down_weight, down_bias, gate_pre)
 
 
-def _down_backward_blocks(dy: Tensor, gate2: Tensor, up2: Tensor, down_weight: Tensor, activation: str,
-                          has_down_bias: bool, d_gate2: Tensor, d_up2: Tensor) -> tuple[Tensor, Tensor]:
-    """The backward of :func:`_down_forward` from the (tokens, hidden) views of the pre-activations:
-    returns (d down_weight, d down_bias (empty without a bias)) and writes the pre-activations'
-    gradients into the (tokens, hidden) views ``d_gate2``, ``d_up2``, which may be ``gate2``, ``up2``
-    themselves (the gated kernel reads each element before writing it)."""
+def _down_backward_fake(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor,
+                        activation: str, has_down_bias: bool) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(down_weight), dy.new_empty((down_weight.shape[0] if has_down_bias else 0,))
+
+
+@launcher_op("gated_mlp_down_bwd_", mutates_args=("gate_pre", "up_pre"), fake=_down_backward_fake)
+def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor, activation: str,
+                   has_down_bias: bool) -> tuple[Tensor, Tensor]:
+    """The backward of :func:`_down_forward` for dy (tokens, d_out): returns (d down_weight, d down_bias
+    (empty without a bias)) and writes the pre-activations' gradients over the pre-activations
+    themselves (the gated kernel reads each element before writing it): no second tokens x 2 hidden
+    buffer.
+
+    NOTE: an opaque op under torch.compile too (``launcher_op(fake=...)``), so that it runs as it is
+    there: its blocks, and the gradient written over the saved pre-activation. Traced (a
+    ``triton_op``), Inductor would copy the saved pre-activation before overwriting it, and the
+    blocks' writes into row and column views became scatter copies that ran into an illegal memory
+    access at full size (torch 2.11); a traced version on whole, fresh buffers instead made the
+    compiled reordered block's step peak at 441 MiB (H200), and an opaque one into a fresh gradient
+    buffer at 409, against 297 in place (benchmarks/memory_block.py)."""
+    hidden_size = down_weight.shape[1]
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
     tokens = gate2.shape[0]
+
     # NOTE: the activation is recomputed here rather than saved by the forward (one more read of
     # the pre-activation and write of hidden, against keeping tokens x hidden alive through the
     # whole step), and a block of hidden columns at a time: each block's down-weight gradient
     # columns are exact (no sum across blocks), and the step's peak holds a quarter of tokens x hidden.
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
-    for cols in column_blocks(down_weight.shape[1], BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
+    for cols in column_blocks(hidden_size, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
         g2 = gate2[:, cols]
         hidden = g2.new_empty((tokens, g2.shape[1]))  # (tokens, block columns)
         launch_gated_forward(g2, up2[:, cols], hidden, activation)
@@ -148,50 +164,9 @@ def _down_backward_blocks(dy: Tensor, gate2: Tensor, up2: Tensor, down_weight: T
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
     for rows in column_blocks(tokens, BACKWARD_BLOCKS, BACKWARD_MIN_ROWS, align=1):
         d_hidden = dy[rows].mm(down_weight)  # (rows, hidden)
-        launch_gated_backward(d_hidden, gate2[rows], up2[rows], d_gate2[rows], d_up2[rows], activation)
+        launch_gated_backward(d_hidden, gate2[rows], up2[rows], gate2[rows], up2[rows], activation)
         del d_hidden
     return d_down_weight, d_down_bias
-
-
-@launcher_op("gated_mlp_down_bwd_", mutates_args=("gate_pre", "up_pre"))
-def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor, activation: str,
-                   has_down_bias: bool) -> tuple[Tensor, Tensor]:
-    """The backward of :func:`_down_forward` for dy (tokens, d_out), eagerly: returns (d down_weight,
-    d down_bias (empty without a bias)) and writes the pre-activations' gradients over the
-    pre-activations themselves: no second tokens x 2 hidden buffer."""
-    gate2, up2 = _pre_views(gate_pre, up_pre, down_weight.shape[1])
-    return _down_backward_blocks(dy, gate2, up2, down_weight, activation, has_down_bias, gate2, up2)
-
-
-def _down_backward_compiled_fake(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor,
-                                 activation: str, has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    d_down_bias = dy.new_empty((down_weight.shape[0] if has_down_bias else 0,))
-    d_up_pre = gate_pre.new_empty((0,)) if up_pre is None else torch.empty_like(up_pre)
-    return torch.empty_like(down_weight), d_down_bias, torch.empty_like(gate_pre), d_up_pre
-
-
-@launcher_op("gated_mlp_down_bwd", fake=_down_backward_compiled_fake)
-def _down_backward_compiled(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor,
-                            activation: str, has_down_bias: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The backward of :func:`_down_forward` as torch.compile takes it: returns (d down_weight, d down_bias
-    (empty without a bias), d gate_pre, d up_pre), the last two new tensors shaped as the pre-activations
-    (packed: the whole packed gradient, and an empty one); nothing is written in place.
-
-    NOTE: an opaque op (``launcher_op(fake=...)``): Inductor runs it as it is, its blocks included, and
-    cannot overwrite the saved pre-activation (it would copy it first), so the gradients go into fresh
-    buffers. Traced instead (a ``triton_op``), the blocks' writes into row and column views became
-    scatter copies, which ran into an illegal memory access at full size (torch 2.11), and whole
-    buffers in their place (hidden, its gradient and the pre-activation's, all alive at once) took
-    more memory: the compiled reordered block's step under CUDA graphs peaked at 792 MiB traced and
-    760 MiB opaque (olmo2-1b 1571 and 1507; H200). The numbers are those of :func:`_down_backward`."""
-    d_gate_pre = torch.empty_like(gate_pre)
-    d_up_pre = gate_pre.new_empty((0,)) if up_pre is None else torch.empty_like(up_pre)
-    hidden_size = down_weight.shape[1]
-    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
-    d_gate2, d_up2 = _pre_views(d_gate_pre, None if up_pre is None else d_up_pre, hidden_size)
-    d_down_weight, d_down_bias = _down_backward_blocks(dy, gate2, up2, down_weight, activation, has_down_bias,
-                                                       d_gate2, d_up2)
-    return d_down_weight, d_down_bias, d_gate_pre, d_up_pre
 
 
 # ----------------------------------------------------------------------------------------
@@ -267,20 +242,15 @@ class _DownFunction(torch.autograd.Function):
     def backward(ctx, dy):
         gate_pre, up_pre, down_weight = ctx.saved_tensors
         activation, packed = ctx.config
-        down_bias_grad = ctx.has_down_bias
-        if torch.compiler.is_compiling():
-            d_down_weight, d_down_bias, d_gate_pre, d_up_pre = _down_backward_compiled(
-                dy, gate_pre, None if packed else up_pre, down_weight, activation, down_bias_grad)
-            return (d_gate_pre, None if packed else d_up_pre, d_down_weight,
-                    d_down_bias if down_bias_grad else None, None)
         d_down_weight, d_down_bias = _down_backward(dy, gate_pre, None if packed else up_pre, down_weight, activation,
-                                                    down_bias_grad)
-        # NOTE: gate_pre and up_pre now hold their gradients. Their versions are bumped: a second
-        # backward through the same graph (retain_graph=True) raises autograd's "modified by an
-        # inplace operation" error instead of reading the overwritten values. Handed on detached
-        # (the same storage, no graph).
-        torch.autograd.graph.increment_version(gate_pre)
-        torch.autograd.graph.increment_version(up_pre)
+                                                    ctx.has_down_bias)
+        # NOTE: gate_pre and up_pre now hold their gradients. Eagerly their versions are bumped: a
+        # second backward through the same graph (retain_graph=True) raises autograd's "modified by an
+        # inplace operation" error instead of reading the overwritten values (compiled, the op's declared
+        # mutation orders it). Handed on detached (the same storage, no graph).
+        if not torch.compiler.is_compiling():
+            torch.autograd.graph.increment_version(gate_pre)
+            torch.autograd.graph.increment_version(up_pre)
         return (gate_pre.detach(), None if packed else up_pre.detach(), d_down_weight,
                 d_down_bias if ctx.has_down_bias else None, None)
 
