@@ -23,3 +23,10 @@ def test_collect_env_matches_the_runtime():
     info = collect_env()
     assert info["triton_interpret"] == runtime.interpreter_enabled()
     assert info["implementation"]["cpu"] == {op: runtime.implementation("cpu") for op in OPS}
+
+
+def test_env_lists_every_public_op():
+    import blockfuse
+
+    assert {"linear_act", "fused_mlp", "gated_mlp"} <= set(OPS)
+    assert all(callable(getattr(blockfuse, op)) for op in OPS)

@@ -1,9 +1,14 @@
-"""The ``blockfuse`` command line."""
+"""blockfuse: fused Triton kernels for transformer blocks, and what torch.compile does to them.
+
+Commands: env (versions, device, each op's implementation), bench (speed, memory and error against
+peers), analyze (what torch.compile did to a block), report (every benchmark, one report)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from blockfuse.cliutil import UsageError
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
@@ -14,7 +19,8 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="blockfuse", description=__doc__)
+    parser = argparse.ArgumentParser(prog="blockfuse", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
     env = commands.add_parser("env", help="versions, device, and which implementation each op uses")
@@ -34,9 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_name(args: argparse.Namespace) -> str:
+    words = ["blockfuse", getattr(args, "command", None), getattr(args, "bench_command", None)]
+    return " ".join(w for w in words if w)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as error:
+        # NOTE: bad input is one line on stderr and exit status 2 (argparse's own), never a traceback.
+        print(f"{_command_name(args)}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

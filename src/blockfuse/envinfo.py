@@ -9,7 +9,11 @@ import torch
 from blockfuse import runtime
 
 # Every public op, by name; each dispatches by the rule in blockfuse.runtime.
-OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "gated_mlp", "bias_dropout_add")
+OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "gated_mlp", "linear_act",
+       "fused_mlp", "bias_dropout_add")
+# The ops whose GEMMs are not blockfuse's kernels on CUDA (see ops/mlp.py and ops/linear_act.py).
+GEMM_NOTE = ("gated_mlp, linear_act, fused_mlp: GEMMs by cuBLAS on CUDA, blockfuse's kernels between "
+             "them; linear_act / fused_mlp take Triton GEMMs with path='triton'")
 
 
 def collect_env() -> dict:
@@ -54,6 +58,8 @@ def format_env(info: dict) -> str:
     for device, ops in info["implementation"].items():
         for op, impl in ops.items():
             lines.append(f"  {op:<18} {device:<5} -> {impl}")
+    if info["cuda_available"]:
+        lines.append(f"note: {GEMM_NOTE}.")
     if not info["cuda_available"] and not info["triton_interpret"]:
         lines.append("note: the fused Triton kernels need CUDA (or TRITON_INTERPRET=1 for the CPU "
                      "interpreter); CPU tensors use the pure-PyTorch references.")

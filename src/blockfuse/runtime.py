@@ -49,11 +49,28 @@ def implementation(device: torch.device | str) -> str:
 _INTERPRETED = _TRITON_AVAILABLE and interpreter_enabled()
 
 
-def use_triton(tensor: torch.Tensor) -> bool:
+# NOTE: under torch.compile, an op called without autograd on an input of at most this many elements
+# (decoding: one token a step) runs its reference, which Inductor generates and fuses with the ops
+# around it; a separate kernel there is one more launch and splits Inductor's fusions, at a size where
+# launches are the whole cost (64 Ki elements: 0.1 us of memory traffic at 3 TB/s). Measured (H100,
+# torch 2.11, HF Llama 4 layers d 2048, static KV cache under transformers' compile, batch 1, ms a new
+# token in two rounds): HF 4.13 / 4.71, patched with blockfuse's kernels 4.97 / 5.64, patched with
+# this rule 4.15 / 4.91 (benchmarks/static_decode_rule.py's comparison, run as a patch of the ops'
+# dispatch before the rule moved here). Training steps and large inputs keep the kernels.
+COMPILED_INFERENCE_MAX_ELEMENTS = 1 << 16
+
+
+def use_triton(tensor: torch.Tensor, draws_random: bool = False) -> bool:
     """The one dispatch rule of every op: True when an op on ``tensor`` launches its Triton kernels
     (CUDA, or CPU under the interpreter), False when it runs its pure-PyTorch reference (other
-    devices, no Triton, and float64, which the kernels do not take)."""
+    devices, no Triton, float64, which the kernels do not take, and small inputs without autograd
+    under torch.compile: see COMPILED_INFERENCE_MAX_ELEMENTS). ``draws_random``: the call draws a
+    dropout mask, which must come from the kernels' seeded stream compiled or not (so the small-input
+    rule does not apply)."""
     if tensor.dtype is torch.float64:
+        return False
+    if (not draws_random and torch.compiler.is_compiling() and not torch.is_grad_enabled()
+            and tensor.numel() <= COMPILED_INFERENCE_MAX_ELEMENTS):
         return False
     if tensor.is_cuda:
         return _TRITON_AVAILABLE

@@ -127,15 +127,18 @@ def test_custom_ops_forward_and_backward(custom_op_report):
         assert any("LayerNorm" in d for d in report.passes["inference"].fused)
         return
     # NOTE: Triton's interpreter runs blockfuse's launchers as custom ops (on CUDA they are triton_ops, whose
-    # kernels Inductor emits itself: tests/analyze/test_blockfuse_kernels.py), so they stay calls here.
-    assert report.passes["inference"].custom_ops == ["blockfuse.norm_fwd"]
+    # kernels Inductor emits itself: tests/analyze/test_blockfuse_kernels.py), so they stay calls here. The
+    # inference pass on this small input takes the reference, which Inductor fuses
+    # (runtime.COMPILED_INFERENCE_MAX_ELEMENTS); the training passes keep the kernels.
+    assert report.passes["inference"].custom_ops == []
+    assert any("LayerNorm" in d for d in report.passes["inference"].fused)
     assert report.passes["forward"].custom_ops == ["blockfuse.norm_fwd"]
     assert report.passes["backward"].custom_ops == ["blockfuse.norm_bwd"]
     assert report.passes["backward"].gemms == 2  # the weight and input gradients of the Linear
     assert all(p.blockfuse_kernels == [] for p in report.passes.values())
     custom = [launch for launch in report.externs if launch.category == "custom op"]
     assert custom[0].args[0] == "fp32[3, 7, 72]"
-    assert "1 custom-op call(s) (blockfuse.norm_fwd)" in report.passes["inference"].headline()
+    assert "1 custom-op call(s) (blockfuse.norm_fwd)" in report.passes["forward"].headline()
 
 
 def test_compare(block_report, custom_op_report):
@@ -202,10 +205,10 @@ def test_command_line_with_a_user_factory_and_compare(tmp_path, capsys):
 
 
 def test_command_line_rejects_a_bad_shape():
-    from blockfuse.analyze.cli import parse_shapes
+    from blockfuse.cliutil import UsageError, parse_shapes
 
     assert parse_shapes(["4x2048x1024,2x16x64", "1x3x5"]) == [(4, 2048, 1024), (2, 16, 64), (1, 3, 5)]
-    with pytest.raises(SystemExit, match="bad --shape"):
+    with pytest.raises(UsageError, match="--shape: bad shape"):
         parse_shapes(["4x0x3"])
-    with pytest.raises(SystemExit, match="bad --shape"):
+    with pytest.raises(UsageError, match="--shape: bad shape"):
         parse_shapes(["four"])

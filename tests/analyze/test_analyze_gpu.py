@@ -112,8 +112,9 @@ def test_blockfuse_ops_are_blockfuse_triton_kernels_without_breaks():
 
 @pytest.fixture(scope="module")
 def fused_reordered():
-    # NOTE: a small block: the labels checked here do not depend on the size.
-    module, (x,) = build_block("reordered", (2, 64, 256), torch.bfloat16, "cuda", impl="fused",
+    # NOTE: a small block (the labels checked here do not depend on the size), but over
+    # runtime.COMPILED_INFERENCE_MAX_ELEMENTS, so that its inference pass launches blockfuse's kernels.
+    module, (x,) = build_block("reordered", (2, 160, 256), torch.bfloat16, "cuda", impl="fused",
                                d_model=256, n_heads=4, ffn_hidden=1024)
     return analyze(module, x, backward=True, name="reordered-fused")
 

@@ -9,6 +9,7 @@ import torch
 
 from blockfuse.bench import block
 from blockfuse.bench.block_report import targets
+from blockfuse.bench.report import noisy
 from blockfuse.cli import main
 
 
@@ -29,7 +30,7 @@ def test_bench_block_writes_every_file_and_field(tmp_path):
     assert len(rows) == 12 and float(rows[0]["ms"]) > 0 and rows[0]["provider"] == "eager"
     document = json.loads((tmp_path / "block-reordered.json").read_text())
     assert document["workload"]["shape"] == [2, 8, 64] and document["workload"]["layers"] == 1
-    assert document["meta"]["command"].startswith("blockfuse bench block reordered --shape 2,8,64")
+    assert document["meta"]["command"].startswith("blockfuse bench block reordered --shape 2x8x64")
     records = document["records"]
     assert {(r["provider"], r["mode"]) for r in records} == {
         (p, m) for p in ("eager", "compile:default", "surgical:default", "fused") for m in ("infer", "fwd", "fwdbwd")}
@@ -85,10 +86,13 @@ def test_materialized_attention_is_a_labelled_second_baseline(tmp_path):
     compared = document["comparisons"][block.MATERIALIZED_ATTENTION]
     assert compared["label"] == label and list(compared["providers"]) == ["eager"]
     speedup = compared["providers"]["eager"]["infer"]
-    assert speedup == pytest.approx(records[(block.MATERIALIZED_ATTENTION, "infer")]["ms"]
-                                    / records[("eager", "infer")]["ms"])
     markdown = (tmp_path / "model-siglip2.md").read_text()
     assert f"## Against {label}" in markdown and f"`{block.MATERIALIZED_ATTENTION}`: {label}" in markdown
+    if noisy(records[(block.MATERIALIZED_ATTENTION, "infer")]) or noisy(records[("eager", "infer")]):
+        assert speedup is None and "| eager | noisy |" in markdown  # a noisy median gives no speed-up
+        return
+    assert speedup == pytest.approx(records[(block.MATERIALIZED_ATTENTION, "infer")]["ms"]
+                                    / records[("eager", "infer")]["ms"])
     assert f"| eager | {speedup:.2f} |" in markdown
 
 
@@ -99,9 +103,8 @@ def test_compile_times_of_chosen_providers(tmp_path):
     document = json.loads((tmp_path / "block-standard.json").read_text())
     assert "--compile-times surgical:default" not in document["meta"]["command"]  # all compiled ones: the bare flag
     assert [r["provider"] for r in document["records"] if "compile_cold_s" in r] == ["surgical:default"]
-    with pytest.raises(SystemExit, match="--compile-times"):
-        _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,fused", "--modes", "infer",
-             "--compile-times", "fused")
+    assert _run(tmp_path, "block", "standard", "--shape", "1,8,64", "--providers", "eager,fused", "--modes", "infer",
+                "--compile-times", "fused") == 2
 
 
 def test_a_failing_provider_is_reported_and_the_rest_still_run(tmp_path, monkeypatch):
@@ -170,9 +173,9 @@ def test_siglip2_targets_take_the_faster_of_eager_and_compile():
     assert to_compile["status"] == "missed"
 
 
-def test_unknown_preset_is_a_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match="unknown preset 'nope'"):
-        _run(tmp_path, "block", "nope")
+def test_unknown_preset_is_a_clear_error(tmp_path, capsys):
+    assert _run(tmp_path, "block", "nope") == 2
+    assert "blockfuse bench block: unknown preset 'nope'" in capsys.readouterr().err
 
 
 def test_compile_times_cold_and_warm(tmp_path):

@@ -107,12 +107,11 @@ def test_bench_ops_reports_a_failing_peer_without_failing(tmp_path):
         assert "## Errors" in (out / "ops.md").read_text()
 
 
-def test_bench_ops_rejects_unknown_names(tmp_path):
-    import pytest
-
-    for argv in (["--op", "nope"], ["--modes", "fwd,sideways"], ["--providers", "eager,tvm"], ["--shapes", "8xq"]):
-        with pytest.raises(SystemExit):
-            main(["bench", "ops", "--quick", "--out", str(tmp_path), *argv])
+def test_bench_ops_rejects_unknown_names(tmp_path, capsys):
+    for argv, problem in ((["--op", "nope"], "unknown --op nope"), (["--modes", "fwd,sideways"], "unknown --modes"),
+                          (["--providers", "eager,tvm"], "unknown --providers tvm"), (["--shapes", "8xq"], "--shapes")):
+        assert main(["bench", "ops", "--quick", "--out", str(tmp_path), *argv]) == 2
+        assert capsys.readouterr().err.startswith(f"blockfuse bench ops: {problem}")
 
 
 def test_bench_ops_list_names_every_declared_op(capsys):

@@ -155,8 +155,13 @@ def test_compiles_fullgraph(backend, bias, separate):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_compiled_inference_takes_no_autograd_node():
-    """Under torch.no_grad the compiled MLP runs the GEMMs and the launcher alone, with eager's values."""
+def test_compiled_inference_takes_no_autograd_node(monkeypatch):
+    """Under torch.no_grad the compiled MLP runs the GEMMs and the launcher alone, with eager's values. (The
+    small-input rule, which would send this tiny input to the reference, is off here: tests/test_dispatch.py
+    tests it.)"""
+    from blockfuse import runtime
+
+    monkeypatch.setattr(runtime, "COMPILED_INFERENCE_MAX_ELEMENTS", 0)
     inputs = _inputs((7,), 16, 12, 16, torch.float32, "cpu", True, separate=True)
     torch._dynamo.reset()
     with torch.no_grad():

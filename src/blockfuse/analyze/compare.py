@@ -80,7 +80,8 @@ class Comparison:
             text += f"; only {name_a} runs: " + "; ".join(diff["only_a"])
         if first.pass_ms and second.pass_ms:
             ratio = second.pass_ms / first.pass_ms
-            text += f"; step {second.pass_ms:.3f} ms against {first.pass_ms:.3f} ms ({ratio:.2f}x)"
+            text += (f"; step time {name_b} {second.pass_ms:.3f} ms against {name_a} {first.pass_ms:.3f} ms "
+                     f"({name_b} / {name_a} = {ratio:.2f}x)")
         return text
 
     def to_dict(self) -> dict:
@@ -126,7 +127,7 @@ class Comparison:
         name_a, name_b = self.names
         for step in self.steps():
             table = Table(title=f"{PASS_TITLES[step]}: {name_a} vs {name_b}")
-            for column in ("", name_a, name_b, "difference"):
+            for column in ("", name_a, name_b, f"{name_b} - {name_a}"):
                 table.add_column(column, justify="left" if not column else "right")
             for row in self.rows(step):
                 table.add_row(row["title"], _text(row["a"]), _text(row["b"]), _text(row["b_minus_a"]))

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
+from blockfuse.analyze.targets import CPU_SHAPE  # noqa: F401 (re-exported: bench.block.CPU_SHAPE)
 from blockfuse.bench import timing
 from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
@@ -49,6 +50,8 @@ PROVIDERS = (
 )
 SLOW_PROVIDERS = tuple(p for p in PROVIDERS if "max-autotune" in p)  # minutes of autotuning each
 CPU_PROVIDERS = ("eager", MATERIALIZED_ATTENTION, "compile:default", "surgical:default", "fused")
+# CPU_SHAPE (imported above): every block's (batch, seq, d_model) on the CPU when no shape is given, as
+# `blockfuse analyze` takes it; a block of one layer runs every CPU provider in well under a minute on 2 cores.
 # How the reports name the two eager baselines (they give every provider's speed-up against both).
 LABELS = {
     "eager": "eager, SDPA attention (scaled_dot_product_attention)",
@@ -333,10 +336,11 @@ def _first_call(probe: dict) -> float:
     return time.perf_counter() - began
 
 
-def run_block(settings: BlockSettings, on_update: Callable | None = None,
-              show_progress: bool = True) -> tuple[dict, list[dict]]:
+def run_block(settings: BlockSettings, on_update: Callable | None = None, show_progress: bool = True,
+              say: Callable[[str], None] | None = None) -> tuple[dict, list[dict]]:
     """(workload description, records) for every provider of ``settings``. ``show_progress=False``
-    hides the progress bar (its refresh thread skews CPU timings on a small machine)."""
+    hides the progress bar (its refresh thread skews CPU timings on a small machine); ``say``, when
+    given, is called with one line before each step (and after the last) instead."""
     from rich.progress import Progress
 
     work = _Workload(settings)
@@ -360,9 +364,17 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
     # after the probes, the host-bound ones read from 25% up to 2.8x slower than in a run without
     # probes (H200 machine, 16 cores).
     probed = [p for p in settings.providers if p in settings.compile_times and _compile_mode(p) is not None]
+    steps = len(settings.providers) + len(probed)
+    began = time.perf_counter()
+
+    def tell(step: int, what: str) -> None:
+        if say is not None:
+            say(f"[{step}/{steps}] {settings.name}: {what} ({time.perf_counter() - began:.0f} s so far)")
+
     with Progress(transient=True, disable=not show_progress) as progress:
-        task = progress.add_task(f"{settings.name}", total=len(settings.providers) + len(probed))
-        for provider in settings.providers:
+        task = progress.add_task(f"{settings.name}", total=steps)
+        for step, provider in enumerate(settings.providers, start=1):
+            tell(step, f"{provider}, modes {','.join(settings.modes)}")
             progress.update(task, description=f"{settings.name}: {provider}")
             records.extend(_measure_provider(work, provider))
             torch._dynamo.reset()  # the provider's graphs (and CUDA-graph pools) go with it
@@ -371,7 +383,8 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
             if on_update is not None:
                 on_update(workload, records)
             progress.advance(task)
-        for provider in probed:
+        for step, provider in enumerate(probed, start=len(settings.providers) + 1):
+            tell(step, f"{provider} compile, cold and warm (two new processes)")
             progress.update(task, description=f"{settings.name}: {provider} compile, cold and warm")
             try:
                 times = compile_times(settings, provider)
@@ -383,6 +396,8 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None,
             if on_update is not None:
                 on_update(workload, records)
             progress.advance(task)
+    if say is not None:
+        say(f"{settings.name}: {steps} steps done in {time.perf_counter() - began:.0f} s")
     return workload, records
 
 

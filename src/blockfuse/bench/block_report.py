@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from blockfuse.bench.block import LABELS, MATERIALIZED_ATTENTION
-from blockfuse.bench.report import _finite, pyplot
+from blockfuse.bench.report import NOISE_NOTE, _finite, noisy, pyplot, spread_text
 
 MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "bwd": "backward",
                "fwdbwd": "forward + backward"}
@@ -46,11 +46,18 @@ TARGETS_VS_EAGER_OR_COMPILE = {"siglip2": (1.15, 1.2, 0.65, 0.7)}
 ERROR_RATIO = 1.5  # fused bf16 error at most this many times the eager bf16 error (both against fp32)
 
 
-def targets(workload: dict, records: list[dict]) -> list[dict]:
-    """Each target of the blocks issue that applies to this workload, with status met / missed / n/a."""
+CPU_TARGET_TEXT = "a CUDA target, n/a on the CPU"
+
+
+def targets(workload: dict, records: list[dict], device: str = "cuda") -> list[dict]:
+    """Each target of the blocks issue that applies to this workload, with status met / missed / n/a.
+    Off CUDA the speed and memory targets are n/a (they are about a GPU); the error checks still count."""
     checks = []
 
-    def check(text, value, bound, higher_is_better=True):
+    def check(text, value, bound, higher_is_better=True, speed=True):
+        if speed and device != "cuda":
+            checks.append({"status": "n/a", "text": f"{text}: {CPU_TARGET_TEXT}", "bound": bound})
+            return
         if value is None:
             checks.append({"status": "n/a", "text": f"{text}: not measured"})
             return
@@ -99,7 +106,7 @@ def targets(workload: dict, records: list[dict]) -> list[dict]:
             if eager is None or fused is None or eager.get(key) is None or fused.get(key) is None:
                 continue
             check(f"{provider} {what} error / eager {what} error (both vs fp32)",
-                  fused[key] / eager[key] if eager[key] else None, ERROR_RATIO, False)
+                  fused[key] / eager[key] if eager[key] else None, ERROR_RATIO, False, speed=False)
     return checks
 
 
@@ -120,7 +127,8 @@ def write_csv(path: Path, records: list[dict]) -> None:
 
 def against(records: list[dict], baseline: str) -> dict:
     """Per provider other than ``baseline``: each mode's speed-up over it (its ms / the provider's ms)
-    and ``peak_ratio``, the provider's peak training memory over its; None where either is missing."""
+    and ``peak_ratio``, the provider's peak training memory over its; None where either is missing or
+    either median is noisy (``report.noisy``)."""
     index = _index(records)
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
     base_peak = (index.get((baseline, "fwdbwd")) or {}).get("peak_mib")
@@ -131,7 +139,8 @@ def against(records: list[dict], baseline: str) -> dict:
         row = {}
         for mode in modes:
             base, ms = _ms(index.get((baseline, mode))), _ms(index.get((provider, mode)))
-            row[mode] = base / ms if base and ms else None
+            shaky = noisy(index.get((baseline, mode))) or noisy(index.get((provider, mode)))
+            row[mode] = base / ms if base and ms and not shaky else None
         peak = (index.get((provider, "fwdbwd")) or {}).get("peak_mib")
         row["peak_ratio"] = peak / base_peak if peak and base_peak else None
         result[provider] = row
@@ -147,19 +156,32 @@ def comparisons(records: list[dict]) -> dict:
 
 
 def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
-    document = {"meta": meta, "workload": workload, "targets": targets(workload, records),
+    checks = targets(workload, records, meta.get("device", "cuda"))
+    document = {"meta": meta, "workload": workload, "targets": checks,
                 "comparisons": comparisons(records), "records": records}
     path.write_text(json.dumps(_finite(document), indent=1) + "\n")
 
 
-def time_cell(record: dict, eager_ms) -> str:
-    """A table cell: "error", "" (not timed) or "ms (speed-up against eager)"."""
+def time_cell(record: dict, eager: dict | None) -> str:
+    """A table cell: "error", "" (not timed), "ms (speed-up against the ``eager`` record)", or, where either
+    median is noisy (``report.noisy``), the ms with its spread and no speed-up."""
     if record.get("error"):
         return "error"
     if record.get("ms") is None:
         return ""
+    if noisy(record):
+        return f"{record['ms']:.3f} ({spread_text(record)})"
+    if noisy(eager):
+        return f"{record['ms']:.3f} (eager noisy)"
+    eager_ms = _ms(eager)
     speedup = eager_ms / record["ms"] if eager_ms else None
     return f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)"
+
+
+def backward_above_step(index: dict, provider: str) -> bool:
+    """True when the provider's backward alone reads slower than its forward + backward: noise, not a figure."""
+    backward, step = _ms(index.get((provider, "bwd"))), _ms(index.get((provider, "fwdbwd")))
+    return backward is not None and step is not None and backward > step
 
 
 def _fmt(value, spec: str) -> str:
@@ -170,8 +192,9 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     index = _index(records)
     providers = _providers(records)
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
-    eager_ms = {m: _ms(index.get(("eager", m))) for m in modes}
+    eager = {m: index.get(("eager", m)) for m in modes}
     shape = "x".join(map(str, workload["shape"]))
+    device = meta.get("device", "cuda")
     lines = [
         f"# blockfuse block benchmark: {workload['name']}",
         "",
@@ -195,7 +218,11 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         "## Targets",
         "",
     ]
-    lines += [f"- **{t['status']}**: {t['text']}" for t in targets(workload, records)] or ["(none for this workload)"]
+    checks = targets(workload, records, device)
+    if device != "cuda" and any(CPU_TARGET_TEXT in t["text"] for t in checks):
+        lines += ["The speed and memory targets are for CUDA: n/a on the CPU (only the error checks count here).",
+                  ""]
+    lines += [f"- **{t['status']}**: {t['text']}" for t in checks] or ["(none for this workload)"]
     lines += ["", "## Results", ""]
     rate_mode = next((m for m in ("fwdbwd", "fwd", "infer", "bwd") if m in modes), None)
     header = (["provider"] + [f"{m} ms (x eager)" for m in modes]
@@ -211,7 +238,10 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             if record is None:
                 row.append("")
             else:
-                row.append(time_cell(record, eager_ms[mode]))
+                cell = time_cell(record, eager[mode])
+                if mode in ("bwd", "fwdbwd") and backward_above_step(index, provider):
+                    cell += " (noisy: bwd > fwdbwd)"
+                row.append(cell)
                 failed = record.get("error") or failed
         if rate_mode:
             rated = index.get((provider, rate_mode)) or {}
@@ -229,6 +259,12 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         lines.append("| " + " | ".join(row) + " |")
         if failed:
             lines.append(f"| | `{failed.replace('`', chr(39)).replace('|', '/')}` |" + " |" * (len(header) - 2))
+    backward_noise = any(backward_above_step(index, p) for p in providers)
+    if backward_noise or any(noisy(r) for r in records):
+        lines += ["", NOISE_NOTE + (" `bwd > fwdbwd`: the backward alone read slower than forward + backward, "
+                                    "which only noise explains." if backward_noise else "")]
+    if device != "cuda":
+        lines += ["", "Peak and saved MiB: CUDA memory, not measured on the CPU."]
     if any(r.get("peak_note") for r in records):
         lines += ["", "\\* CUDA-graph modes: memory since the module was built, the graph pool included."]
     labelled = [p for p in providers if p in LABELS]
@@ -252,8 +288,10 @@ def _comparison_lines(records: list[dict], modes: list[str]) -> list[str]:
              "training memory over its.", "",
              "| provider | " + " | ".join(f"{m} speed-up" for m in modes) + " | peak ratio |",
              "| --- " * (len(modes) + 2) + "|"]
+    index = _index(records)
     for provider, row in compared["providers"].items():
-        cells = [provider] + [_fmt(row.get(m), ".2f") for m in modes]
+        shaky = {m: noisy(index.get((provider, m))) or noisy(index.get((MATERIALIZED_ATTENTION, m))) for m in modes}
+        cells = [provider] + ["noisy" if shaky[m] else _fmt(row.get(m), ".2f") for m in modes]
         cells.append(_fmt(row["peak_ratio"], ".2f") + ("*" if row["peak_ratio"] and peaks.get(provider) else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -282,16 +320,29 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     width = 0.8 / max(len(modes), 1)
+    any_noisy = False
     for k, mode in enumerate(modes):
         eager = _ms(index.get(("eager", mode)))
         values = [eager / _ms(index.get((p, mode))) if eager and _ms(index.get((p, mode))) else 0 for p in providers]
-        axes[0].bar([i + k * width for i in range(len(providers))], values, width, label=MODE_TITLES[mode])
+        bars = axes[0].bar([i + k * width for i in range(len(providers))], values, width, label=MODE_TITLES[mode])
+        for bar, provider in zip(bars, providers):
+            if noisy(index.get(("eager", mode))) or noisy(index.get((provider, mode))):
+                bar.set_hatch("//")
+                bar.set_alpha(0.5)
+                any_noisy = True
     axes[0].axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     axes[0].set_ylabel("speed-up against eager")
     axes[0].legend(fontsize=8)
+    if any_noisy:
+        axes[0].set_title("hatched: noisy (p80 > 2x p20), not a reliable ratio", fontsize=8)
     step = [index.get((p, "fwdbwd"), {}) for p in providers]
-    axes[1].bar(range(len(providers)), [s.get("peak_mib") or 0 for s in step], color="tab:purple")
+    peaks = [s.get("peak_mib") or 0 for s in step]
+    axes[1].bar(range(len(providers)), peaks, color="tab:purple")
     axes[1].set_ylabel("peak training memory, MiB")
+    if meta.get("device", "cuda") != "cuda" and not any(peaks):
+        axes[1].text(0.5, 0.5, "no CUDA memory on CPU", transform=axes[1].transAxes, ha="center", va="center",
+                     fontsize=11, color="gray")
+        axes[1].set_yticks([])
     axes[2].bar(range(len(providers)), [s.get("rel_err_grad") or 0 for s in step], color="tab:red")
     axes[2].set_ylabel("relative error of gradients vs fp32")
     for ax in axes:
@@ -313,12 +364,13 @@ def command(kind: str, settings, out: Path) -> str:
     import shlex
 
     from blockfuse.bench.runner import DTYPES
+    from blockfuse.cliutil import format_shape
     from blockfuse.models import preset
 
     dtype = next(name for name, value in DTYPES.items() if value == settings.dtype)
     words = ["blockfuse", "bench", kind, settings.name]
     if settings.shape:
-        words += ["--shape", ",".join(map(str, settings.shape))]
+        words += ["--shape", format_shape(settings.shape)]
     default_layers = 1 if kind == "block" else preset(settings.name).layers
     if settings.layers is not None and settings.layers != default_layers:
         words += ["--layers", str(settings.layers)]
@@ -331,10 +383,10 @@ def command(kind: str, settings, out: Path) -> str:
     return shlex.join(words + ["--out", str(out)])
 
 
-def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: bool = True):
-    """Runs ``bench.block.run_block`` and writes ``out/<kind>-<name>.{json,md}`` after every provider,
-    then the CSV and the PNG. ``meta`` gains the command and the elapsed time. Returns
-    ``(workload, records, stem, wrote_plot)``."""
+def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: bool = True, say=None):
+    """Runs ``bench.block.run_block`` (``show_progress`` and ``say``: its own) and writes
+    ``out/<kind>-<name>.{json,md}`` after every provider, then the CSV and the PNG. ``meta`` gains the
+    command and the elapsed time. Returns ``(workload, records, stem, wrote_plot)``."""
     import time
 
     from blockfuse.bench import block
@@ -348,7 +400,7 @@ def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: boo
         write_json(stem.with_suffix(".json"), meta, workload, records)
         write_markdown(stem.with_suffix(".md"), meta, workload, records)
 
-    workload, records = block.run_block(settings, on_update=write, show_progress=show_progress)
+    workload, records = block.run_block(settings, on_update=write, show_progress=show_progress, say=say)
     write(workload, records)
     write_csv(stem.with_suffix(".csv"), records)
     return workload, records, stem, write_plot(stem.with_suffix(".png"), meta, workload, records)

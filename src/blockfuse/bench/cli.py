@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib.util
 import shlex
 import time
 from pathlib import Path
 
+from blockfuse.cliutil import UsageError, default_out, format_shape, parse_shape, parse_shapes
+
 CPU_MESSAGE = (
-    "fused Triton kernels need CUDA (or TRITON_INTERPRET=1 for the CPU interpreter); "
-    "timing the reference path on small shapes"
+    "no CUDA: the fused ops run their pure-PyTorch reference on the CPU (TRITON_INTERPRET=1 runs their Triton "
+    "kernels in Triton's interpreter instead); the numbers check the harness, not GPU speed"
 )
 INTERPRETER_MESSAGE = (
-    "no CUDA: running the fused Triton kernels in Triton's CPU interpreter on small shapes "
-    "(the numbers check the harness, not the speed)"
+    "no CUDA: the fused ops run their Triton kernels in Triton's CPU interpreter; the numbers check the harness, "
+    "not the speed"
 )
+OUT_HELP = "output folder (default: ./blockfuse-results/<date>-<card>{suffix}/)"
 
 
 def add_bench_parser(subparsers) -> None:
@@ -39,7 +41,9 @@ def add_bench_parser(subparsers) -> None:
         metavar="NAME",
         help="ops to run (default: every op declared default; --list shows them all)",
     )
-    ops.add_argument("--shapes", help="comma-separated shapes, e.g. 16384x4096,2048x1024 (default: each op's own)")
+    ops.add_argument("--shapes", nargs="+", metavar="SHAPE",
+                     help="shapes, sizes separated by 'x' or ',', e.g. 16384x4096 2048,1024 (the older "
+                     "16384x4096,2048x1024 also works; default: each op's own, small ones on the CPU)")
     ops.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
     ops.add_argument("--modes", default="fwd,bwd,fwdbwd", help="comma-separated from fwd,bwd,fwdbwd")
     ops.add_argument(
@@ -47,9 +51,11 @@ def add_bench_parser(subparsers) -> None:
         help="comma-separated from eager,reference,compile,liger,blockfuse "
         "(default: eager,compile,liger,blockfuse on CUDA; eager,reference,blockfuse on CPU)",
     )
-    ops.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
+    ops.add_argument("--out", type=Path, help=OUT_HELP.format(suffix=""))
     ops.add_argument("--quick", action="store_true", help="the first shape of each op only, short timing")
-    ops.add_argument("--list", action="store_true", help="list the declared ops, their shapes and providers, and exit")
+    ops.add_argument("--list", action="store_true",
+                     help="list the declared ops, their shapes (without CUDA: the small CPU ones) and providers, "
+                     "and exit")
     ops.set_defaults(func=run_ops)
 
     host = kinds.add_parser(
@@ -67,7 +73,7 @@ def add_bench_parser(subparsers) -> None:
                       "(default: all)")
     host.add_argument("--profile", metavar="OP", help="also write a cProfile of blockfuse's eager fwd+bwd of OP")
     host.add_argument("--quick", action="store_true", help="short timing")
-    host.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>-host/)")
+    host.add_argument("--out", type=Path, help=OUT_HELP.format(suffix="-host"))
     host.set_defaults(func=run_host)
 
     from blockfuse.bench import block, hf_llama, hf_siglip2
@@ -89,9 +95,11 @@ def add_bench_parser(subparsers) -> None:
         )
         parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer"
                             + ("; or hf-llama, hf-siglip2" if model else ""))
-        parser.add_argument("--shape", help="batch,seq,d_model (default: the preset's)"
-                            + ("; hf-llama: batch,seq (default: 2,4096; tiny: 2,32); hf-siglip2: batch,patches "
-                               "(patches a square; default: 64,256; tiny: 3,16)" if model else ""))
+        parser.add_argument("--shape", help="batch x seq x d_model, e.g. 4x2048x1024 or 4,2048,1024 (default: the "
+                            f"preset's on CUDA, {format_shape(block.CPU_SHAPE)} on the CPU: the preset shrunk to "
+                            f"width {block.CPU_SHAPE[-1]})"
+                            + ("; hf-llama: batch x seq (default: 2x4096; tiny: 2x32); hf-siglip2: batch x patches "
+                               "(patches a square; default: 64x256; tiny: 3x16)" if model else ""))
         parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's"
                             + ("; hf-llama, hf-siglip2: 4, tiny: 2)" if model else ")"))
         parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
@@ -117,31 +125,18 @@ def add_bench_parser(subparsers) -> None:
                                 f"{hf_llama.FULL.prompt}; tiny: {hf_llama.TINY.prompt})")
             parser.add_argument("--new-tokens", type=int, help=f"hf-llama generation: new tokens, at least 2 "
                                 f"(default: {hf_llama.FULL.new_tokens}; tiny: {hf_llama.TINY.new_tokens})")
-        parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>/)")
+        parser.add_argument("--out", type=Path, help=OUT_HELP.format(suffix=""))
         parser.set_defaults(func=run_block, bench_kind=kind)
 
 
-def _parse_shapes(text: str) -> tuple[tuple[int, ...], ...]:
-    try:
-        shapes = tuple(
-            tuple(int(d) for d in item.strip().lower().split("x")) for item in text.split(",") if item.strip()
-        )
-    except ValueError:
-        raise SystemExit(
-            f"blockfuse bench ops: bad --shapes {text!r}: expected e.g. 16384x4096,2048x1024"
-        ) from None
-    if not shapes or any(not s or min(s) < 1 for s in shapes):
-        raise SystemExit(f"blockfuse bench ops: bad --shapes {text!r}")
-    return shapes
-
-
 def _parse_list(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """Comma-separated names, each one of ``allowed``; raises :class:`UsageError` naming ``option``."""
     items = tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
     unknown = [item for item in items if item not in allowed]
-    if unknown or not items:
-        raise SystemExit(
-            f"blockfuse bench ops: unknown {option} {unknown or text!r}; choose from {','.join(allowed)}"
-        )
+    if unknown:
+        raise UsageError(f"unknown {option} {','.join(unknown)}; choose from {','.join(allowed)}")
+    if not items:
+        raise UsageError(f"{option}: expected comma-separated names from {','.join(allowed)}, got {text!r}")
     return items
 
 
@@ -160,15 +155,16 @@ def run_ops(args: argparse.Namespace) -> int:
 
     declared = {b.name: b for b in declared_ops()}
     if args.list:
+        cuda = torch.cuda.is_available()
         for bench in declared.values():
-            shapes = ", ".join("x".join(map(str, shape)) for shape in bench.shapes)
+            shapes = ", ".join(format_shape(shape) for shape in (bench.shapes if cuda else bench.cpu_shapes))
             flag = "" if bench.default else "  (only with --op)"
             print(f"{bench.name:<18} {shapes:<40} {' '.join(bench.providers)}{flag}")
         return 0
     names = list(dict.fromkeys(args.ops or [n for n, b in declared.items() if b.default]))
     unknown = [n for n in names if n not in declared]
     if unknown:
-        raise SystemExit(f"blockfuse bench ops: unknown --op {unknown}; choose from {' '.join(declared)}")
+        raise UsageError(f"unknown --op {' '.join(unknown)}; choose from {' '.join(declared)}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     default_providers = ",".join(CUDA_PROVIDERS if cuda else CPU_PROVIDERS)
@@ -176,7 +172,7 @@ def run_ops(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         modes=_parse_list(args.modes, MODES, "--modes"),
         providers=_parse_list(args.providers or default_providers, PROVIDERS, "--providers"),
-        shapes=_parse_shapes(args.shapes) if args.shapes else None,
+        shapes=tuple(parse_shapes(args.shapes, option="--shapes")) or None,
         quick=args.quick,
         device=device,
     )
@@ -185,7 +181,9 @@ def run_ops(args: argparse.Namespace) -> int:
     if not cuda:
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+        if settings.shapes is None:
+            print("shapes: each op's small CPU shapes (--list shows them; --shapes picks others)")
+    out = args.out or default_out(meta["card"])
     out.mkdir(parents=True, exist_ok=True)
     meta["command"] = _command(args, names, settings, out)
     meta["settings"] = {
@@ -226,7 +224,7 @@ def _command(args, names, settings, out) -> str:
     """The command that reproduces this run, every choice spelled out."""
     words = ["blockfuse", "bench", "ops", "--op", *names]
     if settings.shapes:
-        words += ["--shapes", ",".join("x".join(map(str, s)) for s in settings.shapes)]
+        words += ["--shapes", *(format_shape(shape) for shape in settings.shapes)]
     words += ["--dtype", settings.dtype, "--modes", ",".join(settings.modes)]
     words += ["--providers", ",".join(settings.providers)]
     if settings.quick:
@@ -236,13 +234,11 @@ def _command(args, names, settings, out) -> str:
 
 
 def _parse_dims(text: str, names: tuple[str, ...], example: str) -> tuple[int, ...]:
+    """``--shape`` of ``len(names)`` sizes; the error names them and gives ``example``."""
     try:
-        shape = tuple(int(d) for d in text.replace("x", ",").split(","))
-    except ValueError:
-        shape = ()
-    if len(shape) != len(names) or min(shape) < 1:
-        raise SystemExit(f"blockfuse bench: bad --shape {text!r}: expected {','.join(names)} such as {example}")
-    return shape
+        return parse_shape(text, option="--shape", dims=(len(names),))
+    except UsageError as error:
+        raise UsageError(f"{error} ({' x '.join(names)}, e.g. {example})") from None
 
 
 def _compile_times(value: str | None, providers) -> tuple[str, ...]:
@@ -265,25 +261,36 @@ def run_block(args: argparse.Namespace) -> int:
     hf_models = {hf_llama.NAME: run_hf_llama, hf_siglip2.NAME: run_hf_siglip2}
     if args.name in hf_models:  # the model benchmarks that are not presets
         if args.bench_kind == "block":
-            raise SystemExit(f"blockfuse bench block: {args.name} is a whole model: blockfuse bench model {args.name}")
+            raise UsageError(f"{args.name} is a whole model: blockfuse bench model {args.name}")
         return hf_models[args.name](args)
     if getattr(args, "tiny", False):
-        raise SystemExit(f"blockfuse bench {args.bench_kind}: --tiny is for hf-llama and hf-siglip2; a preset takes "
-                         "--shape")
+        raise UsageError("--tiny is for hf-llama and hf-siglip2; a preset takes --shape")
     for flag in ("prompt", "new_tokens"):
         if getattr(args, flag, None) is not None:
-            raise SystemExit(f"blockfuse bench model: --{flag.replace('_', '-')} is for hf-llama")
+            raise UsageError(f"--{flag.replace('_', '-')} is for hf-llama")
     if args.name not in PRESETS:
         also = f" (or {' '.join(hf_models)})" if args.bench_kind == "model" else ""
-        raise SystemExit(f"blockfuse bench {args.bench_kind}: unknown preset {args.name!r}; choose from "
-                         f"{' '.join(PRESETS)}{also}")
+        raise UsageError(f"unknown preset {args.name!r}; choose from {' '.join(PRESETS)}{also}")
+    if args.layers is not None and args.layers < 1:
+        raise UsageError(f"--layers: expected at least 1, got {args.layers}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     default = block.PROVIDERS if cuda else block.CPU_PROVIDERS
     if args.fast:
         default = tuple(p for p in default if p not in block.SLOW_PROVIDERS)
     providers = _parse_list(args.providers, block.PROVIDERS, "--providers") if args.providers else default
-    shape = _parse_dims(args.shape, ("batch", "seq", "d_model"), "4,2048,1024") if args.shape else None
+    modes = _parse_list(args.modes or ",".join(block.DEFAULT_MODES), block.MODES, "--modes")
+    compile_times = _compile_times(args.compile_times, providers)
+    shape = _parse_dims(args.shape, ("batch", "seq", "d_model"), "4x2048x1024") if args.shape else None
+    # NOTE: without CUDA the preset's own shape (4x2048x1024 and up) takes many minutes on a small CPU:
+    # the default there is CPU_SHAPE, the preset shrunk to its width (as `blockfuse report` runs it).
+    chosen_for_cpu = shape is None and not cuda
+    if chosen_for_cpu:
+        shape = block.CPU_SHAPE
+    try:
+        overrides = tuple(width_overrides(args.name, shape[-1]).items()) if shape else ()
+    except ValueError as error:
+        raise UsageError(f"--shape {format_shape(shape)}: {error}") from None
     layers = args.layers if args.layers is not None else (1 if args.bench_kind == "block" else None)
     settings = block.BlockSettings(
         name=args.name,
@@ -291,21 +298,30 @@ def run_block(args: argparse.Namespace) -> int:
         layers=layers,
         dtype=DTYPES[args.dtype],
         providers=tuple(providers),
-        modes=_parse_list(args.modes or ",".join(block.DEFAULT_MODES), block.MODES, "--modes"),
+        modes=modes,
         device=device,
         quick=args.quick,
-        overrides=tuple(width_overrides(args.name, shape[-1]).items()) if shape else (),
-        compile_times=_compile_times(args.compile_times, providers),
+        overrides=overrides,
+        compile_times=compile_times,
     )
     meta = runner.environment(device)
     if not cuda:
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
         skipped = [p for p in block.PROVIDERS if p not in providers]
-        print(f"skipped without CUDA: {', '.join(skipped)} (CUDA graphs and autotuning need a GPU)")
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+        if skipped:
+            print(f"skipped without CUDA: {', '.join(skipped)} (CUDA graphs and autotuning need a GPU)")
+    if chosen_for_cpu:
+        print(f"shape: {format_shape(shape)} (no CUDA: {args.name} shrunk to width {shape[-1]}, same head size and "
+              "FFN ratio; --shape picks another)")
+    else:
+        print("shape: " + (format_shape(shape) if shape else f"{args.name}'s own"))
+    out = args.out or default_out(meta["card"])
     out.mkdir(parents=True, exist_ok=True)
-    workload, records, stem, _ = block_report.run_and_write(args.bench_kind, settings, meta, out)
+    # NOTE: on the CPU one line per provider instead of a live bar: the bar's refresh thread holds one of
+    # the few cores the timed code needs.
+    workload, records, stem, _ = block_report.run_and_write(
+        args.bench_kind, settings, meta, out, show_progress=cuda, say=None if cuda else _say)
     print(block_report.markdown(meta, workload, records))
     failed = [r for r in records if r.get("error")]
     print(f"{len(records)} measurements, {len(failed)} failed, {meta['elapsed_s']} s; wrote {stem}.{{json,csv,md,png}}")
@@ -322,7 +338,7 @@ def run_host(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.ops or declared))
     unknown = [n for n in names + ([args.profile] if args.profile else []) if n not in declared]
     if unknown:
-        raise SystemExit(f"blockfuse bench host: unknown op {unknown}; choose from {' '.join(declared)}")
+        raise UsageError(f"unknown --op {' '.join(unknown)}; choose from {' '.join(declared)}")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     settings = host.HostSettings(
@@ -337,7 +353,7 @@ def run_host(args: argparse.Namespace) -> int:
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print("no CUDA: host times of the " + ("Triton interpreter" if interpreted else "reference")
               + " path on the CPU (they check the harness, not blockfuse's GPU op path)")
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}-host"
+    out = args.out or default_out(meta["card"], "-host")
     out.mkdir(parents=True, exist_ok=True)
     command = ["blockfuse", "bench", "host", "--dtype", args.dtype, "--modes", ",".join(settings.modes),
                "--providers", ",".join(settings.providers), "--out", str(out)]
@@ -368,18 +384,21 @@ def run_host(args: argparse.Namespace) -> int:
     return 1 if any(r["provider"].startswith("blockfuse") for r in failed) else 0
 
 
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
 def _hf_model_device(args: argparse.Namespace):
     """(device, tiny) of a Hugging Face model benchmark, after the checks of the arguments they share."""
     import torch
 
-    name = f"blockfuse bench model {args.name}"
     for flag, given in (("--fast", args.fast), ("--compile-times", args.compile_times)):
         if given:
-            raise SystemExit(f"{name}: {flag} is for the presets")
+            raise UsageError(f"{args.name}: {flag} is for the presets")
     if importlib.util.find_spec("transformers") is None:
-        raise SystemExit(f"{name} needs transformers: pip install transformers")
+        raise UsageError(f"{args.name} needs transformers: pip install transformers")
     if args.layers is not None and args.layers < 1:
-        raise SystemExit(f"{name}: bad --layers {args.layers}")
+        raise UsageError(f"{args.name}: --layers: expected at least 1, got {args.layers}")
     cuda = torch.cuda.is_available()
     return torch.device("cuda" if cuda else "cpu"), args.tiny or not cuda
 
@@ -395,7 +414,7 @@ def _run_hf_model(args: argparse.Namespace, module, settings, tiny_note: str) ->
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
         print(f"no CUDA: {tiny_note}")
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}"
+    out = args.out or default_out(meta["card"])
     out.mkdir(parents=True, exist_ok=True)
     # NOTE: no progress bar on the CPU: its refresh thread holds one of the cores the timed code needs.
     workload, records, stem, _ = hf_harness.run_and_write(module, settings, meta, out, show_progress=cuda)
@@ -412,7 +431,7 @@ def run_hf_llama(args: argparse.Namespace) -> int:
     device, tiny = _hf_model_device(args)
     shape = hf_llama.TINY if tiny else hf_llama.FULL
     if args.shape:
-        batch, seq = _parse_dims(args.shape, ("batch", "seq"), "2,4096")
+        batch, seq = _parse_dims(args.shape, ("batch", "seq"), "2x4096")
         shape = dataclasses.replace(shape, batch=batch, seq=seq)
     if args.layers is not None:
         shape = dataclasses.replace(shape, layers=args.layers)
@@ -421,15 +440,15 @@ def run_hf_llama(args: argparse.Namespace) -> int:
         if value is None:
             continue
         if value < least or not set(modes) & {"prefill", "decode"}:
-            raise SystemExit(f"blockfuse bench model hf-llama: bad --{flag.replace('_', '-')} {value} (at least "
-                             f"{least}, with --modes prefill and / or decode)")
+            raise UsageError(f"hf-llama: bad --{flag.replace('_', '-')} {value} (at least {least}, with --modes "
+                             "prefill and / or decode)")
         shape = dataclasses.replace(shape, **{flag: value})
     providers = _parse_list(args.providers or ",".join(hf_llama.providers_for(modes)), hf_llama.PROVIDERS,
                             "--providers")
     idle = [p for p in providers if not set(hf_llama.modes_of(p)) & set(modes)]
     if idle:
-        raise SystemExit(f"blockfuse bench model hf-llama: --providers {','.join(idle)} run none of --modes "
-                         f"{','.join(modes)} (*-compile: fwd,fwdbwd; *-static-compile: prefill,decode)")
+        raise UsageError(f"hf-llama: --providers {','.join(idle)} run none of --modes {','.join(modes)} "
+                         "(*-compile: fwd,fwdbwd; *-static-compile: prefill,decode)")
     settings = hf_llama.Settings(shape=shape, dtype=args.dtype, providers=providers, modes=modes, device=device,
                                  quick=args.quick, tiny=tiny)
     return _run_hf_model(args, hf_llama, settings,
@@ -445,15 +464,15 @@ def run_hf_siglip2(args: argparse.Namespace) -> int:
 
     for flag in ("prompt", "new_tokens"):
         if getattr(args, flag) is not None:
-            raise SystemExit(f"blockfuse bench model hf-siglip2: --{flag.replace('_', '-')} is for hf-llama")
+            raise UsageError(f"hf-siglip2: --{flag.replace('_', '-')} is for hf-llama")
     device, tiny = _hf_model_device(args)
     shape = hf_siglip2.TINY if tiny else hf_siglip2.FULL
     if args.shape:
-        batch, patches = _parse_dims(args.shape, ("batch", "patches"), "64,256")
+        batch, patches = _parse_dims(args.shape, ("batch", "patches"), "64x256")
         try:
             hf_siglip2.side(patches)
         except ValueError as error:
-            raise SystemExit(f"blockfuse bench model hf-siglip2: bad --shape {args.shape!r}: {error}") from None
+            raise UsageError(f"hf-siglip2: bad --shape {args.shape!r}: {error}") from None
         shape = dataclasses.replace(shape, batch=batch, patches=patches)
     if args.layers is not None:
         shape = dataclasses.replace(shape, layers=args.layers)

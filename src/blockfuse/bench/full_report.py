@@ -20,7 +20,6 @@ skipped and why.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import shlex
 import time
@@ -30,6 +29,10 @@ from pathlib import Path
 
 import torch
 
+from blockfuse.bench.block import CPU_SHAPE
+from blockfuse.bench.report import noisy, spread_text
+from blockfuse.cliutil import UsageError, default_out
+
 BLOCK = "reordered"
 MODEL = "te-4layer"
 # te-4layer inference: whole-model compile, surgical compile (where bench.block has it) and fused ops
@@ -37,7 +40,6 @@ MODEL_PROVIDERS = ("eager", "compile:default", "surgical:default", "fused")
 ROPE_PROVIDERS = ("eager", "compile", "blockfuse")
 # the compile-mode table: these providers' compiles are also timed with cold and with warm caches
 COMPILE_TABLE = ("eager", "compile:default", "compile:reduce-overhead", "compile:max-autotune")
-CPU_SHAPE = (1, 16, 64)  # (batch, seq, d_model) of every block on the CPU: the presets shrunk to width 64
 BLOCKFUSE_PROVIDERS = ("fused", "blockfuse")  # a failure of these (prefixes) makes the exit code 1
 
 TITLES = {
@@ -99,7 +101,7 @@ def add_report_parser(subparsers) -> None:
     parser.add_argument("--quick", action="store_true", help="short timing (passed to every benchmark)")
     parser.add_argument("--device", choices=("cuda", "cpu"),
                         help="cuda or cpu (default: cuda when available; cpu runs the small shapes)")
-    parser.add_argument("--out", type=Path, help="output folder (default: benchmarks/results/<date>-<card>-report/)")
+    parser.add_argument("--out", type=Path, help="output folder (default: ./blockfuse-results/<date>-<card>-report/)")
     parser.set_defaults(func=run_report)
 
 
@@ -111,11 +113,11 @@ def run_report(args: argparse.Namespace) -> int:
 
     console = Console()
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("blockfuse report: --device cuda, but no CUDA device is available")
+        raise UsageError("--device cuda, but no CUDA device is available (--device cpu runs small shapes)")
     cuda = torch.cuda.is_available() and args.device != "cpu"
     device = torch.device("cuda" if cuda else "cpu")
     meta = runner.environment(device)
-    out = args.out or Path("benchmarks/results") / f"{datetime.date.today()}-{runner.slug(meta['card'])}-report"
+    out = args.out or default_out(meta["card"], "-report")
     out.mkdir(parents=True, exist_ok=True)
     settings = ReportSettings(device=device, out=out, fast=args.fast, quick=args.quick)
     words = ["blockfuse", "report"] + ["--fast"] * args.fast + ["--quick"] * args.quick
@@ -273,7 +275,7 @@ def _run_block(settings: ReportSettings, meta: dict, kind: str, block_settings) 
     if plotted:
         files["png"] = stem.with_suffix(".png").name
     return {"meta": part_meta, "workload": workload, "records": records, "files": files,
-            "targets": block_report.targets(workload, records),
+            "targets": block_report.targets(workload, records, settings.device.type),
             "table": block_report.markdown(part_meta, workload, records)}
 
 
@@ -289,9 +291,14 @@ def block_part(settings: ReportSettings, meta: dict, console) -> dict:
     result["max_autotune_first_call_s"] = {
         r["provider"] + " " + r["mode"]: r.get("first_call_s") for r in records if "max-autotune" in r["provider"]}
     failed = sum(1 for r in records if r.get("error"))
-    met = sum(t["status"] == "met" for t in result["targets"])
-    result["headline"] = (f"{len(providers)} providers, {len(records)} measurements, {failed} failed; "
-                          f"targets met {met}/{len(result['targets'])}")
+    checked = [t for t in result["targets"] if t["status"] != "n/a"]
+    met = sum(t["status"] == "met" for t in checked)
+    headline = f"{len(providers)} providers, {len(records)} measurements, {failed} failed; "
+    if settings.cuda:
+        headline += f"targets met {met}/{len(result['targets'])}"
+    else:
+        headline += f"error checks met {met}/{len(checked)}; speed and memory targets are for CUDA (n/a on CPU)"
+    result["headline"] = headline
     return result
 
 
@@ -306,10 +313,13 @@ def surgical_part(settings: ReportSettings, meta: dict, console) -> dict:
     result["differences"] = output_differences(result["workload"], result["records"])
     by_provider = {r["provider"]: r for r in result["records"]}
     eager, compiled = by_provider.get("eager", {}), by_provider.get("compile:default", {})
-    speedup = eager["ms"] / compiled["ms"] if eager.get("ms") and compiled.get("ms") else None
     difference = result["differences"]["providers"].get("compile:default", {}).get("max_abs_vs_eager")
-    result["headline"] = (f"compile:default {_number(speedup, '.2f')}x eager, max abs difference "
-                          f"{_number(difference, '.3g')} vs eager")
+    if noisy(eager) or noisy(compiled):
+        speed = "compile:default vs eager: noisy timings (p80 > 2x p20), no speed-up"
+    else:
+        speedup = eager["ms"] / compiled["ms"] if eager.get("ms") and compiled.get("ms") else None
+        speed = f"compile:default {_number(speedup, '.2f')}x eager"
+    result["headline"] = f"{speed}, max abs difference {_number(difference, '.3g')} vs eager"
     return result
 
 
@@ -505,8 +515,7 @@ def _compile_mode_table(records: list[dict]) -> list[str]:
              "| --- " * (len(modes) + 4) + "|"]
     for provider in present:
         cells = [provider]
-        cells += [time_cell(index.get((provider, mode), {}), index.get(("eager", mode), {}).get("ms"))
-                  for mode in modes]
+        cells += [time_cell(index.get((provider, mode), {}), index.get(("eager", mode))) for mode in modes]
         rows = [index.get((provider, m), {}) for m in modes]
         cells.append(" / ".join(_number(r.get("first_call_s"), ".1f") for r in rows))
         timed = next((r for r in rows if "compile_cold_s" in r or "compile_error" in r), {})
@@ -523,8 +532,9 @@ def _surgical_markdown(result: dict, meta: dict) -> list[str]:
     shape = "x".join(map(str, workload["shape"]))
     differences = result["differences"]
     reference = differences["reference"]
+    from blockfuse.bench.block_report import time_cell
+
     by_provider = {r["provider"]: r for r in result["records"]}
-    eager_ms = (by_provider.get("eager") or {}).get("ms")
     lines = [
         f"{workload['layers']} layers, input {shape} {workload['dtype']}, inference forward under no_grad; files: "
         f"{_links(result['files'])}; reproduce alone: `{result['meta']['command']}` "
@@ -541,12 +551,7 @@ def _surgical_markdown(result: dict, meta: dict) -> list[str]:
     for provider in dict.fromkeys([*by_provider, *differences["providers"]]):
         record = by_provider.get(provider, {})
         difference = differences["providers"].get(provider, {})
-        if record.get("error"):
-            timed = "error"
-        elif record.get("ms") is not None:
-            timed = f"{record['ms']:.3f} ({_number(eager_ms / record['ms'] if eager_ms else None, '.2f')}x)"
-        else:
-            timed = ""
+        timed = time_cell(record, by_provider.get("eager"))
         error = record.get("rel_err_out", difference.get("rel_err_vs_fp32"))
         lines.append(f"| {provider} | {timed} | {_number(record.get('first_call_s'), '.1f')} | "
                      f"{_number(error, '.2e')} | {_number(difference.get('max_abs_vs_fp32'), '.3g')} | "
@@ -561,7 +566,8 @@ def _surgical_markdown(result: dict, meta: dict) -> list[str]:
 
 
 def rope_line(result: dict) -> str:
-    """One line: each provider's forward ms, its speed-up over eager (and blockfuse's over compile)."""
+    """One line: each provider's forward ms, its speed-up over eager (and blockfuse's over compile); a
+    noisy median (``report.noisy``) is given with its spread and takes part in no ratio."""
     records = {r["provider"]: r for r in result["records"]}
     batch, seq, q_heads, kv_heads, head_dim = result["shape"]
 
@@ -575,11 +581,14 @@ def rope_line(result: dict) -> str:
             parts.append(f"{provider} error" if provider in records else f"{provider} n/a")
             continue
         text = f"{provider} {ms(provider):.4g} ms"
-        if provider != "eager" and ms("eager"):
-            text += f" ({ms('eager') / ms(provider):.2f}x eager"
-            text += f", {ms('compile') / ms(provider):.2f}x compile)" if provider == "blockfuse" and ms("compile") \
-                else ")"
-        parts.append(text)
+        if noisy(records[provider]):
+            # a noisy median gives no ratio, and is given with its spread
+            parts.append(f"{text} ({spread_text(records[provider])})")
+            continue
+        ratios = [f"{ms(peer) / ms(provider):.2f}x {peer}" for peer in ("eager", "compile")
+                  if peer != provider and ms(peer) and not noisy(records[peer])
+                  and (peer == "eager" or provider == "blockfuse")]
+        parts.append(text + (f" ({', '.join(ratios)})" if ratios else ""))
     return (f"RoPE q, k [{batch}, {q_heads} (kv {kv_heads}), {seq}, {head_dim}] bf16 forward: " + ", ".join(parts))
 
 
@@ -599,7 +608,7 @@ def _rope_markdown(result: dict, meta: dict) -> list[str]:
         if record.get("error"):
             lines.append(f"| {provider} | error: `{record['error']}` |" + " |" * (3 if cuda else 1))
             continue
-        cells = [provider, _number(record["ms"], ".4g")]
+        cells = [provider, _number(record["ms"], ".4g") + (f" ({spread_text(record)})" if noisy(record) else "")]
         if cuda:
             cells += [_number(record.get("ms_eager"), ".4g"), _number(record.get("frac_copy"), ".2f")]
         lines.append("| " + " | ".join(cells + [_number(record.get("rel_err_out"), ".2e")]) + " |")

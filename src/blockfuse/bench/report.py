@@ -17,6 +17,38 @@ SMALL_SHAPE = [2048, 1024]
 SPEEDUP_TARGETS = {"rotary": ("fwdbwd", "compile", 1.2)}
 
 
+# NOTE: a median whose p80 is more than this many times its p20 is not a figure to compare: on a small
+# or busy CPU (2 cores: the timed code shares them with the OS and Inductor's threads) a single run reads
+# e.g. p20 0.72 ms, p80 40.2 ms. Such medians are shown with their spread, without a speed-up.
+NOISE_RATIO = 2.0
+
+
+def spread(record) -> tuple[float, float] | None:
+    """(p20, p80) ms of a timed record (ops: ``ms_p20`` / ``ms_p80``; blocks: ``p20`` / ``p80``), or None."""
+    if record is None or record.get("error"):
+        return None
+    low = record.get("ms_p20", record.get("p20"))
+    high = record.get("ms_p80", record.get("p80"))
+    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)) or low <= 0:
+        return None
+    return float(low), float(high)
+
+
+def noisy(record) -> bool:
+    """True when the record's p20-p80 spread is too wide for its median to be compared (``NOISE_RATIO``)."""
+    bounds = spread(record)
+    return bounds is not None and bounds[1] > NOISE_RATIO * bounds[0]
+
+
+def spread_text(record) -> str:
+    low, high = spread(record)
+    return f"noisy: p20-p80 {low:.3g}-{high:.3g} ms"
+
+
+NOISE_NOTE = (f"`noisy`: the p80 time is more than {NOISE_RATIO:g}x the p20 time, so the median is not a reliable "
+              "figure (a small or busy CPU); no speed-up is computed from it.")
+
+
 def shape_text(shape) -> str:
     return "x".join(str(d) for d in shape)
 
@@ -48,7 +80,11 @@ def _ms(record, key: str = "ms") -> float | None:
 
 
 def ratio_to_peers(index, op, shape, mode) -> tuple[float | None, str | None]:
-    """(faster peer's ms / blockfuse ms, that peer): above 1 means blockfuse is faster."""
+    """(faster peer's ms / blockfuse ms, that peer): above 1 means blockfuse is faster. None when any of
+    the medians is noisy (``noisy``)."""
+    records = [index.get((op, shape, mode, p)) for p in ("blockfuse", *PEERS)]
+    if any(noisy(r) for r in records):
+        return None, None
     mine = _ms(index.get((op, shape, mode, "blockfuse")))
     peers = [(ms, p) for p in PEERS if (ms := _ms(index.get((op, shape, mode, p)))) is not None]
     if mine is None or not peers:
@@ -169,6 +205,8 @@ def _cell(record, copy_known: bool) -> str:
         if copy_known and record.get("frac_copy") is not None
         else f"{record['gbps']:.3g} GB/s"
     )
+    if noisy(record):
+        parts.append(spread_text(record))
     error = record.get("rel_err_out") if record["mode"] == "fwd" else record.get("rel_err_grad")
     parts.append(f"err {error:.1e}" if isinstance(error, float) else "err n/a")
     if record.get("peak_mib") is not None:
@@ -214,7 +252,9 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         "",
     ]
     checked = [f"- **{t['status']}**: {t['text']}" for t in targets(records, meta["device"])]
-    lines += checked or ["Checked on CUDA runs only."]
+    lines += checked or ["The targets are for CUDA: n/a on the CPU."]
+    if any(noisy(r) for r in records):
+        lines += ["", NOISE_NOTE]
     for op in _ops(records):
         providers = _providers(records, op)
         for mode in _modes(records, op):
@@ -317,6 +357,8 @@ def print_table(records: list[dict], copy: dict | None) -> None:
                         cells.append("")
                     elif record.get("error"):
                         cells.append("error")
+                    elif noisy(record):
+                        cells.append(f"{record['ms']:.4g} (noisy)")
                     elif copy and record.get("frac_copy") is not None:
                         cells.append(f"{record['ms']:.4g} ({record['frac_copy']:.2f})")
                     else:
@@ -324,3 +366,5 @@ def print_table(records: list[dict], copy: dict | None) -> None:
                 ratio, _ = ratio_to_peers(index, op, shape, mode)
                 table.add_row(op, mode, shape_text(shape), *cells, f"{ratio:.2f}x" if ratio else "")
     Console(width=max(Console().width, 150)).print(table)
+    if any(noisy(r) for r in records):
+        print(f"noisy: p80 more than {NOISE_RATIO:g}x p20, the median is not a reliable figure (no ratio given)")

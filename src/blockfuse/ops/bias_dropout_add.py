@@ -299,7 +299,7 @@ def bias_dropout_add(
     ``training=False``. The mask is never stored: the backward draws it again from the seed.
     """
     _check_bias_dropout_add_args(x, bias, residual, p, training)
-    if not use_triton(x):
+    if not use_triton(x, draws_random=training and p > 0):
         return bias_dropout_add_ref(x, bias, residual, p, training)
     p = float(p) if training else 0.0
     seed = draw_seed(x.device) if p > 0 else None

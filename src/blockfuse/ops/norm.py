@@ -727,7 +727,7 @@ def layer_norm(
     ``"pre"`` mode, and ``residual + dropout(norm(x))`` in ``"post"`` mode.
     """
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
-    if not use_triton(x):
+    if not use_triton(x, draws_random=training and dropout_p > 0):
         return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
                               dropout_p=dropout_p, training=training)
     return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False)
@@ -751,7 +751,7 @@ def rms_norm(
     then multiplies (Hugging Face Llama). Returns as :func:`layer_norm` does.
     """
     _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
-    if not use_triton(x):
+    if not use_triton(x, draws_random=training and dropout_p > 0):
         return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
                             dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
     return _run_norm(x, weight, None, residual, residual_mode, dropout_p, training, eps, True,

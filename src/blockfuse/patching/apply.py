@@ -6,7 +6,10 @@ Three kinds of change, each undone exactly by ``unpatch``:
   that holds the very same ``nn.Parameter`` objects (state dict keys and values unchanged);
 * rope: each attention module gets an instance ``forward``: a copy of its class's forward
   whose global ``apply_rotary_pos_emb`` is ``blockfuse.rotary`` (see ``forwards.with_globals``);
-* mlp: each gated MLP gets an instance ``forward`` that calls ``blockfuse.swiglu`` / ``geglu``.
+* mlp: each MLP gets an instance ``forward``: a gated one (Llama, OLMo-2) runs as one
+  ``blockfuse.gated_mlp``, a plain one (SigLIP, SigLIP-2) as one ``blockfuse.fused_mlp``; projections
+  that are not plain ``nn.Linear`` (LoRA, quantized) are called as they are around
+  ``blockfuse.swiglu`` / ``geglu``.
 
 Only the given model changes: classes and modeling modules are untouched, so another model of
 the same class in the same process runs as before.
@@ -198,7 +201,8 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
 
     ``norms``: RMSNorm / LayerNorm modules -> ``blockfuse.nn.RMSNorm`` / ``LayerNorm`` sharing
     the same parameters; ``rope``: attention forwards call ``blockfuse.rotary``; ``mlp``: gated
-    MLPs call ``blockfuse.swiglu`` / ``geglu``. Works on Llama, OLMo-2, SigLIP and SigLIP-2
+    MLPs run as ``blockfuse.gated_mlp``, plain ones as ``blockfuse.fused_mlp`` (``swiglu`` / ``geglu``
+    between projections that are not plain Linear layers). Works on Llama, OLMo-2, SigLIP and SigLIP-2
     models (any head), alone or inside a larger model. Patching again changes nothing more
     than what the new flags add (what is patched already is reported as skipped). Undo with
     :func:`unpatch`.
