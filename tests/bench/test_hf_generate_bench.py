@@ -48,7 +48,7 @@ def test_generation_writes_every_file_and_field(generation_run):
     meta, workload = document["meta"], document["workload"]
     assert {"card", "torch", "triton", "transformers", "blockfuse_implementation"} <= set(meta)
     assert meta["command"].startswith(
-        "blockfuse bench model hf-llama --layers 2 --shape 2,32 --dtype bf16 --providers "
+        "blockfuse bench model hf-llama --layers 2 --shape 2x32 --dtype bf16 --providers "
         "hf-eager,blockfuse,blockfuse-static-compile,liger --modes prefill,decode --prompt 32 --new-tokens 8")
     assert workload["prompt"] == 32 and workload["new_tokens"] == 8
     assert workload["generation"]["model"] == "LlamaForCausalLM" and workload["generation"]["batch"] == 1

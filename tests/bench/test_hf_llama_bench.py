@@ -50,7 +50,7 @@ def test_bench_model_hf_llama_writes_every_file_and_field(cpu_run):
     document = json.loads((out / "model-hf-llama.json").read_text())
     meta = document["meta"]
     assert {"card", "torch", "triton", "transformers", "liger_kernel", "blockfuse_implementation"} <= set(meta)
-    assert meta["command"].startswith("blockfuse bench model hf-llama --layers 2 --shape 2,32 --dtype bf16 "
+    assert meta["command"].startswith("blockfuse bench model hf-llama --layers 2 --shape 2x32 --dtype bf16 "
                                       "--providers hf-eager,blockfuse,blockfuse-compile,liger --modes fwd,fwdbwd")
     assert "--tiny" in meta["command"] and meta["command"].endswith(str(out))
     assert document["workload"]["tiny"] and document["workload"]["hidden"] == 64

@@ -49,7 +49,7 @@ def test_bench_model_hf_siglip2_writes_every_file_and_field(siglip_run):
     document = json.loads((out / "model-hf-siglip2.json").read_text())
     meta, workload = document["meta"], document["workload"]
     assert {"card", "torch", "triton", "transformers", "blockfuse_implementation"} <= set(meta)
-    assert meta["command"].startswith("blockfuse bench model hf-siglip2 --layers 2 --shape 3,16 --dtype bf16 "
+    assert meta["command"].startswith("blockfuse bench model hf-siglip2 --layers 2 --shape 3x16 --dtype bf16 "
                                       "--providers hf-eager,blockfuse,blockfuse-compile --modes infer,fwd,fwdbwd")
     assert "--tiny" in meta["command"] and meta["command"].endswith(str(out))
     assert workload["model"] == "Siglip2VisionModel" and workload["tiny"] and workload["image_patches"] == [4, 4]

@@ -426,7 +426,7 @@ def command(settings: Settings, out: Path) -> str:
     choice spelled out."""
     shape = settings.shape
     words = ["blockfuse", "bench", "model", NAME, "--layers", str(shape.layers), "--shape",
-             f"{shape.batch},{shape.seq}", "--dtype", settings.dtype, "--providers", ",".join(in_run_order(settings.providers)),
+             f"{shape.batch}x{shape.seq}", "--dtype", settings.dtype, "--providers", ",".join(in_run_order(settings.providers)),
              "--modes", ",".join(settings.modes)]
     if _generation(settings.modes):
         words += ["--prompt", str(shape.prompt), "--new-tokens", str(shape.new_tokens)]

@@ -274,7 +274,7 @@ def command(settings: Settings, out: Path) -> str:
     """The ``blockfuse bench model hf-siglip2`` command that reproduces a run of ``settings``."""
     shape = settings.shape
     words = ["blockfuse", "bench", "model", NAME, "--layers", str(shape.layers), "--shape",
-             f"{shape.batch},{shape.patches}", "--dtype", settings.dtype, "--providers",
+             f"{shape.batch}x{shape.patches}", "--dtype", settings.dtype, "--providers",
              ",".join(p for p in PROVIDERS if p in settings.providers), "--modes", ",".join(settings.modes)]
     words += ["--quick"] * settings.quick + ["--tiny"] * settings.tiny
     return shlex.join(words + ["--out", str(out)])
