@@ -66,7 +66,7 @@ def format_shape(shape: Iterable[int]) -> str:
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "unknown"
 
 
 def default_out(card: str, suffix: str = "", root: Optional[Path] = None) -> Path:

@@ -24,7 +24,6 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
-from blockfuse.analyze.targets import CPU_SHAPE  # noqa: F401 (re-exported: bench.block.CPU_SHAPE)
 from blockfuse.bench import timing
 from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
@@ -50,8 +49,6 @@ PROVIDERS = (
 )
 SLOW_PROVIDERS = tuple(p for p in PROVIDERS if "max-autotune" in p)  # minutes of autotuning each
 CPU_PROVIDERS = ("eager", MATERIALIZED_ATTENTION, "compile:default", "surgical:default", "fused")
-# CPU_SHAPE (imported above): every block's (batch, seq, d_model) on the CPU when no shape is given, as
-# `blockfuse analyze` takes it; a block of one layer runs every CPU provider in well under a minute on 2 cores.
 # How the reports name the two eager baselines (they give every provider's speed-up against both).
 LABELS = {
     "eager": "eager, SDPA attention (scaled_dot_product_attention)",

@@ -12,6 +12,7 @@ import shlex
 import time
 from pathlib import Path
 
+from blockfuse.analyze.targets import CPU_SHAPE
 from blockfuse.cliutil import UsageError, default_out, format_shape, parse_shape, parse_shapes
 
 CPU_MESSAGE = (
@@ -96,8 +97,8 @@ def add_bench_parser(subparsers) -> None:
         parser.add_argument("name", help="preset: reordered, standard, olmo2-1b, siglip2, te-4layer"
                             + ("; or hf-llama, hf-siglip2" if model else ""))
         parser.add_argument("--shape", help="batch x seq x d_model, e.g. 4x2048x1024 or 4,2048,1024 (default: the "
-                            f"preset's on CUDA, {format_shape(block.CPU_SHAPE)} on the CPU: the preset shrunk to "
-                            f"width {block.CPU_SHAPE[-1]})"
+                            f"preset's on CUDA, {format_shape(CPU_SHAPE)} on the CPU: the preset shrunk to "
+                            f"width {CPU_SHAPE[-1]})"
                             + ("; hf-llama: batch x seq (default: 2x4096; tiny: 2x32); hf-siglip2: batch x patches "
                                "(patches a square; default: 64x256; tiny: 3x16)" if model else ""))
         parser.add_argument("--layers", type=int, help="layers (block: 1; model: the preset's"
@@ -286,7 +287,7 @@ def run_block(args: argparse.Namespace) -> int:
     # the default there is CPU_SHAPE, the preset shrunk to its width (as `blockfuse report` runs it).
     chosen_for_cpu = shape is None and not cuda
     if chosen_for_cpu:
-        shape = block.CPU_SHAPE
+        shape = CPU_SHAPE
     try:
         overrides = tuple(width_overrides(args.name, shape[-1]).items()) if shape else ()
     except ValueError as error:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from blockfuse.bench.block import CPU_SHAPE
+from blockfuse.analyze.targets import CPU_SHAPE
 from blockfuse.bench.report import noisy, spread_text
 from blockfuse.cliutil import UsageError, default_out
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import importlib.metadata
 import platform
-import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -418,7 +417,3 @@ def source_digest() -> str:
         digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
