@@ -41,3 +41,18 @@ def test_targets_compare_the_right_pairs():
     assert checks[("fwdbwd", "blockfuse", "eager")] == (1.6, "missed")
     assert checks[("fwd", "blockfuse-compile", "compile")] == (1.05, "met")
     assert ("fwdbwd", "blockfuse-compile", "compile") not in checks  # not measured: no check
+
+
+def test_every_mlp_op_runs_through_the_harness():
+    """The MLP ops are declared in bench/host.py itself (not as op benchmarks): each must run through the
+    same harness, its reference and providers called with the inputs by name."""
+    import torch
+
+    settings = host.HostSettings(dtype="fp32", providers=("eager", "blockfuse"), modes=("fwd", "fwdbwd"),
+                                 device=torch.device("cpu"), quick=True)
+    for bench in host.MLP_BENCHMARKS:
+        records = host.measure(bench, settings, status=lambda text: None)
+        assert len(records) == 4, bench.name
+        for record in records:
+            assert record["error"] is None, record
+            assert record["us"] > 0 and record["rel_err"] < 1e-4, record  # fp32: the eager one may be exact

@@ -86,7 +86,8 @@ def _eager_linear_act(x, w1, b1):
     return F.gelu(F.linear(x, w1, b1), approximate="tanh")
 
 
-# name -> (blockfuse's op, its reference, the activation argument): each called as fn(*inputs, activation)
+# name -> (blockfuse's op, the activation argument): each called as fn(x, w1, b1, [w2, b2], activation), the
+# inputs by name as the harness passes them (Reference and Case call ``fn(**inputs)``)
 _MLP_OPS = {"gated_mlp": ("gated_mlp", "swiglu"), "fused_mlp": ("fused_mlp", "gelu_tanh"),
             "linear_act": ("linear_act", "gelu_tanh")}
 
@@ -96,7 +97,11 @@ def _op(name: str, reference: bool) -> Callable:
 
     function, activation = _MLP_OPS[name]
     op = getattr(blockfuse, function + ("_ref" if reference else ""))
-    return lambda *inputs: op(*inputs, activation)
+
+    def call(x, w1, b1, w2=None, b2=None):
+        return op(x, w1, b1, activation) if w2 is None else op(x, w1, b1, w2, b2, activation)
+
+    return call
 
 
 def _mlp_benchmark(name: str, make_inputs, eager) -> OpBenchmark:
