@@ -124,3 +124,60 @@ def test_source_digest_names_the_code():
     assert len(digest) == 12 and int(digest, 16) >= 0
     assert runner.source_digest() == digest  # stable
     assert runner.environment(torch.device("cpu"))["source_digest"] == digest
+
+
+def _gather_inputs(shape, dtype, device):
+    rows, hidden = shape
+    return {
+        "x": torch.randn(shape, dtype=dtype, device=device),  # (rows, hidden)
+        "index": torch.randint(0, hidden, (rows,), device=device),  # (rows,) int64
+    }
+
+
+def _gather():
+    return lambda x, index: x.gather(1, index[:, None]).squeeze(1)
+
+
+def test_integer_inputs_are_passed_as_they_are_without_a_gradient():
+    """An integer input (class indices) reaches the reference and every provider as it is: not cast to
+    float (gather would refuse it), never asked for a gradient; the float inputs' gradients are checked."""
+    seen = []
+
+    def spy():
+        gather = _gather()
+
+        def fn(x, index):
+            seen.append((index.dtype, index.requires_grad, x.requires_grad))
+            return gather(x, index)
+
+        return fn
+
+    bench = OpBenchmark(
+        name="gather", make_inputs=_gather_inputs, outputs=("out",), reference=_gather,
+        providers={"eager": _gather, "spy": spy}, bytes_moved=lambda shape, b: (1, 1), shapes=(), cpu_shapes=(),
+    )
+    records = runner.run([bench], _settings(("eager", "spy")), None, show_progress=False)
+    assert len(records) == 2 * 3
+    for r in records:
+        assert r["error"] is None, r
+        if r["mode"] == "fwd":
+            assert set(r["rel_err"]) == {"out"} and r["rel_err_out"] == 0.0
+        else:
+            assert set(r["rel_err"]) == {"dx"} and r["rel_err_grad"] == 0.0  # no dindex
+        assert "flops" not in r  # no FLOPs declared: a memory-bound op's record, as before
+    assert seen and all(dtype == torch.int64 and not requires_grad for dtype, requires_grad, _ in seen)
+    assert any(x_requires_grad for _, _, x_requires_grad in seen)  # the float input did get one
+
+
+def test_ops_that_declare_flops_get_tflops_and_the_gemm_fraction():
+    """An op with FLOPs: each record carries them (fwd, bwd, fwd + bwd), the TFLOP/s its time means and
+    its fraction of the GEMM ceiling handed in (measured on CUDA when none is)."""
+    bench = dataclasses.replace(RMS, flops=lambda shape: (1000 * shape[0], 2000 * shape[0]))
+    records = runner.run([bench], _settings(("eager",)), None, show_progress=False, gemm_tflops=1e-6)
+    assert {r["mode"]: r["flops"] for r in records} == {"fwd": 5000, "bwd": 10000, "fwdbwd": 15000}
+    for r in records:
+        assert r["error"] is None, r
+        assert r["tflops"] == r["flops"] / r["ms"] / 1e9 and r["frac_gemm"] == r["tflops"] / 1e-6
+        assert r["gemm_ceiling_tflops"] == 1e-6
+    (r,) = runner.run([bench], _settings(("eager",), modes=("fwd",)), None, show_progress=False)
+    assert r["tflops"] > 0 and r["frac_gemm"] is None and r["gemm_ceiling_tflops"] is None  # CPU: no ceiling

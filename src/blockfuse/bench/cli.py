@@ -143,9 +143,10 @@ def _parse_list(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, 
 
 def declared_ops():
     """Every declared op benchmark. A new op adds its module's BENCHMARKS here."""
-    from blockfuse.bench import bias_dropout_add, gated, norm, rotary
+    from blockfuse.bench import bias_dropout_add, cross_entropy, gated, norm, rotary
 
-    return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS]
+    return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS,
+            *cross_entropy.BENCHMARKS]
 
 
 def run_ops(args: argparse.Namespace) -> int:

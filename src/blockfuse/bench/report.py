@@ -6,10 +6,11 @@ import json
 import math
 from pathlib import Path
 
+from blockfuse.analyze.ceilings import GEMM_SIZE
 from blockfuse.bench.spec import MODES, PROVIDERS
 
 MODE_TITLES = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward+backward"}
-PEERS = ("compile", "liger")  # blockfuse must be at least as fast as the faster of these
+PEERS = ("compile", "liger", "cce")  # blockfuse must be at least as fast as the fastest of these an op declares
 TARGET_COPY_FRACTION = {"fwd": 0.90, "fwdbwd": 0.80}  # at each op's largest shape (the most bytes)
 SMALL_SHAPE = [2048, 1024]
 # Ops with a speed-up target of their own: (mode, peer, at least this peer's ms / blockfuse's) at the
@@ -75,6 +76,22 @@ def _providers(records, op) -> list[str]:
     return [p for p in PROVIDERS if p in present] + sorted(present - set(PROVIDERS))
 
 
+def _gemm_bound(records, op) -> bool:
+    """True for an op that declares FLOPs (its records carry ``flops``): rated against the GEMM ceiling."""
+    return any(r.get("flops") is not None for r in records if r["op"] == op)
+
+
+def _gemm_ceiling(records) -> float | None:
+    """The large GEMM's TFLOP/s measured in the run (records of ops that declare FLOPs carry it), or None."""
+    return next((r["gemm_ceiling_tflops"] for r in records if r.get("gemm_ceiling_tflops")), None)
+
+
+def _rate(record) -> str:
+    """A GEMM-bound record's TFLOP/s, with its fraction of the GEMM ceiling where measured."""
+    text = f"{record['tflops']:.3g} TFLOP/s"
+    return text + (f" ({record['frac_gemm']:.2f} of GEMM)" if record.get("frac_gemm") is not None else "")
+
+
 def _ms(record, key: str = "ms") -> float | None:
     return record[key] if record is not None and record.get("error") is None and record.get(key) else None
 
@@ -128,7 +145,8 @@ def targets(records: list[dict], device: str) -> list[dict]:
     out = []
     for op in _ops(records):
         largest = _largest_shape(records, op)
-        for mode, floor in TARGET_COPY_FRACTION.items():
+        # A GEMM-bound op's bound is the GEMM, not the copy bandwidth: no copy-fraction target.
+        for mode, floor in ({} if _gemm_bound(records, op) else TARGET_COPY_FRACTION).items():
             record = index.get((op, largest, mode, "blockfuse"))
             fraction = record.get("frac_copy") if record is not None and record.get("error") is None else None
             text = f"{op} {shape_text(largest)} (largest) {MODE_TITLES[mode]}: blockfuse at "
@@ -153,7 +171,7 @@ def targets(records: list[dict], device: str) -> list[dict]:
                     if ratio < 1.0:
                         missed.append(f"{shape_text(shape)} {mode} {ratio:.2f}x of {peer}")
         worst = min(ratios, default=None)
-        text = f"{op} vs the faster of torch.compile and Liger, every shape and mode: "
+        text = f"{op} vs the fastest of torch.compile, Liger and CCE (those run), every shape and mode: "
         if not ratios:
             status, text = "n/a", text + "n/a"
         elif missed:
@@ -200,11 +218,14 @@ def _cell(record, copy_known: bool) -> str:
     if record.get("error"):
         return "error"
     parts = [f"{record['ms']:.4g} ms"]
-    parts.append(
-        f"{record['frac_copy']:.2f}"
-        if copy_known and record.get("frac_copy") is not None
-        else f"{record['gbps']:.3g} GB/s"
-    )
+    if record.get("tflops") is not None:
+        parts.append(_rate(record))
+    else:
+        parts.append(
+            f"{record['frac_copy']:.2f}"
+            if copy_known and record.get("frac_copy") is not None
+            else f"{record['gbps']:.3g} GB/s"
+        )
     if noisy(record):
         parts.append(spread_text(record))
     error = record.get("rel_err_out") if record["mode"] == "fwd" else record.get("rel_err_grad")
@@ -230,12 +251,19 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         "",
         card,
         f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, "
-        f"Liger-Kernel {meta['liger_kernel']}, python {meta['python']}",
+        f"Liger-Kernel {meta['liger_kernel']}, "
+        + (f"Cut Cross-Entropy {meta['cut_cross_entropy']}, " if meta.get("cut_cross_entropy") else "")
+        + f"python {meta['python']}",
         f"- blockfuse path: {meta['blockfuse_implementation']}, commit {meta.get('git_commit')} (source digest "
         f"{meta.get('source_digest')}: `python -c 'from blockfuse.bench.runner import source_digest; "
         f"print(source_digest())'`); date {meta['date']}",
         f"- command: `{meta['command']}`",
         f"- device-to-device copy: {ceiling}",
+    ]
+    if _gemm_ceiling(records):
+        lines.append(f"- GEMM: {_gemm_ceiling(records):.0f} TFLOP/s ({GEMM_SIZE}^3 matmul in the benchmark dtype, "
+                     "measured in the same run)")
+    lines += [
         "",
         "Timing: on CUDA, the median of CUDA-graph replays with the L2 cache flushed before each call"
         " (the kernels' own time, without host launch overhead); the eager-call time, host overhead"
@@ -244,9 +272,13 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         "Each cell: median ms · "
         + ("fraction of the copy bandwidth" if copy_known else "GB/s")
         + " · relative error against a float32 reference of the same inputs, ||out - ref|| / ||ref|| in float64"
-        " (forward: the outputs; backward and forward+backward: the gradient of x) · peak memory above the inputs."
+        " (forward: the outputs; backward and forward+backward: the gradient of the op's main input, x for most)"
+        " · peak memory above the inputs."
         " Bytes: each input read once, each output written once (formulas in `blockfuse/bench/`)."
-        " Last column: the faster of torch.compile and Liger divided by blockfuse (above 1: blockfuse is faster).",
+        " A GEMM-bound op (one that declares FLOPs: its GEMMs' 2 FLOPs per multiply-add) shows TFLOP/s instead,"
+        " with its fraction of the GEMM's TFLOP/s above where measured (CUDA)."
+        " Last column: the fastest of torch.compile, Liger and Cut Cross-Entropy (those run) divided by blockfuse"
+        " (above 1: blockfuse is faster).",
         "",
         "## Targets",
         "",
@@ -293,8 +325,9 @@ def pyplot():
 
 
 def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> bool:
-    """Fraction of the copy bandwidth (GB/s without CUDA) per provider, one panel per op and mode.
-    Returns False, quietly, when matplotlib is missing."""
+    """Fraction of the copy bandwidth (GB/s without CUDA) per provider, one panel per op and mode; for a
+    GEMM-bound op, the fraction of the GEMM's TFLOP/s (TFLOP/s without CUDA). Returns False, quietly, when
+    matplotlib is missing."""
     plt = pyplot()
     if plt is None:
         return False
@@ -303,7 +336,6 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
     modes = [m for m in MODES if any(r["mode"] == m for r in records)]
     if not ops or not modes:
         return False
-    key = "frac_copy" if copy is not None else "gbps"
     # One color per provider across every panel, also where a provider has no such op.
     everyone = list(dict.fromkeys(p for op in ops for p in _providers(records, op)))
     colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(everyone)}
@@ -311,6 +343,12 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
     for row, op in enumerate(ops):
         shapes, providers = _shapes(records, op), _providers(records, op)
         width = 0.8 / max(len(providers), 1)
+        if _gemm_bound(records, op):  # against the GEMM ceiling where measured, else TFLOP/s
+            fraction = _gemm_ceiling(records) is not None
+            key, label = ("frac_gemm", "fraction of GEMM TFLOP/s") if fraction else ("tflops", "TFLOP/s")
+        else:
+            fraction = copy is not None
+            key, label = ("frac_copy", "fraction of copy bandwidth") if fraction else ("gbps", "GB/s")
         for column, mode in enumerate(modes):
             ax = axes[row][column]
             for k, provider in enumerate(providers):
@@ -320,12 +358,12 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
                     values.append(record.get(key) or 0.0 if record is not None else 0.0)
                 ax.bar([i + k * width for i in range(len(shapes))], values, width, label=provider,
                        color=colors[provider])
-            if copy is not None:
+            if fraction:
                 ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             ax.set_xticks([i + width * (len(providers) - 1) / 2 for i in range(len(shapes))])
             ax.set_xticklabels([shape_text(s) for s in shapes], fontsize=7)
             ax.set_title(f"{op} {MODE_TITLES[mode]}", fontsize=9)
-            ax.set_ylabel("fraction of copy bandwidth" if copy is not None else "GB/s", fontsize=8)
+            ax.set_ylabel(label, fontsize=8)
     from matplotlib.patches import Patch
 
     figure.suptitle(f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
@@ -359,6 +397,10 @@ def print_table(records: list[dict], copy: dict | None) -> None:
                         cells.append("error")
                     elif noisy(record):
                         cells.append(f"{record['ms']:.4g} (noisy)")
+                    elif record.get("frac_gemm") is not None:
+                        cells.append(f"{record['ms']:.4g} ({record['frac_gemm']:.2f} GEMM)")
+                    elif record.get("tflops") is not None:
+                        cells.append(f"{record['ms']:.4g} ({record['tflops']:.3g} TFLOP/s)")
                     elif copy and record.get("frac_copy") is not None:
                         cells.append(f"{record['ms']:.4g} ({record['frac_copy']:.2f})")
                     else:
@@ -366,5 +408,7 @@ def print_table(records: list[dict], copy: dict | None) -> None:
                 ratio, _ = ratio_to_peers(index, op, shape, mode)
                 table.add_row(op, mode, shape_text(shape), *cells, f"{ratio:.2f}x" if ratio else "")
     Console(width=max(Console().width, 150)).print(table)
+    if any(r.get("flops") is not None for r in records):
+        print("GEMM-bound ops: median ms (fraction of the GEMM's TFLOP/s, or TFLOP/s without CUDA)")
     if any(noisy(r) for r in records):
         print(f"noisy: p80 more than {NOISE_RATIO:g}x p20, the median is not a reliable figure (no ratio given)")

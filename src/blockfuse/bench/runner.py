@@ -4,7 +4,9 @@ For each op and shape it builds the inputs once (seeded), computes a float32 ref
 from the same inputs (forward outputs and input gradients), then for each provider and
 mode: checks the provider's numbers against that reference, warms up, measures peak
 memory (CUDA) and times it. A provider that raises is recorded with its error and the
-others still run.
+others still run. An integer input (class indices) is passed as it is: never cast, never given a gradient.
+An op that declares FLOPs (GEMM-bound) also gets TFLOP/s and, on CUDA, the fraction of a large GEMM's
+TFLOP/s (``analyze.ceilings.gemm_throughput``, 8192^3) measured once in the same run.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Callable
 import torch
 
 from blockfuse.bench import timing
-from blockfuse.bench.spec import OpBenchmark, Shape, mode_bytes
+from blockfuse.bench.spec import OpBenchmark, Shape, mode_bytes, mode_flops
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -48,6 +50,19 @@ def _as_tuple(out) -> tuple[torch.Tensor, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def _leaf(tensor: torch.Tensor, grad: bool = True, float32: bool = False) -> torch.Tensor:
+    """A fresh leaf of an input, requiring grad if ``grad`` (a float32 copy if ``float32``); an integer input
+    (class indices) is returned as it is: it has no gradient and no float value."""
+    if not tensor.is_floating_point():
+        return tensor.detach()
+    copy = tensor.detach().float() if float32 else tensor.detach().clone()
+    return copy.requires_grad_(grad)
+
+
+def _differentiable(leaves: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: t for name, t in leaves.items() if t.requires_grad}
+
+
 def _describe(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
@@ -58,21 +73,23 @@ class Reference:
 
     def __init__(self, bench: OpBenchmark, inputs: dict[str, torch.Tensor], dtype: torch.dtype):
         self._reference, self._inputs = bench.reference(), inputs
-        leaves = {name: t.detach().float().requires_grad_() for name, t in inputs.items()}
+        leaves = {name: _leaf(t, float32=True) for name, t in inputs.items()}
         outs = _as_tuple(self._reference(**leaves))
         self.outputs = [o.detach() for o in outs]
         # dy for each output, in the benchmark dtype; the reference backpropagates their fp32 copies.
         self.output_grads = [torch.randn_like(o, dtype=dtype) for o in self.outputs]
-        grads = torch.autograd.grad(outs, list(leaves.values()), [g.float() for g in self.output_grads])
-        self.input_grads = dict(zip(leaves, grads))
+        wrt = _differentiable(leaves)
+        grads = torch.autograd.grad(outs, list(wrt.values()), [g.float() for g in self.output_grads])
+        self.input_grads = dict(zip(wrt, grads))
 
     def evaluate(self, **kwargs) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
         """(outputs, input gradients) of the reference called with extra keyword arguments (a
         provider's dropout mask), backpropagating the same dy."""
-        leaves = {name: t.detach().float().requires_grad_() for name, t in self._inputs.items()}
+        leaves = {name: _leaf(t, float32=True) for name, t in self._inputs.items()}
         outs = _as_tuple(self._reference(**leaves, **kwargs))
-        grads = torch.autograd.grad(outs, list(leaves.values()), [g.float() for g in self.output_grads])
-        return [o.detach() for o in outs], dict(zip(leaves, grads))
+        wrt = _differentiable(leaves)
+        grads = torch.autograd.grad(outs, list(wrt.values()), [g.float() for g in self.output_grads])
+        return [o.detach() for o in outs], dict(zip(wrt, grads))
 
 
 # NOTE: a provider that makes random choices is probed and then checked right after
@@ -104,7 +121,7 @@ class Case:
             return self.reference.outputs, self.reference.input_grads
         probe_inputs = probe.inputs(self.inputs)
         with torch.set_grad_enabled(grad):
-            outs = self._call({name: t.detach().clone().requires_grad_(grad) for name, t in probe_inputs.items()})
+            outs = self._call({name: _leaf(t, grad) for name, t in probe_inputs.items()})
         return self.reference.evaluate(**probe.reference_kwargs(tuple(o.detach() for o in outs)))
 
     def forward_errors(self) -> dict[str, float]:
@@ -116,14 +133,15 @@ class Case:
     def grad_errors(self) -> dict[str, float]:
         if self._grad_errors is None:
             _, expected = self._expected(grad=True)
-            leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
+            leaves = {name: _leaf(t) for name, t in self.inputs.items()}
             outs = self._call(leaves)
             # clones: a provider may write its input gradient into dy (Liger's in_place=True).
             dys = [g.clone() for g in self.reference.output_grads]
-            grads = torch.autograd.grad(outs, list(leaves.values()), dys, allow_unused=True)
+            wrt = _differentiable(leaves)
+            grads = torch.autograd.grad(outs, list(wrt.values()), dys, allow_unused=True)
             self._grad_errors = {
                 f"d{name}": relative_error(g, expected[name]) if g is not None else float("nan")
-                for name, g in zip(leaves, grads)
+                for name, g in zip(wrt, grads)
             }
         return self._grad_errors
 
@@ -140,8 +158,8 @@ class Case:
                     fn(**plain)
 
             return None, forward, []
-        leaves = {name: t.detach().clone().requires_grad_() for name, t in self.inputs.items()}
-        inputs = list(leaves.values())
+        leaves = {name: _leaf(t) for name, t in self.inputs.items()}
+        inputs = list(_differentiable(leaves).values())
 
         # NOTE: gradients are returned (autograd.grad), not accumulated into .grad: a leaf's
         # AccumulateGrad copies an incoming gradient that is still referenced elsewhere, so an op
@@ -248,10 +266,18 @@ def run(
     *,
     on_update: Callable[[list[dict]], None] | None = None,
     show_progress: bool = True,
+    gemm_tflops: float | None = None,
 ) -> list[dict]:
     """Time every op x shape x provider x mode; one record each. ``on_update`` gets the
-    records so far after each op and shape (to write partial results)."""
+    records so far after each op and shape (to write partial results). ``gemm_tflops``: a large
+    GEMM's TFLOP/s, the ceiling of the ops that declare FLOPs (None: measured here on CUDA when one
+    of them runs)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if gemm_tflops is None and settings.device.type == "cuda" and any(b.flops for b in benchmarks):
+        from blockfuse.analyze.ceilings import gemm_throughput
+
+        gemm_tflops = gemm_throughput(DTYPES[settings.dtype])["tflops"]
 
     records: list[dict] = []
     total = sum(
@@ -265,7 +291,8 @@ def run(
             began, before = time.perf_counter(), len(records)
             for shape in shapes_of(bench, settings):
                 measured = _measure_shape(
-                    bench, shape, settings, copy_gbps, lambda text: progress.update(task, description=text)
+                    bench, shape, settings, copy_gbps, lambda text: progress.update(task, description=text),
+                    gemm_tflops,
                 )
                 records += measured
                 progress.advance(task, len(measured))
@@ -279,7 +306,9 @@ def run(
     return records
 
 
-def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gbps, status) -> list[dict]:
+def _measure_shape(
+    bench: OpBenchmark, shape: Shape, settings: Settings, copy_gbps, status, gemm_tflops: float | None = None
+) -> list[dict]:
     """Every provider x mode of one op and shape; ``status(text)`` says which is running."""
     dtype = DTYPES[settings.dtype]
     itemsize = torch.empty((), dtype=dtype).element_size()
@@ -328,6 +357,9 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
                 "rel_err": {},
                 "error": setup_error,
             }
+            flops = mode_flops(bench, shape, mode)
+            if flops is not None:  # a GEMM-bound op: its rate against the GEMM ceiling
+                record.update(flops=flops, tflops=None, frac_gemm=None, gemm_ceiling_tflops=gemm_tflops)
             if case is not None:
                 try:
                     record.update(case.measure(mode))
@@ -339,6 +371,10 @@ def _measure_shape(bench: OpBenchmark, shape: Shape, settings: Settings, copy_gb
                 record["gbps"] = moved / record["ms"] / 1e6
                 if copy_gbps:
                     record["frac_copy"] = record["gbps"] / copy_gbps
+                if flops is not None:
+                    record["tflops"] = flops / record["ms"] / 1e9
+                    if gemm_tflops:
+                        record["frac_gemm"] = record["tflops"] / gemm_tflops
             records.append(record)
     return records
 
@@ -377,6 +413,7 @@ def environment(device: torch.device) -> dict:
         "torch": torch.__version__,
         "triton": triton_version,
         "liger_kernel": version("liger-kernel"),
+        "cut_cross_entropy": version("cut-cross-entropy"),
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "blockfuse_implementation": path,

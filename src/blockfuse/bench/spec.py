@@ -1,4 +1,4 @@
-"""The declaration of one op benchmark: shapes, inputs, providers and a byte count.
+"""The declaration of one op benchmark: shapes, inputs, providers, a byte count (a FLOP count too if GEMM-bound).
 
 Every op declares itself the same way (see ``blockfuse/bench/norm.py``) and one runner
 (``blockfuse/bench/runner.py``) times all of them.
@@ -27,8 +27,9 @@ Factory = Callable[[], Callable[..., object]]
 MODES = ("fwd", "bwd", "fwdbwd")
 
 # Column order of every table; the default providers on CUDA and on the CPU.
-PROVIDERS = ("eager", "reference", "compile", "liger", "blockfuse")
-CUDA_PROVIDERS = ("eager", "compile", "liger", "blockfuse")
+# cce: Apple's Cut Cross-Entropy (``cut_cross_entropy``), a peer of the fused linear cross-entropy only.
+PROVIDERS = ("eager", "reference", "compile", "liger", "cce", "blockfuse")
+CUDA_PROVIDERS = ("eager", "compile", "liger", "cce", "blockfuse")
 CPU_PROVIDERS = ("eager", "reference", "blockfuse")
 
 
@@ -71,6 +72,10 @@ class OpBenchmark:
     # For ops with random choices (dropout): how to check each provider against the reference
     # with its own choices. None: the op is deterministic.
     probe: Probe | None = None
+    # For a GEMM-bound op: shape -> (forward FLOPs, backward FLOPs) of its GEMMs (2 per multiply-add); fwdbwd
+    # is their sum. Its records then carry TFLOP/s and, on CUDA, the fraction of a large GEMM's TFLOP/s
+    # measured in the same run. None: a memory-bound op, measured by its bytes.
+    flops: Callable[[Shape], tuple[int, int]] | None = None
 
 
 def compiled(reference: Factory) -> Factory:
@@ -84,4 +89,12 @@ def compiled(reference: Factory) -> Factory:
 
 def mode_bytes(bench: OpBenchmark, shape: Shape, itemsize: int, mode: str) -> int:
     forward, backward = bench.bytes_moved(shape, itemsize)
+    return {"fwd": forward, "bwd": backward, "fwdbwd": forward + backward}[mode]
+
+
+def mode_flops(bench: OpBenchmark, shape: Shape, mode: str) -> int | None:
+    """The FLOPs of ``mode`` for an op that declares them, else None."""
+    if bench.flops is None:
+        return None
+    forward, backward = bench.flops(shape)
     return {"fwd": forward, "bwd": backward, "fwdbwd": forward + backward}[mode]

@@ -1,6 +1,6 @@
 """``blockfuse.patch(model)`` and ``blockfuse.unpatch(model)``.
 
-Three kinds of change, each undone exactly by ``unpatch``:
+Four kinds of change, each undone exactly by ``unpatch``:
 
 * norms: each RMSNorm / LayerNorm module is swapped in its parent for a ``blockfuse.nn`` one
   that holds the very same ``nn.Parameter`` objects (state dict keys and values unchanged);
@@ -9,7 +9,10 @@ Three kinds of change, each undone exactly by ``unpatch``:
 * mlp: each MLP gets an instance ``forward``: a gated one (Llama, OLMo-2) runs as one
   ``blockfuse.gated_mlp``, a plain one (SigLIP, SigLIP-2) as one ``blockfuse.fused_mlp``; projections
   that are not plain ``nn.Linear`` (LoRA, quantized) are called as they are around
-  ``blockfuse.swiglu`` / ``geglu``.
+  ``blockfuse.swiglu`` / ``geglu``;
+* loss (only when asked for): each causal LM gets an instance ``forward`` that, given ``labels``, calls
+  its base model and then ``blockfuse.linear_cross_entropy`` on the last hidden states, and returns
+  ``logits=None`` (see ``loss.py``).
 
 Only the given model changes: classes and modeling modules are untouched, so another model of
 the same class in the same process runs as before.
@@ -24,11 +27,14 @@ from dataclasses import dataclass
 from torch import nn
 
 from blockfuse.nn.norm import LayerNorm, RMSNorm
-from blockfuse.patching.families import Family, check_transformers_version, family_of, roots, supported_models
+from blockfuse.patching.families import (
+    FAMILIES, Family, check_transformers_version, family_of, roots, supported_models,
+)
 from blockfuse.patching.forwards import (
     MARK, ROTARY_GLOBAL, CannotPatch, calls_rotary, fc_mlp_forward, gated_mlp_forward, hf_rotary, unwrap,
     with_globals,
 )
+from blockfuse.patching.loss import check_loss_module, is_causal_lm, loss_forward
 from blockfuse.patching.report import PatchEntry, PatchReport
 
 STATE = "_blockfuse_patch"  # the undo records, kept in the patched model's __dict__
@@ -191,12 +197,39 @@ def _patch_mlp(model, path, module, family, cache):
 _PATCHERS = {"norms": _patch_norm, "rope": _patch_rope, "mlp": _patch_mlp}
 
 
+def _loss_forwards(model: nn.Module, found: list) -> dict[str, tuple]:
+    """{path: (patched forward, what it computes)} of each causal LM among the models found. Raises
+    ValueError when there is none, or one whose forward is not the causal-LM forward blockfuse knows:
+    ``loss=True`` asks for the model itself, not for a part blockfuse may leave out."""
+    expected = "expected a causal LM such as " + " or ".join(
+        name for family in FAMILIES for name in family.models if name.endswith("ForCausalLM"))
+    forwards = {}
+    for path, root, _ in found:
+        if is_causal_lm(root):
+            try:
+                forwards[path] = loss_forward(type(root))
+            except CannotPatch as reason:
+                raise ValueError(f"loss=True: {reason}; {expected}, got {type(root).__name__}") from None
+    if not forwards:
+        raise ValueError(f"loss=True: blockfuse fuses the LM head with the loss of a causal LM of a family it "
+                         f"supports; {expected}, got {type(model).__name__}")
+    return forwards
+
+
+def _patch_loss(module: nn.Module, forward: tuple) -> tuple[str, _InstanceForward]:
+    _check_free(module, swapped=False)
+    check_loss_module(module)
+    function, description = forward
+    return description, _set_forward(module, function)
+
+
 # ----------------------------------------------------------------------------------------
 # Public API
 # ----------------------------------------------------------------------------------------
 
 
-def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = True) -> PatchReport:
+def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = True,
+          loss: bool = False) -> PatchReport:
     """Swaps blockfuse's fused ops into a Hugging Face model in place; returns what it did.
 
     ``norms``: RMSNorm / LayerNorm modules -> ``blockfuse.nn.RMSNorm`` / ``LayerNorm`` sharing
@@ -207,6 +240,15 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
     than what the new flags add (what is patched already is reported as skipped). Undo with
     :func:`unpatch`.
 
+    ``loss``: a causal LM (``LlamaForCausalLM``, ``Olmo2ForCausalLM``) called with ``labels`` computes
+    Hugging Face's loss (shifted labels or ``shift_labels``, ``ignore_index``, ``num_items_in_batch``,
+    the LM head's bias, ``final_logit_softcapping``) with ``blockfuse.linear_cross_entropy``, and the
+    output's ``logits`` is None: the logits are never made. Without ``labels`` the forward is
+    Hugging Face's own, logits and all. Raises ValueError when the model holds no causal LM.
+
+    NOTE: ``loss`` is off by default, and not reported as skipped when off: ``logits=None`` changes
+    what the model returns, so a caller asks for it.
+
     NOTE: pickling the whole patched module (``torch.save(model)``) is not supported: save its
     state dict (or ``save_pretrained``), which patching leaves unchanged.
     """
@@ -214,6 +256,7 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     check_transformers_version()
     found = list(roots(model))
+    loss_forwards = _loss_forwards(model, found) if loss else {}  # raises before anything changes
     if not found:
         raise ValueError(f"blockfuse.patch does not support {type(model).__name__} "
                          f"({type(model).__module__}): supported are {supported_models()}")
@@ -239,6 +282,15 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
                 continue
             records.append(record)
             report.replaced.append(PatchEntry(kind, path, before, after))
+        if root_path in loss_forwards:
+            before = f"{type(root).__name__}: loss_function(lm_head(hidden), labels)"
+            try:
+                after, record = _patch_loss(root, loss_forwards[root_path])
+            except CannotPatch as reason:
+                report.skipped.append(PatchEntry("loss", root_path, before, reason=str(reason)))
+            else:
+                records.append(record)
+                report.replaced.append(PatchEntry("loss", root_path, before, after))
     if not records:
         del vars(model)[STATE]
     return report

@@ -1,5 +1,6 @@
 """What runs in place of Hugging Face's code: the rotary function that attention forwards call,
-the gated MLP forwards, and the copy of a function that sees other globals.
+the gated MLP forwards, the copy of a function that sees other globals, and a function set inside
+the decorators of another (``wrapped_like``).
 
 Everything here is built once when a model is patched and never changes afterwards: no
 global is swapped at call time, so patched and unpatched models can run side by side, in
@@ -83,7 +84,15 @@ def with_globals(fn: Callable, replacements: dict[str, object]) -> types.Functio
         raise CannotPatch(f"{inner.__qualname__} reads its module's __name__")
     globals_ = {key: value for key, value in inner.__globals__.items() if key != "__name__"}
     globals_.update(replacements)
-    new = _function_copy(inner, globals_, inner.__closure__)
+    return wrapped_like(fn, _function_copy(inner, globals_, inner.__closure__))
+
+
+def wrapped_like(fn: Callable, function: types.FunctionType) -> types.FunctionType:
+    """``function`` inside copies of the decorator layers of ``fn`` (see :func:`unwrap`): each layer
+    is copied with its closure cell that held the function it wrapped now holding the copy below it,
+    so the decorators still run, around ``function`` instead of ``fn``'s own body."""
+    layers, inner = unwrap(fn)
+    new = function
     for layer in reversed(layers):
         below = new
         cells = layer.__closure__ or ()
@@ -233,7 +242,7 @@ def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
     # NOTE: plain Linear projections (without hooks) run as one blockfuse.gated_mlp, whose backward
     # recomputes the activation instead of keeping it (tokens x intermediate less memory per layer);
     # other projection modules are called as they are, around the fused activation alone.
-    plain = all(type(getattr(mlp, n)) is nn.Linear and not _has_hooks(getattr(mlp, n))
+    plain = all(type(getattr(mlp, n)) is nn.Linear and not has_hooks(getattr(mlp, n))
                 for n in ("gate_proj", "up_proj", "down_proj"))
     if plain:
         forwards = {kind_: (forward, f'blockfuse.gated_mlp(x, gate_proj, up_proj, down_proj, "{activation}")')
@@ -278,7 +287,7 @@ def fc_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
     if not FC_MLP_NAMES <= set(inner.__code__.co_names) or not all(
             isinstance(getattr(mlp, name, None), nn.Module) for name in FC_MLP_NAMES):
         raise CannotPatch(f"{type(mlp).__name__} is not fc2(activation_fn(fc1(x)))")
-    if not all(type(getattr(mlp, n)) is nn.Linear and not _has_hooks(getattr(mlp, n)) for n in ("fc1", "fc2")):
+    if not all(type(getattr(mlp, n)) is nn.Linear and not has_hooks(getattr(mlp, n)) for n in ("fc1", "fc2")):
         raise CannotPatch("fc1 / fc2 are not plain Linear layers (LoRA, quantized, hooks): left as is")
     act = mlp.activation_fn
     name = type(act).__name__
@@ -289,5 +298,6 @@ def fc_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
     raise CannotPatch(f"activation {name}: blockfuse fuses GELU (tanh or erf) two-layer MLPs only")
 
 
-def _has_hooks(module: nn.Module) -> bool:
+def has_hooks(module: nn.Module) -> bool:
+    """True when ``module`` has forward (pre-)hooks or backward hooks registered on it."""
     return bool(module._forward_hooks or module._forward_pre_hooks or getattr(module, "_backward_hooks", None))

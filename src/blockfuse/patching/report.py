@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("norms", "rope", "mlp")
+KINDS = ("norms", "rope", "mlp", "loss")
 
 
 @dataclass(frozen=True)
 class PatchEntry:
-    kind: str  # "norms", "rope" or "mlp"
+    kind: str  # "norms", "rope", "mlp" or "loss"
     path: str  # the module's path in the model ("" is the model itself)
     old: str  # what ran before: "LlamaRMSNorm", "LlamaAttention: apply_rotary_pos_emb"
     new: str = ""  # what runs now; "" when skipped

@@ -1,0 +1,134 @@
+"""How the fused LM-head cross-entropy's chunk size trades memory for speed, against the three GEMMs' floor.
+
+    PYTHONPATH=src python3 benchmarks/cross_entropy_chunks.py [--shapes 8192x4096x128256 ...] [--chunks 128 256 ...]
+
+For each (tokens, d, vocab), bf16, on CUDA: the floor (the three GEMMs of a training step on whole tensors,
+``logits = h W^T``, ``dh = dlogits W``, ``dW = dlogits^T h``, timed as cuBLAS runs them) and
+``blockfuse.linear_cross_entropy`` forward + backward at each chunk size: ms (median of CUDA events over
+repetitions), the fraction of the floor, peak memory above the inputs and their gradients, and the relative
+errors of the loss and of the gradients against the reference in fp32, beside those of the reference in
+bf16 (logits in bf16, loss in fp32: what Hugging Face computes). Prints a table; with ``--json PATH``
+writes the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+import blockfuse
+
+
+def cuda_ms(fn, reps: int = 10) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def inputs(tokens: int, d: int, vocab: int, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    h = torch.randn(tokens, d, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(vocab, d, device="cuda", generator=g) * (2.0 / d**0.5)).bfloat16()
+    t = torch.randint(0, vocab, (tokens,), device="cuda", generator=g)
+    t[torch.rand(tokens, device="cuda", generator=g) < 0.05] = -100
+    return h, w, t
+
+
+def floor_ms(h, w) -> float:
+    """The three GEMMs of the step on whole tensors (logits materialized; their softmax not counted)."""
+    z = h @ w.t()
+
+    def gemms():
+        torch.mm(h, w.t(), out=z)
+        torch.mm(z, w)
+        torch.mm(z.t(), h)
+
+    ms = cuda_ms(gemms)
+    del z
+    return ms
+
+
+def reference(h, w, t, dtype=torch.float32):
+    """Loss and gradients of the reference with its inputs in ``dtype`` (whole logits)."""
+    hf, wf = h.to(dtype, copy=True).requires_grad_(), w.to(dtype, copy=True).requires_grad_()
+    loss = blockfuse.linear_cross_entropy_ref(hf, wf, t, reduction="sum") / (t != -100).sum()
+    loss.backward()
+    return loss.detach(), hf.grad, wf.grad
+
+
+def rel(a, b) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=["8192x4096x128256", "16384x2048x32000", "4096x4096x262144"])
+    parser.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048])
+    parser.add_argument("--strict-reduction", action="store_true",
+                        help="also run each chunk size with torch.backends.cuda.matmul."
+                        "allow_bf16_reduced_precision_reduction off (cuBLAS split-K partials summed in fp32)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    records = []
+    for text in args.shapes:
+        tokens, d, vocab = (int(v) for v in text.split("x"))
+        h, w, t = inputs(tokens, d, vocab)
+        floor = floor_ms(h, w)
+        flops = 3 * 2 * tokens * d * vocab
+        print(f"\n{text}: three GEMMs {floor:.2f} ms ({flops / floor / 1e9:.0f} TFLOP/s)")
+        ref = reference(h, w, t)
+        eager = reference(h, w, t, torch.bfloat16)
+        print("  reference in bf16: err loss %.1e dh %.1e dW %.1e" % tuple(rel(a, b) for a, b in zip(eager, ref)))
+        records.append({"shape": text, "provider": "reference-bf16", "loss_err": rel(eager[0], ref[0]),
+                        "dh_err": rel(eager[1], ref[1]), "dw_err": rel(eager[2], ref[2])})
+        del eager
+        runs = [(chunk, False) for chunk in args.chunks]
+        if args.strict_reduction:
+            runs += [(chunk, True) for chunk in args.chunks]
+        for chunk, strict in runs:
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = not strict
+            hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
+
+            def step():
+                hg.grad = wg.grad = None
+                blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
+
+            step()
+            grads = hg.grad.nbytes + wg.grad.nbytes
+            hg.grad = wg.grad = None
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated() + grads
+            step()
+            torch.cuda.synchronize()
+            peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+            ms = cuda_ms(step)
+            loss = blockfuse.linear_cross_entropy(h, w, t, chunk_size=chunk)
+            record = {"shape": text, "provider": "blockfuse", "chunk": chunk, "strict_reduction": strict, "ms": ms, "floor_ms": floor, "of_floor": floor / ms,
+                      "peak_mib_above_inputs_and_grads": peak, "loss_err": rel(loss, ref[0]),
+                      "dh_err": rel(hg.grad, ref[1]), "dw_err": rel(wg.grad, ref[2])}
+            records.append(record)
+            print(f"  chunk {chunk:>5}{' strict' if strict else '       '}: {ms:8.2f} ms  {floor / ms:5.2f} of the floor  peak +{peak:7.1f} MiB  "
+                  f"err loss {record['loss_err']:.1e} dh {record['dh_err']:.1e} dW {record['dw_err']:.1e}")
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+        del h, w, t, ref
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"card": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,547 @@
+"""The LM head fused with its cross-entropy: ``cross_entropy(hidden @ weight.T + bias, target)`` without
+ever keeping the (tokens, vocab) logits.
+
+The tokens go through in chunks. For each chunk one cuBLAS GEMM makes its logits into a reused
+(chunk, vocab) buffer; one Triton program per row then reads the row twice: an online max / sum of
+exponentials gives the fp32 log-sum-exp and the loss, and (when gradients are wanted) the second pass
+overwrites the logits with their gradient ``softmax - one_hot`` (label smoothing, softcap and z-loss
+folded in). Two more GEMMs turn that gradient into the chunk's rows of ``d hidden`` and its share of
+``d weight``; the buffer is then reused by the next chunk.
+
+* reduction ``"mean"`` / ``"sum"``: the loss is a scalar, so the gradients are made in the forward for an
+  upstream gradient of 1 and the backward only scales them (three GEMMs in all, the floor);
+* reduction ``"none"``: each token's upstream gradient is only known in the backward, which makes the
+  logits again (four GEMMs in all);
+* without autograd: one GEMM per chunk and the loss.
+
+Math of one row (``c`` the logits, capped ``c = s tanh(z / s)`` with a softcap ``s``; ``V`` classes;
+label smoothing ``e``; z-loss ``k``; ``lse = log sum exp c``)::
+
+    loss  = (1 - e) (lse - c[target]) + e (lse - mean(c)) + k lse^2           (0 for an ignored target)
+    dloss / dc_j = softmax(c)_j (1 + 2 k lse) - e / V - (1 - e) [j == target]
+    dc / dz = 1 - (c / s)^2
+
+These are ``torch.nn.functional.cross_entropy``'s loss and label smoothing on the same logits, plus
+PaLM's z-loss. The file reads top to bottom: the row kernel; the chunk launchers (opaque ops
+``blockfuse::linear_cross_entropy_fwd`` / ``_bwd``, see ``ops/launch.py``); the one autograd Function;
+the public functional; the reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from blockfuse.ops.activation import column_sum
+from blockfuse.ops.launch import Kernel, launcher_op, next_power_of_2
+from blockfuse.runtime import use_triton
+
+REDUCTIONS = ("mean", "sum", "none")
+# NOTE: how many tokens a chunk takes is a trade of memory for speed. Each chunk's GEMM adds its share
+# into the weight gradient, reading and writing all of it: 4 V d bytes (bf16) against the chunk's three
+# GEMMs' 6 chunk V d FLOPs, i.e. (2/3) (FLOP/s / bytes/s) / chunk of extra time, 95 / chunk on an H200
+# (687 TFLOP/s measured, 4.8 TB/s). Measured there at [8192 tokens, d 4096, vocab 128256], bf16,
+# forward + backward, as a fraction of the three GEMMs' own time (benchmarks/cross_entropy_chunks.py):
+# chunk 256 (64 MiB of logits, Liger-Kernel's memory) 0.67, 512 0.80, 1024 (250 MiB) 0.86, 2048 (500 MiB)
+# 0.89. The default keeps the chunk's logits within a quarter of the op's inputs (hidden and weight),
+# and never under 64 MiB: the op then holds at most 1.25x its inputs and gradients.
+MIN_CHUNK_BYTES = 64 << 20
+CHUNK_FRACTION_OF_INPUTS = 0.25
+# Chunks are a multiple of this many tokens (a GEMM tile's rows) and never fewer.
+CHUNK_ALIGN = 128
+# The row kernel walks the vocabulary this many columns at a time (at most), 8 warps.
+MAX_BLOCK_V = 4096
+
+
+# ----------------------------------------------------------------------------------------
+# Triton kernel
+# ----------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _tanh(x):
+    """tanh without libdevice, exact to fp32 rounding for either sign: sign(x) (1 - e) / (1 + e),
+    e = exp(-2 |x|)."""
+    e = tl.exp(-2.0 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _cross_entropy_rows_kernel(
+    Z,  # (rows, V) one chunk's logits (GEMM output, hidden's dtype); their gradient overwrites them (WRITE_GRAD)
+    TARGET,  # (rows,) integer target classes
+    LOSS,  # (rows,) fp32 per-row loss (written when WRITE_LOSS)
+    LSE,  # (rows,) fp32 log-sum-exp of the (capped) logits: written, or read when LSE_GIVEN
+    SCALE,  # fp32 gradient scale: one value (1 / count for "mean"), or (rows,) upstream gradients (SCALE_PER_ROW)
+    stride_z, V, ignore_index, smoothing, softcap, z_loss,
+    HAS_SOFTCAP: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    HAS_Z_LOSS: tl.constexpr,
+    LSE_GIVEN: tl.constexpr,
+    WRITE_LOSS: tl.constexpr,
+    WRITE_GRAD: tl.constexpr,
+    SCALE_PER_ROW: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    # NOTE: Inductor may pass float scalars as fp64: every one is cast to fp32 first.
+    smoothing = tl.cast(smoothing, tl.float32)
+    softcap = tl.cast(softcap, tl.float32)
+    z_loss = tl.cast(z_loss, tl.float32)
+    row = tl.program_id(0).to(tl.int64)
+    z_row = Z + row * stride_z
+    cols = tl.arange(0, BLOCK_V)
+    target = tl.load(TARGET + row).to(tl.int64)
+    ignored = target == ignore_index
+    # An out-of-range target (not the ignore index) gives a NaN loss and gradient, never a wrong number.
+    bad = ((target < 0) | (target >= V)) & ~ignored
+    safe_target = tl.where(ignored | bad, 0, target)
+
+    if LSE_GIVEN:
+        lse = tl.load(LSE + row)
+        total = 0.0
+    else:
+        # Online max and sum of exponentials, one running pair per lane; lanes combined at the end.
+        m = tl.full([BLOCK_V], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK_V], tl.float32)
+        sums = tl.zeros([BLOCK_V], tl.float32)
+        for v0 in range(0, V, BLOCK_V):
+            mask = v0 + cols < V
+            c = tl.load(z_row + v0 + cols, mask=mask, other=float("-inf")).to(tl.float32)
+            if HAS_SOFTCAP:
+                c = tl.where(mask, softcap * _tanh(c / softcap), float("-inf"))
+            m_new = tl.maximum(m, c)
+            # A lane that has only seen masked columns keeps m = -inf (and s = 0): no exp(-inf - -inf).
+            shift = tl.where(m_new > float("-inf"), m_new, 0.0)
+            s = s * tl.exp(m - shift) + tl.exp(c - shift)
+            m = m_new
+            if HAS_SMOOTHING:
+                sums += tl.where(mask, c, 0.0)
+        row_max = tl.max(m, axis=0)
+        lse = row_max + tl.log(tl.sum(tl.where(m > float("-inf"), s * tl.exp(m - row_max), 0.0), axis=0))
+        total = tl.sum(sums, axis=0)
+
+    if WRITE_LOSS:
+        c_target = tl.load(z_row + safe_target).to(tl.float32)
+        if HAS_SOFTCAP:
+            c_target = softcap * _tanh(c_target / softcap)
+        loss = lse - c_target
+        if HAS_SMOOTHING:
+            loss = (1.0 - smoothing) * loss + smoothing * (lse - total / V)
+        if HAS_Z_LOSS:
+            loss += z_loss * lse * lse
+        loss = tl.where(ignored, 0.0, loss)
+        loss = tl.where(bad, float("nan"), loss)
+        tl.store(LOSS + row, loss)
+    if not LSE_GIVEN:
+        tl.store(LSE + row, tl.where(bad, float("nan"), lse))
+
+    if WRITE_GRAD:
+        if SCALE_PER_ROW:
+            scale = tl.load(SCALE + row).to(tl.float32)
+        else:
+            scale = tl.load(SCALE).to(tl.float32)
+        scale = tl.where(ignored, 0.0, scale)
+        scale = tl.where(bad, float("nan"), scale)
+        softmax_scale = scale
+        if HAS_Z_LOSS:
+            softmax_scale = scale * (1.0 + 2.0 * z_loss * lse)
+        hit = scale * (1.0 - smoothing)
+        spread = scale * smoothing / V
+        for v0 in range(0, V, BLOCK_V):
+            mask = v0 + cols < V
+            c = tl.load(z_row + v0 + cols, mask=mask, other=0.0).to(tl.float32)
+            if HAS_SOFTCAP:
+                th = _tanh(c / softcap)
+                c = softcap * th
+            g = tl.exp(c - lse) * softmax_scale - tl.where(v0 + cols == safe_target, hit, 0.0)
+            if HAS_SMOOTHING:
+                g -= spread
+            if HAS_SOFTCAP:
+                g *= 1.0 - th * th
+            tl.store(z_row + v0 + cols, g.to(Z.dtype.element_ty), mask=mask)
+
+
+_rows_kernel = Kernel(_cross_entropy_rows_kernel)
+
+
+# ----------------------------------------------------------------------------------------
+# Launchers: the chunks, registered as opaque ops without autograd
+# ----------------------------------------------------------------------------------------
+
+
+def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> int:
+    """Tokens per chunk: as many as keep the (chunk, vocab) logits within a quarter of the inputs' bytes
+    (tokens x width hidden states, vocab x width weight) or 64 MiB if more, a multiple of CHUNK_ALIGN (at
+    least one such block), and no more than the tokens."""
+    budget = max(MIN_CHUNK_BYTES, int(CHUNK_FRACTION_OF_INPUTS * (tokens + vocab) * width * itemsize))
+    rows = budget // max(1, vocab * itemsize)
+    rows = max(CHUNK_ALIGN, rows // CHUNK_ALIGN * CHUNK_ALIGN)
+    return max(1, min(tokens, rows))
+
+
+def _launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, scale: Optional[Tensor],
+                 ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, *,
+                 lse_given: bool, write_grad: bool, scale_per_row: bool) -> None:
+    rows, vocab = z.shape
+    if rows == 0:
+        return
+    block_v = min(next_power_of_2(vocab), MAX_BLOCK_V)
+    _rows_kernel(
+        (rows,),
+        z, target, loss, lse, scale,
+        z.stride(0), vocab, ignore_index, smoothing, 1.0 if softcap is None else softcap, z_loss,
+        HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=smoothing > 0, HAS_Z_LOSS=z_loss > 0,
+        LSE_GIVEN=lse_given, WRITE_LOSS=loss is not None, WRITE_GRAD=write_grad, SCALE_PER_ROW=scale_per_row,
+        BLOCK_V=block_v,
+        num_warps=8 if block_v >= 2048 else 4,
+    )
+
+
+def _logits_into(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], out: Tensor) -> Tensor:
+    """``out = h_rows @ weight.T + bias`` (one cuBLAS GEMM, the bias in its epilogue)."""
+    if bias is None:
+        return torch.mm(h_rows, weight.t(), out=out)
+    return torch.addmm(bias, h_rows, weight.t(), out=out)
+
+
+def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, loss: Optional[Tensor],
+            lse: Tensor, scale: Optional[Tensor], config: tuple, *, lse_given: bool, scale_per_row: bool,
+            grad_hidden: bool, grad_weight: bool, grad_bias: bool, chunk: int):
+    """The chunk loop both launchers share. Returns (d hidden, d weight, d bias), None where not asked."""
+    tokens, vocab = h2.shape[0], weight.shape[0]
+    write_grad = grad_hidden or grad_weight or grad_bias
+    dh = torch.empty_like(h2) if grad_hidden else None  # (tokens, d)
+    dw = torch.empty_like(weight, memory_format=torch.contiguous_format) if grad_weight else None  # (V, d)
+    db = torch.zeros((vocab,), dtype=torch.float32, device=h2.device) if grad_bias else None
+    if tokens == 0:
+        if dw is not None:
+            dw.zero_()
+        return dh, dw, db
+    z_buffer = h2.new_empty((min(chunk, tokens), vocab))  # (chunk, V): reused by every chunk
+    with _full_precision_reductions():
+        _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh, dw, db, lse_given=lse_given,
+                    scale_per_row=scale_per_row, write_grad=write_grad, chunk=chunk)
+    return dh, dw, db
+
+
+_REDUCED_PRECISION_FLAGS = ("allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction")
+
+
+@contextlib.contextmanager
+def _full_precision_reductions():
+    """cuBLAS sums split-K partials in fp32 inside this block.
+
+    NOTE: PyTorch lets cuBLAS reduce a bf16 / fp16 GEMM's split-K partials in that dtype by default. A
+    chunk's GEMMs have few rows, where cuBLAS splits K: the loss of 16-token chunks came out 3x as wrong as
+    PyTorch's whole-logits loss that way, and equal to it with fp32 reductions (H200, torch 2.11); at
+    [8192, 4096, 128256] the fp32 reductions cost 1-2% (benchmarks/cross_entropy_chunks.py
+    --strict-reduction)."""
+    matmul = torch.backends.cuda.matmul
+    saved = [(flag, getattr(matmul, flag)) for flag in _REDUCED_PRECISION_FLAGS if hasattr(matmul, flag)]
+    for flag, _ in saved:
+        setattr(matmul, flag, False)
+    try:
+        yield
+    finally:
+        for flag, value in saved:
+            setattr(matmul, flag, value)
+
+
+def _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh, dw, db, *, lse_given,
+                scale_per_row, write_grad, chunk):
+    ignore_index, smoothing, softcap, z_loss = config
+    tokens = h2.shape[0]
+    for i, start in enumerate(range(0, tokens, chunk)):
+        rows = slice(start, min(start + chunk, tokens))
+        h_rows = h2[rows]
+        z = z_buffer[: h_rows.shape[0]]
+        _logits_into(h_rows, weight, bias, z)
+        _launch_rows(z, target[rows], None if loss is None else loss[rows], lse[rows],
+                     None if scale is None else (scale[rows] if scale_per_row else scale),
+                     ignore_index, smoothing, softcap, z_loss,
+                     lse_given=lse_given, write_grad=write_grad, scale_per_row=scale_per_row)
+        if not write_grad:
+            continue
+        if dh is not None:
+            torch.mm(z, weight, out=dh[rows])  # straight into the chunk's rows
+        if dw is not None:
+            # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
+            # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
+            if i == 0:
+                torch.mm(z.t(), h_rows, out=dw)
+            else:
+                dw.addmm_(z.t(), h_rows)
+        if db is not None:
+            db += column_sum(z).float()
+
+
+def _empty(t: Optional[Tensor], like: Tensor) -> Tensor:
+    return like.new_empty((0,)) if t is None else t
+
+
+def _forward_fake(h2, weight, bias, target, scale, ignore_index, smoothing, softcap, z_loss, grad_hidden,
+                  grad_weight, grad_bias, chunk):
+    tokens = h2.shape[0]
+    stats = h2.new_empty((tokens,), dtype=torch.float32)
+    return (stats, torch.empty_like(stats), h2.new_empty(h2.shape if grad_hidden else (0,)),
+            weight.new_empty(weight.shape if grad_weight else (0,)),
+            h2.new_empty((weight.shape[0] if grad_bias else 0,), dtype=torch.float32))
+
+
+@launcher_op("linear_cross_entropy_fwd", fake=_forward_fake)
+def _forward(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, scale: Optional[Tensor],
+             ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, grad_hidden: bool,
+             grad_weight: bool, grad_bias: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Per-row loss and log-sum-exp (fp32) of the tokens ``h2`` (tokens, d), and the gradients asked for
+    an upstream gradient of ``scale`` (a 0-d fp32 tensor) on every row's loss: (loss, lse, d hidden,
+    d weight, d bias (fp32)), an absent gradient as an empty tensor.
+
+    NOTE: opaque under torch.compile (``launcher_op(fake=...)``): its GEMMs and kernels write row blocks
+    of its buffers, which traced would become Inductor's scatter copies (see ops/mlp.py)."""
+    tokens = h2.shape[0]
+    loss = h2.new_empty((tokens,), dtype=torch.float32)
+    lse = torch.empty_like(loss)
+    dh, dw, db = _chunks(h2, weight, bias, target, loss, lse, scale, (ignore_index, smoothing, softcap, z_loss),
+                         lse_given=False, scale_per_row=False, grad_hidden=grad_hidden, grad_weight=grad_weight,
+                         grad_bias=grad_bias, chunk=chunk)
+    return loss, lse, _empty(dh, h2), _empty(dw, weight), _empty(db, loss)
+
+
+def _backward_fake(grad_rows, h2, weight, bias, target, lse, ignore_index, smoothing, softcap, z_loss,
+                   grad_hidden, grad_weight, grad_bias, chunk):
+    return (h2.new_empty(h2.shape if grad_hidden else (0,)), weight.new_empty(weight.shape if grad_weight else (0,)),
+            h2.new_empty((weight.shape[0] if grad_bias else 0,), dtype=torch.float32))
+
+
+@launcher_op("linear_cross_entropy_bwd", fake=_backward_fake)
+def _backward(grad_rows: Tensor, h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, lse: Tensor,
+              ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, grad_hidden: bool,
+              grad_weight: bool, grad_bias: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients for per-row upstream gradients ``grad_rows`` (tokens,) fp32 (reduction "none"): the
+    logits are made again, chunk by chunk, from the saved log-sum-exp."""
+    dh, dw, db = _chunks(h2, weight, bias, target, None, lse, grad_rows, (ignore_index, smoothing, softcap, z_loss),
+                         lse_given=True, scale_per_row=True, grad_hidden=grad_hidden, grad_weight=grad_weight,
+                         grad_bias=grad_bias, chunk=chunk)
+    return _empty(dh, h2), _empty(dw, weight), _empty(db, lse)
+
+
+def _scale_fake(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
+    return None
+
+
+@launcher_op("linear_cross_entropy_scale_", mutates_args=("dh", "dw", "db"), fake=_scale_fake)
+def _scale(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
+    """Multiplies the gradients the forward made (empty ones stay empty) by the loss's upstream gradient
+    ``g`` (0-d), in place.
+
+    NOTE: an op that declares the mutation, so that under torch.compile the weight-sized gradient is
+    scaled where it lies: traced as a plain ``mul``, AOTAutograd made a second weight-sized tensor in
+    the backward."""
+    for t in (dh, dw, db):
+        if t.numel():
+            t.mul_(g)
+
+
+# ----------------------------------------------------------------------------------------
+# Autograd: one Function, eager and under torch.compile
+# ----------------------------------------------------------------------------------------
+
+
+class _LinearCrossEntropyFunction(torch.autograd.Function):
+    """``config``: (ignore_index, label_smoothing, softcap, z_loss, reduction, chunk). Returns (loss, lse):
+    the loss reduced as asked, the per-token log-sum-exp (fp32, not differentiable)."""
+
+    @staticmethod
+    def forward(ctx, h2, weight, bias, target, config):
+        ignore_index, smoothing, softcap, z_loss, reduction, chunk = config
+        grads = ctx.needs_input_grad[:3]
+        if reduction == "none":
+            loss, lse, _, _, _ = _forward(h2, weight, bias, target, None, ignore_index, smoothing, softcap, z_loss,
+                                          False, False, False, chunk)
+            ctx.save_for_backward(h2, weight, bias, target, lse)
+        else:
+            # The gradients of the loss itself, made now: the backward only scales them.
+            count = (target != ignore_index).sum()
+            scale = 1.0 / count.float() if reduction == "mean" else h2.new_ones((), dtype=torch.float32)
+            loss, lse, dh, dw, db = _forward(h2, weight, bias, target, scale, ignore_index, smoothing, softcap,
+                                             z_loss, *grads, chunk)
+            loss = loss.sum() / count if reduction == "mean" else loss.sum()
+            ctx.save_for_backward(dh, dw, db)
+        ctx.config = config
+        ctx.scaled = False
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.mark_non_differentiable(lse)
+        return loss, lse
+
+    @staticmethod
+    def backward(ctx, dloss, dlse):
+        ignore_index, smoothing, softcap, z_loss, reduction, chunk = ctx.config
+        grad_hidden, grad_weight, grad_bias = ctx.needs_input_grad[:3]
+        if reduction == "none":
+            h2, weight, bias, target, lse = ctx.saved_tensors
+            dh, dw, db = _backward(dloss.float().contiguous(), h2, weight, bias, target, lse, ignore_index,
+                                   smoothing, softcap, z_loss, grad_hidden, grad_weight, grad_bias, chunk)
+        else:
+            if ctx.scaled:
+                raise RuntimeError("linear_cross_entropy: a second backward through the same graph (retain_graph) is "
+                                   "not supported with reduction='mean' or 'sum': the forward made the gradients "
+                                   "and the first backward scaled them in place")
+            ctx.scaled = True
+            dh, dw, db = ctx.saved_tensors
+            # NOTE: scaled in place: a second weight-sized gradient would double the op's memory.
+            _scale(dh, dw, db, dloss.float())
+        return (dh if grad_hidden else None, dw if grad_weight else None,
+                db.to(ctx.bias_dtype) if grad_bias else None, None, None)
+
+
+# ----------------------------------------------------------------------------------------
+# Public functional
+# ----------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk):
+    if not isinstance(hidden, Tensor) or hidden.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"hidden: expected a float32, float16 or bfloat16 tensor, got "
+                        f"{hidden.dtype if isinstance(hidden, Tensor) else type(hidden).__name__}")
+    if hidden.dim() < 1:
+        raise ValueError("hidden: expected at least one dimension (the model's width), got a scalar")
+    d = hidden.shape[-1]
+    if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.shape[1] != d:
+        got = tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__
+        raise ValueError(f"weight: expected shape (vocab, {d}) (hidden's last dimension), got {got}")
+    if weight.dtype != hidden.dtype or weight.device != hidden.device:
+        raise TypeError(f"weight: expected {hidden.dtype} on {hidden.device} like hidden, got {weight.dtype} on "
+                        f"{weight.device}")
+    if not isinstance(target, Tensor) or target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise TypeError(f"target: expected an integer tensor of class indices, got "
+                        f"{target.dtype if isinstance(target, Tensor) else type(target).__name__}")
+    if tuple(target.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError(f"target: expected shape {tuple(hidden.shape[:-1])} (hidden's without its last "
+                         f"dimension), got {tuple(target.shape)}")
+    if target.device != hidden.device:
+        raise ValueError(f"target: expected a tensor on {hidden.device} like hidden, got {target.device}")
+    if bias is not None:
+        if not isinstance(bias, Tensor) or tuple(bias.shape) != (weight.shape[0],):
+            got = tuple(bias.shape) if isinstance(bias, Tensor) else type(bias).__name__
+            raise ValueError(f"bias: expected shape ({weight.shape[0]},) (weight's rows) or None, got {got}")
+        if bias.dtype != hidden.dtype or bias.device != hidden.device:
+            raise TypeError(f"bias: expected {hidden.dtype} on {hidden.device} like hidden, got {bias.dtype} on "
+                            f"{bias.device}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(f"ignore_index: expected an int, got {ignore_index!r}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing: expected a number in [0, 1], got {label_smoothing!r}")
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, numbers.Real)
+                                or not 0 < softcap < float("inf")):
+        raise ValueError(f"softcap: expected a positive finite number or None, got {softcap!r}")
+    if isinstance(z_loss, bool) or not isinstance(z_loss, numbers.Real) or not 0.0 <= z_loss < float("inf"):
+        raise ValueError(f"z_loss: expected a finite number >= 0, got {z_loss!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction: expected one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1):
+        raise ValueError(f"chunk_size: expected a positive int or None, got {chunk!r}")
+
+
+def linear_cross_entropy(
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    bias: Optional[Tensor] = None,
+    *,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    softcap: Optional[float] = None,
+    z_loss: float = 0.0,
+    reduction: str = "mean",
+    return_lse: bool = False,
+    chunk_size: Optional[int] = None,
+):
+    """``cross_entropy(hidden @ weight.T + bias, target)`` without keeping the logits.
+
+    ``hidden``: (..., d); ``weight``: (vocab, d), the LM head (hidden's dtype); ``target``: hidden's shape
+    without its last dimension, integer classes, ``ignore_index`` for tokens without a loss; ``bias``:
+    (vocab,) or None. ``softcap``: logits capped as ``softcap * tanh(logits / softcap)`` first (Gemma-2);
+    ``label_smoothing`` as in ``F.cross_entropy``; ``z_loss``: adds ``z_loss * logsumexp(logits)^2`` to each
+    token's loss. ``reduction``: "mean" (over tokens not ignored; NaN when there are none, as PyTorch),
+    "sum", or "none" (hidden's leading shape). Returns the loss, or ``(loss, lse)`` with ``return_lse``
+    (the fp32 log-sum-exp of each token's logits; not differentiable).
+
+    The logits are made ``chunk_size`` tokens at a time (None: as many as fit in a quarter of the inputs'
+    memory, at least 64 MiB: see ``default_chunk_size``); larger chunks run faster and keep more memory
+    (chunks of 256 tokens hold what Liger-Kernel's fused loss holds). An out-of-range target gives a NaN
+    loss (a ValueError for CPU tensors, eagerly) rather than a wrong number.
+    """
+    _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk_size)
+    if not hidden.is_cuda and not torch.compiler.is_compiling():
+        _check_target_range(target, weight.shape[0], ignore_index)
+    if not use_triton(hidden):
+        return linear_cross_entropy_ref(hidden, weight, target, bias, ignore_index=ignore_index,
+                                        label_smoothing=label_smoothing, softcap=softcap, z_loss=z_loss,
+                                        reduction=reduction, return_lse=return_lse)
+    d, vocab = hidden.shape[-1], weight.shape[0]
+    h2 = hidden.reshape(-1, d)
+    if h2.stride(-1) != 1 or (h2.shape[0] > 1 and h2.stride(0) != d):
+        h2 = h2.contiguous()
+    t = target.reshape(-1)
+    chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(h2.shape[0], d, vocab, h2.element_size())
+    config = (int(ignore_index), float(label_smoothing), None if softcap is None else float(softcap), float(z_loss),
+              reduction, chunk)
+    loss, lse = _LinearCrossEntropyFunction.apply(h2, weight, bias, t, config)
+    lead = hidden.shape[:-1]
+    if reduction == "none":
+        loss = loss.view(lead)
+    return (loss, lse.view(lead)) if return_lse else loss
+
+
+
+def _check_target_range(target: Tensor, vocab: int, ignore_index: int) -> None:
+    """Targets of CPU tensors are checked here, eagerly (on CUDA the check would wait for the GPU, and under
+    torch.compile it would depend on the data: there the kernel gives NaN for a bad one instead)."""
+    if target.numel() == 0:
+        return
+    bad = (target != ignore_index) & ((target < 0) | (target >= vocab))
+    if bool(bad.any()):
+        value = int(target[bad].flatten()[0])
+        raise ValueError(f"target: expected class indices in [0, {vocab}) or ignore_index={ignore_index}, "
+                         f"got {value}")
+
+
+# ----------------------------------------------------------------------------------------
+# Reference (pure PyTorch): the oracle of the tests, the CPU fallback, the benchmark baseline
+# ----------------------------------------------------------------------------------------
+
+
+def linear_cross_entropy_ref(hidden, weight, target, bias=None, *, ignore_index=-100, label_smoothing=0.0,
+                             softcap=None, z_loss=0.0, reduction="mean", return_lse=False):
+    """Pure-PyTorch :func:`linear_cross_entropy`: the logits made whole, in hidden's dtype as a plain
+    ``F.linear`` makes them, then ``F.cross_entropy`` in fp32 (fp64 for fp64 inputs)."""
+    compute = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+    logits = F.linear(hidden, weight, bias).to(compute)  # (..., V)
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    vocab = logits.shape[-1]
+    z, t = logits.reshape(-1, vocab), target.reshape(-1)
+    loss = F.cross_entropy(z, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none")
+    lse = torch.logsumexp(z, dim=-1)
+    valid = t != ignore_index
+    if z_loss:
+        loss = loss + torch.where(valid, z_loss * lse * lse, torch.zeros_like(lse))
+    if reduction == "mean":
+        loss = loss.sum() / valid.sum()
+    elif reduction == "sum":
+        loss = loss.sum()
+    else:
+        loss = loss.view(target.shape)
+    lse = lse.view(target.shape).detach().float()
+    return (loss, lse) if return_lse else loss

@@ -1,0 +1,232 @@
+"""``blockfuse.linear_cross_entropy``: the LM head and its cross-entropy without the logits, against
+``F.cross_entropy`` on materialized float64 logits, and against PyTorch's own result in the low dtype
+(logits made by ``F.linear`` in that dtype, the loss in fp32, as Hugging Face computes it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import blockfuse
+from blockfuse.ops import cross_entropy
+from tests.helpers import as_layout, assert_all_close_to_reference, random_tensor, relative_error
+
+VOCAB = 203  # odd: the row kernel's last block of columns is partly masked
+WIDTH = 40
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def make_inputs(lead, dtype, device, *, vocab=VOCAB, width=WIDTH, bias=False, seed=0, ignored=0.1):
+    """hidden (*lead, width), weight (vocab, width) scaled so the logits are a few units, target with
+    about ``ignored`` of its entries -100, bias or None."""
+    hidden = random_tensor((*lead, width), dtype, device, seed=seed)
+    weight = random_tensor((vocab, width), dtype, device, seed=seed + 1, scale=2.0 / width**0.5)
+    b = random_tensor((vocab,), dtype, device, seed=seed + 2, scale=0.5) if bias else None
+    generator = torch.Generator().manual_seed(seed + 3)
+    target = torch.randint(0, vocab, lead, generator=generator)
+    target[torch.rand(lead, generator=generator) < ignored] = -100
+    return hidden, weight, target.to(device), b
+
+
+def run(fn, hidden, weight, target, bias, grad_seed=9, **kwargs):
+    """(loss, d hidden, d weight, d bias) of ``fn`` on fresh leaves of the inputs (in their dtype)."""
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (hidden, weight, bias)]
+    h, w, b = leaves
+    loss = fn(h, w, target, b, **kwargs)
+    grad = random_tensor(loss.shape, torch.float32, loss.device, seed=grad_seed) if loss.dim() else None
+    wanted = [t for t in leaves if t is not None]
+    grads = torch.autograd.grad(loss, wanted, grad)
+    grads = iter(grads)
+    return [loss.detach()] + [next(grads) if t is not None else None for t in leaves]
+
+
+def check_against_reference(hidden, weight, target, bias, **kwargs):
+    ours = run(blockfuse.linear_cross_entropy, hidden, weight, target, bias, **kwargs)
+    kwargs.pop("chunk_size", None)
+    baseline = run(blockfuse.linear_cross_entropy_ref, hidden, weight, target, bias, **kwargs)
+    oracle = run(blockfuse.linear_cross_entropy_ref, *(t.double() if t is not None else None
+                                                        for t in (hidden, weight)), target,
+                 None if bias is None else bias.double(), **kwargs)
+    names = ["loss", "d hidden", "d weight", "d bias"]
+    # The loss is fp32 (ours and PyTorch's); the gradients are in the inputs' dtype.
+    assert_all_close_to_reference([ours[0]], [baseline[0]], [oracle[0].float()], names[:1],
+                                  rounded_through=hidden.dtype)
+    assert_all_close_to_reference(ours[1:], baseline[1:], oracle[1:], names[1:])
+
+
+FORMS = {
+    "plain": {},
+    "bias": {"bias": True},
+    "smoothing": {"label_smoothing": 0.1},
+    "softcap": {"softcap": 3.0},
+    "z_loss": {"z_loss": 1e-3},
+    "sum": {"reduction": "sum"},
+    "none": {"reduction": "none"},
+    "everything": {"bias": True, "label_smoothing": 0.2, "softcap": 5.0, "z_loss": 1e-2},
+}
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matches_float64_logits(form, dtype, device):
+    options = dict(FORMS[form])
+    hidden, weight, target, bias = make_inputs((3, 41), dtype, device, bias=options.pop("bias", False))
+    # 123 tokens in chunks of 16: eight chunks, the last one partial, the weight gradient summed over them
+    check_against_reference(hidden, weight, target, bias, chunk_size=16, **options)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("vocab,width,tokens", [(1, 8, 5), (7, 72, 199), (1000, 24, 3), (4099, 16, 19)])
+def test_odd_sizes(vocab, width, tokens, device):
+    """A vocabulary of one class, one under a block of columns, one over several blocks of columns."""
+    hidden, weight, target, bias = make_inputs((tokens,), torch.float32, device, vocab=vocab, width=width,
+                                               bias=True, ignored=0.0)
+    check_against_reference(hidden, weight, target, bias, chunk_size=64)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_non_contiguous_hidden(layout, device):
+    hidden, weight, target, _ = make_inputs((4, 9), torch.float32, device)
+    check_against_reference(as_layout(hidden, layout), weight, target, None, chunk_size=8)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_chunk_with_every_target_ignored(device):
+    hidden, weight, target, _ = make_inputs((40,), torch.float32, device)
+    target[:16] = -100  # the whole first chunk
+    check_against_reference(hidden, weight, target, None, chunk_size=16)
+    ours = run(blockfuse.linear_cross_entropy, hidden, weight, target, None, chunk_size=16, reduction="none")
+    assert torch.equal(ours[0][:16], torch.zeros(16, device=device))
+    assert torch.equal(ours[1][:16], torch.zeros_like(ours[1][:16]))  # no gradient from an ignored token
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_every_target_ignored(device):
+    """Mean over no token is NaN, as PyTorch's; the gradients are zero (nothing contributes); sum is 0."""
+    hidden, weight, target, _ = make_inputs((6,), torch.float32, device)
+    target.fill_(-100)
+    loss, dh, dw, _ = run(blockfuse.linear_cross_entropy, hidden, weight, target, None)
+    assert torch.isnan(loss) and torch.isnan(F.cross_entropy(F.linear(hidden, weight), target))
+    assert torch.equal(dh, torch.zeros_like(dh)) and torch.equal(dw, torch.zeros_like(dw))
+    loss, dh, _, _ = run(blockfuse.linear_cross_entropy, hidden, weight, target, None, reduction="sum")
+    assert loss.item() == 0.0 and torch.equal(dh, torch.zeros_like(dh))
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_custom_ignore_index_and_int32_targets(device):
+    hidden, weight, target, _ = make_inputs((21,), torch.float32, device, ignored=0.0)
+    target[::4] = 7  # class 7 ignored
+    ours = run(blockfuse.linear_cross_entropy, hidden, weight, target.int(), None, ignore_index=7)
+    expected = run(blockfuse.linear_cross_entropy_ref, hidden.double(), weight.double(), target, None, ignore_index=7)
+    for a, b in zip(ours[:3], expected[:3]):
+        assert relative_error(a, b) < 1e-5
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_return_lse_is_the_logits_logsumexp(device):
+    hidden, weight, target, bias = make_inputs((2, 7), torch.float32, device, bias=True)
+    loss, lse = blockfuse.linear_cross_entropy(hidden, weight, target, bias, softcap=4.0, return_lse=True,
+                                               chunk_size=5)
+    logits = F.linear(hidden.double(), weight.double(), bias.double())
+    expected = torch.logsumexp(4.0 * torch.tanh(logits / 4.0), dim=-1)
+    assert lse.shape == (2, 7) and lse.dtype == torch.float32 and not lse.requires_grad
+    assert relative_error(lse, expected) < 1e-6
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_only_the_gradients_asked_for(device):
+    """A frozen head (LoRA, say) gets no weight gradient; frozen hidden states get none either."""
+    hidden, weight, target, _ = make_inputs((30,), torch.float32, device)
+    h = hidden.clone().requires_grad_()
+    loss = blockfuse.linear_cross_entropy(h, weight, target, chunk_size=8)
+    (dh,) = torch.autograd.grad(loss, [h])
+    w = weight.clone().requires_grad_()
+    loss = blockfuse.linear_cross_entropy(hidden, w, target, chunk_size=8)
+    (dw,) = torch.autograd.grad(loss, [w])
+    expected = run(blockfuse.linear_cross_entropy_ref, hidden.double(), weight.double(), target, None)
+    assert relative_error(dh, expected[1]) < 1e-5 and relative_error(dw, expected[2]) < 1e-5
+    with torch.no_grad():
+        loss = blockfuse.linear_cross_entropy(hidden, weight, target, chunk_size=8)
+    assert relative_error(loss, expected[0]) < 1e-6
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_upstream_gradient_scales_the_gradients(device):
+    """The gradients made in the forward are scaled by the loss's incoming gradient (here 3)."""
+    hidden, weight, target, _ = make_inputs((30,), torch.float32, device)
+    h = hidden.clone().requires_grad_()
+    (dh,) = torch.autograd.grad(3.0 * blockfuse.linear_cross_entropy(h, weight, target), [h])
+    h64 = hidden.double().requires_grad_()
+    (expected,) = torch.autograd.grad(3.0 * blockfuse.linear_cross_entropy_ref(h64, weight.double(), target), [h64])
+    assert relative_error(dh, expected) < 1e-5
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_second_backward_through_the_graph_is_refused(device):
+    hidden, weight, target, _ = make_inputs((10,), torch.float32, device)
+    h = hidden.clone().requires_grad_()
+    loss = blockfuse.linear_cross_entropy(h, weight, target)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second backward"):
+        loss.backward()
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(backend, reduction, device):
+    """One graph, no graph break, the same loss and gradients as eager (the chunk loop is one opaque op)."""
+    from torch._dynamo.utils import counters
+
+    hidden, weight, target, bias = make_inputs((2, 11), torch.float32, device, bias=True)
+
+    def loss_of(h, w, t, b, **kwargs):
+        return blockfuse.linear_cross_entropy(h, w, t, b, reduction=reduction, chunk_size=8, label_smoothing=0.1)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = run(torch.compile(loss_of, backend=backend, fullgraph=True), hidden, weight, target, bias)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    eager = run(loss_of, hidden, weight, target, bias)
+    for name, a, b in zip(["loss", "d hidden", "d weight", "d bias"], compiled, eager):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
+    torch._dynamo.reset()
+
+
+def test_default_chunk_size_rule():
+    # the chunk's logits within a quarter of the inputs (hidden and weight), at least 64 MiB, whole GEMM tiles
+    assert cross_entropy.default_chunk_size(8192, 4096, 128256, 2) == 1024  # 250 of 1088 MiB
+    assert cross_entropy.default_chunk_size(16384, 2048, 32000, 2) == 1024  # 64 MiB (a quarter is 47)
+    assert cross_entropy.default_chunk_size(4096, 4096, 262144, 2) == 1024  # 512 of 2080 MiB
+    assert cross_entropy.default_chunk_size(8192, 256, 2000000, 2) == 128  # never under a GEMM tile of rows
+    assert cross_entropy.default_chunk_size(50, 4096, 32000, 2) == 50  # no more than the tokens
+
+
+BAD = [
+    (dict(target=torch.tensor([0, 1, 203, 2])), ValueError, r"target: expected class indices in \[0, 203\)"),
+    (dict(target=torch.tensor([0, -5, 1, 2])), ValueError, "target: expected class indices"),
+    (dict(target=torch.zeros(3, dtype=torch.long)), ValueError, r"target: expected shape \(4,\)"),
+    (dict(target=torch.zeros(4)), TypeError, "target: expected an integer tensor"),
+    (dict(weight=torch.randn(203, 41)), ValueError, r"weight: expected shape \(vocab, 40\)"),
+    (dict(weight=torch.randn(203, 40, dtype=torch.float64)), TypeError, "weight: expected torch.float32"),
+    (dict(bias=torch.randn(202)), ValueError, r"bias: expected shape \(203,\)"),
+    (dict(reduction="avg"), ValueError, "reduction: expected one of"),
+    (dict(label_smoothing=1.5), ValueError, "label_smoothing"),
+    (dict(softcap=0.0), ValueError, "softcap: expected a positive finite number"),
+    (dict(z_loss=-1.0), ValueError, "z_loss"),
+    (dict(chunk_size=0), ValueError, "chunk_size: expected a positive int"),
+    (dict(ignore_index=1.5), TypeError, "ignore_index: expected an int"),
+]
+
+
+@pytest.mark.parametrize("change,error,match", BAD, ids=[m.split(":")[0] + str(i) for i, (_, _, m) in enumerate(BAD)])
+def test_bad_arguments_are_named(change, error, match):
+    arguments = dict(hidden=torch.randn(4, 40), weight=torch.randn(203, 40), target=torch.tensor([0, 1, -100, 202]),
+                     bias=None)
+    arguments.update(change)
+    positional = [arguments.pop(name) for name in ("hidden", "weight", "target", "bias")]
+    with pytest.raises(error, match=match):
+        blockfuse.linear_cross_entropy(*positional, **arguments)
