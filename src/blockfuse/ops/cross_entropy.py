@@ -77,20 +77,28 @@ def _tanh(x):
 @triton.jit
 def _cross_entropy_rows_kernel(
     Z,  # (rows, V) one chunk's logits (GEMM output, hidden's dtype); their gradient overwrites them (WRITE_GRAD)
-    TARGET,  # (rows,) integer target classes
-    LOSS,  # (rows,) fp32 per-row loss (written when WRITE_LOSS)
+    TARGET,  # (rows,) integer target classes (of the whole vocabulary)
+    LOSS,  # (rows,) fp32 per-row loss, or its terms linear in the logits when PARTIAL (written when WRITE_LOSS)
     LSE,  # (rows,) fp32 log-sum-exp of the (capped) logits: written, or read when LSE_GIVEN
     SCALE,  # fp32 gradient scale: one value (1 / count for "mean"), or (rows,) upstream gradients (SCALE_PER_ROW)
-    stride_z, V, ignore_index, smoothing, softcap, z_loss,
+    stride_z, V, vocab_start, vocab_total, ignore_index, smoothing, softcap, z_loss,
     HAS_SOFTCAP: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     HAS_Z_LOSS: tl.constexpr,
     LSE_GIVEN: tl.constexpr,
     WRITE_LOSS: tl.constexpr,
+    PARTIAL: tl.constexpr,
     WRITE_GRAD: tl.constexpr,
     SCALE_PER_ROW: tl.constexpr,
     BLOCK_V: tl.constexpr,
 ):
+    """One row of logits per program. Z holds the classes [vocab_start, vocab_start + V) of a vocabulary of
+    vocab_total (all of it unless the vocabulary is sharded across devices).
+
+    loss = lse + z_loss lse^2 + A, with A = -(1 - e) c[target] - e sum(c) / vocab_total the terms linear in
+    the logits. PARTIAL (a shard): LOSS gets this shard's share of A (c[target] only where the target is
+    in the shard) and LSE this shard's log-sum-exp; the caller combines the shards'. Otherwise LOSS gets the
+    whole loss."""
     # NOTE: Inductor may pass float scalars as fp64: every one is cast to fp32 first.
     smoothing = tl.cast(smoothing, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
@@ -101,8 +109,10 @@ def _cross_entropy_rows_kernel(
     target = tl.load(TARGET + row).to(tl.int64)
     ignored = target == ignore_index
     # An out-of-range target (not the ignore index) gives a NaN loss and gradient, never a wrong number.
-    bad = ((target < 0) | (target >= V)) & ~ignored
-    safe_target = tl.where(ignored | bad, 0, target)
+    bad = ((target < 0) | (target >= vocab_total)) & ~ignored
+    local = target - vocab_start  # the target's column in this block of classes
+    here = (local >= 0) & (local < V) & ~ignored & ~bad
+    safe_local = tl.where(here, local, 0)
 
     if LSE_GIVEN:
         lse = tl.load(LSE + row)
@@ -129,14 +139,18 @@ def _cross_entropy_rows_kernel(
         total = tl.sum(sums, axis=0)
 
     if WRITE_LOSS:
-        c_target = tl.load(z_row + safe_target).to(tl.float32)
+        c_target = tl.load(z_row + safe_local).to(tl.float32)
         if HAS_SOFTCAP:
             c_target = softcap * _tanh(c_target / softcap)
-        loss = lse - c_target
+        linear = -tl.where(here, c_target, 0.0)
         if HAS_SMOOTHING:
-            loss = (1.0 - smoothing) * loss + smoothing * (lse - total / V)
-        if HAS_Z_LOSS:
-            loss += z_loss * lse * lse
+            linear = (1.0 - smoothing) * linear - smoothing * total / vocab_total
+        if PARTIAL:
+            loss = linear
+        else:
+            loss = lse + linear
+            if HAS_Z_LOSS:
+                loss += z_loss * lse * lse
         loss = tl.where(ignored, 0.0, loss)
         loss = tl.where(bad, float("nan"), loss)
         tl.store(LOSS + row, loss)
@@ -153,15 +167,15 @@ def _cross_entropy_rows_kernel(
         softmax_scale = scale
         if HAS_Z_LOSS:
             softmax_scale = scale * (1.0 + 2.0 * z_loss * lse)
-        hit = scale * (1.0 - smoothing)
-        spread = scale * smoothing / V
+        hit = tl.where(here, scale * (1.0 - smoothing), 0.0)
+        spread = scale * smoothing / vocab_total
         for v0 in range(0, V, BLOCK_V):
             mask = v0 + cols < V
             c = tl.load(z_row + v0 + cols, mask=mask, other=0.0).to(tl.float32)
             if HAS_SOFTCAP:
                 th = _tanh(c / softcap)
                 c = softcap * th
-            g = tl.exp(c - lse) * softmax_scale - tl.where(v0 + cols == safe_target, hit, 0.0)
+            g = tl.exp(c - lse) * softmax_scale - tl.where(v0 + cols == safe_local, hit, 0.0)
             if HAS_SMOOTHING:
                 g -= spread
             if HAS_SOFTCAP:
@@ -187,25 +201,29 @@ def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> in
     return max(1, min(tokens, rows))
 
 
-def _launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, scale: Optional[Tensor],
+def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, scale: Optional[Tensor],
                  ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, *,
-                 lse_given: bool, write_grad: bool, scale_per_row: bool) -> None:
+                 lse_given: bool, write_grad: bool, scale_per_row: bool, shard: Optional[tuple[int, int]] = None,
+                 partial: bool = False) -> None:
+    """``shard``: (first class, classes of the whole vocabulary) when ``z`` holds a block of the vocabulary."""
     rows, vocab = z.shape
     if rows == 0:
         return
+    vocab_start, vocab_total = shard if shard is not None else (0, vocab)
     block_v = min(next_power_of_2(vocab), MAX_BLOCK_V)
     _rows_kernel(
         (rows,),
         z, target, loss, lse, scale,
-        z.stride(0), vocab, ignore_index, smoothing, 1.0 if softcap is None else softcap, z_loss,
+        z.stride(0), vocab, vocab_start, vocab_total, ignore_index, smoothing, 1.0 if softcap is None else softcap,
+        z_loss,
         HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=smoothing > 0, HAS_Z_LOSS=z_loss > 0,
-        LSE_GIVEN=lse_given, WRITE_LOSS=loss is not None, WRITE_GRAD=write_grad, SCALE_PER_ROW=scale_per_row,
-        BLOCK_V=block_v,
+        LSE_GIVEN=lse_given, WRITE_LOSS=loss is not None, PARTIAL=partial, WRITE_GRAD=write_grad,
+        SCALE_PER_ROW=scale_per_row, BLOCK_V=block_v,
         num_warps=8 if block_v >= 2048 else 4,
     )
 
 
-def _logits_into(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], out: Tensor) -> Tensor:
+def logits_into(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], out: Tensor) -> Tensor:
     """``out = h_rows @ weight.T + bias`` (one cuBLAS GEMM, the bias in its epilogue)."""
     if bias is None:
         return torch.mm(h_rows, weight.t(), out=out)
@@ -226,7 +244,7 @@ def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, 
             dw.zero_()
         return dh, dw, db
     z_buffer = h2.new_empty((min(chunk, tokens), vocab))  # (chunk, V): reused by every chunk
-    with _full_precision_reductions():
+    with full_precision_reductions():
         _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh, dw, db, lse_given=lse_given,
                     scale_per_row=scale_per_row, write_grad=write_grad, chunk=chunk)
     return dh, dw, db
@@ -236,7 +254,7 @@ _REDUCED_PRECISION_FLAGS = ("allow_bf16_reduced_precision_reduction", "allow_fp1
 
 
 @contextlib.contextmanager
-def _full_precision_reductions():
+def full_precision_reductions():
     """cuBLAS sums split-K partials in fp32 inside this block.
 
     NOTE: PyTorch lets cuBLAS reduce a bf16 / fp16 GEMM's split-K partials in that dtype by default. A
@@ -263,8 +281,8 @@ def _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh
         rows = slice(start, min(start + chunk, tokens))
         h_rows = h2[rows]
         z = z_buffer[: h_rows.shape[0]]
-        _logits_into(h_rows, weight, bias, z)
-        _launch_rows(z, target[rows], None if loss is None else loss[rows], lse[rows],
+        logits_into(h_rows, weight, bias, z)
+        launch_rows(z, target[rows], None if loss is None else loss[rows], lse[rows],
                      None if scale is None else (scale[rows] if scale_per_row else scale),
                      ignore_index, smoothing, softcap, z_loss,
                      lse_given=lse_given, write_grad=write_grad, scale_per_row=scale_per_row)
@@ -338,7 +356,7 @@ def _scale_fake(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
 
 
 @launcher_op("linear_cross_entropy_scale_", mutates_args=("dh", "dw", "db"), fake=_scale_fake)
-def _scale(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
+def scale_gradients(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
     """Multiplies the gradients the forward made (empty ones stay empty) by the loss's upstream gradient
     ``g`` (0-d), in place.
 
@@ -397,7 +415,7 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
             ctx.scaled = True
             dh, dw, db = ctx.saved_tensors
             # NOTE: scaled in place: a second weight-sized gradient would double the op's memory.
-            _scale(dh, dw, db, dloss.float())
+            scale_gradients(dh, dw, db, dloss.float())
         return (dh if grad_hidden else None, dw if grad_weight else None,
                 db.to(ctx.bias_dtype) if grad_bias else None, None, None)
 
@@ -483,8 +501,12 @@ def linear_cross_entropy(
     loss (a ValueError for CPU tensors, eagerly) rather than a wrong number.
     """
     _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk_size)
-    if not hidden.is_cuda and not torch.compiler.is_compiling():
+    sharded = is_dtensor(weight) or is_dtensor(hidden)
+    if not hidden.is_cuda and not torch.compiler.is_compiling() and not sharded:
         _check_target_range(target, weight.shape[0], ignore_index)
+    if sharded:
+        return _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss,
+                               reduction, return_lse, chunk_size)
     if not use_triton(hidden):
         return linear_cross_entropy_ref(hidden, weight, target, bias, ignore_index=ignore_index,
                                         label_smoothing=label_smoothing, softcap=softcap, z_loss=z_loss,
@@ -503,6 +525,30 @@ def linear_cross_entropy(
         loss = loss.view(lead)
     return (loss, lse.view(lead)) if return_lse else loss
 
+
+
+def is_dtensor(t) -> bool:
+    return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "device_mesh")
+
+
+def _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction,
+                    return_lse, chunk_size):
+    """The LM head sharded on the vocabulary (a DTensor weight): ops/cross_entropy_parallel.py."""
+    from blockfuse.ops.cross_entropy_parallel import vocab_parallel_linear_cross_entropy
+
+    if not is_dtensor(weight):
+        raise ValueError("weight: hidden is a DTensor but weight is not; pass the LM head's weight as a DTensor "
+                         "sharded on the vocabulary (Shard(0)), or plain tensors")
+    local = weight.to_local()
+    if not use_triton(local):
+        raise ValueError("weight: the vocabulary-parallel loss runs blockfuse's kernels: CUDA tensors, or CPU tensors "
+                         "with TRITON_INTERPRET=1 set before Python starts")
+    tokens = hidden.numel() // max(1, hidden.shape[-1])
+    chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(
+        tokens, hidden.shape[-1], local.shape[0], local.element_size())
+    config = (int(ignore_index), float(label_smoothing), None if softcap is None else float(softcap), float(z_loss),
+              reduction, chunk)
+    return vocab_parallel_linear_cross_entropy(hidden, weight, target, bias, config, return_lse)
 
 
 def _check_target_range(target: Tensor, vocab: int, ignore_index: int) -> None:

@@ -54,6 +54,8 @@ def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_it
     """transformers' ``ForCausalLMLoss(lm_head(hidden), labels, ...)`` without making the logits
     (capped as ``softcap * tanh(logits / softcap)`` first when ``softcap`` is given).
 
+    The LM head is called as a module (its hooks run) when it has hooks or FSDP2 manages it.
+
     ``hidden``: (batch, seq, d); ``labels``: (batch, seq), shifted here by one position, with
     ``ignore_index`` for the last one, unless ``shift_labels`` (batch, seq) is given already shifted.
     Returns the fp32 mean over the tokens that are not ignored, or the sum divided by
@@ -66,13 +68,45 @@ def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_it
     # Trainer counts the labelled tokens of the whole step (every gradient-accumulation micro-batch,
     # every device), so each micro-batch's loss is its share of the step's mean.
     reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), lm_head.weight, target, lm_head.bias,
-                                ignore_index=ignore_index, softcap=softcap, reduction=reduction)
+    options = dict(ignore_index=ignore_index, softcap=softcap, reduction=reduction)
+    hidden2 = hidden.reshape(-1, hidden.shape[-1])
+    if is_fsdp(lm_head) or has_hooks(lm_head):
+        loss = _as_forward_of(lm_head, _fused_head_loss, hidden2, target, options)
+    else:
+        loss = _fused_head_loss(lm_head, hidden2, target, options)
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
         loss = loss / num_items_in_batch
     return loss
+
+
+def _fused_head_loss(head: nn.Linear, hidden: Tensor, target: Tensor, options: dict) -> Tensor:
+    return linear_cross_entropy(hidden, head.weight, target, head.bias, **options)
+
+
+def _as_forward_of(module: nn.Module, function: Callable, *args):
+    """``function(module, *args)`` called as ``module``'s forward, so that the hooks on ``module`` run around
+    it as around its own forward.
+
+    NOTE: FSDP2 (``fully_shard`` on the LM head) gathers the sharded weight in the head's forward pre-hook and
+    reduce-scatters its gradient after the backward from hooks that the head's call installs; reading
+    ``lm_head.weight`` outside that call would give the local shard, and the gradient would never be
+    reduced."""
+    module.forward = types.MethodType(function, module)  # an instance attribute: this call only
+    try:
+        return module(*args)
+    finally:
+        del module.forward
+
+
+def is_fsdp(module: nn.Module) -> bool:
+    """True for a module that PyTorch's FSDP2 (``fully_shard``) manages."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a build without distributed
+        return False
+    return isinstance(module, FSDPModule)
 
 
 def _slice_logits_to_keep(hidden: Tensor, logits_to_keep: int | Tensor) -> Tensor:
@@ -159,7 +193,9 @@ def check_loss_module(model: nn.Module) -> None:
     """Raises CannotPatch for a causal LM whose loss blockfuse's forward would not reproduce: an LM head
     that is not a plain Linear layer, or another loss_function than transformers' ForCausalLMLoss."""
     head = getattr(model, "lm_head", None)
-    if type(head) is not nn.Linear or has_hooks(head) or "forward" in vars(head):
+    plain = type(head) is nn.Linear and not has_hooks(head)
+    sharded = isinstance(head, nn.Linear) and is_fsdp(head)  # FSDP2: its hooks run around the fused loss
+    if not (plain or sharded) or "forward" in vars(head):
         raise CannotPatch("lm_head is not a plain Linear layer (LoRA, quantized, hooks, an accelerate hook): "
                           "left as is")
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
