@@ -89,8 +89,10 @@ def add_bench_parser(subparsers) -> None:
                "hf-siglip2: a Hugging Face SigLIP-2 vision model" if model else ""),
             description=f"Time {text} with every provider (same weights); write {kind}-NAME.json, .csv, .md, .png."
             + (" NAME hf-llama: a Hugging Face LlamaModel training step (HF eager, torch.compile, Liger-Kernel and "
-               "blockfuse.patch, each also compiled) and, with --modes prefill,decode, LlamaForCausalLM's greedy "
-               "generation (each also with a static KV cache under torch.compile); NAME hf-siglip2: a Hugging Face "
+               "blockfuse.patch, each also compiled); with --modes loss, LlamaForCausalLM's training step with the LM "
+               "head and loss (vocab 128256; Liger with its fused linear cross-entropy, blockfuse.patch with "
+               "loss=True); with --modes prefill,decode, LlamaForCausalLM's greedy generation (each also with a "
+               "static KV cache under torch.compile); NAME hf-siglip2: a Hugging Face "
                "Siglip2VisionModel as built and patched, each also compiled; without CUDA tiny models."
                if model else ""),
         )
@@ -450,12 +452,13 @@ def run_hf_llama(args: argparse.Namespace) -> int:
     idle = [p for p in providers if not set(hf_llama.modes_of(p)) & set(modes)]
     if idle:
         raise UsageError(f"hf-llama: --providers {','.join(idle)} run none of --modes {','.join(modes)} "
-                         "(*-compile: fwd,fwdbwd; *-static-compile: prefill,decode)")
+                         "(*-compile: fwd,fwdbwd,loss; *-static-compile: prefill,decode)")
     settings = hf_llama.Settings(shape=shape, dtype=args.dtype, providers=providers, modes=modes, device=device,
                                  quick=args.quick, tiny=tiny)
     return _run_hf_model(args, hf_llama, settings,
                          f"the tiny Llama config ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} / "
                          f"{shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, {shape.seq}); "
+                         f"with the LM head and loss: vocab {shape.loss_vocab}; "
                          f"generation: prompt {shape.prompt}, {shape.new_tokens} new tokens), not the "
                          f"{hf_llama.FULL.layers}-layer hidden-{hf_llama.FULL.hidden} one")
 

@@ -1,7 +1,7 @@
 """What the Hugging Face model benchmarks (``blockfuse bench model hf-llama`` and ``hf-siglip2``) share:
-timing a call, the training step and its fp32 oracle, the errors against it, running each provider
-with its failure reported rather than raised, speed-ups, the issue's target checks, and writing the
-records as JSON, CSV, Markdown and a PNG.
+timing a call, the training steps (a loss of the last hidden state, or a causal LM's own loss) and their
+fp32 oracles, the errors against them, running each provider with its failure reported rather than raised,
+speed-ups, the issue's target checks, and writing the records as JSON, CSV, Markdown and a PNG.
 
 A record is one provider in one mode: ``provider``, ``mode``, ``ms`` / ``p20`` / ``p80`` (the
 median and percentiles of the mode's own time: a call, a step, a prefill, a decoded token), and
@@ -99,6 +99,25 @@ def fp32_reference(base: torch.nn.Module, inputs: dict, loss: Callable = mean_sq
     return {"hidden": hidden, "grads": {name: p.grad for name, p in parameters.items()}}
 
 
+def causal_lm_step(run: Callable, inputs: dict, parameters) -> tuple[torch.Tensor, bool]:
+    """Forward with ``labels`` among ``inputs`` (the model's own loss over the vocabulary), backward of that
+    loss (grads set to None first, as ``zero_grad`` does). Returns (the loss detached, whether the output
+    holds the logits)."""
+    for parameter in parameters:
+        parameter.grad = None
+    output = run(**inputs)
+    output.loss.backward()
+    return output.loss.detach(), output.logits is not None
+
+
+def fp32_causal_lm_reference(base: torch.nn.Module, inputs: dict) -> dict:
+    """The loss and the parameter grads of an fp32 eager ``causal_lm_step`` with base's weights."""
+    model = copy.deepcopy(base).float()
+    parameters = dict(model.named_parameters())
+    loss, _ = causal_lm_step(model, inputs, parameters.values())
+    return {"loss": loss, "grads": {name: p.grad for name, p in parameters.items()}}
+
+
 def gradient_errors(named_parameters, reference_grads, not_worst: tuple[str, ...] = ()) -> dict:
     """Relative error of all grads together and of the worst parameter (of those whose names do not end
     with one of ``not_worst``)."""
@@ -121,6 +140,12 @@ def step_errors(hidden: torch.Tensor, named_parameters, reference: dict, not_wor
     """The errors of one training step against ``fp32_reference``: the last hidden state and the grads."""
     return {"rel_err_out": relative_error(hidden, reference["hidden"]),
             **gradient_errors(named_parameters, reference["grads"], not_worst)}
+
+
+def loss_errors(loss: torch.Tensor, named_parameters, reference: dict) -> dict:
+    """The errors of one ``causal_lm_step`` against ``fp32_causal_lm_reference``: the loss and the grads."""
+    return {"rel_err_loss": relative_error(loss, reference["loss"]),
+            **gradient_errors(named_parameters, reference["grads"])}
 
 
 def graph_breaks() -> dict:

@@ -1,31 +1,40 @@
 """A Hugging Face Llama every way the issue compares it (``blockfuse bench model hf-llama``): HF eager,
-``torch.compile``, Liger-Kernel and ``blockfuse.patch``; a training step and greedy generation.
+``torch.compile``, Liger-Kernel and ``blockfuse.patch``; a training step without and with the LM head and
+its loss, and greedy generation.
 
 The model: ``LlamaModel`` at random init (seeded), 4 layers, hidden 2048, 32 heads / 8 KV heads,
 FFN 8192, ``attn_implementation="sdpa"``, bf16; input ids (2, 4096). Without CUDA: a tiny model
 (2 layers, hidden 64, 4 / 2 heads, FFN 128; input ids (2, 32)). A training step is the forward, the
 loss ``h.float().pow(2).mean()`` on the last hidden state, and the backward (grads set to None before
-each step, as ``zero_grad`` does). Generation (modes ``prefill`` and ``decode``, ``bench.hf_generate``):
-``LlamaForCausalLM`` of the same config (vocab 32000), batch 1, a seeded random prompt of 512 tokens,
-64 new tokens, greedy (tiny: prompt 32, 8 new tokens).
+each step, as ``zero_grad`` does). The training step with the LM head and loss (mode ``loss``):
+``LlamaForCausalLM`` of the same config but vocab 128256 (tiny: 251), in training mode, the same shape
+of input ids, labels the ids with 1 in 32 positions (seeded) set to -100; the step is
+``model(input_ids=ids, labels=labels).loss.backward()`` (transformers' mean cross-entropy of the shifted
+labels), grads set to None before each. Generation (modes ``prefill`` and ``decode``,
+``bench.hf_generate``): ``LlamaForCausalLM`` of the same config (vocab 32000), batch 1, a seeded random
+prompt of 512 tokens, 64 new tokens, greedy (tiny: prompt 32, 8 new tokens). Each model is built only
+when a mode of ``--modes`` needs it.
 
 Providers, each a deep copy of one seeded model (the same weights):
 
-* ``hf-eager``          the model as Hugging Face builds it;
-* ``hf-compile``        ``torch.compile(model)`` (default mode; training modes only);
+* ``hf-eager``          the model as Hugging Face builds it (mode ``loss``: the logits made, then its loss);
+* ``hf-compile``        ``torch.compile(model)`` (default mode; training modes only, ``loss`` included);
 * ``hf-static-compile`` generate with a static KV cache under transformers' compile (default mode;
                         generation modes only);
-* ``blockfuse``         ``blockfuse.patch(model)``; ``blockfuse-compile`` / ``-static-compile``
-                        the same, then compiled as above;
+* ``blockfuse``         ``blockfuse.patch(model)`` (mode ``loss``: ``patch(model, loss=True)``, the
+                        LM head and the loss fused, logits None); ``blockfuse-compile`` /
+                        ``-static-compile`` the same, then compiled as above;
 * ``liger``             Liger-Kernel's ``apply_liger_kernel_to_llama(rope, rms_norm, swiglu,
-                        model=model)`` (no cross entropy: no step here takes a loss over the vocabulary);
-                        ``liger-compile`` / ``-static-compile`` the same, then compiled.
+                        model=model)`` (mode ``loss``: also ``fused_linear_cross_entropy=True``, its
+                        fused LM head + loss, logits None; the other modes take no loss over the
+                        vocabulary); ``liger-compile`` / ``-static-compile`` the same, then compiled.
 
 Per provider and training mode (``fwd``: the forward with autograd on, as in training; ``fwdbwd``:
-the whole step) it records the median / p20 / p80 ms (CUDA: ``timing.time_cuda``, the L2 flushed
-before each call; CPU: wall clock), the peak memory of a step above what is allocated before it
-(CUDA), the graph breaks of the compiled providers, the seconds of the first step (compile included),
-and the relative error (``||x - ref|| / ||ref||``) of the last hidden state and of all parameter
+the whole step; ``loss``: the whole step with the LM head and loss) it records the median / p20 / p80 ms
+(CUDA: ``timing.time_cuda``, the L2 flushed before each call; CPU: wall clock), the peak memory of a step
+above what is allocated before it (CUDA), the graph breaks of the compiled providers, the seconds of the
+first step (compile included), and the relative error (``||x - ref|| / ||ref||``) of the last hidden
+state (mode ``loss``: of the loss; and whether the output held the logits) and of all parameter
 gradients (together, and the worst parameter) against an fp32 eager step with the same weights. Per
 generation mode: ``bench.hf_generate`` says what. A provider that raises is recorded with its error
 and the others still run.
@@ -36,8 +45,10 @@ is 2.14 or later (``transformers.masking_utils._ignore_causal_mask_sdpa``; eager
 for it (3x the attention time on an H200, torch 2.11): compare them with each other.
 
 Liger's ``apply_liger_kernel_to_llama`` assigns module globals of ``modeling_llama``
-(``apply_rotary_pos_emb``, ``LlamaRMSNorm``, ``LlamaMLP``), which would change every other
-provider's Llama: its providers run last, and the globals are restored after each.
+(``apply_rotary_pos_emb``, ``LlamaRMSNorm``, ``LlamaMLP``) and, with its fused linear cross-entropy and
+no model given, ``LlamaForCausalLM.forward`` (given the model, as here, it sets that instance's
+``forward``), which would change every other provider's Llama: its providers run last, and the globals
+and the attributes of modeling_llama's classes are restored after each.
 
 Writes ``model-hf-llama.{json,csv,md}`` and, with matplotlib, ``model-hf-llama.png``.
 """
@@ -48,7 +59,7 @@ import contextlib
 import copy
 import functools
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -64,10 +75,12 @@ PROVIDERS = ("hf-eager", "hf-compile", "hf" + STATIC_COMPILE, "blockfuse", "bloc
              "blockfuse" + STATIC_COMPILE, "liger", "liger-compile", "liger" + STATIC_COMPILE)
 # every provider's speed-up is against each of these (in the modes the baseline ran)
 BASELINES = ("hf-eager", "hf-compile", "hf" + STATIC_COMPILE, "liger")
-TRAINING_MODES = ("fwd", "fwdbwd")
-MODES = TRAINING_MODES + hf_generate.MODES
+TRAINING_MODES = ("fwd", "fwdbwd")  # LlamaModel, a loss of its last hidden state
+LOSS_MODES = ("loss",)  # LlamaForCausalLM, its own loss over the vocabulary
+MODES = TRAINING_MODES + LOSS_MODES + hf_generate.MODES
 DEFAULT_MODES = TRAINING_MODES
-MODE_TITLES = {"fwd": "training forward", "fwdbwd": "training step", **hf_generate.MODE_TITLES}
+MODE_TITLES = {"fwd": "training forward", "fwdbwd": "training step", "loss": "training step with the LM head and loss",
+               **hf_generate.MODE_TITLES}
 MODE_COLUMNS = {"fwd": "fwd", "fwdbwd": "step"}
 
 # The issue's targets: blockfuse's step at least STEP_TARGET x as fast as Liger's, its peak at most
@@ -76,6 +89,13 @@ MODE_COLUMNS = {"fwd": "fwd", "fwdbwd": "step"}
 STEP_TARGET = 1.1
 MEMORY_TARGET = 1.0
 PAIRS = (("blockfuse", "liger"), ("blockfuse-compile", "liger-compile"))
+# With the LM head and loss (mode loss; Liger with its fused linear cross-entropy): the same pairs, the
+# step at least LOSS_STEP_TARGET x as fast, the peak at most LOSS_MEMORY_TARGET x.
+LOSS_STEP_TARGET = 1.1
+LOSS_MEMORY_TARGET = 0.85
+
+IGNORE_INDEX = -100
+IGNORED_EVERY = 32  # mode loss: 1 in IGNORED_EVERY label positions (seeded) set to IGNORE_INDEX
 
 
 def in_run_order(providers) -> tuple[str, ...]:
@@ -84,11 +104,11 @@ def in_run_order(providers) -> tuple[str, ...]:
 
 
 def modes_of(provider: str) -> tuple[str, ...]:
-    """The modes a provider runs: ``*-compile`` the training ones, ``*-static-compile`` the generation
-    ones, the others all."""
+    """The modes a provider runs: ``*-compile`` the training ones (with and without the LM head),
+    ``*-static-compile`` the generation ones, the others all."""
     if provider.endswith(STATIC_COMPILE):
         return hf_generate.MODES
-    return TRAINING_MODES if provider.endswith("-compile") else MODES
+    return TRAINING_MODES + LOSS_MODES if provider.endswith("-compile") else MODES
 
 
 def providers_for(modes) -> tuple[str, ...]:
@@ -103,16 +123,17 @@ class LlamaShape:
     heads: int
     kv_heads: int
     ffn: int
-    vocab: int
+    vocab: int  # training without the LM head, and generation
     batch: int
     seq: int
     prompt: int = 512  # generation: prompt tokens (batch hf_generate.BATCH)
     new_tokens: int = 64  # generation: new tokens
+    loss_vocab: int = 128256  # mode loss: the vocabulary of the LM head and loss
 
 
 FULL = LlamaShape(layers=4, hidden=2048, heads=32, kv_heads=8, ffn=8192, vocab=32000, batch=2, seq=4096)
 TINY = LlamaShape(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, vocab=128, batch=2, seq=32, prompt=32,
-                  new_tokens=8)
+                  new_tokens=8, loss_vocab=251)
 
 
 Settings = hf_harness.Settings  # (shape: a LlamaShape)
@@ -120,6 +141,10 @@ Settings = hf_harness.Settings  # (shape: a LlamaShape)
 
 def _training(modes) -> list[str]:
     return [m for m in MODES if m in modes and m in TRAINING_MODES]
+
+
+def _loss(modes) -> list[str]:
+    return [m for m in MODES if m in modes and m in LOSS_MODES]
 
 
 def _generation(modes) -> list[str]:
@@ -153,6 +178,24 @@ def build_base(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
     return model, ids
 
 
+def build_causal_lm(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
+    """(the seeded LlamaForCausalLM of vocab ``shape.loss_vocab`` in training mode, its inputs: input ids
+    (batch, seq) and labels, the ids with 1 in IGNORED_EVERY positions (seeded) set to IGNORE_INDEX)."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config(replace(shape, vocab=shape.loss_vocab)))
+    # NOTE: training mode: Liger's forward skips the logits only when self.training (it makes them and
+    # calls HF's loss otherwise).
+    model = model.to(device=device, dtype=dtype).train()
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, shape.loss_vocab, (shape.batch, shape.seq), generator=generator)
+    labels = ids.clone()
+    ignored = torch.randperm(ids.numel(), generator=generator)[:max(1, ids.numel() // IGNORED_EVERY)]
+    labels.view(-1)[ignored] = IGNORE_INDEX
+    return model, {"input_ids": ids.to(device), "labels": labels.to(device)}
+
+
 def build_generator(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
     """(the seeded LlamaForCausalLM, its prompt ids (hf_generate.BATCH, prompt))."""
     from transformers import LlamaForCausalLM
@@ -164,10 +207,14 @@ def build_generator(shape: LlamaShape, dtype: torch.dtype, device: torch.device)
 
 @contextlib.contextmanager
 def llama_globals_restored():
-    """Puts back the module globals of transformers' modeling_llama that Liger assigns."""
+    """Puts back the module globals of transformers' modeling_llama that Liger assigns, and the
+    attributes of the classes it defines (Liger's fused linear cross-entropy, given no model, assigns
+    ``LlamaForCausalLM.forward``)."""
     from transformers.models.llama import modeling_llama
 
     saved = dict(vars(modeling_llama))
+    classes = {value: dict(vars(value)) for value in saved.values()
+               if isinstance(value, type) and value.__module__ == modeling_llama.__name__}
     try:
         yield
     finally:
@@ -176,27 +223,35 @@ def llama_globals_restored():
         for name, value in saved.items():
             if getattr(modeling_llama, name, None) is not value:
                 setattr(modeling_llama, name, value)
+        # (changed attributes only: transformers caches values on its classes as it goes, added ones stay)
+        for cls, attributes in classes.items():
+            for name, value in attributes.items():
+                if vars(cls).get(name) is not value:
+                    setattr(cls, name, value)
 
 
-def apply_liger(model) -> None:
+def apply_liger(model, loss: bool = False) -> None:
+    """Liger's rope, RMSNorm and SwiGLU on ``model`` and, with ``loss``, its fused linear cross-entropy
+    (``model``'s forward skips the logits when given labels in training mode)."""
     try:
         from liger_kernel.transformers import apply_liger_kernel_to_llama
     except ImportError as error:
         raise RuntimeError(f"liger-kernel is not installed ({error}); pip install liger-kernel") from error
     apply_liger_kernel_to_llama(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
-                                fused_linear_cross_entropy=False, model=model)
+                                fused_linear_cross_entropy=loss, model=model)
 
 
-def make_provider(name: str, base):
-    """(the module holding the parameters, the callable that runs it) of one provider. A
-    ``*-static-compile`` provider's module runs as it is: transformers' generate compiles it."""
+def make_provider(name: str, base, loss: bool = False):
+    """(the module holding the parameters, the callable that runs it) of one provider; ``loss``: a causal
+    LM whose loss blockfuse and Liger fuse with the LM head. A ``*-static-compile`` provider's module runs
+    as it is: transformers' generate compiles it."""
     import blockfuse
 
     model = copy.deepcopy(base)
     if name.startswith("blockfuse"):
-        blockfuse.patch(model)
+        blockfuse.patch(model, loss=loss)
     elif name.startswith("liger"):
-        apply_liger(model)
+        apply_liger(model, loss)
     compiled = name.endswith("-compile") and not name.endswith(STATIC_COMPILE)
     return model, (torch.compile(model) if compiled else model)
 
@@ -239,6 +294,29 @@ def _measure_training(name: str, base, ids, reference: dict, settings: Settings)
     return records
 
 
+def _measure_loss(name: str, base, inputs: dict, reference: dict, settings: Settings) -> list[dict]:
+    """The record of mode loss: the step ``model(**inputs).loss.backward()`` of the causal LM ``base``."""
+    model, run = make_provider(name, base, loss=True)
+    named_parameters = list(model.named_parameters())
+    parameters = [p for _, p in named_parameters]
+
+    def step():
+        return hf_harness.causal_lm_step(run, inputs, parameters)
+
+    (loss, logits_made), first_step_s = hf_harness.seconds_of_first_call(step, settings.device)  # (compiles)
+    record = {"provider": name, "mode": "loss", "first_step_s": first_step_s, "logits_materialized": logits_made,
+              **hf_harness.loss_errors(loss, named_parameters, reference)}
+    if name.endswith("-compile"):
+        record.update(hf_harness.graph_breaks())
+    result = hf_harness.time_call(step, settings.device, settings.quick, parameters)
+    record.update(ms=result.median, p20=result.p20, p80=result.p80)
+    if settings.device.type == "cuda":
+        for parameter in parameters:
+            parameter.grad = None
+        record["peak_mib"] = hf_harness.peak_mib(step, settings.device)
+    return [record]
+
+
 # Generation providers measured together, their repetitions in turns (hf_generate.measure_together says
 # why): the eager ones that can live side by side (Liger assigns modeling_llama's globals; a static-compile
 # provider compiles the model's forward).
@@ -265,12 +343,13 @@ def _measure_generation(name: str, base, ids, reference: torch.Tensor, settings:
 
 
 def run_provider(name: str, workloads: dict, settings: Settings, group: dict | None = None) -> list[dict]:
-    """One record per mode the provider runs (training first, then generation); a provider that raises
-    gets its error in each, and the others still run. ``workloads``: ``"training"`` and / or
-    ``"generation"`` -> (base model, ids, reference); ``group``: see :func:`_measure_generation`."""
+    """One record per mode the provider runs (training, then with the LM head and loss, then generation); a
+    provider that raises gets its error in each, and the others still run. ``workloads``: ``"training"``,
+    ``"loss"`` and / or ``"generation"`` -> (base model, ids (loss: the inputs, a dict), reference);
+    ``group``: see :func:`_measure_generation`."""
     records = []
     generation = functools.partial(_measure_generation, group=group)
-    for kind, modes, measure in (("training", _training, _measure_training),
+    for kind, modes, measure in (("training", _training, _measure_training), ("loss", _loss, _measure_loss),
                                  ("generation", _generation, generation)):
         modes = modes(set(settings.modes) & set(modes_of(name)))
         if not modes:
@@ -287,11 +366,30 @@ def add_speedups(records: list[dict]) -> None:
     hf_harness.add_speedups(records, BASELINES)
 
 
+def loss_targets(records: list[dict]) -> list[dict]:
+    """The targets of mode loss (the training step with the LM head and loss), status met / missed / n/a:
+    for each blockfuse provider against the Liger provider run the same way (the eager pair always, the
+    compiled pair when both ran, failed or not), the step's speed-up (at least LOSS_STEP_TARGET) and its
+    peak memory (at most LOSS_MEMORY_TARGET x Liger's)."""
+    records = [r for r in records if r["mode"] in LOSS_MODES]
+    ran = {r["provider"] for r in records}
+    missing, title = "loss not in --modes", MODE_TITLES["loss"]
+    checks = []
+    for ours, theirs in [pair for k, pair in enumerate(PAIRS) if not k or set(pair) <= ran]:
+        checks.append(hf_harness.pair_check(records, "loss", ours, theirs, "ms", f"{title}: {theirs} ms / {ours} ms",
+                                            LOSS_STEP_TARGET, True, missing))
+        checks.append(hf_harness.pair_check(records, "loss", ours, theirs, "peak_mib",
+                                            f"peak memory, {title}: {ours} / {theirs}", LOSS_MEMORY_TARGET, False,
+                                            missing, "peak memory is measured on CUDA only"))
+    return checks
+
+
 def targets(records: list[dict]) -> list[dict]:
     """The issue's targets, each with status met / missed / n/a. Training (when a training mode ran): for
     each blockfuse provider against the Liger provider run the same way (the eager pair always, the
-    compiled pair when either ran), the step's speed-up and the step's peak memory. Generation (when a
-    generation mode ran): ``hf_generate.targets``."""
+    compiled pair when either ran), the step's speed-up and the step's peak memory. With the LM head and
+    loss (when mode loss ran): ``loss_targets``. Generation (when a generation mode ran):
+    ``hf_generate.targets``."""
     checks = []
     if any(r["mode"] in TRAINING_MODES for r in records):
         for ours, theirs in hf_harness.pairs_to_check(records, PAIRS):
@@ -301,6 +399,8 @@ def targets(records: list[dict]) -> list[dict]:
             checks.append(hf_harness.pair_check(records, "fwdbwd", ours, theirs, "peak_mib",
                                                 f"peak training-step memory: {ours} / {theirs}", MEMORY_TARGET,
                                                 False, missing, "peak memory is measured on CUDA only"))
+    if any(r["mode"] in LOSS_MODES for r in records):
+        checks += loss_targets(records)
     if any(r["mode"] in hf_generate.MODES for r in records):
         checks += hf_generate.targets(records)
     return checks
@@ -314,13 +414,18 @@ def targets(records: list[dict]) -> list[dict]:
 def workload_of(settings: Settings) -> dict:
     workload = {"name": NAME, "model": "LlamaModel", "attention": "sdpa", **asdict(settings.shape),
                 "dtype": settings.dtype, "tiny": settings.tiny, "loss": "h.float().pow(2).mean()"}
+    if _loss(settings.modes):
+        workload["lm_loss"] = {"model": "LlamaForCausalLM", "vocab": settings.shape.loss_vocab,
+                               "labels": f"the input ids, 1 in {IGNORED_EVERY} positions (seeded) {IGNORE_INDEX}",
+                               "loss": "model(input_ids=ids, labels=labels).loss"}
     if _generation(settings.modes):
         workload["generation"] = {"model": "LlamaForCausalLM", "batch": hf_generate.BATCH, **hf_generate.HOW}
     return workload
 
 
 CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "speedup_vs_hf-eager", "speedup_vs_hf-compile",
-              "speedup_vs_hf" + STATIC_COMPILE, "speedup_vs_liger", "peak_mib", "rel_err_out", "rel_err_grad",
+              "speedup_vs_hf" + STATIC_COMPILE, "speedup_vs_liger", "peak_mib", "rel_err_out", "rel_err_loss",
+              "logits_materialized", "rel_err_grad",
               "rel_err_grad_worst", "grad_worst_parameter", "graph_breaks", "first_step_s", "generate_ms",
               "new_tokens", "tokens_match_hf", "first_mismatch_at", "first_call_s", "error")
 
@@ -358,28 +463,54 @@ def _training_table(records: list[dict]) -> list[str]:
     return lines
 
 
+def _error(record: dict, key: str) -> str:
+    return hf_harness.number(record.get(key), ".2e")
+
+
+LOSS_COLUMNS = (
+    ("provider", lambda r: r["provider"]),
+    ("mode", lambda r: r["mode"]),
+    ("step ms (p20-p80)", hf_harness.timed),
+    ("x eager", lambda r: hf_harness.number(r.get("speedup_vs_hf-eager"), ".2f")),
+    ("x compile", lambda r: hf_harness.number(r.get("speedup_vs_hf-compile"), ".2f")),
+    ("x Liger", lambda r: hf_harness.number(r.get("speedup_vs_liger"), ".2f")),
+    ("peak MiB", lambda r: hf_harness.number(r.get("peak_mib"), ".0f")),
+    ("loss error", lambda r: _error(r, "rel_err_loss")),
+    ("grad error", lambda r: _error(r, "rel_err_grad")),
+    ("worst grad error (parameter)", lambda r: f"{_error(r, 'rel_err_grad_worst')} `{r.get('grad_worst_parameter')}`"),
+    ("logits made", lambda r: "yes" if r.get("logits_materialized") else "no"),
+    ("graph breaks", lambda r: str(r.get("graph_breaks", "-"))),
+    ("first step s", lambda r: f"{r['first_step_s']:.1f}"),
+)
+
+
 def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     providers = list(dict.fromkeys(r["provider"] for r in records))
     training = any(r["mode"] in TRAINING_MODES for r in records)
+    loss = any(r["mode"] in LOSS_MODES for r in records)
     generation = any(r["mode"] in hf_generate.MODES for r in records)
     tiny = " (tiny config)" if workload["tiny"] else ""
     lines = [
         "# blockfuse model benchmark: hf-llama (Hugging Face Llama: "
-        + " and ".join(["training step"] * training + ["generation"] * generation) + ")",
+        + "; ".join(["training step"] * training + [MODE_TITLES["loss"]] * loss + ["generation"] * generation) + ")",
         "",
         *hf_harness.meta_lines(meta),
         f"- config{tiny}: {workload['layers']} layers, hidden {workload['hidden']}, {workload['heads']} heads / "
-        f"{workload['kv_heads']} KV heads, FFN {workload['ffn']}, vocab {workload['vocab']}, sdpa attention, "
-        f"{workload['dtype']}",
+        f"{workload['kv_heads']} KV heads, FFN {workload['ffn']}, sdpa attention, {workload['dtype']}",
     ]
     if training:
-        lines.append(f"- training: LlamaModel, input ids ({workload['batch']}, {workload['seq']})")
+        lines.append(f"- training: LlamaModel (vocab {workload['vocab']}, no LM head), input ids ({workload['batch']}, "
+                     f"{workload['seq']})")
+    if loss:
+        lines.append(f"- training with the LM head and loss: LlamaForCausalLM, vocab {workload['loss_vocab']}, input "
+                     f"ids ({workload['batch']}, {workload['seq']}), labels the ids with 1 in {IGNORED_EVERY} "
+                     f"positions (seeded) {IGNORE_INDEX}")
     if generation:
-        lines.append(f"- generation: LlamaForCausalLM, batch {hf_generate.BATCH}, a random prompt of "
-                     f"{workload['prompt']} tokens, {workload['new_tokens']} new tokens, "
+        lines.append(f"- generation: LlamaForCausalLM, vocab {workload['vocab']}, batch {hf_generate.BATCH}, a random "
+                     f"prompt of {workload['prompt']} tokens, {workload['new_tokens']} new tokens, "
                      f"{hf_generate.HOW['decoding']}")
-    if training and hf_harness.torch_before(2, 14) and any(p.endswith("-compile") and not p.endswith(STATIC_COMPILE)
-                                                           for p in providers):
+    compiled = any(p.endswith("-compile") and not p.endswith(STATIC_COMPILE) for p in providers)
+    if (training or loss) and compiled and hf_harness.torch_before(2, 14):
         lines.append("- compiled, transformers passes SDPA an explicit causal mask with torch < 2.14 (eager: "
                      "is_causal=True), so the compiled providers' attention computes every (query, key) pair: "
                      "compare them with each other")
@@ -399,17 +530,33 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             "",
             *_training_table(records),
         ]
+    if loss:
+        lines += [
+            "",
+            "## Training step with the LM head and loss",
+            "",
+            hf_harness.time_note(meta) +
+            " `loss`: `LlamaForCausalLM(input_ids, labels).loss.backward()`, grads set to None before each; hf-*:"
+            " the logits made, then transformers' loss; blockfuse: `patch(model, loss=True)`; liger: with its fused"
+            " linear cross-entropy. x: a baseline's median over the provider's (> 1: faster). Peak: memory allocated"
+            " during one step above what was allocated before it. Errors: ||x - ref|| / ||ref|| of the loss and of"
+            " every parameter gradient together (worst parameter apart) against an fp32 eager step with the same"
+            " weights. Logits made: whether the output held the (tokens, vocab) logits. First step: seconds,"
+            " compile included.",
+            "",
+            *hf_harness.table(LOSS_COLUMNS, [r for r in records if r["mode"] in LOSS_MODES]),
+        ]
     if generation:
         lines += ["", *hf_generate.markdown_lines(records, workload["new_tokens"])]
     return "\n".join(lines) + "\n"
 
 
 def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> bool:
-    """Speed-up against hf-eager per mode and (training) the step's peak memory, per provider. False
-    when matplotlib is missing."""
+    """Speed-up against hf-eager per mode and (training, with or without the loss) the step's peak memory,
+    per provider. False when matplotlib is missing."""
     modes = [m for m in MODES if any(r["mode"] == m for r in records)]
     panels = [hf_harness.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0)]
-    if set(modes) & set(TRAINING_MODES):
+    if set(modes) & set(TRAINING_MODES + LOSS_MODES):
         panels.append(hf_harness.Panel("peak_mib", "peak training-step memory, MiB", missing="measured on CUDA only"))
     title = (f"Llama, {workload['layers']} layers, hidden {workload['hidden']}, {workload['dtype']}: "
              f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}")
@@ -444,6 +591,10 @@ def run(settings: Settings, on_update: Callable | None = None, show_progress: bo
         base, ids = build_base(settings.shape, dtype, settings.device)
         setup.append(("fp32 reference", lambda: workloads.update(
             training=(base, ids, hf_harness.fp32_reference(base, {"input_ids": ids})))))
+    if _loss(settings.modes):
+        causal_lm, inputs = build_causal_lm(settings.shape, dtype, settings.device)
+        setup.append(("fp32 reference with the LM head and loss", lambda: workloads.update(
+            loss=(causal_lm, inputs, hf_harness.fp32_causal_lm_reference(causal_lm, inputs)))))
     if _generation(settings.modes):
         generator, prompt = build_generator(settings.shape, dtype, settings.device)
         setup.append(("HF eager tokens", lambda: workloads.update(
