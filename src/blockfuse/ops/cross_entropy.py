@@ -40,7 +40,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import column_sum
-from blockfuse.ops.launch import Kernel, launcher_op, next_power_of_2
+from blockfuse.ops.launch import Kernel, cdiv, launcher_op, next_power_of_2
 from blockfuse.runtime import use_triton
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -183,7 +183,26 @@ def _cross_entropy_rows_kernel(
             tl.store(z_row + v0 + cols, g.to(Z.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _scale_kernel(
+    X,  # (N,) a gradient, contiguous: multiplied by G's value in place
+    G,  # () fp32 the loss's upstream gradient
+    N,
+    BLOCK: tl.constexpr,
+):
+    # NOTE: an upstream gradient of exactly 1 (loss.backward()) touches no memory: one scalar load a
+    # program, where a multiply would read and write the whole (vocab, d) weight gradient once more.
+    g = tl.load(G).to(tl.float32)
+    if g != 1.0:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        x = tl.load(X + offs, mask=mask)
+        tl.store(X + offs, (x.to(tl.float32) * g).to(X.dtype.element_ty), mask=mask)
+
+
 _rows_kernel = Kernel(_cross_entropy_rows_kernel)
+_scale = Kernel(_scale_kernel)
+SCALE_BLOCK = 4096
 
 
 # ----------------------------------------------------------------------------------------
@@ -357,15 +376,15 @@ def _scale_fake(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
 
 @launcher_op("linear_cross_entropy_scale_", mutates_args=("dh", "dw", "db"), fake=_scale_fake)
 def scale_gradients(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
-    """Multiplies the gradients the forward made (empty ones stay empty) by the loss's upstream gradient
-    ``g`` (0-d), in place.
+    """Multiplies the gradients the forward made (contiguous; empty ones stay empty) by the loss's upstream
+    gradient ``g`` (0-d fp32), in place.
 
     NOTE: an op that declares the mutation, so that under torch.compile the weight-sized gradient is
     scaled where it lies: traced as a plain ``mul``, AOTAutograd made a second weight-sized tensor in
     the backward."""
     for t in (dh, dw, db):
         if t.numel():
-            t.mul_(g)
+            _scale((cdiv(t.numel(), SCALE_BLOCK),), t.view(-1), g, t.numel(), BLOCK=SCALE_BLOCK, num_warps=8)
 
 
 # ----------------------------------------------------------------------------------------
