@@ -41,6 +41,7 @@ from torch import Tensor
 
 from blockfuse.ops.activation import column_sum
 from blockfuse.ops.launch import Kernel, cdiv, launcher_op, next_power_of_2
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -544,10 +545,6 @@ def linear_cross_entropy(
         loss = loss.view(lead)
     return (loss, lse.view(lead)) if return_lse else loss
 
-
-
-def is_dtensor(t) -> bool:
-    return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "device_mesh")
 
 
 def _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction,

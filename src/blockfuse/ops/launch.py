@@ -294,6 +294,14 @@ class Launcher:
     def __call__(self, *args):
         if torch.compiler.is_compiling():
             return self.op(*args)
+        first = args[0]
+        if first.__class__ not in _PLAIN_TENSORS and isinstance(first, Tensor):
+            # A tensor subclass (a DTensor): through the op, so that the subclass runs it on its local
+            # tensors by the op's sharding rule (ops/sharding.py).
+            from blockfuse.ops.sharding import register_sharding_rules
+
+            register_sharding_rules()
+            return self.op(*args)
         return self.body(*args)
 
     def __repr__(self) -> str:

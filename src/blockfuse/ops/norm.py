@@ -29,9 +29,10 @@ from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 # Residual forms, as kernel constants (0: no residual), and the same codes as launcher arguments.
@@ -499,12 +500,13 @@ def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
 def _norm_fwd(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
     eps: float, mode: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int, stats: bool,
-) -> list[Tensor]:
-    """LayerNorm / RMSNorm forward in every form: returns ``[y, s, mean, rstd]`` without the ones the
-    form has not: ``s`` (pre mode's residual stream) in pre mode only, ``mean`` for LayerNorm with
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """LayerNorm / RMSNorm forward in every form: returns ``(y, s, mean, rstd)``, an empty tensor for each
+    one the form has not: ``s`` (pre mode's residual stream) in pre mode only, ``mean`` for LayerNorm with
     ``stats`` only, ``rstd`` with ``stats`` only (the statistics the backward reads; inference needs
     none). ``mode``: NONE, PRE or POST; ``activation``: 0 or a GELU code, applied after the affine
-    (without a residual only)."""
+    (without a residual only). NOTE: always four outputs, so that a DTensor rule can give each one its
+    placement (ops/sharding.py)."""
     if activation and mode != NONE:
         raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
     n = int(x.shape[-1])  # a symbolic width is specialized: the tiles depend on it
@@ -512,17 +514,16 @@ def _norm_fwd(
     weight, bias = vector(weight), vector(bias)
     m = x2.shape[0]
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    outputs = [y]
     s = mean = rstd = None
     if mode == PRE:
         s = torch.empty_like(y)
-        outputs.append(s)
     if stats:
+        # NOTE: shaped like x's rows (its leading dimensions), so that a DTensor x sharded on any of them
+        # shards its statistics the same way (ops/sharding.py); the kernel indexes them by flat row.
         if not is_rms:
-            mean = x.new_empty((m,), dtype=torch.float32)
-            outputs.append(mean)
-        rstd = x.new_empty((m,), dtype=torch.float32)
-        outputs.append(rstd)
+            mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
+        rstd = x.new_empty(x.shape[:-1], dtype=torch.float32)
+    outputs = (y, *(empty_if_none(t, x) for t in (s, mean, rstd)))
     if m == 0:
         return outputs
     y2 = y.view(-1, n)
@@ -546,9 +547,9 @@ def _norm_bwd(
     dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], has_bias: bool,
     mean: Optional[Tensor], rstd: Tensor, seed: Optional[Tensor], mode: int, dropout_p: float, is_rms: bool,
     cast_before_weight: bool, activation: int,
-) -> list[Tensor]:
-    """The norms' backward: returns ``[dx, dres, dweight, dbias]`` without the ones the form has not:
-    ``dres``, the residual's gradient where it differs from dx, in pre mode with dropout only;
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The norms' backward: returns ``(dx, dres, dweight, dbias)``, an empty tensor for each one the form
+    has not: ``dres``, the residual's gradient where it differs from dx, in pre mode with dropout only;
     dweight / dbias with a weight / bias only. ``z`` is the normalized input the forward saved (x, or s
     in pre mode); ``bias`` is read only to recompute an activation's input."""
     n = int(z.shape[-1])  # a symbolic width is specialized: the tiles depend on it
@@ -559,17 +560,14 @@ def _norm_bwd(
     has_dropout = dropout_p > 0
     param_dtype = weight.dtype if has_w else z.dtype
     dx = torch.empty_like(z, memory_format=torch.contiguous_format)
-    outputs = [dx]
     dres = dw = db = None
     if mode == PRE and has_dropout:
         dres = torch.empty_like(dx)
-        outputs.append(dres)
     if has_w:
         dw = z.new_empty((n,), dtype=param_dtype)
-        outputs.append(dw)
     if has_bias:
         db = z.new_empty((n,), dtype=bias.dtype if bias is not None else param_dtype)
-        outputs.append(db)
+    outputs = (dx, *(empty_if_none(t, z) for t in (dres, dw, db)))
     if m == 0:
         for grad in (dw, db):
             if grad is not None:
@@ -618,13 +616,12 @@ class _NormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, residual, seed, config):
         eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
-        outputs = _norm_fwd(x, weight, bias, residual, seed, *config, True)
-        y = outputs[0]
-        s = outputs[1] if mode == PRE else None
-        mean = None if is_rms else outputs[-2]
+        y, s, mean, rstd = _norm_fwd(x, weight, bias, residual, seed, *config, True)
+        s = s if mode == PRE else None
+        mean = None if is_rms else mean
         # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
         # its residual stream) rather than x and residual. An activation's backward also reads the bias.
-        ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, outputs[-1], seed)
+        ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, rstd, seed)
         ctx.config = config
         ctx.has_bias = bias is not None
         ctx.set_materialize_grads(False)
@@ -638,21 +635,24 @@ class _NormFunction(torch.autograd.Function):
             dy = torch.zeros_like(z)
         grads = _norm_bwd(dy, ds if mode == PRE else None, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode,
                           dropout_p, is_rms, cast_before_weight, activation)
-        dx = grads[0]
+        dx, dres, dw, db = grads
         if mode == POST:
             dresidual = dy  # the add passes the gradient straight through
         elif mode == PRE:
-            dresidual = grads[1] if dropout_p > 0 else dx
+            dresidual = dres if dropout_p > 0 else dx
         else:
             dresidual = None
-        db = grads[-1] if ctx.has_bias else None
-        dw = None if weight is None else grads[-2 if ctx.has_bias else -1]
+        db = db if ctx.has_bias else None
+        dw = None if weight is None else dw
         return dx, dw, db, dresidual, None, None
 
 
 def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
               activation=0):
     p = float(dropout_p) if training else 0.0
+    if p > 0 and is_dtensor(x):
+        raise ValueError("dropout_p: dropout on a DTensor is not supported yet (each rank's shard would draw the "
+                         "same mask); pass dropout_p=0 or training=False")
     mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
     seed = draw_seed(x.device) if p > 0 else None
     config = (float(eps), mode, p, is_rms, cast_before_weight, activation)
@@ -662,7 +662,7 @@ def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps
         y, s = _NormFunction.apply(x, weight, bias, residual, seed, config)
         return (y, s) if mode == PRE else y
     outputs = _norm_fwd(x, weight, bias, residual, seed, *config, False)
-    return (outputs[0], outputs[1]) if mode == PRE else outputs[0]
+    return (outputs[0], outputs[1]) if mode == PRE else outputs[0]  # (y, s) or y
 
 
 # ----------------------------------------------------------------------------------------

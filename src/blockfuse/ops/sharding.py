@@ -1,0 +1,75 @@
+"""How blockfuse's launcher ops run on DTensors: their sharding rules.
+
+An op called with a DTensor goes through the dispatcher (``launch.Launcher``), where DTensor looks up the op's
+rule here, runs the op on each rank's local tensors and wraps the outputs with the placements the rule gives.
+Nothing is gathered: a placement no rule accepts is redistributed by DTensor to one that is, and the rules
+accept every placement that is exact locally.
+
+* the norms: an input sharded on any dimension but the normalized (last) one, the weight and bias
+  replicated. The outputs and statistics are sharded like the input; the weight and bias gradients are each
+  rank's partial sums (``Partial()``), reduced by DTensor where they are used.
+
+Registered once, at the first DTensor call (``register_sharding_rules``), so that ``import blockfuse`` does not
+import ``torch.distributed``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+PRE = 1  # ops/norm.py's residual mode with the residual stream as an output
+
+
+def _rows_dims(spec) -> range:
+    """The dimensions of a (..., normalized) input that a norm may be sharded on."""
+    return range(spec.ndim - 1)
+
+
+def _norm_forward_rule(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight,
+                       activation, stats):
+    """(y, s, mean, rstd): sharded like x; an absent one (an empty tensor) replicated."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    present = (True, mode == PRE, stats and not is_rms, stats)
+    rules = []
+    for placement in [Replicate(), *(Shard(d) for d in _rows_dims(x))]:
+        outputs = [placement if here else Replicate() for here in present]
+        inputs = [placement, None if weight is None else Replicate(), None if bias is None else Replicate(),
+                  None if residual is None else placement, None if seed is None else Replicate()]
+        rules.append((outputs, inputs + [None] * 7))
+    return rules
+
+
+def _norm_backward_rule(dy, ds, z, weight, bias, has_bias, mean, rstd, seed, mode, dropout_p, is_rms,
+                        cast_before_weight, activation):
+    """(dx, dres, dweight, dbias): dx and dres sharded like z; the parameters' gradients each rank's partial
+    sums (also when absent: an empty tensor, whatever has_bias is)."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    rules = []
+    for placement in [Replicate(), *(Shard(d) for d in _rows_dims(z))]:
+        reduced = Replicate() if isinstance(placement, Replicate) else Partial()
+        dres = placement if mode == PRE and dropout_p > 0 else Replicate()
+        inputs = [placement, None if ds is None else placement, placement, None if weight is None else Replicate(),
+                  None if bias is None else Replicate(), None, None if mean is None else placement, placement,
+                  None if seed is None else Replicate()]
+        rules.append(([placement, dres, reduced, reduced], inputs + [None] * 5))
+    return rules
+
+
+@functools.lru_cache(maxsize=None)
+def register_sharding_rules() -> None:
+    """Registers the rule of every launcher op that has one with DTensor (once; a launcher's module has
+    registered its op by the time the launcher runs)."""
+    from torch.distributed.tensor.experimental import register_sharding
+
+    ops = torch.ops.blockfuse
+    register_sharding(ops.norm_fwd.default)(_norm_forward_rule)
+    register_sharding(ops.norm_bwd.default)(_norm_backward_rule)
+
+
+def is_dtensor(t) -> bool:
+    """True for a DTensor, without importing torch.distributed."""
+    return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "device_mesh")

@@ -1,0 +1,61 @@
+"""Tests that run on two processes: on two GPUs over NCCL where there are two, else on the CPU over gloo.
+
+``run(worker, *args)`` starts ``worker(rank, *args)`` in every process with the process group initialized
+(``device`` is what the worker should put its tensors on: ``"cuda"`` or ``"cpu"``), waits for them with a time
+limit, and returns what the workers returned, by rank. A worker returns plain data (numbers, lists, numpy
+arrays): tensors would be shared through memory that is gone once its process ends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+
+
+def on_gpus() -> bool:
+    return torch.cuda.is_available() and torch.cuda.device_count() >= WORLD
+
+
+def device() -> str:
+    return "cuda" if on_gpus() else "cpu"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _main(rank: int, port: int, worker, args, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if on_gpus():
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if on_gpus() else "gloo", rank=rank, world_size=WORLD)
+    try:
+        results.put((rank, worker(rank, *args)))
+        # NOTE: both ranks leave together: a rank that tore its group down while the other was still in its
+        # last collective ended in "terminate called without an active exception" (gloo, a loaded CPU).
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run(worker, *args, timeout: float = 180.0) -> list:
+    """``worker(rank, *args)`` on WORLD processes; its return values by rank."""
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    port = _free_port()
+    processes = [context.Process(target=_main, args=(rank, port, worker, args, results)) for rank in range(WORLD)]
+    for p in processes:
+        p.start()
+    returned = dict(results.get(timeout=timeout) for _ in range(WORLD))
+    for p in processes:
+        p.join(timeout=timeout)
+    assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
+    return [returned[rank] for rank in range(WORLD)]

@@ -1,0 +1,77 @@
+"""The ops on DTensors (ops/sharding.py): each placement a rule accepts runs locally, with no gather, and gives
+the op's result on the whole tensor, forward and backward. Two processes (tests/multiprocess.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from blockfuse.runtime import interpreter_enabled
+from tests import multiprocess
+
+pytestmark = pytest.mark.skipif(not (multiprocess.on_gpus() or interpreter_enabled()),
+                                reason="the kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
+
+NORMS = {
+    "rms_norm": {},
+    "layer_norm": {},
+    "rms_norm_pre_residual": {"residual": True},
+    "layer_norm_post_residual": {"residual": True, "residual_mode": "post"},
+}
+
+
+def _norm_inputs(device):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 6, 40, generator=g)
+    residual = torch.randn(3, 6, 40, generator=g)
+    weight = torch.randn(40, generator=g) * 0.5 + 1
+    bias = torch.randn(40, generator=g) * 0.1
+    grad = torch.randn(3, 6, 40, generator=g)
+    return [t.to(device) for t in (x, residual, weight, bias, grad)]
+
+
+def _norm(name, x, residual, weight, bias, options):
+    import blockfuse
+
+    if name.startswith("rms_norm"):
+        return blockfuse.rms_norm(x, weight, residual=residual, **options)
+    return blockfuse.layer_norm(x, weight, bias, residual=residual, **options)
+
+
+def _norm_worker(rank, name, dim):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    options = dict(NORMS[name])
+    x, residual, weight, bias, grad = _norm_inputs(device)
+    use_residual = options.pop("residual", False)
+
+    def run(x, residual, weight, bias, grad):
+        out = _norm(name, x, residual if use_residual else None, weight, bias, options)
+        y = out[0] if isinstance(out, tuple) else out
+        leaves = [x, weight] + ([bias] if not name.startswith("rms") else []) + ([residual] if use_residual else [])
+        grads = torch.autograd.grad(y, leaves, grad)
+        return y, grads
+
+    expected_y, expected = run(*(t.clone().requires_grad_() for t in (x, residual, weight, bias)), grad)
+    placement = Shard(dim)
+    shard = [distribute_tensor(t, mesh, [placement]).requires_grad_() for t in (x, residual)]
+    params = [distribute_tensor(t, mesh, [Replicate()]).requires_grad_() for t in (weight, bias)]
+    y, grads = run(shard[0], shard[1], params[0], params[1], distribute_tensor(grad, mesh, [placement]))
+    assert isinstance(y, DTensor) and y.placements == (placement,), y.placements
+    local_shape = tuple(y.to_local().shape)  # the kernels ran on the local shard, not a gathered tensor
+    full = [y.full_tensor()] + [g.full_tensor() for g in grads]
+    errors = [float((a - b).abs().max()) for a, b in zip(full, [expected_y, *expected])]
+    return {"errors": errors, "local_shape": local_shape}
+
+
+@pytest.mark.parametrize("name", list(NORMS))
+@pytest.mark.parametrize("dim", [0, 1])
+def test_norms_on_dtensors_sharded_on_rows(name, dim):
+    for rank, result in enumerate(multiprocess.run(_norm_worker, name, dim)):
+        expected_local = [3, 6, 40]
+        expected_local[dim] = [2, 1][rank] if dim == 0 else 3
+        assert list(result["local_shape"]) == expected_local, result
+        assert max(result["errors"]) < 1e-5, result
