@@ -24,8 +24,8 @@ for item in $ITEMS; do
     if [ "$item" != "$name" ]; then flags="--${item#*:}"; fi
     case "$name" in
     tests)
-        timeout -s INT 330 python3 -m pytest tests/models tests/ops/test_mlp.py tests/test_patch.py \
-            tests/test_nn_mlp.py tests/ops/test_linear_act.py -q \
+        timeout -s INT 330 python3 -m pytest tests/models tests/ops/test_mlp.py tests/patching/test_apply.py \
+            tests/nn/test_mlp.py tests/ops/test_linear_act.py -q \
             > "$OUT/tests-gpu.log" 2>&1
         echo "tests exit $?" >> "$OUT/tests-gpu.log"
         tail -3 "$OUT/tests-gpu.log" ;;

@@ -23,7 +23,7 @@ step() {
     timeout -s INT "$seconds" "$@" > "$OUT/$name.log" 2>&1
     echo "$name exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$name.log"
 }
-step 150 tests python3 -m pytest -q -p no:cacheprovider tests/test_dispatch.py tests/analyze/test_analyze_gpu.py
+step 150 tests python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py tests/analyze/test_api_gpu.py
 step 150 host python3 -m blockfuse bench host --quick --profile rms_norm --out "$OUT/host"
 step 150 static-rule python3 benchmarks/static_decode_rule.py
 step 170 hf-llama python3 -m blockfuse bench model hf-llama --modes prefill,decode \

@@ -45,5 +45,5 @@ TAIL=20 step 85 block-small python3 -m blockfuse bench block reordered --quick -
 TAIL=20 step 50 generate python3 -m blockfuse bench model hf-llama --modes prefill,decode \
     --providers hf-eager,blockfuse,liger --quick --out "$RES/generate"
 TAIL=25 step 90 tests python3 -m pytest -q -p no:cacheprovider tests/ops/test_launch.py \
-    "tests/ops/test_mlp.py::test_compiles_fullgraph" "tests/analyze/test_analyze_gpu.py" -k "not sm90 and (inductor or cached or blockfuse or stream)"
+    "tests/ops/test_mlp.py::test_compiles_fullgraph" "tests/analyze/test_api_gpu.py" -k "not sm90 and (inductor or cached or blockfuse or stream)"
 echo "=== done in $((SECONDS - BEGAN)) s"

@@ -12,7 +12,7 @@ Every op test follows the same pattern:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -224,6 +224,66 @@ def grads(
     present = [t for t in inputs if t is not None]
     computed = iter(torch.autograd.grad(outputs, present, grad_outputs, allow_unused=True))
     return [None if t is None else next(computed) for t in inputs]
+
+
+def assert_compiles_like_eager(
+    fn: Callable,
+    run: Callable[[Callable], Sequence[torch.Tensor | None]],
+    names: Sequence[str],
+    *,
+    backend: str,
+    rtol: float | Sequence[float],
+    atol: float | Sequence[float],
+    exact: bool = False,
+    explain_args: Sequence | None = None,
+    **compile_options,
+) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
+    """``torch.compile(fn, backend=backend, fullgraph=True, **compile_options)`` gives eager's results.
+
+    1. with ``explain_args``: Dynamo's ``explain`` of ``fn`` on them finds no graph break and one graph;
+    2. ``run(compiled)`` (the test's forward and backward, returning the tensors to compare, one per name
+       in ``names``) counts no graph break in Dynamo's counters;
+    3. ``run(fn)`` eagerly; each compiled result must equal eager's bit for bit when ``exact`` (``aot_eager``
+       runs the same kernels on the same inputs), else be ``torch.testing.assert_close`` to it with ``rtol``
+       and ``atol`` (each one value, or one per name). A None result (an absent gradient) must be None both
+       ways. Every mismatch is reported at once.
+
+    Dynamo is reset before and after, also when an assertion fails. Returns (compiled, eager) results for
+    the test's own further checks.
+    """
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    try:
+        if explain_args is not None:
+            explanation = torch._dynamo.explain(fn)(*explain_args)
+            assert explanation.graph_break_count == 0, explanation.break_reasons
+            assert explanation.graph_count == 1
+            torch._dynamo.reset()
+        counters.clear()
+        compiled = list(run(torch.compile(fn, backend=backend, fullgraph=True, **compile_options)))
+        assert not counters["graph_break"], dict(counters["graph_break"])
+        eager = list(run(fn))
+    finally:
+        torch._dynamo.reset()
+    rtols = [rtol] * len(names) if isinstance(rtol, (int, float)) else list(rtol)
+    atols = [atol] * len(names) if isinstance(atol, (int, float)) else list(atol)
+    failures = []
+    for name, mine, theirs, rtol_, atol_ in zip(names, compiled, eager, rtols, atols, strict=True):
+        if mine is None or theirs is None:
+            if (mine is None) != (theirs is None):
+                failures.append(f"{name}: {'compiled' if mine is None else 'eager'} gave None, the other a tensor")
+        elif exact:
+            if not torch.equal(mine, theirs):
+                failures.append(f"{name}: compiled differs from eager by {relative_error(mine, theirs):.3e} (relative)")
+        else:
+            try:
+                torch.testing.assert_close(mine, theirs, rtol=rtol_, atol=atol_)
+            except AssertionError as error:
+                failures.append(f"{name}: {error}")
+    assert not failures, f"torch.compile(backend={backend!r}) against eager:\n" + "\n".join(failures)
+    return compiled, eager
 
 
 def assert_runs_without_interpreter(script: str) -> None:

@@ -1,4 +1,9 @@
-"""blockfuse: fused Triton kernels for transformer blocks, and the tools that show why they are fast."""
+"""blockfuse: fused Triton kernels for transformer blocks, and the tools that show why they are fast.
+
+The package's public face: the ops, ``blockfuse.nn``, ``blockfuse.patch`` / ``unpatch``, and
+``blockfuse.analyze(module, *inputs)``. ``import blockfuse`` loads the ops, ``nn`` and ``patching``; the compile
+analysis (``blockfuse.analyze``) loads on first use (``__getattr__`` below), the benchmarks and the
+command line only when imported (tests/test_layers.py)."""
 
 from blockfuse.ops.bias_dropout_add import bias_dropout_add, bias_dropout_add_ref
 from blockfuse.ops.cross_entropy import linear_cross_entropy, linear_cross_entropy_ref
@@ -11,7 +16,6 @@ from blockfuse.ops.norm import (
 from blockfuse.ops.rotary import rotary, rotary_ref
 from blockfuse import nn  # noqa: E402  (nn imports the ops above)
 from blockfuse.patching import patch, unpatch  # noqa: E402  (patches Hugging Face models with nn and the ops)
-from blockfuse import analyze  # noqa: E402  (a callable module: blockfuse.analyze(module, *inputs))
 
 __version__ = "0.1.0"
 
@@ -24,3 +28,17 @@ __all__ = [
     "patch", "unpatch",
     "analyze", "nn", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """``blockfuse.analyze``, imported on first use (PEP 562). Importing the subpackage makes it an
+    attribute of this module, so this runs once."""
+    if name == "analyze":
+        import blockfuse.analyze
+
+        return blockfuse.analyze
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"analyze"})

@@ -15,7 +15,9 @@ from blockfuse.models import (
     width_overrides,
 )
 from blockfuse.models.blocks import _attend, apply_rotary, rotary_tables
-from tests.helpers import assert_all_close_to_reference, assert_close_to_reference, relative_error
+from tests.helpers import (
+    assert_all_close_to_reference, assert_close_to_reference, assert_compiles_like_eager, relative_error,
+)
 
 TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96}
 
@@ -325,13 +327,11 @@ def test_split_linear_compiles_without_graph_breaks(backend):
         q, k, v = split_linear(x, w, b, (8, 8, 8))
         return (q * k).sum() + v.square().sum()
 
-    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
-    expected = torch.autograd.grad(loss(*leaves), leaves)
-    torch._dynamo.reset()
-    compiled = torch.compile(loss, fullgraph=True, backend=backend)
-    got = torch.autograd.grad(compiled(*leaves), leaves)
-    for name, g, e in zip(("dx", "dw", "db"), got, expected):
-        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    def run(fn):
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        return torch.autograd.grad(fn(*leaves), leaves)
+
+    assert_compiles_like_eager(loss, run, ("dx", "dw", "db"), backend=backend, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("key", ["siglip2-head18", "standard", "olmo2-gqa"])

@@ -19,6 +19,7 @@ import torch
 from blockfuse.ops.bias_dropout_add import bias_dropout_add, bias_dropout_add_ref
 from blockfuse.ops.dropout import draw_seed, keep_mask
 from tests.helpers import (
+    assert_compiles_like_eager,
     assert_runs_without_interpreter,
     assert_all_close_to_reference,
     grads,
@@ -344,9 +345,7 @@ def _recording_backend(graphs):
 def test_torch_compile_fullgraph(backend, device):
     """One graph, no graph breaks, and the same forward and backward as eager (same torch seed:
     the dropout seed is the first draw both ways; inductor is told to use eager's RNG)."""
-    import torch._dynamo
     import torch._inductor.config
-    from torch._dynamo.utils import counters
 
     shape = (5, 72)
     x, bias, residual = make_inputs(shape, torch.float32, device)
@@ -359,25 +358,11 @@ def test_torch_compile_fullgraph(backend, device):
         out = fn(*leaf_list)
         return [out.detach()] + grads(out, leaf_list, grad_output)
 
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(block)(*inputs)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
-
-    torch._dynamo.reset()
-    counters.clear()
+    # Inductor fuses the ops around ours (and the reference's ops on the reference path), so the
+    # last bits may differ; aot_eager runs eager's kernels.
     with torch._inductor.config.patch(fallback_random=True):
-        compiled = run(torch.compile(block, backend=backend, fullgraph=True))
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    eager = run(block)
-    for name, a, b in zip(["out", "dx", "dresidual", "dbias"], compiled, eager):
-        if backend == "aot_eager":
-            assert torch.equal(a, b), f"{name}: compiled differs from eager by {relative_error(a, b):.3e} (relative)"
-        else:
-            # Inductor fuses the ops around ours (and the reference's ops on the reference path),
-            # so the last bits may differ.
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
-    torch._dynamo.reset()
+        assert_compiles_like_eager(block, run, ["out", "dx", "dresidual", "dbias"], backend=backend,
+                                   exact=backend == "aot_eager", rtol=1e-5, atol=1e-5, explain_args=inputs)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 import blockfuse
 from blockfuse.ops import cross_entropy
-from tests.helpers import as_layout, assert_all_close_to_reference, random_tensor, relative_error
+from tests.helpers import (
+    as_layout, assert_all_close_to_reference, assert_compiles_like_eager, random_tensor, relative_error,
+)
 
 VOCAB = 203  # odd: the row kernel's last block of columns is partly masked
 WIDTH = 40
@@ -179,21 +181,13 @@ def test_a_second_backward_through_the_graph_is_refused(device):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(backend, reduction, device):
     """One graph, no graph break, the same loss and gradients as eager (the chunk loop is one opaque op)."""
-    from torch._dynamo.utils import counters
-
     hidden, weight, target, bias = make_inputs((2, 11), torch.float32, device, bias=True)
 
     def loss_of(h, w, t, b, **kwargs):
         return blockfuse.linear_cross_entropy(h, w, t, b, reduction=reduction, chunk_size=8, label_smoothing=0.1)
 
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = run(torch.compile(loss_of, backend=backend, fullgraph=True), hidden, weight, target, bias)
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    eager = run(loss_of, hidden, weight, target, bias)
-    for name, a, b in zip(["loss", "d hidden", "d weight", "d bias"], compiled, eager):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
-    torch._dynamo.reset()
+    assert_compiles_like_eager(loss_of, lambda fn: run(fn, hidden, weight, target, bias),
+                               ["loss", "d hidden", "d weight", "d bias"], backend=backend, rtol=1e-5, atol=1e-6)
 
 
 def test_default_chunk_size_rule():

@@ -4,19 +4,14 @@ with the whole weight."""
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import blockfuse
 from blockfuse.runtime import interpreter_enabled
+from tests import multiprocess
 from tests.helpers import relative_error
 
-WORLD = 2
 VOCAB = 203  # odd: the shards hold 102 and 101 classes
 FORMS = {
     "plain": {},
@@ -47,66 +42,39 @@ def _expected(form: dict):
     return [loss.detach()] + list(grads)
 
 
-def _on_gpus() -> bool:
-    return torch.cuda.is_available() and torch.cuda.device_count() >= WORLD
-
-
-def _worker(rank: int, port: int, form: dict, results):
+def _worker(rank: int, form: dict):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    device = "cuda" if _on_gpus() else "cpu"
-    if device == "cuda":
-        torch.cuda.set_device(rank)
-    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=WORLD)
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    options = dict(form)
+    hidden, weight, bias, target, grad = (None if t is None else t.to(device)
+                                          for t in _inputs(options.pop("bias", False)))
+    w = distribute_tensor(weight, mesh, [Shard(0)]).requires_grad_()
+    b = None if bias is None else distribute_tensor(bias, mesh, [Shard(0)]).requires_grad_()
+    h = distribute_tensor(hidden, mesh, [Replicate()]).requires_grad_()
+    loss = blockfuse.linear_cross_entropy(h, w, target, b, chunk_size=16, **options)
+    assert loss.placements == (Replicate(),)
+    wanted = [t for t in (h, w, b) if t is not None]
+    grads = torch.autograd.grad(loss, wanted, distribute_tensor(grad, mesh, [Replicate()]) if loss.dim() else None)
+    full = [t.full_tensor().detach().cpu().numpy() for t in (loss, *grads)]  # collectives: every rank
+    # A weight sharded on its width (or FSDP2's shard outside the head's forward) is refused by name.
+    wrong = distribute_tensor(weight, mesh, [Shard(1)])
     try:
-        mesh = init_device_mesh(device, (WORLD,))
-        options = dict(form)
-        hidden, weight, bias, target, grad = (None if t is None else t.to(device)
-                                              for t in _inputs(options.pop("bias", False)))
-        w = distribute_tensor(weight, mesh, [Shard(0)]).requires_grad_()
-        b = None if bias is None else distribute_tensor(bias, mesh, [Shard(0)]).requires_grad_()
-        h = distribute_tensor(hidden, mesh, [Replicate()]).requires_grad_()
-        loss = blockfuse.linear_cross_entropy(h, w, target, b, chunk_size=16, **options)
-        assert loss.placements == (Replicate(),)
-        wanted = [t for t in (h, w, b) if t is not None]
-        grads = torch.autograd.grad(loss, wanted, distribute_tensor(grad, mesh, [Replicate()]) if loss.dim() else None)
-        full = [t.full_tensor().detach() for t in (loss, *grads)]  # collectives: every rank
-        # A weight sharded on its width (or FSDP2's shard outside the head's forward) is refused by name.
-        wrong = distribute_tensor(weight, mesh, [Shard(1)])
-        try:
-            blockfuse.linear_cross_entropy(h, wrong, target)
-        except ValueError as error:
-            assert "weight: a DTensor weight must be sharded on the vocabulary" in str(error), error
-        else:
-            raise AssertionError("a Shard(1) weight was accepted")
-        if rank == 0:
-            results.put([t.cpu().numpy() for t in full])  # plain arrays: no shared memory past the process's end
-    finally:
-        dist.destroy_process_group()
+        blockfuse.linear_cross_entropy(h, wrong, target)
+    except ValueError as error:
+        assert "weight: a DTensor weight must be sharded on the vocabulary" in str(error), error
+    else:
+        raise AssertionError("a Shard(1) weight was accepted")
+    return full
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.skipif(not (_on_gpus() or interpreter_enabled()), reason="the vocabulary-parallel loss runs the Triton "
-                    "kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
+@pytest.mark.skipif(not (multiprocess.on_gpus() or interpreter_enabled()), reason="the vocabulary-parallel loss runs "
+                    "the Triton kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
 @pytest.mark.parametrize("form", list(FORMS))
 def test_vocab_parallel_matches_one_process(form):
-    context = mp.get_context("spawn")
-    results = context.Queue()
-    port = _free_port()
-    processes = [context.Process(target=_worker, args=(rank, port, FORMS[form], results)) for rank in range(WORLD)]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join(timeout=180)
-    assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
-    ours = [torch.from_numpy(a) for a in results.get(timeout=5)]
+    ours = [torch.from_numpy(a) for a in multiprocess.run(_worker, FORMS[form])[0]]
     expected = _expected(FORMS[form])
     names = ["loss", "d hidden", "d weight", "d bias"]
     for name, a, b in zip(names, ours, expected):

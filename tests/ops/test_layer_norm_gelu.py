@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
 from tests.helpers import (
+    assert_compiles_like_eager,
     assert_runs_without_interpreter,
     as_double,
     assert_all_close_to_reference,
@@ -248,9 +249,6 @@ def block(x, weight, bias):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(backend, device):
     """One graph, no graph breaks, and the same forward and backward as eager."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
     shape = (5, 72)
     inputs = make_inputs(shape, torch.float32, device)
     grad_output = random_tensor(shape, torch.float32, device, seed=6)
@@ -260,24 +258,10 @@ def test_torch_compile_fullgraph(backend, device):
         out = fn(*leaf_list)
         return [out.detach()] + grads(out, leaf_list, grad_output)
 
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(block)(*inputs)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
-
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = run(torch.compile(block, backend=backend, fullgraph=True))
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    eager = run(block)
-    for name, a, b in zip(["out", *GRAD_NAMES], compiled, eager):
-        if backend == "aot_eager":
-            assert torch.equal(a, b), f"{name}: compiled differs from eager by {relative_error(a, b):.3e} (relative)"
-        else:
-            # Inductor fuses the ops around the custom ops (and the reference's ops on the
-            # reference path), so the last bits may differ.
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
-    torch._dynamo.reset()
+    # Inductor fuses the ops around the custom ops (and the reference's ops on the reference
+    # path), so the last bits may differ; aot_eager runs eager's kernels.
+    assert_compiles_like_eager(block, run, ["out", *GRAD_NAMES], backend=backend, exact=backend == "aot_eager",
+                               rtol=1e-5, atol=1e-5, explain_args=inputs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 import blockfuse.ops.linear_act as linear_act_module
 from blockfuse.ops.linear_act import ACTIVATIONS, fused_mlp, fused_mlp_ref, linear_act, linear_act_ref
 from tests.helpers import (
-    as_layout, assert_all_close_to_reference, assert_runs_without_interpreter, grads, leaves, random_tensor,
+    as_layout, assert_all_close_to_reference, assert_compiles_like_eager, assert_runs_without_interpreter, grads,
+    leaves, random_tensor,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,32 +296,26 @@ def _geglu_then_gelu(x, w1, b1, w2, b2, path):
 def test_compiles_fullgraph(backend, block, path):
     """fullgraph=True: no graph break around either op, forward and backward (Triton in the interpreter,
     "auto" being its Triton GEMMs; or the reference without it); values and gradients match eager."""
-    from torch._dynamo.utils import counters
-
     x = random_tensor((3, 5, 16), seed=1)
     w1 = random_tensor((40, 16), seed=2, scale=0.25)
     b1 = random_tensor((40,), seed=3, scale=0.5)
     w2 = random_tensor((32, 40), seed=4, scale=0.2)
     b2 = random_tensor((32,), seed=5, scale=0.5)
-    torch._dynamo.reset()
-    counters.clear()
-    ours = leaves(x, w1, b1, w2, b2)
-    out = torch.compile(block, backend=backend, fullgraph=True)(*ours, path)
-    out.square().sum().backward()
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    ref = leaves(x, w1, b1, w2, b2)
-    expected = block(*ref, path)
-    expected.square().sum().backward()
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    for name, mine, theirs in zip(["x", "w1", "b1", "w2", "b2"], ours, ref):
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"d{name}: {m}")
-    torch._dynamo.reset()
+
+    def run(fn):
+        parameters = leaves(x, w1, b1, w2, b2)
+        out = fn(*parameters, path)
+        out.square().sum().backward()
+        return [out, *(t.grad for t in parameters)]
+
+    assert_compiles_like_eager(block, run, ["out", "dx", "dw1", "db1", "dw2", "db2"], backend=backend,
+                               rtol=[1e-5] + 5 * [1e-4], atol=1e-5)
 
 
 @pytest.mark.usefixtures("requires_triton")
 def test_compiled_inference_writes_no_pre_activation(monkeypatch):
     """Under torch.no_grad the compiled ops call the forward launchers alone (keep_pre False). (The small-input
-    rule, which would send this tiny input to the reference, is off here: tests/test_dispatch.py tests it.)"""
+    rule, which would send this tiny input to the reference, is off here: tests/test_runtime.py tests it.)"""
     from blockfuse import runtime
 
     monkeypatch.setattr(runtime, "COMPILED_INFERENCE_MAX_ELEMENTS", 0)

@@ -21,6 +21,7 @@ import torch
 
 from blockfuse.ops.rotary import rotary, rotary_ref
 from tests.helpers import (
+    assert_compiles_like_eager,
     assert_runs_without_interpreter,
     as_layout,
     assert_all_close_to_reference,
@@ -612,9 +613,6 @@ def attention_inputs(qkv, cos, sin, position_ids):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(backend, device):
     """One graph, no graph breaks, the same forward and backward as eager."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
     qkv = random_tensor((2, 5, 72), torch.float32, device, seed=1)  # (batch, seq, 3 x 3 heads x 8)
     angles = random_tensor((16, 4), torch.float32, seed=2)
     cos, sin = angles.cos().to(device), angles.sin().to(device)
@@ -626,18 +624,8 @@ def test_torch_compile_fullgraph(backend, device):
         out = fn(leaf, cos, sin, position_ids)
         return [out.detach()] + grads(out, [leaf], grad_output)
 
-    torch._dynamo.reset()
-    explanation = torch._dynamo.explain(attention_inputs)(qkv, cos, sin, position_ids)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = run(torch.compile(attention_inputs, backend=backend, fullgraph=True))
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    eager = run(attention_inputs)
-    for name, a, b in zip(["out", "dqkv"], compiled, eager):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
-    torch._dynamo.reset()
+    assert_compiles_like_eager(attention_inputs, run, ["out", "dqkv"], backend=backend, rtol=1e-5, atol=1e-5,
+                               explain_args=(qkv, cos, sin, position_ids))
 
 
 def inplace_block(x, weight, cos, sin):
@@ -731,6 +719,7 @@ def test_torch_compile_every_form(backend, dynamic, device):
                 + grads(out, [leaf_qkv, leaf_q, leaf_k], grad_output))
 
     names = ["out", "q_in", "k_in", "cache_q", "cache_k", "dqkv", "dq_in", "dk_in"]
+    sequences = ((5, 1), (7, 11)) if dynamic else ((5, 1),)
     example = inputs(5, seed=1)
     graphs = []
 
@@ -744,16 +733,14 @@ def test_torch_compile_every_form(backend, dynamic, device):
     ops = {str(node.target) for module in graphs[0].modules() if isinstance(module, torch.fx.GraphModule)
            for node in module.graph.nodes if node.op == "call_function"}  # (the Function's bodies are submodules)
     assert {"blockfuse.rotary_fwd.default", "blockfuse.rotary_fwd_.default", "blockfuse.rotary_bwd.default"} <= ops, ops
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = torch.compile(every_form, backend=backend, fullgraph=True, dynamic=dynamic)
-    for seq, seed in ((5, 1), (7, 11)) if dynamic else ((5, 1),):
-        values = inputs(seq, seed)
-        for name, a, b in zip(names, run(compiled, *values), run(every_form, *values)):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"seq {seq}: {name}: {m}")
-    assert not counters["graph_break"], dict(counters["graph_break"])
+
+    def run_every_sequence(fn):
+        return [result for seq, seed in sequences for result in run(fn, *inputs(seq, seed))]
+
+    assert_compiles_like_eager(every_form, run_every_sequence,
+                               [f"seq {seq}: {name}" for seq, _ in sequences for name in names],
+                               backend=backend, rtol=1e-5, atol=1e-5, dynamic=dynamic)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
-    torch._dynamo.reset()
 
 
 @pytest.mark.gpu

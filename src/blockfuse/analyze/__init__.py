@@ -32,7 +32,10 @@ __all__ = [
 
 class _CallablePackage(types.ModuleType):
     """NOTE: the issue's API is ``blockfuse.analyze(module, *inputs, ...)`` while ``blockfuse.analyze`` is
-    also this package (``blockfuse.analyze.compare``, ...): calling the package runs :func:`analyze`."""
+    also this package (``blockfuse.analyze.compare``, ...): calling the package runs :func:`analyze`.
+    Python makes ``blockfuse.analyze`` this module object when the package is first imported (by
+    ``blockfuse.__getattr__`` or by any ``import blockfuse.analyze...``), so only the module's own type
+    can make it callable; ``import blockfuse`` alone does not load this package."""
 
     def __call__(self, *args, **kwargs):
         return analyze(*args, **kwargs)

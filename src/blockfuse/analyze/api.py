@@ -22,8 +22,8 @@ from blockfuse.analyze.capture import CodeCapture, synchronize
 from blockfuse.analyze.graph_breaks import find_graph_breaks
 from blockfuse.analyze.profiler import Phase, median_step, profile_phase, reconcile, time_phase
 from blockfuse.analyze.recompiles import probe
-from blockfuse.analyze.report import PASSES, Report, build_kernels, build_pass
-from blockfuse.analyze.wrapper import parse_wrapper
+from blockfuse.analyze.report import Report, build_kernels, build_pass
+from blockfuse.analyze.wrapper import PASSES, parse_wrapper
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 

@@ -8,7 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from blockfuse.analyze.report import PASS_TITLES, Report
+from blockfuse.analyze.report import Report
+from blockfuse.analyze.wrapper import PASS_TITLES
 
 METRICS = (
     ("graphs", "graphs", lambda s: len(s.modules)),

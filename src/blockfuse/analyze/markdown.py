@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from blockfuse.analyze.ceilings import rates
 from blockfuse.analyze.fusion import LAYOUT_OPS, short_op
-from blockfuse.analyze.report import PASS_TITLES, Report, rates
+from blockfuse.analyze.wrapper import PASS_TITLES
+
+if TYPE_CHECKING:  # report.py imports this module to write a Report
+    from blockfuse.analyze.report import Report
 
 
 def _number(value, digits: int = 3) -> str:

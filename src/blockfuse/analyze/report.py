@@ -15,29 +15,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from blockfuse.analyze.ceilings import rates
 from blockfuse.analyze.graph_breaks import GraphBreak
+from blockfuse.analyze.markdown import report_markdown, summary_renderable
 from blockfuse.analyze.recompiles import RecompileReport
+from blockfuse.analyze.roofline import write_roofline
 from blockfuse.analyze.wrapper import Launch, WrapperModule
 
-PASSES = ("inference", "forward", "backward")
-PASS_TITLES = {"inference": "inference forward", "forward": "training forward", "backward": "backward"}
 BACKEND_TITLES = {"triton": "Triton", "cpp": "C++"}
-
-
-def rates(nbytes: float | None, flops: float | None, us: float | None, ceilings: dict | None) -> dict:
-    """Achieved GB/s and TFLOP/s of ``us`` microseconds, and their fractions of the measured ceilings."""
-    out = {"gbps": None, "tflops": None, "frac_copy": None, "frac_gemm": None}
-    if not us:
-        return out
-    if nbytes:
-        out["gbps"] = nbytes / us / 1e3
-        if ceilings:
-            out["frac_copy"] = out["gbps"] / ceilings["copy"]["gbps"]
-    if flops:
-        out["tflops"] = flops / us / 1e6
-        if ceilings:
-            out["frac_gemm"] = out["tflops"] / ceilings["gemm"]["tflops"]
-    return out
 
 
 @dataclass
@@ -282,14 +267,10 @@ class Report:
         return text
 
     def to_markdown(self, plot: str | None = None) -> str:
-        from blockfuse.analyze.markdown import report_markdown
-
         return report_markdown(self, plot)
 
     def summary(self):
         """A rich renderable: the headline of each step and the kernels table."""
-        from blockfuse.analyze.markdown import summary_renderable
-
         return summary_renderable(self)
 
     def print_summary(self, console=None) -> None:
@@ -303,8 +284,6 @@ class Report:
     def write(self, out: str | Path, stem: str | None = None) -> dict[str, Path]:
         """Write ``<stem>.json``, ``<stem>.md``, ``<stem>.png`` (where kernels were timed) and the
         wrapper modules under ``<stem>-code/``; returns the paths written."""
-        from blockfuse.analyze.roofline import write_roofline
-
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         stem = stem or self.stem()

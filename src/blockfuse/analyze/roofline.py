@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from blockfuse.analyze.report import Report, rates
+from blockfuse.analyze.ceilings import rates
+
+if TYPE_CHECKING:  # report.py imports this module to write a Report
+    from blockfuse.analyze.report import Report
 
 MARKERS = {"inference": "o", "forward": "s", "backward": "^"}
 

@@ -21,6 +21,9 @@ from blockfuse.analyze.kernels import KernelDef, NodeComment, parse_comment, par
 
 _ROOTS = frozenset({"torch", "aten", "extern_kernels", "inductor_ops", "_quantized", "prims", "triton", "math"})
 _STREAM = re.compile(r"^\s*stream\d+\s*=\s*get_raw_stream\(")
+# The steps a compiled graph belongs to (a WrapperModule's kind), in the order they run, and their titles.
+PASSES = ("inference", "forward", "backward")
+PASS_TITLES = {"inference": "inference forward", "forward": "training forward", "backward": "backward"}
 
 
 @dataclass
@@ -359,7 +362,7 @@ class _Walker:
 
 
 def _module_kind(module_id: str, source: str) -> str:
-    for kind in ("inference", "forward", "backward"):
+    for kind in PASSES:
         if module_id.endswith(kind):
             return kind
     if "tangents_" in source:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from blockfuse.analyze.targets import CPU_SHAPE
+from blockfuse.bench.runner import declared_ops
 from blockfuse.cliutil import UsageError, default_out, format_shape, parse_shape, parse_shapes
 
 CPU_MESSAGE = (
@@ -141,14 +142,6 @@ def _parse_list(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, 
     if not items:
         raise UsageError(f"{option}: expected comma-separated names from {','.join(allowed)}, got {text!r}")
     return items
-
-
-def declared_ops():
-    """Every declared op benchmark. A new op adds its module's BENCHMARKS here."""
-    from blockfuse.bench import bias_dropout_add, cross_entropy, gated, norm, rotary
-
-    return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS,
-            *cross_entropy.BENCHMARKS]
 
 
 def run_ops(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from blockfuse.bench import timing
-from blockfuse.bench.runner import DTYPES, Case, Reference, Settings, _describe
+from blockfuse.bench.runner import DTYPES, Case, Reference, Settings, _describe, declared_ops
 from blockfuse.bench.spec import OpBenchmark, compiled
 
 PROVIDERS = ("eager", "compile", "liger", "blockfuse", "blockfuse-compile")
@@ -122,8 +122,6 @@ MLP_BENCHMARKS = (
 
 def benchmarks() -> list[OpBenchmark]:
     """Every op the host benchmark covers: the op benchmarks' (every form) and the MLP ops."""
-    from blockfuse.bench.cli import declared_ops
-
     return [*declared_ops(), *MLP_BENCHMARKS]
 
 

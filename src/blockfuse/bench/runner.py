@@ -252,6 +252,14 @@ class Case:
         return record
 
 
+def declared_ops() -> list[OpBenchmark]:
+    """Every declared op benchmark. A new op adds its module's BENCHMARKS here."""
+    from blockfuse.bench import bias_dropout_add, cross_entropy, gated, norm, rotary
+
+    return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS,
+            *cross_entropy.BENCHMARKS]
+
+
 def shapes_of(bench: OpBenchmark, settings: Settings) -> tuple[Shape, ...]:
     if settings.shapes is not None:
         return settings.shapes

@@ -1,100 +1,22 @@
 """How a benchmark is timed: the statistics of a list of samples, CUDA and CPU timers,
-the device-to-device copy ceiling, and peak memory."""
+the device-to-device copy ceiling, and peak memory.
+
+The statistics and ``do_bench``'s CUDA timer live in ``blockfuse.analyze.timing`` and the copy ceiling in
+``blockfuse.analyze.ceilings``, where the compile analysis uses them too; they are imported here, so
+every benchmark times through this one module."""
 
 from __future__ import annotations
 
-import inspect
 import time
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 
+from blockfuse.analyze.ceilings import copy_bandwidth
+from blockfuse.analyze.timing import Timing, quantile, summarize, time_cuda
 
-@dataclass(frozen=True)
-class Timing:
-    """Milliseconds of one call: the median and the 20th / 80th percentiles."""
-
-    median: float
-    p20: float
-    p80: float
-
-
-def quantile(samples: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of ``samples`` with linear interpolation (as numpy and torch do)."""
-    if not samples:
-        raise ValueError("quantile of an empty list of samples")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile must lie in [0, 1], got {q}")
-    ordered = sorted(samples)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def summarize(samples: Sequence[float]) -> Timing:
-    """Median, p20 and p80 of a list of timings in milliseconds."""
-    return Timing(median=quantile(samples, 0.5), p20=quantile(samples, 0.2), p80=quantile(samples, 0.8))
-
-
-def time_cuda(
-    fn: Callable, *, warmup_ms: float, rep_ms: float, grad_to_none=None, setup: Callable | None = None
-) -> Timing:
-    """Time ``fn`` on the current CUDA device.
-
-    Without ``setup``: ``triton.testing.do_bench``, which warms up for ``warmup_ms``, then
-    repeats for ``rep_ms`` with the L2 cache cleared before each call, timed by CUDA events.
-    With ``setup``: the same loop, but each call first runs ``setup()`` untimed and the timed
-    call is ``fn(setup())`` (the backward-only mode: a fresh forward, then the timed backward).
-    """
-    if setup is not None:
-        return _time_cuda_after_setup(fn, setup, warmup_ms=warmup_ms, rep_ms=rep_ms, grad_to_none=grad_to_none)
-    import triton.testing
-
-    parameters = inspect.signature(triton.testing.do_bench).parameters
-    kwargs = {"warmup": warmup_ms, "rep": rep_ms, "grad_to_none": grad_to_none}
-    if "quantiles" in parameters:  # triton 2.1 and later, 3.6 and 3.9 included
-        median, p20, p80 = triton.testing.do_bench(fn, quantiles=[0.5, 0.2, 0.8], **kwargs)
-        return Timing(median=float(median), p20=float(p20), p80=float(p80))
-    median = float(triton.testing.do_bench(fn, return_mode="median", **kwargs))
-    return Timing(median=median, p20=median, p80=median)
-
-
-def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none) -> Timing:
-    # NOTE: do_bench's loop with an untimed setup before each call. The L2 flush comes after
-    # the setup so the timed call starts cold, as a backward does long after its forward.
-    flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")  # above any L2 (50 MiB H100, 60 MiB H200)
-
-    def once(start=None, end=None):
-        for t in grad_to_none or ():
-            t.grad = None
-        state = setup()
-        flush.zero_()
-        if start is not None:
-            start.record()
-        fn(state)
-        if end is not None:
-            end.record()
-
-    once()
-    torch.cuda.synchronize()
-    began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    began.record()
-    for _ in range(5):
-        once()
-    ended.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(began.elapsed_time(ended) / 5, 1e-3)  # setup and flush included: the loop lasts about rep_ms
-    for _ in range(max(1, int(warmup_ms / estimate_ms))):
-        once()
-    repeats = max(1, int(rep_ms / estimate_ms))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for start, end in zip(starts, ends):
-        once(start, end)
-    torch.cuda.synchronize()
-    return summarize([start.elapsed_time(end) for start, end in zip(starts, ends)])
+__all__ = ["Timing", "quantile", "summarize", "time_cuda", "time_cuda_loop", "time_cuda_graph", "l2_flush",
+           "time_cpu", "copy_bandwidth", "peak_memory_mib"]
 
 
 def time_cuda_loop(fn: Callable, *, before_each: Callable | None = None, calls: int = 50,
@@ -204,26 +126,6 @@ def time_cpu(
     while len(samples) < min_reps or (len(samples) < max_reps and (time.perf_counter() - began) * 1e3 < rep_ms):
         samples.append(once())
     return summarize(samples)
-
-
-def copy_bandwidth(*, gib: float = 1.0, warmup_ms: float = 25, rep_ms: float = 100) -> dict:
-    """Device-to-device copy of a ``gib`` GiB bf16 buffer: the ceiling every op is measured against.
-
-    Bytes moved = 2 x the buffer size (one read, one write).
-
-    NOTE: timed eagerly with do_bench, not in a CUDA graph: captured, the copy becomes a
-    memcpy node that may run on a copy engine (seen at 2.7 TB/s against 4.2 TB/s eagerly
-    on an H200). A 1 GiB copy costs a few microseconds of host time against half a
-    millisecond on the GPU, so the eager time is the kernel's.
-    """
-    numel = int(gib * 2**30) // 2
-    source = torch.empty(numel, dtype=torch.bfloat16, device="cuda").normal_()
-    target = torch.empty_like(source)
-    moved = 2 * source.numel() * source.element_size()
-    median = time_cuda(lambda: target.copy_(source), warmup_ms=warmup_ms, rep_ms=rep_ms).median
-    source = target = None  # free the 2 GiB before the ops run
-    torch.cuda.empty_cache()
-    return {"bytes": moved, "ms": median, "gbps": moved / median / 1e6}
 
 
 def peak_memory_mib(fn: Callable[[], object]) -> float:
