@@ -75,3 +75,73 @@ def test_norms_on_dtensors_sharded_on_rows(name, dim):
         expected_local[dim] = [2, 1][rank] if dim == 0 else 3
         assert list(result["local_shape"]) == expected_local, result
         assert max(result["errors"]) < 1e-5, result
+
+
+GATED = {"swiglu_separate": ("swiglu", False), "geglu_separate": ("geglu", False), "swiglu_packed": ("swiglu", True)}
+
+
+def _gated_worker(rank, name, dim):
+    import blockfuse
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    function, packed = GATED[name]
+    g = torch.Generator().manual_seed(1)
+    gate, up, grad = (torch.randn(4, 5, 24, generator=g).to(device) for _ in range(3))
+    if packed:
+        gate = torch.cat([gate, up], dim=-1)  # [gate | up]
+
+    def run(gate, up, grad):
+        y = getattr(blockfuse, function)(gate, None if packed else up)
+        leaves = [gate] if packed else [gate, up]
+        return y, torch.autograd.grad(y, leaves, grad)
+
+    expected_y, expected = run(gate.clone().requires_grad_(), up.clone().requires_grad_(), grad)
+    placement = Shard(dim)
+    gate_d, up_d = (distribute_tensor(t, mesh, [placement]).requires_grad_() for t in (gate, up))
+    y, grads = run(gate_d, up_d, distribute_tensor(grad, mesh, [placement]))
+    assert isinstance(y, DTensor) and y.placements == (placement,), y.placements
+    full = [y.full_tensor()] + [t.full_tensor() for t in grads]
+    return {"errors": [float((a - b).abs().max()) for a, b in zip(full, [expected_y, *expected])],
+            "local_shape": tuple(y.to_local().shape)}
+
+
+@pytest.mark.parametrize("name,dim", [(name, dim) for name in GATED for dim in (0, 2) if not (GATED[name][1] and dim)])
+def test_gated_on_dtensors(name, dim):
+    for rank, result in enumerate(multiprocess.run(_gated_worker, name, dim)):
+        expected_local = [4, 5, 24]
+        expected_local[dim] //= 2
+        assert list(result["local_shape"]) == expected_local, result
+        assert max(result["errors"]) < 1e-5, result
+
+
+def _refusal_worker(rank):
+    import blockfuse
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
+    x = distribute_tensor(torch.randn(4, 6, 40, device=multiprocess.device()), mesh, [Shard(2)])
+    messages = []
+    for call in (lambda: blockfuse.rms_norm(x, None), lambda: blockfuse.swiglu(x)):
+        try:
+            call()
+            messages.append(None)
+        except Exception as error:  # DTensor wraps the rule's ValueError: look through the chain
+            text = []
+            while error is not None:
+                text.append(str(error))
+                error = error.__cause__ or error.__context__
+            messages.append(" | ".join(text))
+    return messages
+
+
+def test_a_placement_that_would_need_a_gather_is_refused_by_name():
+    """A norm's input sharded on the normalized dimension, a packed [gate | up] on its last: a clear error
+    naming the placement, never a silent gather."""
+    for messages in multiprocess.run(_refusal_worker):
+        norm, packed = messages
+        assert norm is not None and "x: blockfuse's norm on a DTensor" in norm and "got Shard(2)" in norm, norm
+        assert packed is not None and "packed gated activation" in packed, packed

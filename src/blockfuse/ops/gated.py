@@ -27,6 +27,7 @@ from blockfuse.ops.activation import (
 )
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.launch import Kernel, as_rows, launcher_op
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 # Activations, as kernel constants.
@@ -233,10 +234,13 @@ class _GatedFunction(torch.autograd.Function):
     def backward(ctx, dy):
         gate, up = ctx.saved_tensors
         packed = up is None
-        gate_grad = packed or ctx.needs_input_grad[0]
-        up_grad = not packed and ctx.needs_input_grad[1]
+        # NOTE: on DTensors both gradients are made: the sharding rule's placements cannot depend on which
+        # one is asked for (ops/sharding.py).
+        both = is_dtensor(gate)
+        gate_grad = packed or both or ctx.needs_input_grad[0]
+        up_grad = not packed and (both or ctx.needs_input_grad[1])
         dgate, dup = _gated_backward(dy, gate, up, ctx.activation, gate_grad, up_grad)
-        return dgate if gate_grad else None, dup if up_grad else None, None
+        return dgate if ctx.needs_input_grad[0] else None, dup if ctx.needs_input_grad[1] else None, None
 
 
 # ----------------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ accept every placement that is exact locally.
 
 * the norms: an input sharded on any dimension but the normalized (last) one, the weight and bias
   replicated. The outputs and statistics are sharded like the input; the weight and bias gradients are each
-  rank's partial sums (``Partial()``), reduced by DTensor where they are used.
+  rank's partial sums (``Partial()``), reduced by DTensor where they are used;
+* the gated activations (SwiGLU, GeGLU): elementwise, so gate and up sharded alike on any dimension, the
+  hidden one included (the MLP under tensor parallelism); packed [gate | up] on any but the last.
 
 Registered once, at the first DTensor call (``register_sharding_rules``), so that ``import blockfuse`` does not
 import ``torch.distributed``.
@@ -27,11 +29,27 @@ def _rows_dims(spec) -> range:
     return range(spec.ndim - 1)
 
 
+def _refuse_other_placements(name: str, spec, dims: range, op: str) -> None:
+    """A clear error for an input placed where ``op`` would need it gathered (DTensor would otherwise
+    redistribute it silently to a placement the rule accepts)."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    for placement in spec.placements:
+        if isinstance(placement, Replicate) or (isinstance(placement, Shard) and placement.dim % spec.ndim in dims):
+            continue
+        allowed = ", ".join(f"Shard({d})" for d in dims)
+        got = f"Shard({placement.dim % spec.ndim})" if isinstance(placement, Shard) else f"{type(placement).__name__}()"
+        raise ValueError(f"{name}: blockfuse's {op} on a DTensor takes Replicate() or {allowed} for a "
+                         f"{spec.ndim}-d input, got {got}: it would have to be gathered; shard it "
+                         "differently or pass the full tensor")
+
+
 def _norm_forward_rule(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms, cast_before_weight,
                        activation, stats):
     """(y, s, mean, rstd): sharded like x; an absent one (an empty tensor) replicated."""
     from torch.distributed.tensor import Replicate, Shard
 
+    _refuse_other_placements("x", x, _rows_dims(x), "norm")
     present = (True, mode == PRE, stats and not is_rms, stats)
     rules = []
     for placement in [Replicate(), *(Shard(d) for d in _rows_dims(x))]:
@@ -59,6 +77,25 @@ def _norm_backward_rule(dy, ds, z, weight, bias, has_bias, mean, rstd, seed, mod
     return rules
 
 
+def _gated_forward_rule(gate, up, activation):
+    """act(gate) * up is elementwise: separate gate and up sharded alike on any dimension (the hidden one
+    too: tensor parallelism); a packed [gate | up] on any but the last (each rank must hold both halves)."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    dims = range(gate.ndim) if up is not None else range(gate.ndim - 1)
+    _refuse_other_placements("gate", gate, dims, "packed gated activation" if up is None else "gated activation")
+    return [([p], [p, None if up is None else p, None]) for p in [Replicate(), *(Shard(d) for d in dims)]]
+
+
+def _gated_backward_rule(dy, gate, up, activation, gate_grad, up_grad):
+    """(dgate, dup) sharded like the inputs (both made on DTensors: ops/gated.py); packed, dup is empty."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    dims = range(gate.ndim) if up is not None else range(gate.ndim - 1)
+    return [([p, Replicate() if up is None else p], [p, p, None if up is None else p, None, None, None])
+            for p in [Replicate(), *(Shard(d) for d in dims)]]
+
+
 @functools.lru_cache(maxsize=None)
 def register_sharding_rules() -> None:
     """Registers the rule of every launcher op that has one with DTensor (once; a launcher's module has
@@ -68,6 +105,8 @@ def register_sharding_rules() -> None:
     ops = torch.ops.blockfuse
     register_sharding(ops.norm_fwd.default)(_norm_forward_rule)
     register_sharding(ops.norm_bwd.default)(_norm_backward_rule)
+    register_sharding(ops.gated_fwd.default)(_gated_forward_rule)
+    register_sharding(ops.gated_bwd.default)(_gated_backward_rule)
 
 
 def is_dtensor(t) -> bool:
