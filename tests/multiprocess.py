@@ -9,7 +9,9 @@ arrays): tensors would be shared through memory that is gone once its process en
 from __future__ import annotations
 
 import os
+import queue
 import socket
+import time
 
 import torch
 import torch.distributed as dist
@@ -54,8 +56,18 @@ def run(worker, *args, timeout: float = 180.0) -> list:
     processes = [context.Process(target=_main, args=(rank, port, worker, args, results)) for rank in range(WORLD)]
     for p in processes:
         p.start()
-    returned = dict(results.get(timeout=timeout) for _ in range(WORLD))
+    returned = {}
+    deadline = time.monotonic() + timeout
+    while len(returned) < WORLD and time.monotonic() < deadline:
+        try:
+            rank, value = results.get(timeout=1.0)
+            returned[rank] = value
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in processes):
+                break  # a worker died: its traceback is on stderr
     for p in processes:
-        p.join(timeout=timeout)
-    assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
+        p.join(timeout=max(1.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+    assert all(p.exitcode == 0 for p in processes) and len(returned) == WORLD, [p.exitcode for p in processes]
     return [returned[rank] for rank in range(WORLD)]

@@ -606,6 +606,12 @@ class TransformerBlock(nn.Module):
         return self.config.placement
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        if isinstance(x, list):
+            # A fused pre-norm stack's form: [residual, branch] in (emptied), (residual, branch) out. Through
+            # the module's call, so that hooks on the block run: FSDP2's gather its parameters there.
+            if self.impl != "fused" or self.config.placement != "pre":
+                raise ValueError("x: a [residual, branch] list is the input of a fused pre-norm block only")
+            return self._forward_pre_owned(x, padding_mask)
         _check_padding_mask(x, padding_mask)
         if self.impl == "eager":
             return self._forward_eager(x, padding_mask)
@@ -694,7 +700,7 @@ class TransformerStack(nn.Module):
         for block in self.blocks:
             parts = [residual, branch]
             residual = branch = None  # the block empties parts: its input branch is freed once added
-            residual, branch = block._forward_pre_owned(parts, padding_mask)
+            residual, branch = block(parts, padding_mask)
         return residual, branch
 
 

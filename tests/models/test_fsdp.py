@@ -1,0 +1,76 @@
+"""FSDP2 (``fully_shard``) on fused stacks: each block sharded, two processes (tests/multiprocess.py), against
+one process training the same model on the whole batch, after three optimizer steps."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from blockfuse.runtime import interpreter_enabled
+from tests import multiprocess
+
+pytestmark = pytest.mark.skipif(not (multiprocess.on_gpus() or interpreter_enabled()),
+                                reason="the kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
+
+TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96, "dropout": 0.0}
+STEPS = 3
+
+
+def _train(model, batches, probe, parameters):
+    # NOTE: SGD: its update is linear in the gradient, so the comparison measures the gradients (Adam
+    # divides by their running size, which turns last-bit differences of near-zero ones into whole steps).
+    optimizer = torch.optim.SGD(parameters, lr=0.5)
+    losses = []
+    for x in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = (model(x) * probe[: x.shape[0]]).mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def _worker(rank, preset):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from blockfuse.models import build_model
+
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    model, _ = build_model(preset, (4, 9, 64), torch.float32, device, layers=2, impl="fused", **TINY)
+    g = torch.Generator().manual_seed(5)
+    batches = [torch.randn(4, 9, 64, generator=g).to(device) for _ in range(STEPS)]  # the global batch
+    probe = torch.randn(4, 9, 64, generator=g).to(device)
+
+    reference = copy.deepcopy(model)
+    expected = _train(reference, batches, probe, reference.parameters())
+    initial = dict(model.named_parameters())
+    moved = max(float((p - initial[name]).abs().max() / initial[name].abs().max())
+                for name, p in reference.named_parameters())
+
+    sharded = copy.deepcopy(model)
+    for block in sharded.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(sharded, mesh=mesh)
+    half = slice(2 * rank, 2 * rank + 2)  # each rank its half of every global batch
+    losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
+    full = {name: p.full_tensor().detach() for name, p in sharded.named_parameters()}  # collectives
+    errors = {name: float((full[name] - p.detach()).abs().max() / p.detach().abs().max())
+              for name, p in reference.named_parameters()}
+    # the global loss is the mean of the ranks' (equal halves): compare their mean with the reference's
+    local = torch.stack(losses)
+    torch.distributed.all_reduce(local)
+    loss_errors = [float(abs(a / multiprocess.WORLD - b) / abs(b)) for a, b in zip(local, torch.stack(expected))]
+    return {"params": errors, "losses": loss_errors, "moved": moved}
+
+
+@pytest.mark.parametrize("preset", ["standard", "reordered"])
+def test_fused_stack_under_fsdp2_matches_one_process(preset):
+    for rank, result in enumerate(multiprocess.run(_worker, preset, timeout=300)):
+        worst = max(result["params"], key=result["params"].get)
+        assert result["params"][worst] < 1e-5, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
+        assert max(result["losses"]) < 1e-5, result["losses"]
+        assert result["moved"] > 1e-2, result["moved"]  # the steps changed the weights: the check has teeth
