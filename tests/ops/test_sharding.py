@@ -145,3 +145,42 @@ def test_a_placement_that_would_need_a_gather_is_refused_by_name():
         norm, packed = messages
         assert norm is not None and "x: blockfuse's norm on a DTensor" in norm and "got Shard(2)" in norm, norm
         assert packed is not None and "packed gated activation" in packed, packed
+
+
+def _bias_dropout_add_worker(rank, dim):
+    import blockfuse
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    g = torch.Generator().manual_seed(2)
+    x, residual, grad = (torch.randn(4, 6, 32, generator=g).to(device) for _ in range(3))
+    bias = torch.randn(32, generator=g).to(device)
+
+    def run(x, bias, residual, grad):
+        out = blockfuse.bias_dropout_add(x, bias, residual, 0.0, True)
+        return out, torch.autograd.grad(out, [x, bias, residual], grad)
+
+    expected_out, expected = run(*(t.clone().requires_grad_() for t in (x, bias, residual)), grad)
+    placement = Shard(dim)
+    bias_placement = Shard(0) if dim == 2 else Replicate()
+    x_d, r_d = (distribute_tensor(t, mesh, [placement]).requires_grad_() for t in (x, residual))
+    b_d = distribute_tensor(bias, mesh, [bias_placement]).requires_grad_()
+    out, grads = run(x_d, b_d, r_d, distribute_tensor(grad, mesh, [placement]))
+    assert out.placements == (placement,), out.placements
+    full = [out.full_tensor()] + [t.full_tensor() for t in grads]
+    try:
+        blockfuse.bias_dropout_add(x_d, b_d, r_d, 0.1, True)
+        refused = False
+    except ValueError as error:
+        refused = "p: dropout on a DTensor" in str(error)
+    return {"errors": [float((a - b).abs().max()) for a, b in zip(full, [expected_out, *expected])],
+            "dropout_refused": refused}
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+def test_bias_dropout_add_on_dtensors(dim):
+    for result in multiprocess.run(_bias_dropout_add_worker, dim):
+        assert max(result["errors"]) < 1e-5, result
+        assert result["dropout_refused"], result

@@ -29,6 +29,7 @@ from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 # NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
@@ -302,6 +303,9 @@ def bias_dropout_add(
     if not use_triton(x, draws_random=training and p > 0):
         return bias_dropout_add_ref(x, bias, residual, p, training)
     p = float(p) if training else 0.0
+    if p > 0 and is_dtensor(x):
+        raise ValueError("p: dropout on a DTensor is not supported yet (each rank's shard would draw the same "
+                         "mask); pass p=0 or training=False")
     seed = draw_seed(x.device) if p > 0 else None
     if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                     or (bias is not None and bias.requires_grad)):

@@ -9,7 +9,8 @@ accept every placement that is exact locally.
   replicated. The outputs and statistics are sharded like the input; the weight and bias gradients are each
   rank's partial sums (``Partial()``), reduced by DTensor where they are used;
 * the gated activations (SwiGLU, GeGLU): elementwise, so gate and up sharded alike on any dimension, the
-  hidden one included (the MLP under tensor parallelism); packed [gate | up] on any but the last.
+  hidden one included (the MLP under tensor parallelism); packed [gate | up] on any but the last;
+* bias-dropout-add without dropout: elementwise, the bias replicated or sharded with the last dimension.
 
 Registered once, at the first DTensor call (``register_sharding_rules``), so that ``import blockfuse`` does not
 import ``torch.distributed``.
@@ -96,6 +97,34 @@ def _gated_backward_rule(dy, gate, up, activation, gate_grad, up_grad):
             for p in [Replicate(), *(Shard(d) for d in dims)]]
 
 
+def _bias_dropout_add_forward_rule(x, bias, residual, seed, p):
+    """residual + (x + bias), elementwise (no dropout on DTensors: ops/bias_dropout_add.py): x and residual
+    sharded alike on any dimension; the bias replicated, or sharded with them on the last one."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    rules = []
+    for placement in [Replicate(), *(Shard(d) for d in range(x.ndim))]:
+        on_last = isinstance(placement, Shard) and placement.dim == x.ndim - 1
+        bias_placement = None if bias is None else (Shard(0) if on_last else Replicate())
+        rules.append(([placement], [placement, bias_placement, placement, None, None]))
+    return rules
+
+
+def _bias_dropout_add_backward_rule(dy, seed, p, bias_dtype, need_dx):
+    """(dx, d bias): dx is empty without dropout (replicated); d bias each rank's partial sum over its rows,
+    or sharded when the rows' last dimension is."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    rules = []
+    for placement in [Replicate(), *(Shard(d) for d in range(dy.ndim))]:
+        if isinstance(placement, Replicate):
+            dbias = Replicate()
+        else:
+            dbias = Shard(0) if placement.dim == dy.ndim - 1 else Partial()
+        rules.append(([Replicate(), dbias], [placement, None, None, None, None]))
+    return rules
+
+
 @functools.lru_cache(maxsize=None)
 def register_sharding_rules() -> None:
     """Registers the rule of every launcher op that has one with DTensor (once; a launcher's module has
@@ -107,6 +136,8 @@ def register_sharding_rules() -> None:
     register_sharding(ops.norm_bwd.default)(_norm_backward_rule)
     register_sharding(ops.gated_fwd.default)(_gated_forward_rule)
     register_sharding(ops.gated_bwd.default)(_gated_backward_rule)
+    register_sharding(ops.bias_dropout_add_fwd.default)(_bias_dropout_add_forward_rule)
+    register_sharding(ops.bias_dropout_add_bwd.default)(_bias_dropout_add_backward_rule)
 
 
 def is_dtensor(t) -> bool:
