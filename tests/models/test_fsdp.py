@@ -32,9 +32,9 @@ def _train(model, batches, probe, parameters):
     return losses
 
 
-def _worker(rank, preset):
+def _worker(rank, preset, mixed=False):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from blockfuse.models import build_model
 
@@ -48,13 +48,15 @@ def _worker(rank, preset):
     reference = copy.deepcopy(model)
     expected = _train(reference, batches, probe, reference.parameters())
     initial = dict(model.named_parameters())
-    moved = max(float((p - initial[name]).abs().max() / initial[name].abs().max())
-                for name, p in reference.named_parameters())
+    moved = max(float((p - initial[name]).abs().max()) for name, p in reference.named_parameters())
 
     sharded = copy.deepcopy(model)
+    # mixed: bf16 parameters in the forward and backward (the kernels in bf16), gradients reduced in fp32
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else None
+    options = {"mesh": mesh} if policy is None else {"mesh": mesh, "mp_policy": policy}
     for block in sharded.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(sharded, mesh=mesh)
+        fully_shard(block, **options)
+    fully_shard(sharded, **options)
     half = slice(2 * rank, 2 * rank + 2)  # each rank its half of every global batch
     losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
     full = {name: p.full_tensor().detach() for name, p in sharded.named_parameters()}  # collectives
@@ -73,4 +75,15 @@ def test_fused_stack_under_fsdp2_matches_one_process(preset):
         worst = max(result["params"], key=result["params"].get)
         assert result["params"][worst] < 1e-5, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
         assert max(result["losses"]) < 1e-5, result["losses"]
-        assert result["moved"] > 1e-2, result["moved"]  # the steps changed the weights: the check has teeth
+        assert result["moved"] > 1e-2, result["moved"]  # the steps moved the weights: the check has teeth
+
+
+def test_fused_stack_under_fsdp2_with_bf16_mixed_precision():
+    """bf16 parameters and kernels, fp32 gradient reduction: the losses and the fp32 parameters follow one fp32
+    process to bf16's precision (measured on the CPU interpreter: losses 1.0e-2, parameters 1.8e-2 of their
+    largest element after three steps that move them by more than 1e-2)."""
+    for rank, result in enumerate(multiprocess.run(_worker, "standard", True, timeout=300)):
+        assert max(result["losses"]) < 3e-2, result["losses"]
+        worst = max(result["params"], key=result["params"].get)
+        assert result["params"][worst] < 5e-2, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
+        assert result["moved"] > 1e-2, result["moved"]
