@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import sys
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -38,14 +40,24 @@ def _main(rank: int, port: int, worker, args, results) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if on_gpus():
         torch.cuda.set_device(rank)
+    code = 0
     dist.init_process_group("nccl" if on_gpus() else "gloo", rank=rank, world_size=WORLD)
     try:
         results.put((rank, worker(rank, *args)))
-        # NOTE: both ranks leave together: a rank that tore its group down while the other was still in its
-        # last collective ended in "terminate called without an active exception" (gloo, a loaded CPU).
-        dist.barrier()
+        dist.barrier()  # both ranks leave together
+    except BaseException:
+        traceback.print_exc()
+        code = 1
     finally:
         dist.destroy_process_group()
+    # NOTE: the process leaves through os._exit once its result is flushed: exiting normally, a loaded CPU
+    # sometimes ended a gloo rank in "terminate called without an active exception" (a C++ thread destroyed
+    # at exit while joinable), exit code -6, after its work had passed.
+    results.close()
+    results.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run(worker, *args, timeout: float = 180.0) -> list:
