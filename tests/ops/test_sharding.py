@@ -184,3 +184,54 @@ def test_bias_dropout_add_on_dtensors(dim):
     for result in multiprocess.run(_bias_dropout_add_worker, dim):
         assert max(result["errors"]) < 1e-5, result
         assert result["dropout_refused"], result
+
+
+ROTARY = {
+    "heads": (2, "bshd", False, False),
+    "heads_to_bhsd": (2, "bhsd", False, False),
+    "batch_per_token_tables": (0, "bshd", True, False),
+    "heads_in_place": (2, "bshd", False, True),
+}
+
+
+def _rotary_worker(rank, name):
+    import blockfuse
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from blockfuse.models.blocks import rotary_half_tables
+
+    device = multiprocess.device()
+    mesh = init_device_mesh(device, (multiprocess.WORLD,))
+    dim, out_layout, per_token, inplace = ROTARY[name]
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 6, 4, 16, generator=g).to(device), torch.randn(2, 6, 2, 16, generator=g).to(device)  # GQA
+    cos, sin = (t.to(device) for t in rotary_half_tables(16, 6, 10000.0))
+    if per_token:  # Hugging Face's (batch, seq, head_dim) tables
+        cos, sin = (torch.cat([t, t], dim=-1).expand(2, 6, 16).contiguous() for t in (cos, sin))
+    grads_out = [torch.randn(2, 6, 4, 16, generator=g).to(device), torch.randn(2, 6, 2, 16, generator=g).to(device)]
+    if out_layout == "bhsd":
+        grads_out = [t.transpose(1, 2).contiguous() for t in grads_out]
+
+    def run(q, k, cos, sin, grads_out):
+        q_in, k_in = (q * 1, k * 1) if inplace else (q, k)  # in place: rotate a copy, q and k stay leaves
+        q_out, k_out = blockfuse.rotary(q_in, k_in, cos, sin, out_layout=None if inplace else out_layout,
+                                        inplace=inplace)
+        return [q_out, k_out], torch.autograd.grad([q_out, k_out], [q, k], grads_out)
+
+    expected_out, expected = run(q.clone().requires_grad_(), k.clone().requires_grad_(), cos, sin, grads_out)
+    placement = Shard(dim)
+    table = Shard(0) if per_token else Replicate()
+    q_d, k_d = (distribute_tensor(t, mesh, [placement]).requires_grad_() for t in (q, k))
+    cos_d, sin_d = (distribute_tensor(t, mesh, [table]) for t in (cos, sin))
+    out_placement = Shard(1) if (out_layout == "bhsd" and dim == 2) else placement
+    outs, grads = run(q_d, k_d, cos_d, sin_d, [distribute_tensor(t, mesh, [out_placement]) for t in grads_out])
+    assert outs[0].placements == (out_placement,), outs[0].placements
+    full = [t.full_tensor() for t in (*outs, *grads)]
+    return [float((a - b).abs().max()) for a, b in zip(full, [*expected_out, *expected])]
+
+
+@pytest.mark.parametrize("name", list(ROTARY))
+def test_rotary_on_dtensors(name):
+    for errors in multiprocess.run(_rotary_worker, name):
+        assert max(errors) < 1e-5, errors

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 LAYOUTS = ("bshd", "bhsd")
@@ -335,6 +336,11 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     )
 
 
+def _local(t: Tensor) -> Tensor:
+    """A DTensor's local tensor; any other tensor itself."""
+    return t.to_local() if is_dtensor(t) else t
+
+
 def _dense_strides(t: Tensor) -> tuple[int, ...]:
     """The strides of ``t`` when its elements fill a block of memory with no gaps or overlaps in some
     order of its dimensions (a contiguous tensor, or a transposed view of one), else ().
@@ -435,7 +441,9 @@ class _RotaryFunction(torch.autograd.Function):
                                        out_layout)
         ctx.save_for_backward(cos, sin, position_ids)
         ctx.config = config
-        ctx.strides = (_dense_strides(q), _dense_strides(k))
+        # NOTE: a DTensor's own strides are those of the whole tensor: the backward lays out each rank's
+        # local gradient like its local input.
+        ctx.strides = (_dense_strides(_local(q)), _dense_strides(_local(k)))
         ctx.set_materialize_grads(False)
         return q_out, k_out
 

@@ -10,7 +10,9 @@ accept every placement that is exact locally.
   rank's partial sums (``Partial()``), reduced by DTensor where they are used;
 * the gated activations (SwiGLU, GeGLU): elementwise, so gate and up sharded alike on any dimension, the
   hidden one included (the MLP under tensor parallelism); packed [gate | up] on any but the last;
-* bias-dropout-add without dropout: elementwise, the bias replicated or sharded with the last dimension.
+* bias-dropout-add without dropout: elementwise, the bias replicated or sharded with the last dimension;
+* RoPE: q and k sharded on the batch (per-token tables and position ids with them) or on the heads (GQA
+  keeps its ratio on each rank); a sequence shard would need its positions' offset and is refused.
 
 Registered once, at the first DTensor call (``register_sharding_rules``), so that ``import blockfuse`` does not
 import ``torch.distributed``.
@@ -125,6 +127,74 @@ def _bias_dropout_add_backward_rule(dy, seed, p, bias_dtype, need_dx):
     return rules
 
 
+def _heads_dim(layout: str) -> int:
+    return 2 if layout == "bshd" else 1  # (batch, seq, heads, dim) or (batch, heads, seq, dim)
+
+
+def _rotary_placements(q, cos, position_ids, layout):
+    """(q / k placement, table placement, position ids placement) for each way RoPE runs locally: the
+    batch (the tables too when they are per token), or the heads (tables and positions replicated)."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    heads = _heads_dim(layout)
+    _refuse_other_placements("q", q, (0, heads), "rotary (a sequence shard would need its position offset)")
+    batch_table = Shard(0) if cos.ndim == 3 else Replicate()  # Hugging Face's per-token (batch, seq, width)
+    batch_positions = None if position_ids is None else (Shard(0) if position_ids.ndim == 2 else Replicate())
+    replicated_positions = None if position_ids is None else Replicate()
+    return [(Replicate(), Replicate(), replicated_positions), (Shard(0), batch_table, batch_positions),
+            (Shard(heads), Replicate(), replicated_positions)]
+
+
+def _out_placement(placement, layout: str, out_layout: str):
+    from torch.distributed.tensor import Shard
+
+    if isinstance(placement, Shard) and placement.dim == _heads_dim(layout):
+        return Shard(_heads_dim(out_layout))
+    return placement
+
+
+def _rotary_forward_rule(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout):
+    rules = []
+    for placement, table, positions in _rotary_placements(q, cos, position_ids, layout):
+        out = _out_placement(placement, layout, out_layout)
+        rules.append(([out, out], [placement, placement, table, table, positions] + [None] * 5))
+    return rules
+
+
+def _rotary_inplace_rule(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout):
+    return [([], [placement, placement, table, table, positions] + [None] * 4)
+            for placement, table, positions in _rotary_placements(q, cos, position_ids, layout)]
+
+
+def _rotary_backward_rule(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
+                          out_layout, q_strides, k_strides):
+    """(dq, dk) placed like q and k from output gradients placed like the outputs; an absent one (None in,
+    an empty tensor out) replicated."""
+    from torch.distributed.tensor import Replicate
+
+    present = dq_out if dq_out is not None else dk_out
+    rules = []
+    for placement, table, positions in _rotary_placements(_AsInputSpec(present, out_layout, layout), cos,
+                                                           position_ids, layout):
+        out = _out_placement(placement, layout, out_layout)
+        outputs = [placement if g is not None else Replicate() for g in (dq_out, dk_out)]
+        inputs = [None if g is None else out for g in (dq_out, dk_out)]
+        rules.append((outputs, inputs + [table, table, positions] + [None] * 7))
+    return rules
+
+
+class _AsInputSpec:
+    """An output gradient's spec seen as the input's (heads moved back from out_layout to layout), for
+    :func:`_rotary_placements`' check of its placements."""
+
+    def __init__(self, spec, out_layout: str, layout: str):
+        from torch.distributed.tensor import Shard
+
+        self.ndim = spec.ndim
+        self.placements = tuple(Shard(_heads_dim(layout)) if isinstance(p, Shard) and p.dim == _heads_dim(out_layout)
+                                else p for p in spec.placements)
+
+
 @functools.lru_cache(maxsize=None)
 def register_sharding_rules() -> None:
     """Registers the rule of every launcher op that has one with DTensor (once; a launcher's module has
@@ -138,6 +208,9 @@ def register_sharding_rules() -> None:
     register_sharding(ops.gated_bwd.default)(_gated_backward_rule)
     register_sharding(ops.bias_dropout_add_fwd.default)(_bias_dropout_add_forward_rule)
     register_sharding(ops.bias_dropout_add_bwd.default)(_bias_dropout_add_backward_rule)
+    register_sharding(ops.rotary_fwd.default)(_rotary_forward_rule)
+    register_sharding(ops.rotary_fwd_.default)(_rotary_inplace_rule)
+    register_sharding(ops.rotary_bwd.default)(_rotary_backward_rule)
 
 
 def is_dtensor(t) -> bool:
