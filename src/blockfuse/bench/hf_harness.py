@@ -286,6 +286,11 @@ def number(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def error(record: dict, key: str) -> str:
+    """A record's relative error ``key`` as a table cell ("-" when absent)."""
+    return number(record.get(key), ".2e")
+
+
 def timed(record: dict, spec: str = ".2f") -> str:
     """``ms (p20-p80)`` of a record."""
     return f"{record['ms']:{spec}} ({record['p20']:{spec}}-{record['p80']:{spec}})"

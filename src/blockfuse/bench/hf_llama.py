@@ -463,10 +463,6 @@ def _training_table(records: list[dict]) -> list[str]:
     return lines
 
 
-def _error(record: dict, key: str) -> str:
-    return hf_harness.number(record.get(key), ".2e")
-
-
 LOSS_COLUMNS = (
     ("provider", lambda r: r["provider"]),
     ("mode", lambda r: r["mode"]),
@@ -475,9 +471,10 @@ LOSS_COLUMNS = (
     ("x compile", lambda r: hf_harness.number(r.get("speedup_vs_hf-compile"), ".2f")),
     ("x Liger", lambda r: hf_harness.number(r.get("speedup_vs_liger"), ".2f")),
     ("peak MiB", lambda r: hf_harness.number(r.get("peak_mib"), ".0f")),
-    ("loss error", lambda r: _error(r, "rel_err_loss")),
-    ("grad error", lambda r: _error(r, "rel_err_grad")),
-    ("worst grad error (parameter)", lambda r: f"{_error(r, 'rel_err_grad_worst')} `{r.get('grad_worst_parameter')}`"),
+    ("loss error", lambda r: hf_harness.error(r, "rel_err_loss")),
+    ("grad error", lambda r: hf_harness.error(r, "rel_err_grad")),
+    ("worst grad error (parameter)",
+     lambda r: f"{hf_harness.error(r, 'rel_err_grad_worst')} `{r.get('grad_worst_parameter')}`"),
     ("logits made", lambda r: "yes" if r.get("logits_materialized") else "no"),
     ("graph breaks", lambda r: str(r.get("graph_breaks", "-"))),
     ("first step s", lambda r: f"{r['first_step_s']:.1f}"),

@@ -203,10 +203,6 @@ CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "speedup_vs_hf-eager", "sp
               "first_call_s", "error")
 
 
-def _error(record: dict, key: str) -> str:
-    return hf_harness.number(record.get(key), ".2e")
-
-
 COLUMNS = (
     ("provider", lambda r: r["provider"]),
     ("mode", lambda r: r["mode"]),
@@ -214,10 +210,11 @@ COLUMNS = (
     ("x hf-eager", lambda r: hf_harness.number(r.get("speedup_vs_hf-eager"), ".2f")),
     ("x hf-compile", lambda r: hf_harness.number(r.get("speedup_vs_hf-compile"), ".2f")),
     ("peak MiB", lambda r: hf_harness.number(r.get("peak_mib"), ".0f")),
-    ("hidden error", lambda r: _error(r, "rel_err_out")),
-    ("grad error", lambda r: _error(r, "rel_err_grad")),
+    ("hidden error", lambda r: hf_harness.error(r, "rel_err_out")),
+    ("grad error", lambda r: hf_harness.error(r, "rel_err_grad")),
     ("worst grad error (parameter)",
-     lambda r: f"{_error(r, 'rel_err_grad_worst')} `{r['grad_worst_parameter']}`" if "rel_err_grad" in r else "-"),
+     lambda r: (f"{hf_harness.error(r, 'rel_err_grad_worst')} `{r['grad_worst_parameter']}`"
+                if "rel_err_grad" in r else "-")),
     ("graph breaks", lambda r: str(r.get("graph_breaks", "-"))),
     ("first call s", lambda r: f"{r['first_call_s']:.1f}"),
 )

@@ -40,7 +40,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import column_sum
-from blockfuse.ops.launch import Kernel, cdiv, launcher_op, next_power_of_2
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -306,23 +306,25 @@ def _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh
                      None if scale is None else (scale[rows] if scale_per_row else scale),
                      ignore_index, smoothing, softcap, z_loss,
                      lse_given=lse_given, write_grad=write_grad, scale_per_row=scale_per_row)
-        if not write_grad:
-            continue
-        if dh is not None:
-            torch.mm(z, weight, out=dh[rows])  # straight into the chunk's rows
-        if dw is not None:
-            # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
-            # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
-            if i == 0:
-                torch.mm(z.t(), h_rows, out=dw)
-            else:
-                dw.addmm_(z.t(), h_rows)
-        if db is not None:
-            db += column_sum(z).float()
+        if write_grad:
+            add_chunk_gradients(z, h_rows, weight, rows, i == 0, dh, dw, db)
 
 
-def _empty(t: Optional[Tensor], like: Tensor) -> Tensor:
-    return like.new_empty((0,)) if t is None else t
+def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, first: bool, dh: Optional[Tensor],
+                        dw: Optional[Tensor], db: Optional[Tensor]) -> None:
+    """A chunk's share of the gradients from its logits' gradient ``z`` (chunk, V): its rows of d hidden, and
+    its sums into d weight and d bias (``first``: the first chunk, which writes rather than adds)."""
+    if dh is not None:
+        torch.mm(z, weight, out=dh[rows])  # straight into the chunk's rows
+    if dw is not None:
+        # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
+        # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
+        if first:
+            torch.mm(z.t(), h_rows, out=dw)
+        else:
+            dw.addmm_(z.t(), h_rows)
+    if db is not None:
+        db += column_sum(z).float()
 
 
 def _forward_fake(h2, weight, bias, target, scale, ignore_index, smoothing, softcap, z_loss, grad_hidden,
@@ -350,7 +352,7 @@ def _forward(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
     dh, dw, db = _chunks(h2, weight, bias, target, loss, lse, scale, (ignore_index, smoothing, softcap, z_loss),
                          lse_given=False, scale_per_row=False, grad_hidden=grad_hidden, grad_weight=grad_weight,
                          grad_bias=grad_bias, chunk=chunk)
-    return loss, lse, _empty(dh, h2), _empty(dw, weight), _empty(db, loss)
+    return loss, lse, empty_if_none(dh, h2), empty_if_none(dw, weight), empty_if_none(db, loss)
 
 
 def _backward_fake(grad_rows, h2, weight, bias, target, lse, ignore_index, smoothing, softcap, z_loss,
@@ -368,7 +370,7 @@ def _backward(grad_rows: Tensor, h2: Tensor, weight: Tensor, bias: Optional[Tens
     dh, dw, db = _chunks(h2, weight, bias, target, None, lse, grad_rows, (ignore_index, smoothing, softcap, z_loss),
                          lse_given=True, scale_per_row=True, grad_hidden=grad_hidden, grad_weight=grad_weight,
                          grad_bias=grad_bias, chunk=chunk)
-    return _empty(dh, h2), _empty(dw, weight), _empty(db, lse)
+    return empty_if_none(dh, h2), empty_if_none(dw, weight), empty_if_none(db, lse)
 
 
 def _scale_fake(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
@@ -393,6 +395,24 @@ def scale_gradients(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
 # ----------------------------------------------------------------------------------------
 
 
+def loss_scale(target: Tensor, ignore_index: int, reduction: str) -> tuple[Tensor, Tensor]:
+    """(tokens not ignored, the upstream gradient each row's loss gets from a "mean" or "sum" reduction),
+    both 0-d tensors: nothing waits for the GPU."""
+    count = (target != ignore_index).sum()
+    scale = 1.0 / count.float() if reduction == "mean" else torch.ones((), dtype=torch.float32, device=target.device)
+    return count, scale
+
+
+def claim_first_backward(ctx) -> None:
+    """The gradients made in the forward are scaled in place by the first backward: a second one through the
+    same graph (retain_graph) is refused rather than scaled twice."""
+    if ctx.scaled:
+        raise RuntimeError("linear_cross_entropy: a second backward through the same graph (retain_graph) is "
+                           "not supported with reduction='mean' or 'sum': the forward made the gradients and the "
+                           "first backward scaled them in place")
+    ctx.scaled = True
+
+
 class _LinearCrossEntropyFunction(torch.autograd.Function):
     """``config``: (ignore_index, label_smoothing, softcap, z_loss, reduction, chunk). Returns (loss, lse):
     the loss reduced as asked, the per-token log-sum-exp (fp32, not differentiable)."""
@@ -407,8 +427,7 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
             ctx.save_for_backward(h2, weight, bias, target, lse)
         else:
             # The gradients of the loss itself, made now: the backward only scales them.
-            count = (target != ignore_index).sum()
-            scale = 1.0 / count.float() if reduction == "mean" else h2.new_ones((), dtype=torch.float32)
+            count, scale = loss_scale(target, ignore_index, reduction)
             loss, lse, dh, dw, db = _forward(h2, weight, bias, target, scale, ignore_index, smoothing, softcap,
                                              z_loss, *grads, chunk)
             loss = loss.sum() / count if reduction == "mean" else loss.sum()
@@ -428,11 +447,7 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
             dh, dw, db = _backward(dloss.float().contiguous(), h2, weight, bias, target, lse, ignore_index,
                                    smoothing, softcap, z_loss, grad_hidden, grad_weight, grad_bias, chunk)
         else:
-            if ctx.scaled:
-                raise RuntimeError("linear_cross_entropy: a second backward through the same graph (retain_graph) is "
-                                   "not supported with reduction='mean' or 'sum': the forward made the gradients "
-                                   "and the first backward scaled them in place")
-            ctx.scaled = True
+            claim_first_backward(ctx)
             dh, dw, db = ctx.saved_tensors
             # NOTE: scaled in place: a second weight-sized gradient would double the op's memory.
             scale_gradients(dh, dw, db, dloss.float())
@@ -460,7 +475,8 @@ def _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, sof
     if weight.dtype != hidden.dtype or weight.device != hidden.device:
         raise TypeError(f"weight: expected {hidden.dtype} on {hidden.device} like hidden, got {weight.dtype} on "
                         f"{weight.device}")
-    if not isinstance(target, Tensor) or target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+    if (not isinstance(target, Tensor) or target.is_floating_point() or target.is_complex()
+            or target.dtype == torch.bool):
         raise TypeError(f"target: expected an integer tensor of class indices, got "
                         f"{target.dtype if isinstance(target, Tensor) else type(target).__name__}")
     if tuple(target.shape) != tuple(hidden.shape[:-1]):

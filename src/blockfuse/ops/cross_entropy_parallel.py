@@ -21,10 +21,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from blockfuse.ops.activation import column_sum
 from blockfuse.ops.cross_entropy import (
-    full_precision_reductions, is_dtensor, launch_rows, logits_into, scale_gradients,
+    add_chunk_gradients, claim_first_backward, full_precision_reductions, is_dtensor, launch_rows, logits_into,
+    loss_scale, scale_gradients,
 )
+from blockfuse.ops.launch import empty_if_none
 
 
 def _vocab_shard(weight) -> tuple[int, int]:
@@ -109,15 +110,7 @@ def _chunks(h2, weight, bias, target, scale, config, shard, group, *, forward: b
                 rows_scale = scale[rows]
             launch_rows(z, t_rows, None, lse[rows], rows_scale, ignore_index, smoothing, softcap, z_loss,
                          lse_given=True, write_grad=True, scale_per_row=not forward, shard=shard)
-            if dh is not None:
-                torch.mm(z, weight, out=dh[rows])  # this rank's classes' share
-            if dw is not None:
-                if i == 0:
-                    torch.mm(z.t(), h_rows, out=dw)
-                else:
-                    dw.addmm_(z.t(), h_rows)
-            if db is not None:
-                db += column_sum(z).float()
+            add_chunk_gradients(z, h_rows, weight, rows, i == 0, dh, dw, db)  # dh: this rank's classes' share
     if dh is not None:
         _all_reduce(dh, dist.ReduceOp.SUM, group)
     return loss, lse, dh, dw, db
@@ -133,19 +126,14 @@ class _VocabParallelFunction(torch.autograd.Function):
         vocab_start, vocab_total, group = parallel
         shard = (vocab_start, vocab_total)
         grads = ctx.needs_input_grad[:3] if reduction != "none" else (False, False, False)
-        count = (target != ignore_index).sum()
-        if reduction == "mean":
-            scale = 1.0 / count.float()
-        else:
-            scale = h2.new_ones((), dtype=torch.float32)
+        count, scale = loss_scale(target, ignore_index, reduction)
         loss, lse, dh, dw, db = _chunks(h2, weight, bias, target, scale, config, shard, group, forward=True,
                                         grad_hidden=grads[0], grad_weight=grads[1], grad_bias=grads[2])
         if reduction == "none":
             ctx.save_for_backward(h2, weight, bias, target, lse)
         else:
             loss = loss.sum() / count if reduction == "mean" else loss.sum()
-            empty = h2.new_empty((0,))
-            ctx.save_for_backward(*(empty if t is None else t for t in (dh, dw, db)))
+            ctx.save_for_backward(*(empty_if_none(t, h2) for t in (dh, dw, db)))
         ctx.config, ctx.parallel = config, parallel
         ctx.bias_dtype = None if bias is None else bias.dtype
         ctx.scaled = False
@@ -163,10 +151,7 @@ class _VocabParallelFunction(torch.autograd.Function):
                                        (vocab_start, vocab_total), group, forward=False, lse_all=lse,
                                        grad_hidden=grad_hidden, grad_weight=grad_weight, grad_bias=grad_bias)
         else:
-            if ctx.scaled:
-                raise RuntimeError("linear_cross_entropy: a second backward through the same graph (retain_graph) is "
-                                   "not supported with reduction='mean' or 'sum'")
-            ctx.scaled = True
+            claim_first_backward(ctx)
             dh, dw, db = ctx.saved_tensors
             scale_gradients(dh, dw, db, dloss.float())
         return (dh if grad_hidden else None, dw if grad_weight else None,
@@ -174,8 +159,8 @@ class _VocabParallelFunction(torch.autograd.Function):
 
 
 def vocab_parallel_linear_cross_entropy(hidden, weight, target, bias, config, return_lse: bool):
-    """The loss (a DTensor ``Replicate()``) and, with ``return_lse``, the per-token log-sum-exp. ``config`` as ``_LinearCrossEntropyFunction``'s, the
-    chunk chosen from this rank's classes."""
+    """The loss (a DTensor ``Replicate()``) and, with ``return_lse``, the per-token log-sum-exp. ``config`` as
+    ``_LinearCrossEntropyFunction``'s, the chunk chosen from this rank's classes."""
     from torch.distributed.tensor import DTensor, Replicate
 
     check_vocab_parallel(hidden, weight, target, bias)
