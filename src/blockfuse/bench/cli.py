@@ -47,17 +47,27 @@ def add_bench_parser(subparsers) -> None:
                      help="shapes, sizes separated by 'x' or ',', e.g. 16384x4096 2048,1024 (the older "
                      "16384x4096,2048x1024 also works; default: each op's own, small ones on the CPU)")
     ops.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
-    ops.add_argument("--modes", default="fwd,bwd,fwdbwd", help="comma-separated from fwd,bwd,fwdbwd")
+    ops.add_argument("--modes", help="comma-separated from fwd,bwd,fwdbwd (default: all; --sweep: fwd,fwdbwd)")
     ops.add_argument(
         "--providers",
         help="comma-separated from eager,reference,compile,liger,blockfuse "
-        "(default: eager,compile,liger,blockfuse on CUDA; eager,reference,blockfuse on CPU)",
+        "(default: eager,compile,liger,blockfuse on CUDA, --sweep: compile,liger,blockfuse; eager,reference,blockfuse "
+        "on CPU)",
     )
     ops.add_argument("--out", type=Path, help=OUT_HELP.format(suffix=""))
-    ops.add_argument("--quick", action="store_true", help="the first shape of each op only, short timing")
+    ops.add_argument("--quick", action="store_true",
+                     help="the first shape of each op only, short timing (--sweep: its quick grid)")
     ops.add_argument("--list", action="store_true",
                      help="list the declared ops, their shapes (without CUDA: the small CPU ones) and providers, "
-                     "and exit")
+                     "and exit (with --sweep: the sweep's grid and cells)")
+    ops.add_argument("--sweep", action="store_true",
+                     help="every op over the widths and head sizes real models use (--list shows the grid): "
+                     "sweep.json, sweep.md and a heat map per op; --quick: a smaller grid, short timing, a budget")
+    from blockfuse.bench import sweep
+
+    ops.add_argument("--budget", type=float, metavar="SECONDS",
+                     help="--sweep: start no cell after this many seconds, shared among the ops (default: "
+                     f"{sweep.QUICK_BUDGET_S:g} with --quick, none otherwise; inf: none)")
     ops.set_defaults(func=run_ops)
 
     host = kinds.add_parser(
@@ -151,6 +161,10 @@ def run_ops(args: argparse.Namespace) -> int:
     from blockfuse.bench.spec import CPU_PROVIDERS, CUDA_PROVIDERS, MODES, PROVIDERS
 
     declared = {b.name: b for b in declared_ops()}
+    if args.sweep:
+        return run_sweep(args, declared)
+    if args.budget is not None:
+        raise UsageError("--budget is for --sweep")
     if args.list:
         cuda = torch.cuda.is_available()
         for bench in declared.values():
@@ -167,7 +181,7 @@ def run_ops(args: argparse.Namespace) -> int:
     default_providers = ",".join(CUDA_PROVIDERS if cuda else CPU_PROVIDERS)
     settings = runner.Settings(
         dtype=args.dtype,
-        modes=_parse_list(args.modes, MODES, "--modes"),
+        modes=_parse_list(args.modes or ",".join(MODES), MODES, "--modes"),
         providers=_parse_list(args.providers or default_providers, PROVIDERS, "--providers"),
         shapes=tuple(parse_shapes(args.shapes, option="--shapes")) or None,
         quick=args.quick,
@@ -217,17 +231,83 @@ def run_ops(args: argparse.Namespace) -> int:
     return 1 if any(r["provider"] == "blockfuse" for r in failed) else 0
 
 
-def _command(args, names, settings, out) -> str:
-    """The command that reproduces this run, every choice spelled out."""
-    words = ["blockfuse", "bench", "ops", "--op", *names]
+def _command(args, names, settings, out, *, sweep=False, budget_s=None) -> str:
+    """The command that reproduces this run (``sweep``: a sweep's, with its budget), every choice spelled out."""
+    words = ["blockfuse", "bench", "ops"] + ["--sweep"] * sweep + ["--op", *names]
     if settings.shapes:
         words += ["--shapes", *(format_shape(shape) for shape in settings.shapes)]
     words += ["--dtype", settings.dtype, "--modes", ",".join(settings.modes)]
     words += ["--providers", ",".join(settings.providers)]
     if settings.quick:
         words.append("--quick")
+    if sweep:
+        words += ["--budget", "inf" if budget_s is None else f"{budget_s:g}"]
     words += ["--out", str(out)]
     return shlex.join(words)
+
+
+def run_sweep(args: argparse.Namespace, declared: dict) -> int:
+    """``blockfuse bench ops --sweep``: every op over the widths and head sizes real models use (``bench.sweep``)."""
+    import math
+
+    import torch
+
+    from blockfuse.bench import runner, sweep
+    from blockfuse.bench.spec import CPU_PROVIDERS, MODES, PROVIDERS
+
+    swept = {name: bench for name, bench in declared.items() if sweep.kind_of(bench)}
+    if args.list:
+        print(sweep.plan_text(list(declared.values())))
+        return 0
+    if args.shapes:
+        raise UsageError("--sweep runs its own grid (--sweep --list shows it); --shapes is for the op benchmark")
+    names = list(dict.fromkeys(args.ops or swept))
+    unknown = [n for n in names if n not in swept]
+    if unknown:
+        raise UsageError(f"--sweep: unknown or not swept --op {' '.join(unknown)}; choose from {' '.join(swept)}")
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError(f"--budget: expected seconds above 0 (inf: none), got {args.budget:g}")
+    budget = args.budget if args.budget is not None else (sweep.QUICK_BUDGET_S if args.quick else None)
+    budget = None if budget is not None and math.isinf(budget) else budget
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    settings = runner.Settings(
+        dtype=args.dtype,
+        modes=_parse_list(args.modes or ",".join(sweep.DEFAULT_MODES), MODES, "--modes"),
+        providers=_parse_list(args.providers or ",".join(sweep.CUDA_PROVIDERS if cuda else CPU_PROVIDERS),
+                              PROVIDERS, "--providers"),
+        shapes=None,
+        quick=args.quick,
+        device=device,
+    )
+    grid = sweep.grid_for(cuda, args.quick)
+    meta = runner.environment(device)
+    if not cuda:
+        interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
+        print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
+    out = args.out or default_out(meta["card"], "-sweep")
+    out.mkdir(parents=True, exist_ok=True)
+    meta["command"] = _command(args, names, settings, out, sweep=True, budget_s=budget)
+    meta["settings"] = {"ops": names, "dtype": settings.dtype, "modes": list(settings.modes),
+                        "providers": list(settings.providers), "quick": settings.quick}
+    benchmarks = [swept[n] for n in names]
+    total = sum(len(sweep.cells_of(bench, grid)) for bench in benchmarks)
+    print(f"sweep: {len(benchmarks)} ops, {total} cells; {sweep.describe(grid)}"
+          + (f"; budget {budget:g} s" if budget is not None else ""))
+    # NOTE: no progress bar on the CPU: its refresh thread holds one of the cores the timed code needs.
+    cells, files = sweep.run_and_write(benchmarks, settings, grid, meta, out, budget_s=budget, show_progress=cuda)
+    for check in sweep.targets(cells, device.type):
+        if check["op"] == "all":  # each op's verdict is in sweep.md
+            print(f"{check['status']:>6}: {check['passed']}/{check['evaluated']} cell-modes pass: {check['text']}")
+    skipped = sum(1 for cell in cells if cell["skipped"])
+    failed = [cell for cell in cells if any(entry.get("error") for m in cell["modes"].values()
+                                            for entry in m["providers"].values())]
+    maps = sum(1 for path in files if path.suffix == ".png")
+    print(f"{len(cells)} cells, {skipped} skipped, {len(failed)} with a failed provider, {meta['elapsed_s']} s; "
+          f"wrote {out}/sweep.{{json,md}} and {maps} heat maps (sweep-OP.png)")
+    # Exit 1 when blockfuse itself failed somewhere; a peer that fails (say, Liger missing) is only reported.
+    return 1 if any(m["providers"].get("blockfuse", {}).get("error") for cell in cells
+                    for m in cell["modes"].values()) else 0
 
 
 def _parse_dims(text: str, names: tuple[str, ...], example: str) -> tuple[int, ...]:
