@@ -1,5 +1,5 @@
 """Imports run one way (STYLE.md, "The house"): ``runtime`` <- ``ops`` <- ``nn`` <- ``models`` /
-``patching`` <- ``analyze`` <- ``bench`` <- ``cli``, each layer importing only the layers below it.
+``patching`` <- ``distributed`` <- ``analyze`` <- ``bench`` <- ``cli``, each layer importing only the layers below it.
 
 Every module under ``src/blockfuse`` is parsed with ``ast``; every import counts, wherever it sits (module
 level, inside a function, under ``if TYPE_CHECKING``), ``import x`` and ``from x import y`` alike, relative
@@ -14,6 +14,8 @@ the top-level modules are placed in :data:`TOP_LEVEL`:
 * ``cliutil.py`` (usage errors, the shape syntax, the output folder of every command) is used by the
   commands of ``analyze``, ``bench`` and ``cli``: it sits in the lowest layer that has a command,
   ``analyze``, so a kernel or a model never raises a command-line error;
+* ``distributed.py`` (``tp_plan``: the tensor-parallel plans of the models) builds on ``models`` (and, for
+  patched Hugging Face models, ``patching``): a layer of its own just above them;
 * ``cli.py`` and ``__main__.py`` are the ``cli`` layer;
 * ``__init__.py`` is the package's public face (``blockfuse.rms_norm``, ``blockfuse.patch``,
   ``blockfuse.analyze(...)``): a layer of its own between ``analyze`` and ``bench``. It may import every
@@ -39,8 +41,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "blockfuse"
 
 # Lowest first; one rank may hold several layers, which may not import each other.
-RANKS = (("runtime",), ("ops",), ("nn",), ("models", "patching"), ("analyze",), ("blockfuse",), ("bench",),
-         ("cli",))
+RANKS = (("runtime",), ("ops",), ("nn",), ("models", "patching"), ("distributed",), ("analyze",), ("blockfuse",),
+         ("bench",), ("cli",))
 RANK = {layer: rank for rank, layers in enumerate(RANKS) for layer in layers}
 # The layer of each module directly under src/blockfuse (packages take their own name).
 TOP_LEVEL = {
@@ -48,6 +50,7 @@ TOP_LEVEL = {
     "blockfuse.runtime": "runtime",
     "blockfuse.envinfo": "runtime",
     "blockfuse.cliutil": "analyze",
+    "blockfuse.distributed": "distributed",
     "blockfuse.cli": "cli",
     "blockfuse.__main__": "cli",
 }
@@ -191,8 +194,8 @@ def test_imports_go_only_downward():
             relation = "a higher layer" if RANK[high] > RANK[low] else "a layer beside it"
             wrong.append(f"{i.path}:{i.line}: {_name(low)} imports {_name(high)} ({i.target}, {i.where} level), "
                          f"{relation}")
-    assert not wrong, "imports against the layers (runtime <- ops <- nn <- models / patching <- analyze <- " \
-                      "bench <- cli):\n" + "\n".join(wrong)
+    assert not wrong, "imports against the layers (runtime <- ops <- nn <- models / patching <- distributed <- " \
+                      "analyze <- bench <- cli):\n" + "\n".join(wrong)
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -39,6 +39,7 @@ from blockfuse.ops.activation import column_sum
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
+from blockfuse.ops.sharding import is_dtensor
 
 IMPLS = ("eager", "fused")
 # The fused blocks' QKV projection: True runs it through split_linear, whose backward takes q, k and v's
@@ -261,7 +262,8 @@ class Attention(_FP32Tables):
             self._grow_tables(seq)
             q, k = self.rope(q, self.cos, self.sin), self.rope(k, self.cos, self.sin)
         out = _attend(q, k, v, padding_mask, cfg.causal, cfg.attention)  # (batch, heads, seq, head_dim)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, cfg.q_width))
+        # -1: this rank's heads under tensor parallelism (blockfuse.distributed), all of them otherwise
+        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
 
 
 def swiglu_eager(gate: Tensor, up: Tensor) -> Tensor:
@@ -346,6 +348,8 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
         pointer, size = storage.data_ptr(), storage.nbytes()
 
         def pack(t: Tensor):
+            if is_dtensor(t):  # a DTensor (tensor parallelism, blockfuse.distributed) is never the plain y
+                return t.detach()
             kept = t.untyped_storage()
             if kept.data_ptr() != pointer or kept.nbytes() != size:
                 # NOTE: detached, not t itself: an op that saves its own output (attention does)
@@ -365,8 +369,10 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
 
 
 def _recording_eagerly(source: Tensor) -> bool:
-    """Autograd records this forward eagerly (not under torch.compile) and ``source`` takes part."""
-    return torch.is_grad_enabled() and not torch.compiler.is_compiling() and source.requires_grad
+    """Autograd records this forward eagerly (not under torch.compile) and ``source`` takes part, as a plain
+    tensor (a DTensor of sequence parallelism has no storage of its own to recognize)."""
+    return (torch.is_grad_enabled() and not torch.compiler.is_compiling() and source.requires_grad
+            and not is_dtensor(source))
 
 
 def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
@@ -384,7 +390,8 @@ def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
     """The ``_RecomputedOutput`` context for ``y = linear(a)`` when autograd records the block
     eagerly; a context that does nothing otherwise. ``a`` and the weights are held detached (the
     projection keeps the same storages for its own backward)."""
-    if not _recording_eagerly(a):
+    if not _recording_eagerly(a) or is_dtensor(linear.weight):
+        # a row-parallel projection (blockfuse.distributed): y is the ranks' reduced sum, not linear(a)
         return contextlib.nullcontext()
     source, weight = a.detach(), linear.weight.detach()
     bias = None if linear.bias is None else linear.bias.detach()
@@ -454,9 +461,55 @@ def split_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], widths: tupl
     return _SplitLinearFunction.apply(x, weight, bias, tuple(widths))
 
 
+def _local(t: Optional[Tensor]) -> Optional[Tensor]:
+    """A DTensor parameter's local shard (differentiable: its gradient reaches the DTensor), else ``t``."""
+    return t.to_local() if is_dtensor(t) else t
+
+
+def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
+    """``t.split(widths)`` along the rows; for a fused weight split across ``shards`` ranks (a DTensor
+    Shard(0) of the rank-major layout, see :class:`_StackedLinear`) each rank splits its own rows, and
+    each part is a DTensor Shard(0) of that part's weight."""
+    if shards == 1 or not is_dtensor(t):
+        return list(t.split(widths, dim=0))
+    from torch.distributed.tensor import DTensor
+
+    parts = t.to_local().split([width // shards for width in widths], dim=0)
+    return [DTensor.from_local(part, t.device_mesh, t.placements, run_check=False) for part in parts]
+
+
+def _join_rows(name: str, parts: list[Tensor], shards: int, current: Optional[Tensor]) -> Tensor:
+    """The inverse of :func:`_split_rows`: the parts' rows concatenated. Split across ranks (``current``: the
+    fused parameter, a DTensor), each rank's own rows: from parts placed Shard(0) (a sharded state dict), or
+    its 1/shards of whole parts (a full one: ``torch.distributed.checkpoint``'s ``full_state_dict`` hands
+    these names over as they are, since they are no parameter's)."""
+    if shards == 1:
+        return torch.cat(parts)
+    from torch.distributed.tensor import DTensor, Shard
+
+    mesh = current.device_mesh
+    if all(is_dtensor(t) and tuple(t.placements) == (Shard(0),) for t in parts):
+        local = [t.to_local() for t in parts]
+    elif not any(is_dtensor(t) for t in parts):
+        local = [t.chunk(shards, dim=0)[mesh.get_local_rank()] for t in parts]
+    else:
+        got = [tuple(t.placements) if is_dtensor(t) else "a plain tensor" for t in parts]
+        raise ValueError(f"{name}: a tensor-parallel fused weight loads its parts as DTensors placed Shard(0) "
+                         f"(the sharded state dict of the same plan) or as whole tensors, got {got}")
+    return DTensor.from_local(torch.cat(local), mesh, current.placements, run_check=False)
+
+
 class _StackedLinear(nn.Module):
     """Mixin: a Linear whose rows are the concatenation of several eager Linears, saved and loaded
-    under the eager names (``{prefix}{part}.weight``, ``.bias``)."""
+    under the eager names (``{prefix}{part}.weight``, ``.bias``).
+
+    Under tensor parallelism (:func:`blockfuse.distributed.tp_plan`) ``shards`` is the number of ranks:
+    rank r's rows of the fused Linear are its 1/shards of every part in order ([its q heads | its k
+    heads | its v heads], [its gate rows | its up rows]), a DTensor Shard(0) of that rank-major layout.
+    Saved, each part is a DTensor Shard(0) of the part's own weight (the eager layout under the same
+    plan), and loading takes the same."""
+
+    shards = 1
 
     def _register_split(self, fused_name: str, parts: tuple[str, ...], widths_of) -> None:
         self._split = (fused_name, parts, widths_of)
@@ -473,7 +526,7 @@ class _StackedLinear(nn.Module):
             key = f"{prefix}{fused_name}.{suffix}"
             if key not in state_dict:
                 continue
-            for part, tensor in zip(parts, state_dict.pop(key).split(widths_of(module), dim=0)):
+            for part, tensor in zip(parts, _split_rows(state_dict.pop(key), widths_of(module), module.shards)):
                 state_dict[f"{prefix}{part}.{suffix}"] = tensor
 
     @staticmethod
@@ -482,7 +535,9 @@ class _StackedLinear(nn.Module):
         for suffix in ("weight", "bias"):
             keys = [f"{prefix}{part}.{suffix}" for part in parts]
             if all(key in state_dict for key in keys):
-                state_dict[f"{prefix}{fused_name}.{suffix}"] = torch.cat([state_dict.pop(key) for key in keys])
+                name = f"{prefix}{fused_name}.{suffix}"
+                current = getattr(getattr(module, fused_name), suffix)
+                state_dict[name] = _join_rows(name, [state_dict.pop(key) for key in keys], module.shards, current)
 
 
 class FusedAttention(_FP32Tables, _StackedLinear):
@@ -510,20 +565,22 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
     def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
-        """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)."""
+        """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
+        (under tensor parallelism, this rank's heads: q_width / shards)."""
         cfg = self.config
         batch, seq, _ = x.shape
+        heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
         # (batch, seq, q_width), (batch, seq, kv_width) x 2: strided views of one GEMM's output, no copies
-        widths = (cfg.q_width, cfg.kv_width, cfg.kv_width)
-        if SPLIT_QKV_BACKWARD:
+        widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
+        if SPLIT_QKV_BACKWARD and self.shards == 1:
             q, k, v = split_linear(x, self.qkv_proj.weight, self.qkv_proj.bias, widths)
         else:
             q, k, v = self.qkv_proj(x).split(widths, dim=-1)
         if cfg.qk_norm:
             q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
-        q = q.view(batch, seq, cfg.n_heads, cfg.head_size)  # (batch, seq, heads, head_dim)
-        k = k.view(batch, seq, cfg.kv_heads, cfg.head_size)
-        v = v.view(batch, seq, cfg.kv_heads, cfg.head_size)
+        q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
+        k = k.view(batch, seq, kv_heads, cfg.head_size)
+        v = v.view(batch, seq, kv_heads, cfg.head_size)
         if cfg.rope:
             self._grow_tables(seq)
             q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
@@ -540,7 +597,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/sdpa_layouts.py).
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
-        return out.transpose(1, 2).reshape(batch, seq, cfg.q_width)
+        return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
         return self.o_proj(self.attend(x, padding_mask))
@@ -563,15 +620,21 @@ class FusedFeedForward(_StackedLinear):
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
+        weights = (inner.weight, inner.bias, outer.weight, outer.bias)
+        if self.shards > 1:
+            # Tensor parallelism (blockfuse.distributed): the weights are DTensors; the op runs on this rank's
+            # shards, and the output projection's bias is left to the plan, which adds it once to the sum of
+            # the ranks' partial outputs.
+            weights = (_local(inner.weight), _local(inner.bias), _local(outer.weight), None)
         if self.config.gated:
             # NOTE: one op for the whole MLP so the backward recomputes the activation instead of
             # keeping tokens x hidden alive (ops/mlp.py).
-            return gated_mlp(x, self.gate_up_proj.weight, self.gate_up_proj.bias, self.down_proj.weight,
-                             self.down_proj.bias, self.config.mlp)
+            return gated_mlp(x, *weights, self.config.mlp)
         # GELU MLP: one op whose forward runs fc1 + bias + GELU as one GEMM (the activation in its
         # epilogue) and keeps only x and the pre-activation; the backward recomputes the activation
         # (ops/linear_act.py).
-        return fused_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, self.config.mlp)
+        return fused_mlp(x, *weights, self.config.mlp)
 
 
 # ----------------------------------------------------------------------------------------
