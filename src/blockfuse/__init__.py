@@ -26,19 +26,26 @@ __all__ = [
     "layer_norm", "layer_norm_ref", "layer_norm_gelu", "layer_norm_gelu_ref", "rms_norm", "rms_norm_ref",
     "rotary", "rotary_ref",
     "patch", "unpatch",
-    "analyze", "nn", "__version__",
+    "analyze", "nn", "fp8", "fp8_linear", "__version__",
 ]
 
 
 def __getattr__(name: str):
     """``blockfuse.analyze``, imported on first use (PEP 562). Importing the subpackage makes it an
-    attribute of this module, so this runs once."""
+    attribute of this module, so this runs once. Likewise the FP8 layers: ``blockfuse.fp8`` (the module
+    ``blockfuse.nn.fp8``: ``convert``, ``Float8Linear``, ``quantize``) and ``blockfuse.fp8_linear``."""
     if name == "analyze":
         import blockfuse.analyze
 
         return blockfuse.analyze
+    if name in ("fp8", "fp8_linear"):
+        import blockfuse.nn.fp8
+
+        globals()["fp8"] = blockfuse.nn.fp8
+        globals()["fp8_linear"] = blockfuse.nn.fp8.fp8_linear
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"analyze"})
+    return sorted(set(globals()) | {"analyze", "fp8", "fp8_linear"})

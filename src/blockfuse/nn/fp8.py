@@ -1,0 +1,115 @@
+"""FP8 linear layers: ``Float8Linear``, a drop-in ``torch.nn.Linear`` whose GEMMs run in FP8, and
+``convert(model)``, which swaps a model's Linear layers for it. Reached as ``blockfuse.fp8``
+(``blockfuse.fp8.convert(model)``), with the functionals of ``ops/fp8.py`` beside them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from blockfuse.ops.fp8 import (
+    RECIPES, clear_weight_cache, dequantize, fp8_linear, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
+)
+
+__all__ = ["Float8Linear", "convert", "fp8_linear", "fp8_linear_ref", "quantize", "quantize_ref", "dequantize",
+           "clear_weight_cache", "fp8_supported", "RECIPES"]
+
+_log = logging.getLogger(__name__)
+
+
+def _check_recipe(recipe) -> str:
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe: expected one of {', '.join(map(repr, RECIPES))}, got {recipe!r}")
+    return recipe
+
+
+class Float8Linear(nn.Linear):
+    """``torch.nn.Linear`` with its three GEMMs in FP8 (:func:`blockfuse.fp8_linear`): the same
+    parameters, state dict and ``isinstance(module, nn.Linear)``. ``forward(x)``, or ``forward(x_fp8,
+    x_scale)`` for an input already in e4m3 with its scale (see :func:`blockfuse.fp8.quantize`).
+
+    ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
+    ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
+    parameter kept; see :func:`blockfuse.fp8_linear`).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
+                 recipe: str = "tensorwise", weight_cache: bool = True):
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.recipe = _check_recipe(recipe)
+        self.weight_cache = weight_cache
+
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None) -> Tensor:
+        return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe=self.recipe,
+                          weight_cache=self.weight_cache)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True) -> "Float8Linear":
+        """A Float8Linear holding ``linear``'s own parameters (the same Parameter objects: an optimizer
+        built on the model keeps working), in its training mode."""
+        if not isinstance(linear, nn.Linear):
+            raise TypeError(f"linear: expected a torch.nn.Linear, got {type(linear).__name__}")
+        with torch.device("meta"):  # no throwaway initialization: the parameters are linear's
+            module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, recipe=recipe,
+                         weight_cache=weight_cache)
+        module.weight = linear.weight
+        module.bias = linear.bias
+        module.train(linear.training)
+        return module
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, recipe={self.recipe!r}"
+
+
+def convert(model: nn.Module, recipe: str = "tensorwise", *,
+            filter: Optional[Callable[[nn.Module, str], bool]] = None) -> nn.Module:
+    """Swaps every ``torch.nn.Linear`` of ``model`` (in place) for a :class:`Float8Linear` holding the
+    same parameters, and returns the model (the new module when ``model`` is itself a Linear).
+
+    ``filter(module, name)``: convert only the Linear layers it returns True for (``name``: the layer's
+    qualified name in ``model``, as ``named_modules`` gives it). Layers whose in_features or out_features
+    is not a multiple of 16 are left as they are (``torch._scaled_mm`` cannot take them; an LM head over a
+    vocabulary of 50257, say): they are logged at INFO level. Float8Linear layers are left as they are; a
+    Linear reached twice (shared) becomes one Float8Linear.
+
+    Design note, the fused blocks (the next part of issue 18): ``convert`` swaps layers and nothing more.
+    A norm or an activation that writes its output in e4m3 with the recipe's scale (rowwise: the amax of
+    each row, taken in the kernel that normalizes the row; tensorwise: one scale for the whole output,
+    however that kernel gets it) hands ``(x_fp8, x_scale)`` to ``Float8Linear.forward(x_fp8, x_scale)``,
+    which then skips its own cast of x; a blockfuse block that wants this calls its norm with the FP8
+    output option and passes both to its projections. An FP8 tensor cannot carry a gradient through autograd (the engine
+    casts a gradient to its input's dtype: FP8 without a scale), so in such a block the norm and the
+    projections reading its output share one autograd Function, which sums the projections' input
+    gradients in high precision and hands them to the norm's backward.
+    """
+    _check_recipe(recipe)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+
+    def wanted(module: nn.Module, name: str) -> bool:
+        if not isinstance(module, nn.Linear) or isinstance(module, Float8Linear):
+            return False
+        if filter is not None and not filter(module, name):
+            return False
+        if not fp8_supported(module.in_features, module.out_features):
+            _log.info("blockfuse.fp8.convert: %s left in high precision: in_features %d and out_features %d must "
+                      "be multiples of 16", name or "the model", module.in_features, module.out_features)
+            return False
+        return True
+
+    if wanted(model, ""):
+        return Float8Linear.from_linear(model, recipe)
+    converted: dict[int, Float8Linear] = {}
+    for name, parent in list(model.named_modules(remove_duplicate=False)):
+        for child_name, child in list(parent.named_children()):
+            qualified = f"{name}.{child_name}" if name else child_name
+            if id(child) in converted:
+                setattr(parent, child_name, converted[id(child)])
+            elif wanted(child, qualified):
+                converted[id(child)] = Float8Linear.from_linear(child, recipe)
+                setattr(parent, child_name, converted[id(child)])
+    return model

@@ -1,0 +1,660 @@
+"""FP8: quantize a tensor with its scale, and the FP8 linear layer on ``torch._scaled_mm``.
+
+* ``quantize(x, dtype, recipe=...)`` -> ``(x_fp8, scale)`` with ``x ~= x_fp8.float() * scale``:
+  ``scale = amax / fp8_max`` in fp32 (448 for e4m3, 57344 for e5m2), amax floored at 1e-12 so an
+  all-zero tensor gets a finite scale; values are clamped to the FP8 range, then rounded (to nearest
+  even). ``"tensorwise"``: one amax, a 0-d scale; ``"rowwise"``: the amax of each row (the last
+  dimension), scales of shape ``(*x.shape[:-1], 1)``.
+* ``fp8_linear(x, weight, bias, x_scale=..., recipe=...)``: ``x @ weight.T + bias`` with both GEMM
+  operands in FP8, forward and backward, as torchao's float8 training does it:
+
+  ==========  ==================================  ======================================
+  GEMM        tensorwise                          rowwise
+  ==========  ==================================  ======================================
+  forward     x e4m3 @ W e4m3                     x e4m3 by rows of K, W e4m3 by rows of K
+  dgrad       dy e5m2 @ W e4m3 (W's cast)         dy e4m3 by rows, W e4m3 by columns (N)
+  wgrad       dy^T e5m2 @ x e4m3 (x's cast)       dy e4m3 and x e4m3 by columns (M)
+  ==========  ==================================  ======================================
+
+  Rowwise scales run along the contraction dimension of each GEMM, so each operand is cast once
+  per GEMM; the gradients stay e4m3 there, as in torchao's rowwise recipe. x may come in already
+  quantized (``x_scale`` given): a norm's FP8 output feeds the GEMM without a cast pass.
+
+Every GEMM here is ``a @ b.T`` for two row-major FP8 operands ``a`` (rows, K) and ``b`` (cols, K):
+``b.T`` is then the column-major second operand ``_scaled_mm`` wants on sm90, and K, the
+contraction, is the dimension a rowwise scale runs along. The transposed operands of the weight
+gradient (``dy^T`` and ``x^T``) are written transposed by the quantize kernel itself, their M
+padded with zeros to a multiple of 16 (``_scaled_mm`` wants every dimension but the first
+operand's rows a multiple of 16; zero columns add nothing to the product).
+
+The file reads top to bottom: kernels; the launcher (op ``blockfuse::fp8_quantize``); the weight
+cast cache; the GEMM; the one autograd Function; the public functionals; the references.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, tracing
+from blockfuse.runtime import interpreter_enabled, use_triton
+
+# The largest finite value of each FP8 format.
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+# NOTE: torchao's floor: an amax below it (an all-zero tensor or row) still gives a finite, nonzero
+# scale, and its values quantize to zero.
+AMAX_FLOOR = 1e-12
+RECIPES = ("tensorwise", "rowwise")
+# _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
+GEMM_MULTIPLE = 16
+
+# Tiles. NOTE: not yet swept on a GPU; starting points sized like the other elementwise passes
+# (gated.py): the tile kernels (amax, cast) take 64 x 128 elements a program (16 KiB of bf16 read; the
+# cast's transposed tile, 32 KiB in fp32, goes through shared memory); the rowwise kernel takes whole
+# rows up to 8192 elements (two passes over chunks past that, the second from L2). The interpreter
+# pays per program, so it takes larger tiles.
+TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLOCK_N, num_warps)
+ROW_TILE_ELEMENTS = {"compiled": 8192, "interpreted": 32768}
+ROW_CHUNK = {"compiled": 8192, "interpreted": 4096}
+
+
+# ----------------------------------------------------------------------------------------
+# Triton kernels
+# ----------------------------------------------------------------------------------------
+
+if interpreter_enabled():
+
+    @triton.jit
+    def _to_fp8(v, Y, E5M2: tl.constexpr):
+        """``v`` (fp32, within the FP8 range) rounded to nearest even and cast to Y's element type.
+
+        NOTE: Triton's interpreter (3.9, ``_convert_float``) rounds a downcast by adding the cut-off bit
+        to the mantissa without carrying into the exponent (31.0 -> 16.0 in e4m3) and without ties to
+        even. So here the value is first rounded to the FP8 grid in fp32: the mantissa bits past FP8's
+        dropped with round-to-nearest-even (the carry propagates through the bit pattern), and below
+        FP8's smallest normal (subnormals, a fixed spacing) by adding and removing a constant; the
+        cast of an exactly representable value is then exact. A GPU converts with ``cvt.rn.satfinite``.
+        """
+        if E5M2:
+            DROP: tl.constexpr = 21  # 23 - 2 mantissa bits
+            MIN_NORMAL: tl.constexpr = 6.103515625e-05  # 2 ** -14
+            MAGIC: tl.constexpr = 192.0  # 1.5 * 2 ** 7: v + MAGIC rounds v to the subnormal spacing 2 ** -16
+        else:
+            DROP: tl.constexpr = 20  # 23 - 3 mantissa bits
+            MIN_NORMAL: tl.constexpr = 0.015625  # 2 ** -6
+            MAGIC: tl.constexpr = 24576.0  # 1.5 * 2 ** 14: rounds to the subnormal spacing 2 ** -9
+        bits = v.to(tl.int32, bitcast=True)
+        lsb = (bits >> DROP) & 1
+        normal = ((bits + ((1 << (DROP - 1)) - 1) + lsb) & -(1 << DROP)).to(tl.float32, bitcast=True)
+        small = (tl.abs(v) + MAGIC) - MAGIC
+        small = tl.where(bits < 0, -small, small)
+        return tl.where(tl.abs(v) < MIN_NORMAL, small, normal).to(Y.dtype.element_ty)
+
+else:
+
+    @triton.jit
+    def _to_fp8(v, Y, E5M2: tl.constexpr):
+        """``v`` (fp32, within the FP8 range) cast to Y's element type, rounded to nearest even."""
+        return v.to(Y.dtype.element_ty)
+
+
+@triton.jit
+def _quantized(x, scale, Y, FP8_MAX: tl.constexpr, E5M2: tl.constexpr):
+    """``clamp(x / scale, -FP8_MAX, FP8_MAX)`` in Y's FP8 type. NOTE: an IEEE division (``div_rn``;
+    ``/`` is ``div.full.f32`` on a GPU, 2 ulp), so a value is exactly ``(x / scale).to(fp8)``."""
+    v = tl.math.div_rn(x, scale)
+    return _to_fp8(tl.minimum(tl.maximum(v, -FP8_MAX), FP8_MAX), Y, E5M2)
+
+
+@triton.jit
+def _scale_of(amax, FP8_MAX: tl.constexpr):
+    """``max(amax, 1e-12) / FP8_MAX`` in fp32, rounded as PyTorch's division."""
+    return tl.math.div_rn(tl.maximum(amax, 1e-12), FP8_MAX)
+
+
+@triton.jit
+def _fp8_rowwise_kernel(
+    X,  # (M, N) input, any strides
+    Y,  # (M, N) FP8 output, row-major: each row over its scale
+    Y_SCALE,  # (M,) fp32 scale of each row: max(amax of the row, 1e-12) / FP8_MAX
+    stride_m, stride_n, M, N,
+    FP8_MAX: tl.constexpr,
+    E5M2: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS: tl.constexpr,  # column chunks of BLOCK_N a row takes (1: the whole row in one load)
+):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    cols = tl.arange(0, BLOCK_N)
+    x_rows = X + rows[:, None].to(tl.int64) * stride_m
+    y_rows = Y + rows[:, None].to(tl.int64) * N
+    if CHUNKS == 1:
+        mask = row_mask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_rows + cols[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
+        scale = _scale_of(tl.max(tl.abs(x), axis=1), FP8_MAX)
+        tl.store(y_rows + cols[None, :], _quantized(x, scale[:, None], Y, FP8_MAX, E5M2), mask=mask)
+    else:
+        amax = tl.zeros([BLOCK_M], dtype=tl.float32)
+        for chunk in range(CHUNKS):
+            c = chunk * BLOCK_N + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
+        scale = _scale_of(amax, FP8_MAX)
+        for chunk in range(CHUNKS):
+            c = chunk * BLOCK_N + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_rows + c[None, :], _quantized(x, scale[:, None], Y, FP8_MAX, E5M2), mask=mask)
+    tl.store(Y_SCALE + rows, scale, mask=row_mask)
+
+
+@triton.jit
+def _fp8_amax_kernel(
+    X,  # (M, N) input, any strides
+    TENSOR_AMAX,  # (1,) fp32 max |x| of the whole tensor (zero-initialized), or None
+    ROW_AMAX,  # (M,) fp32 max |x| of each row (zero-initialized), or None
+    COL_AMAX,  # (N,) fp32 max |x| of each column (zero-initialized), or None
+    stride_m, stride_n, M, N,
+    HAS_TENSOR: tl.constexpr,
+    HAS_ROW: tl.constexpr,
+    HAS_COL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # NOTE: each program reduces its tile, then folds its partial maxima in with one atomic max each
+    # (the tiny reduction, done by the memory system; no second kernel). A max is exact in any order,
+    # so the result is reproducible bit for bit; relaxed ordering, as nothing reads them before the kernel ends.
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    x = tl.load(X + rows[:, None].to(tl.int64) * stride_m + cols[None, :] * stride_n,
+                mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+    a = tl.abs(x.to(tl.float32))
+    if HAS_TENSOR:
+        tl.atomic_max(TENSOR_AMAX, tl.max(tl.max(a, axis=1), axis=0), sem="relaxed")
+    if HAS_ROW:
+        tl.atomic_max(ROW_AMAX + rows, tl.max(a, axis=1), mask=row_mask, sem="relaxed")
+    if HAS_COL:
+        tl.atomic_max(COL_AMAX + cols, tl.max(a, axis=0), mask=col_mask, sem="relaxed")
+
+
+@triton.jit
+def _fp8_cast_kernel(
+    X,  # (M, N) input, any strides
+    AMAX,  # tensorwise: (1,) amax of the tensor; rowwise: (M,) amax of each row (Y's scales)
+    COL_AMAX,  # rowwise: (N,) amax of each column (YT's scales); tensorwise: None
+    Y,  # (M, N) FP8 output, row-major; or None
+    Y_SCALE,  # tensorwise: () fp32 scale; rowwise: (M,) scale of each row; or None
+    YT,  # (N, MP) FP8 output, row-major: X transposed, its columns M..MP zero; or None
+    YT_SCALE,  # tensorwise: () fp32 scale; rowwise: (N,) scale of each of X's columns; or None
+    stride_m, stride_n, M, N, MP,
+    FP8_MAX: tl.constexpr,
+    E5M2: tl.constexpr,
+    ROWWISE: tl.constexpr,
+    HAS_Y: tl.constexpr,
+    HAS_YT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    x = tl.load(X + rows[:, None].to(tl.int64) * stride_m + cols[None, :] * stride_n,
+                mask=row_mask[:, None] & col_mask[None, :], other=0.0).to(tl.float32)
+    # NOTE: YT's tile is transposed in fp32, before its cast (a layout change through shared memory), so
+    # that its stores run along YT's rows.
+    if ROWWISE:
+        if HAS_Y:
+            row_scale = _scale_of(tl.load(AMAX + rows, mask=row_mask, other=0.0), FP8_MAX)
+            q = _quantized(x, row_scale[:, None], Y, FP8_MAX, E5M2)
+            tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
+            if pid_n == 0:
+                tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
+        if HAS_YT:
+            col_scale = _scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)
+            qt = _quantized(tl.trans(x), col_scale[:, None], YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
+            tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
+                     mask=col_mask[:, None] & (rows < MP)[None, :])
+            if pid_m == 0:
+                tl.store(YT_SCALE + cols, col_scale, mask=col_mask)
+    else:
+        scale = _scale_of(tl.load(AMAX), FP8_MAX)
+        if HAS_Y:
+            q = _quantized(x, scale, Y, FP8_MAX, E5M2)
+            tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
+        if HAS_YT:
+            # Rows M..MP of the tile loaded as zeros: the padding of YT is written here too.
+            qt = _quantized(tl.trans(x), scale, YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
+            tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
+                     mask=col_mask[:, None] & (rows < MP)[None, :])
+        if (pid_m == 0) & (pid_n == 0):
+            if HAS_Y:
+                tl.store(Y_SCALE, scale)
+            if HAS_YT:
+                tl.store(YT_SCALE, scale)
+
+
+# ----------------------------------------------------------------------------------------
+# Launcher: plain Python that allocates, tiles and launches, registered as an op without autograd
+# ----------------------------------------------------------------------------------------
+
+_rowwise_kernel = Kernel(_fp8_rowwise_kernel)
+_amax_kernel = Kernel(_fp8_amax_kernel)
+_cast_kernel = Kernel(_fp8_cast_kernel)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _mode(x: Tensor) -> str:
+    return "compiled" if x.is_cuda else "interpreted"
+
+
+def _launch_rowwise(x: Tensor, y: Tensor, y_scale: Tensor, e5m2: bool) -> None:
+    m, n = x.shape
+    chunk = ROW_CHUNK[_mode(x)]
+    block_n = min(next_power_of_2(n), chunk)
+    block_m = max(1, min(ROW_TILE_ELEMENTS[_mode(x)] // block_n, next_power_of_2(m)))
+    num_warps = min(8, max(1, block_m * block_n // 1024))
+    _rowwise_kernel((cdiv(m, block_m),), x, y, y_scale, x.stride(0), x.stride(1), m, n,
+                    FP8_MAX=FP8_MAX[y.dtype], E5M2=e5m2, BLOCK_M=block_m, BLOCK_N=block_n,
+                    CHUNKS=cdiv(n, block_n), num_warps=num_warps)
+
+
+@launcher_op("fp8_quantize")
+def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
+                  pad: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(y, y_scale, yt, yt_scale)`` for ``x`` (M, N) of any strides; an output not asked for is empty.
+
+    ``rows``: ``y`` (M, N) row-major, x quantized by rows (rowwise: ``y_scale`` (M, 1)) or as a whole
+    (a 0-d ``y_scale``). ``transposed``: ``yt`` (N, MP) row-major with MP = M rounded up to ``pad``,
+    x transposed and quantized by x's columns (rowwise: ``yt_scale`` (N, 1)) or as a whole, zero past
+    column M. Rowwise rows alone take one pass over x; everything else two (the amax, then the cast).
+    """
+    m, n = x.shape
+    mp = round_up(m, pad)
+    e5m2 = dtype == torch.float8_e5m2
+    y = x.new_empty((m, n), dtype=dtype) if rows else None
+    y_scale = x.new_empty((m, 1) if rowwise else (), dtype=torch.float32) if rows else None
+    yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
+    yt_scale = x.new_empty((n, 1) if rowwise else (), dtype=torch.float32) if transposed else None
+    if rowwise and rows and not transposed:
+        if m > 0:
+            _launch_rowwise(x, y, y_scale, e5m2)
+    else:
+        block_m, block_n, num_warps = TILE[_mode(x)]
+        tensor_amax = None if rowwise else torch.zeros((1,), device=x.device, dtype=torch.float32)
+        row_amax = torch.zeros((m,), device=x.device, dtype=torch.float32) if rowwise and rows else None
+        col_amax = torch.zeros((n,), device=x.device, dtype=torch.float32) if rowwise and transposed else None
+        if m > 0 and n > 0:
+            _amax_kernel((cdiv(m, block_m), cdiv(n, block_n)), x, tensor_amax, row_amax, col_amax,
+                         x.stride(0), x.stride(1), m, n, HAS_TENSOR=tensor_amax is not None,
+                         HAS_ROW=row_amax is not None, HAS_COL=col_amax is not None,
+                         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+        # At least one program on each axis: an empty x still gets its scales (of the floor).
+        grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
+        _cast_kernel(grid, x, row_amax if rowwise else tensor_amax, col_amax, y, y_scale, yt, yt_scale,
+                     x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
+                     HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
+
+
+def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
+                 pad: int) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """:func:`_fp8_quantize` where the kernels run (``runtime.use_triton``), its reference elsewhere;
+    outputs not asked for are None."""
+    if use_triton(x):
+        outputs = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad)
+    else:
+        outputs = _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad)
+    y, y_scale, yt, yt_scale = outputs
+    return (y if rows else None, y_scale if rows else None, yt if transposed else None,
+            yt_scale if transposed else None)
+
+
+# ----------------------------------------------------------------------------------------
+# The weight's casts, cached while the weight does not change
+# ----------------------------------------------------------------------------------------
+
+_CACHE_ATTRIBUTE = "_blockfuse_fp8_casts"
+
+
+def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool):
+    """``(w, w_scale, wt, wt_scale)``: the weight (N, K) in e4m3 for the forward, and (when ``dgrad``)
+    its transpose (K, N) in e4m3 for the input gradient (None otherwise); both from one cast.
+
+    NOTE: the casts are kept on the weight tensor, keyed on its storage pointer and version counter:
+    the calls of one step (gradient-accumulation micro-batches, a checkpointed forward run again,
+    every call at inference) reuse them, and any in-place update (an optimizer step,
+    ``load_state_dict``, ``weight.add_``) bumps the version and invalidates them. An update through
+    ``weight.data`` is not seen (``.data`` has a version counter of its own): call
+    :func:`clear_weight_cache` after one. The cost: the casts stay alive between steps, 1 byte a
+    parameter each (2 with the transpose). Under ``torch.compile`` (and any tracing) the casts are
+    made in the graph on every call, where Inductor fuses them."""
+    if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
+        return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
+    key = (weight.data_ptr(), weight._version, tuple(weight.shape), weight.dtype, weight.device, rowwise)
+    entry = getattr(weight, _CACHE_ATTRIBUTE, None)
+    if entry is None or entry[0] != key or (dgrad and entry[3] is None):
+        setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale casts go before the new ones are made
+        entry = (key, *_quantize_2d(weight.detach(), torch.float8_e4m3fn, rowwise, True, dgrad, 1))
+        setattr(weight, _CACHE_ATTRIBUTE, entry)
+    return entry[1:]
+
+
+def clear_weight_cache(weight: Tensor) -> None:
+    """Forgets the FP8 casts kept for ``weight`` (see :func:`fp8_linear`): needed only after an update
+    that bypasses the version counter (``weight.data.copy_(...)``)."""
+    if getattr(weight, _CACHE_ATTRIBUTE, None) is not None:
+        setattr(weight, _CACHE_ATTRIBUTE, None)
+
+
+# ----------------------------------------------------------------------------------------
+# The GEMM, and the one autograd Function
+# ----------------------------------------------------------------------------------------
+
+
+def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_dtype: torch.dtype,
+                   bias: Optional[Tensor], rowwise: bool, fast_accum: bool) -> Tensor:
+    """``(a * a_scale) @ (b * b_scale).T + bias`` in ``out_dtype`` for row-major FP8 ``a`` (M, K) and
+    ``b`` (N, K); scales 0-d (tensorwise) or (M, 1) and (N, 1) (rowwise).
+
+    NOTE: rowwise GEMMs write bf16, cast afterwards when another dtype is asked for: the rowwise CUTLASS
+    kernel of older torch releases writes bf16 only (newer ones, and cuBLAS >= 12.9, take fp16 and fp32
+    too), and one output dtype keeps the numerics the same on every version and device. The bias goes
+    into the GEMM's epilogue where ``_scaled_mm`` takes it (a bf16 / fp16 output of the bias's dtype)
+    and is added after it otherwise (fp32 outputs)."""
+    gemm_dtype = torch.bfloat16 if rowwise else out_dtype
+    fused = bias is not None and gemm_dtype != torch.float32 and bias.dtype == gemm_dtype
+    y = torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale.t() if rowwise else b_scale,
+                         bias=bias if fused else None, out_dtype=gemm_dtype, use_fast_accum=fast_accum)
+    if y.dtype != out_dtype:
+        y = y.to(out_dtype)
+    if bias is not None and not fused:
+        y = y + bias.to(out_dtype)
+    return y
+
+
+def _transposed(q: Tensor, pad: int) -> Tensor:
+    """An FP8 (M, K) as (K, MP) row-major, MP = M rounded up to ``pad``, zero past column M."""
+    m, k = q.shape
+    # NOTE: moved as bytes (a zero byte is +0.0 in both FP8 formats): Inductor's CPU code cannot fill or
+    # select FP8 values (it promotes them to bool), but copies and pads uint8.
+    bits = q.view(torch.uint8).t()
+    mp = round_up(m, pad)
+    if mp != m:
+        bits = F.pad(bits, (0, mp - m))
+    return bits.contiguous().view(q.dtype)
+
+
+def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache):
+    """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``."""
+    if x2.dtype == torch.float8_e4m3fn:
+        x_q, x_s = x2, x_scale
+        xt_q = xt_s = None
+        if weight_grad and rowwise:  # x's columns need scales of their own: from x dequantized
+            _, _, xt_q, xt_s = _quantize_2d(x_q.float() * x_s, torch.float8_e4m3fn, True, False, True, GEMM_MULTIPLE)
+        elif weight_grad:
+            xt_q, xt_s = _transposed(x_q, GEMM_MULTIPLE), x_s
+    else:
+        # NOTE: x^T for the weight gradient is written here, by the same cast (tensorwise: the same
+        # values transposed) and kept instead of x: 1 byte an element rather than 2 or 4.
+        x_q, x_s, xt_q, xt_s = _quantize_2d(x2, torch.float8_e4m3fn, rowwise, True, weight_grad, GEMM_MULTIPLE)
+    w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
+    # NOTE: fast accumulation for the forward GEMM only, as torchao (its gradients accumulate in full).
+    y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
+    return y, (xt_q, xt_s, wt_q, wt_s)
+
+
+class _Fp8LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x2, x_scale, weight, bias, config):
+        rowwise, out_dtype, x_grad, weight_grad, cache = config
+        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache)
+        ctx.save_for_backward(*saved)
+        ctx.config = config
+        ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xt_q, xt_s, wt_q, wt_s = ctx.saved_tensors
+        rowwise, _, x_grad, weight_grad, _ = ctx.config
+        # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
+        # as torchao's rowwise recipe: per-row scales leave little range to cover.
+        grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
+        dy_q, dy_s, dyt_q, dyt_s = _quantize_2d(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE)
+        dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
+        dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
+        db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.needs_input_grad[3] else None
+        return dx, None, dw, db, None
+
+
+# ----------------------------------------------------------------------------------------
+# Public functionals
+# ----------------------------------------------------------------------------------------
+
+_HIGH_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _type_name(value) -> str:
+    return str(value.dtype) if isinstance(value, Tensor) else type(value).__name__
+
+
+def _check_recipe(recipe) -> bool:
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe: expected one of {', '.join(map(repr, RECIPES))}, got {recipe!r}")
+    return recipe == "rowwise"
+
+
+def _check_quantize_args(x, dtype, recipe) -> bool:
+    rowwise = _check_recipe(recipe)
+    if not isinstance(x, Tensor) or x.dtype not in (*_HIGH_PRECISION, torch.float64):
+        raise TypeError(f"x: expected a float32, float16, bfloat16 or float64 tensor, got {_type_name(x)}")
+    if x.dim() == 0:
+        raise ValueError("x: expected at least one dimension, got a scalar")
+    if dtype not in FP8_MAX:
+        raise TypeError(f"dtype: expected torch.float8_e4m3fn or torch.float8_e5m2, got {dtype!r}")
+    return rowwise
+
+
+def quantize(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
+             recipe: str = "tensorwise") -> tuple[Tensor, Tensor]:
+    """``(x_fp8, scale)``: ``x`` in ``dtype`` (``float8_e4m3fn`` or ``float8_e5m2``) with its fp32 scale,
+    ``x ~= x_fp8.float() * scale``.
+
+    ``scale = max(amax, 1e-12) / fp8_max`` (448 for e4m3, 57344 for e5m2) and
+    ``x_fp8 = clamp(x / scale, -fp8_max, fp8_max)`` rounded to nearest even. ``recipe="tensorwise"``:
+    amax over the whole tensor, a 0-d scale (two passes over x: the amax, then the cast);
+    ``"rowwise"``: amax of each row (over the last dimension), scales of shape
+    ``(*x.shape[:-1], 1)`` (one pass: a program holds whole rows). Not differentiable.
+    """
+    rowwise = _check_quantize_args(x, dtype, recipe)
+    x = x.detach()
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    y, scale, _, _ = _quantize_2d(x2, dtype, rowwise, True, False, 1)
+    return y.view(x.shape), scale.view(*x.shape[:-1], 1) if rowwise else scale
+
+
+def dequantize(x_fp8: Tensor, scale: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``x_fp8 * scale`` in ``dtype``: the inverse of :func:`quantize` (up to FP8's rounding)."""
+    return (x_fp8.float() * scale).to(dtype)
+
+
+def _check_fp8_linear_args(x, weight, bias, x_scale, recipe) -> bool:
+    rowwise = _check_recipe(recipe)
+    if not isinstance(x, Tensor) or x.dtype not in (*_HIGH_PRECISION, torch.float8_e4m3fn):
+        raise TypeError(f"x: expected a float32, float16 or bfloat16 tensor, or a float8_e4m3fn one with its "
+                        f"x_scale, got {_type_name(x)}")
+    if x.dim() == 0:
+        raise ValueError("x: expected at least one dimension (in_features), got a scalar")
+    k = x.shape[-1]
+    if not isinstance(weight, Tensor) or weight.dtype not in _HIGH_PRECISION:
+        raise TypeError(f"weight: expected a float32, float16 or bfloat16 tensor, got {_type_name(weight)}")
+    if weight.dim() != 2 or weight.shape[1] != k:
+        raise ValueError(f"weight: expected shape (out_features, {k}) (x's last dimension is {k}), "
+                         f"got {tuple(weight.shape)}")
+    if weight.device != x.device:
+        raise ValueError(f"weight: expected a tensor on {x.device} like x, got {weight.device}")
+    if bias is not None:
+        if not isinstance(bias, Tensor) or bias.dtype not in _HIGH_PRECISION:
+            raise TypeError(f"bias: expected a float32, float16 or bfloat16 tensor or None, got {_type_name(bias)}")
+        if tuple(bias.shape) != (weight.shape[0],):
+            raise ValueError(f"bias: expected shape ({weight.shape[0]},) (weight's rows), got {tuple(bias.shape)}")
+        if bias.device != x.device:
+            raise ValueError(f"bias: expected a tensor on {x.device} like x, got {bias.device}")
+    if x.dtype != torch.float8_e4m3fn:
+        if x_scale is not None:
+            raise ValueError(f"x_scale: only for an x already in float8_e4m3fn; x is {x.dtype} (fp8_linear "
+                             "quantizes it itself), pass x_scale=None")
+        return rowwise
+    if x_scale is None:
+        raise ValueError("x_scale: x is float8_e4m3fn, so its fp32 scale is needed (x ~= x.float() * x_scale; "
+                         "blockfuse.fp8.quantize returns both)")
+    if x.requires_grad:
+        raise ValueError("x: a float8_e4m3fn x cannot take its gradient through autograd (autograd would cast it "
+                         "to FP8 without a scale); pass it detached, gradients flow to weight and bias")
+    if not isinstance(x_scale, Tensor) or x_scale.dtype != torch.float32:
+        raise TypeError(f"x_scale: expected a float32 tensor, got {_type_name(x_scale)}")
+    if x_scale.device != x.device:
+        raise ValueError(f"x_scale: expected a tensor on {x.device} like x, got {x_scale.device}")
+    expected = (*x.shape[:-1], 1) if rowwise else ()
+    if rowwise and tuple(x_scale.shape) != expected:
+        raise ValueError(f"x_scale: recipe 'rowwise' expects one scale a row of x, shape {expected}, got "
+                         f"{tuple(x_scale.shape)}")
+    if not rowwise and x_scale.numel() != 1:
+        raise ValueError(f"x_scale: recipe 'tensorwise' expects one scale (a 0-d or 1-element tensor), got shape "
+                         f"{tuple(x_scale.shape)}")
+    return rowwise
+
+
+def fp8_supported(in_features: int, out_features: int) -> bool:
+    """True when a linear of these sizes runs its GEMMs in FP8: ``torch._scaled_mm`` on a GPU wants both
+    multiples of 16 (see :func:`fp8_linear`)."""
+    return in_features % GEMM_MULTIPLE == 0 and out_features % GEMM_MULTIPLE == 0
+
+
+def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_scale: Optional[Tensor] = None,
+               recipe: str = "tensorwise", weight_cache: bool = True) -> Tensor:
+    """``x @ weight.T + bias`` with the three GEMMs of a linear layer (forward, input gradient, weight
+    gradient) in FP8 on ``torch._scaled_mm``; differentiable in x, weight and bias.
+
+    ``x``: (..., in_features) in float32, float16 or bfloat16, or already quantized: float8_e4m3fn with
+    its ``x_scale`` (the 0-d scale of ``recipe="tensorwise"``, or the ``(*x.shape[:-1], 1)`` scales of
+    ``"rowwise"``, as :func:`quantize` returns them). ``weight``: (out_features, in_features); ``bias``:
+    (out_features,) or None. The output has x's dtype (weight's for an FP8 x); the gradients have the
+    dtype of their tensors. An FP8 x takes no gradient (pass it detached); weight and bias do.
+
+    Casts: x to e4m3 (amax of the tensor, or of each row), the weight to e4m3 (kept between calls
+    while the weight is unchanged, ``weight_cache``; see :func:`clear_weight_cache`), the output
+    gradient to e5m2 (tensorwise) or e4m3 (rowwise). A layer whose in_features or out_features is not a
+    multiple of 16 (:func:`fp8_supported`) runs a plain ``F.linear`` in x's dtype instead.
+    """
+    rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
+    k, n = x.shape[-1], weight.shape[0]
+    fp8_input = x.dtype == torch.float8_e4m3fn
+    if not fp8_supported(k, n):
+        # NOTE: no FP8 GEMM for these sizes on a GPU (and padding K or N would copy x or the output every
+        # call): the layer runs in high precision, as torchao leaves such layers alone.
+        x_high = dequantize(x, x_scale, weight.dtype) if fp8_input else x
+        return F.linear(x_high, weight.to(x_high.dtype), None if bias is None else bias.to(x_high.dtype))
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, k)
+    out_dtype = weight.dtype if fp8_input else x.dtype
+    if fp8_input:
+        # _scaled_mm wants a row-major first operand at a 16-byte aligned address (a traced tensor has none).
+        if not x2.is_contiguous() or not (torch.compiler.is_compiling() or tracing()) and x2.data_ptr() % 16:
+            x2 = x2.clone(memory_format=torch.contiguous_format)
+        # Unit strides: _scaled_mm checks the strides of a (M, 1) scale, its size-1 dimension's too.
+        x_scale = x_scale.reshape(-1).unsqueeze(1) if rowwise else x_scale.reshape(())
+    grad = torch.is_grad_enabled()
+    x_grad = grad and x.requires_grad
+    weight_grad = grad and weight.requires_grad
+    config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache)
+    if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config)
+    else:
+        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache)
+    return y.view(*lead, n)
+
+
+# ----------------------------------------------------------------------------------------
+# References (pure PyTorch): the oracle of the tests, the CPU fallback, the benchmark baseline
+# ----------------------------------------------------------------------------------------
+
+
+def _amax(t: Tensor, dim: Optional[int] = None) -> Tensor:
+    """``t.abs().amax(dim, keepdim=True)`` (the whole tensor, 0-d, for dim None), 0 over no elements."""
+    if dim is None:
+        return t.abs().amax() if t.numel() else t.new_zeros(())
+    if t.shape[dim] == 0:
+        shape = list(t.shape)
+        shape[dim] = 1
+        return t.new_zeros(shape)
+    return t.abs().amax(dim, keepdim=True)
+
+
+def _cast_ref(v: Tensor, dtype: torch.dtype) -> Tensor:
+    fp8_max = FP8_MAX[dtype]
+    return v.clamp(-fp8_max, fp8_max).to(dtype)
+
+
+def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad):
+    """Pure-PyTorch :func:`_fp8_quantize`, the same outputs (empty where not asked for)."""
+    xf = x.float()
+    fp8_max = FP8_MAX[dtype]
+    y = y_scale = yt = yt_scale = None
+    if rowwise:
+        if rows:
+            y_scale = (_amax(xf, 1).clamp(min=AMAX_FLOOR) / fp8_max).reshape(-1).unsqueeze(1)  # (M, 1), unit strides
+            y = _cast_ref(xf / y_scale, dtype).contiguous()
+        if transposed:
+            col_scale = _amax(xf, 0).clamp(min=AMAX_FLOOR) / fp8_max  # (1, N)
+            yt = _transposed(_cast_ref(xf / col_scale, dtype), pad)
+            yt_scale = col_scale.reshape(-1).unsqueeze(1)  # (N, 1), unit strides (_scaled_mm checks them)
+    else:
+        scale = _amax(xf).clamp(min=AMAX_FLOOR) / fp8_max  # ()
+        q = _cast_ref(xf / scale, dtype).contiguous()
+        if rows:
+            y, y_scale = q, scale
+        if transposed:
+            yt, yt_scale = _transposed(q, pad), scale.clone()
+    return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
+
+
+def quantize_ref(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
+                 recipe: str = "tensorwise") -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch :func:`quantize`: the same scales and values."""
+    rowwise = _check_quantize_args(x, dtype, recipe)
+    xf = x.detach().float()
+    scale = (_amax(xf, -1) if rowwise else _amax(xf)).clamp(min=AMAX_FLOOR) / FP8_MAX[dtype]
+    return _cast_ref(xf / scale, dtype), scale
+
+
+def fp8_linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_scale: Optional[Tensor] = None,
+                   recipe: str = "tensorwise") -> Tensor:
+    """Pure-PyTorch :func:`fp8_linear` (forward): x and the weight quantized as it does, dequantized,
+    multiplied in fp32 (fp32 bias), one rounding to the output dtype."""
+    rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
+    if x.dtype == torch.float8_e4m3fn:
+        x_deq, out_dtype = dequantize(x, x_scale), weight.dtype
+    else:
+        x_deq, out_dtype = dequantize(*quantize_ref(x, recipe=recipe)), x.dtype
+    w_deq = dequantize(*quantize_ref(weight, recipe=recipe))
+    y = x_deq @ w_deq.t()
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(out_dtype)

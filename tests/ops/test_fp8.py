@@ -1,0 +1,495 @@
+"""Tests of the FP8 ops: ``quantize`` and ``fp8_linear`` (``blockfuse/ops/fp8.py``).
+
+Quantization is exact arithmetic and is checked exactly: the values against ``(x.float() / scale).to(fp8)``
+with the same scale, bit for bit, and the scales equal to ``amax / fp8_max``. The kernels (in the
+interpreter) and the reference must agree bit for bit.
+
+The linear layer is checked against a float64 linear with an elementwise error bound derived from FP8's
+rounding, not a tolerance tuned to pass. For a value ``a`` quantized with scale ``s`` and dequantized,
+``|a' - a| <= u |a| + d s``: ``u`` is the unit roundoff of the format (e4m3, 3 mantissa bits: 2^-4;
+e5m2, 2 bits: 2^-3) and ``d`` half the subnormal spacing (e4m3: 2^-10; e5m2: 2^-17), for values below
+the smallest normal. A GEMM of quantized operands then errs by at most
+``Ea @ |B| + |A| @ Eb + Ea @ Eb`` (E the elementwise bounds), plus the accumulation
+(``K 2^-24 |A'| @ |B'|`` in fp32) and one rounding of the output (bf16: ``2^-8 |y|``; rowwise GEMMs
+write bf16 whatever the output dtype). The relative (Frobenius) error of random data sits well below
+that worst case. One rounding to e4m3 errs by about 0.025 of a tensor's norm (an error uniform over
+half an ulp either way, ulp = 2^-3 of the binade: sqrt(2^-6 / 12 / E[m^2]) with E[m^2] = 2.16 for a
+mantissa m spread over [1, 2); measured: 0.026 on Gaussian data), e5m2 about twice that (0.053). A GEMM
+of two quantized operands sums two such independent errors: about 0.037 for the forward (e4m3 x e4m3),
+0.059 for the tensorwise gradients (e5m2 x e4m3), 0.037 for the rowwise ones. The tests hold them under
+0.05, 0.08 and 0.05: margin for small shapes, and less than a wrong format or a lost scale gives.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from blockfuse.ops import fp8
+from blockfuse.ops.fp8 import FP8_MAX, dequantize, fp8_linear, fp8_linear_ref, quantize, quantize_ref
+from tests.helpers import as_layout, random_tensor, relative_error
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
+# Unit roundoff and half the subnormal spacing of each format (see the module docstring).
+ROUNDOFF = {E4M3: 2.0**-4, E5M2: 2.0**-3}
+HALF_SUBNORMAL = {E4M3: 2.0**-10, E5M2: 2.0**-17}
+OUTPUT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+# Relative (Frobenius) error bounds against float64 (module docstring).
+FORWARD_BOUND = 0.05
+GRADIENT_BOUND = {"tensorwise": 0.08, "rowwise": 0.05}
+
+
+def wide_range(shape, dtype=torch.float32, seed=0, layout="contiguous"):
+    """Random values over many binades (some below FP8's normal range after scaling), no zeros."""
+    magnitude = torch.exp(random_tensor(shape, seed=seed + 1) * 2.0)
+    values = (random_tensor(shape, seed=seed) * magnitude).to(dtype)
+    return as_layout(values, layout)
+
+
+def bits(t):
+    return t.view(torch.uint8)
+
+
+def amax_scale(t, dtype, dim=None):
+    """``amax / fp8_max`` over ``dim`` (keepdim; the whole tensor for None), computed here from scratch."""
+    a = t.detach().double().abs()
+    amax = a.amax() if dim is None else a.amax(dim, keepdim=True)
+    return (amax / FP8_MAX[dtype]).float()
+
+
+def quantization_error(t, dtype, scale):
+    """Elementwise bound on ``|dequantize(quantize(t)) - t|`` for scale ``scale`` (float64)."""
+    return ROUNDOFF[dtype] * t.double().abs() + HALF_SUBNORMAL[dtype] * scale.double()
+
+
+def gemm_error_bound(a, ea, b, eb):
+    """Bound on ``|a' @ b' - a @ b|`` for ``|a' - a| <= ea``, ``|b' - b| <= eb`` (a (M, K), b (K, N)), with
+    the accumulation of the products (float64). NOTE: fp32 accumulation on CPU; a GPU's FP8 tensor cores
+    with fast accumulation (the forward GEMM) keep about 14 bits of the sum, so 2^-13 there."""
+    accumulation = 2.0**-13 if a.is_cuda else 2.0**-24
+    a, b = a.double().abs(), b.double().abs()
+    bound = ea @ b + a @ eb + ea @ eb
+    return bound + a.shape[1] * accumulation * ((a + ea) @ (b + eb))
+
+
+def assert_within(actual, expected, bound, name):
+    error = (actual.double() - expected.double()).abs()
+    worst = (error / bound).max().item()
+    assert torch.isfinite(actual).all(), f"{name}: NaN or inf"
+    assert worst <= 1.0, f"{name}: error {worst:.3f}x its FP8 bound (max abs error {error.max().item():.3e})"
+
+
+# ---------------------------------------------------------------------------------------------
+# quantize
+# ---------------------------------------------------------------------------------------------
+
+QUANTIZE_CASES = [  # (shape, layout, dtype of x)
+    ((1, 72), "contiguous", torch.float32),
+    ((3, 760), "transposed", torch.bfloat16),
+    ((199, 48), "strided", torch.float32),
+    ((3, 5, 72), "contiguous", torch.float16),
+    ((5, 4304), "contiguous", torch.bfloat16),  # rows wider than a chunk of the interpreter's rowwise kernel
+]
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shape, layout, dtype", QUANTIZE_CASES)
+def test_quantize_is_the_cast_with_its_scale(recipe, fmt, shape, layout, dtype, device):
+    dtype8 = FORMATS[fmt]
+    x = wide_range(shape, dtype, seed=3, layout=layout).to(device)
+    q, scale = quantize(x, dtype8, recipe=recipe)
+    assert q.dtype == dtype8 and q.shape == x.shape and scale.dtype == torch.float32
+    if recipe == "rowwise":
+        assert scale.shape == (*shape[:-1], 1)
+        expected_scale = x.float().abs().amax(-1, keepdim=True) / FP8_MAX[dtype8]
+    else:
+        assert scale.shape == ()
+        expected_scale = x.float().abs().amax() / FP8_MAX[dtype8]
+    assert torch.equal(scale, expected_scale)  # amax / 448 (or 57344), the same fp32 division
+    assert torch.equal(bits(q), bits((x.float() / scale).to(dtype8)))
+    q_ref, scale_ref = quantize_ref(x, dtype8, recipe=recipe)
+    assert torch.equal(scale, scale_ref) and torch.equal(bits(q), bits(q_ref))
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_round_trip_error_is_within_one_rounding(recipe, fmt, device):
+    dtype8 = FORMATS[fmt]
+    x = wide_range((37, 200), seed=5).to(device)
+    q, scale = quantize(x, dtype8, recipe=recipe)
+    error = (dequantize(q, scale).double() - x.double()).abs()
+    bound = quantization_error(x, dtype8, scale)
+    assert (error <= bound).all(), (error / bound).max().item()
+    # The values land on the grid's nearest points, not on a coarser grid that still passes: the largest
+    # error is near the bound's, and about half of one rounding on average.
+    normal = x.double().abs() >= 2.0 ** (-6 if dtype8 == E4M3 else -14) * scale.double()
+    relative = (error / x.double().abs())[normal]
+    assert 0.75 * ROUNDOFF[dtype8] <= relative.max().item() <= ROUNDOFF[dtype8]
+    assert relative.mean().item() < 0.5 * ROUNDOFF[dtype8]
+
+
+def test_all_zero_rows_get_a_finite_scale(device):
+    """amax 0 (a padded row, say) gives the floor's scale and zeros, not NaN; the other rows are untouched."""
+    x = wide_range((6, 64), seed=7).to(device)
+    x[2] = 0.0
+    for recipe in fp8.RECIPES:
+        q, scale = quantize(x, recipe=recipe)
+        assert torch.isfinite(scale).all() and (scale > 0).all()
+        assert (q[2].float() == 0).all()
+        assert torch.equal(bits(q), bits(quantize_ref(x, recipe=recipe)[0]))
+    q, scale = quantize(x, recipe="rowwise")
+    assert scale[2].item() == pytest.approx(1e-12 / 448)
+
+
+# The kernels themselves against the reference, every combination of outputs the linear layer asks for.
+KERNEL_CASES = [  # (rowwise, rows, transposed)
+    (False, True, False), (False, True, True), (False, False, True),
+    (True, True, False), (True, True, True), (True, False, True),
+]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rowwise, rows, transposed", KERNEL_CASES)
+@pytest.mark.parametrize("shape, layout", [((37, 72), "contiguous"), ((3, 760), "transposed"), ((16, 48), "strided")])
+def test_kernels_match_the_reference_bit_for_bit(fmt, rowwise, rows, transposed, shape, layout, device):
+    x = wide_range(shape, torch.bfloat16, seed=11, layout=layout).to(device)
+    outputs = fp8._fp8_quantize(x, FORMATS[fmt], rowwise, rows, transposed, 16)
+    expected = fp8._quantize_2d_ref(x, FORMATS[fmt], rowwise, rows, transposed, 16)
+    for name, mine, theirs in zip(("y", "y_scale", "yt", "yt_scale"), outputs, expected):
+        assert mine.shape == theirs.shape and mine.dtype == theirs.dtype, name
+        assert mine.is_contiguous() and mine.stride() == theirs.stride(), name  # _scaled_mm checks strides
+        same = torch.equal(bits(mine), bits(theirs)) if mine.dtype in FP8_MAX else torch.equal(mine, theirs)
+        assert same, name
+    if transposed:
+        yt = outputs[2]
+        assert yt.shape == (shape[1], 48 if shape[0] == 37 else 16) and (yt[:, shape[0]:].float() == 0).all()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_launcher_passes_opcheck(device):
+    """Schema, fake implementation and AOT dispatch of ``blockfuse::fp8_quantize`` agree with the kernels."""
+    if device != "cpu":
+        pytest.skip("the interpreter's custom op")
+    x = wide_range((19, 48), torch.bfloat16, seed=2)
+    # The one-pass rowwise kernel; the amax and cast kernels with every output.
+    for rowwise, rows, transposed in ((True, True, False), (True, True, True)):
+        torch.library.opcheck(torch.ops.blockfuse.fp8_quantize.default, (x, E4M3, rowwise, rows, transposed, 16),
+                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_linear: forward
+# ---------------------------------------------------------------------------------------------
+
+
+def operands(shape, n, dtype, device, seed=0, layout="contiguous"):
+    """x (shape), weight (n, shape[-1]) and bias (n,), weights of a linear layer's usual scale."""
+    k = shape[-1]
+    x = random_tensor(shape, dtype, seed=seed, layout=layout).to(device)
+    weight = random_tensor((n, k), dtype, seed=seed + 1, scale=k**-0.5).to(device)
+    bias = random_tensor((n,), dtype, seed=seed + 2, scale=0.1).to(device)
+    return x, weight, bias
+
+
+def forward_bound(x, weight, bias, recipe, out_dtype):
+    """The elementwise bound of ``fp8_linear``'s output against float64 (module docstring)."""
+    x2 = x.reshape(-1, x.shape[-1])
+    dim = -1 if recipe == "rowwise" else None
+    ex = quantization_error(x2, E4M3, amax_scale(x2, E4M3, dim))
+    ew = quantization_error(weight, E4M3, amax_scale(weight, E4M3, dim))
+    bound = gemm_error_bound(x2, ex, weight.t(), ew.t())
+    exact = F.linear(x2.double(), weight.double(), None if bias is None else bias.double())
+    rounding = OUTPUT_ROUNDOFF[torch.bfloat16 if recipe == "rowwise" else out_dtype]
+    magnitude = exact.abs() + (0 if bias is None else bias.double().abs())
+    return (bound + rounding * (magnitude + bound) + 1e-30).view(*x.shape[:-1], -1)
+
+
+LINEAR_CASES = [  # (x's shape, out_features)
+    ((199, 96), 80),  # rows not a multiple of 16: the weight gradient pads them
+    ((3, 5, 64), 48),
+    ((2, 3, 4, 32), 16),  # 4-D
+    ((64,), 32),  # 1-D
+]
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("shape, n", LINEAR_CASES)
+def test_forward_is_within_fp8_error(recipe, dtype, shape, n, device):
+    x, weight, bias = operands(shape, n, dtype, device, seed=20)
+    y = fp8_linear(x, weight, bias, recipe=recipe)
+    assert y.shape == (*shape[:-1], n) and y.dtype == dtype
+    exact = F.linear(x.double(), weight.double(), bias.double())
+    assert_within(y, exact, forward_bound(x, weight, bias, recipe, dtype), "output")
+    if x.numel() >= 32 * 16:  # enough elements for the statistic
+        assert relative_error(y, exact) < FORWARD_BOUND
+    # The same quantized operands as the reference: only the accumulation order and the output rounding
+    # differ (one rounding of bf16: rowwise GEMMs write bf16).
+    tolerance = 1e-6 if dtype == torch.float32 and recipe == "tensorwise" else 4e-3
+    assert relative_error(y, fp8_linear_ref(x, weight, bias, recipe=recipe)) < tolerance
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_without_bias_and_with_strided_inputs(recipe, device):
+    """No bias; x transposed in memory, or every other element of a wider buffer: the same values give the
+    same output and gradients as a contiguous x, bit for bit."""
+    x, weight, _ = operands((33, 64), 32, torch.bfloat16, device, seed=30)
+    y = fp8_linear(x, weight, recipe=recipe)
+    assert_within(y, F.linear(x.double(), weight.double()), forward_bound(x, weight, None, recipe, x.dtype), "output")
+    grad_output = random_tensor(y.shape, y.dtype, seed=31).to(device)
+    results = []
+    for layout in ("contiguous", "transposed", "strided"):
+        xl = as_layout(x, layout).detach().requires_grad_()  # a leaf, in its layout
+        w = weight.clone().requires_grad_()
+        out = fp8_linear(xl, w, recipe=recipe)
+        out.backward(grad_output)
+        results.append((out, xl.grad, w.grad))
+    for other in results[1:]:
+        for mine, theirs in zip(other, results[0]):
+            assert torch.equal(mine, theirs)
+
+
+def test_sizes_that_are_not_multiples_of_16_run_a_plain_linear(device):
+    x, weight, bias = operands((7, 72), 40, torch.float32, device, seed=40)  # in_features 72
+    x.requires_grad_()
+    weight.requires_grad_()
+    y = fp8_linear(x, weight, bias)
+    torch.testing.assert_close(y, F.linear(x, weight, bias), rtol=0, atol=0)
+    y.sum().backward()
+    torch.testing.assert_close(weight.grad, torch.ones(7, 40).t().to(device) @ x.detach(), rtol=1e-6, atol=1e-6)
+    assert not fp8.fp8_supported(72, 40) and not fp8.fp8_supported(64, 40) and fp8.fp8_supported(64, 48)
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_linear: backward
+# ---------------------------------------------------------------------------------------------
+
+
+def gradient_bounds(x2, weight, dy, recipe):
+    """Elementwise bounds of dx = dy @ W and dW = dy^T @ x against float64 (module docstring)."""
+    grad_format = E4M3 if recipe == "rowwise" else E5M2
+    rowwise = recipe == "rowwise"
+    # dgrad: dy by rows (over N) and W by columns (over N, each row of W^T); wgrad: both by columns (over M).
+    e_dy_rows = quantization_error(dy, grad_format, amax_scale(dy, grad_format, -1 if rowwise else None))
+    e_w = quantization_error(weight, E4M3, amax_scale(weight, E4M3, 0 if rowwise else None))
+    e_dy_cols = quantization_error(dy, grad_format, amax_scale(dy, grad_format, 0 if rowwise else None))
+    e_x = quantization_error(x2, E4M3, amax_scale(x2, E4M3, 0 if rowwise else None))
+    dx_bound = gemm_error_bound(dy, e_dy_rows, weight, e_w)
+    dw_bound = gemm_error_bound(dy.t(), e_dy_cols.t(), x2, e_x)
+    dx_exact, dw_exact = dy.double() @ weight.double(), dy.double().t() @ x2.double()
+    rounding = OUTPUT_ROUNDOFF[torch.bfloat16 if rowwise else x2.dtype]
+    return (dx_bound + rounding * (dx_exact.abs() + dx_bound) + 1e-30,
+            dw_bound + rounding * (dw_exact.abs() + dw_bound) + 1e-30)
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("shape, n", LINEAR_CASES[:2])
+def test_gradients_are_within_fp8_error(recipe, dtype, shape, n, device):
+    x, weight, bias = operands(shape, n, dtype, device, seed=50)
+    leaves_ = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    y = fp8_linear(*leaves_, recipe=recipe)
+    dy = random_tensor(y.shape, dtype, seed=53).to(device)
+    y.backward(dy)
+    dx, dw, db = (t.grad for t in leaves_)
+    assert (dx.dtype, dw.dtype, db.dtype) == (dtype, dtype, dtype)
+    exact = [t.double().requires_grad_() for t in (x, weight, bias)]
+    F.linear(*exact).backward(dy.double())
+    dy2, x2 = dy.reshape(-1, n), x.reshape(-1, shape[-1])
+    dx_bound, dw_bound = gradient_bounds(x2, weight, dy2, recipe)
+    assert_within(dx.reshape(-1, shape[-1]), exact[0].grad.reshape(-1, shape[-1]), dx_bound, "dx")
+    assert_within(dw, exact[1].grad, dw_bound, "dweight")
+    assert relative_error(dx, exact[0].grad) < GRADIENT_BOUND[recipe]
+    assert relative_error(dw, exact[1].grad) < GRADIENT_BOUND[recipe]
+    # The bias gradient is a plain sum of dy in fp32: one rounding to bias's dtype.
+    assert relative_error(db, exact[2].grad) < OUTPUT_ROUNDOFF[dtype] * 2
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_only_the_gradients_asked_for(recipe, device):
+    x, weight, bias = operands((40, 32), 16, torch.float32, device, seed=60)
+    w = weight.clone().requires_grad_()
+    y = fp8_linear(x, w, bias, recipe=recipe)  # x and bias without grad: the first layer of a model
+    y.backward(torch.ones_like(y))
+    assert x.grad is None and bias.grad is None and w.grad is not None
+    xg = x.clone().requires_grad_()
+    y = fp8_linear(xg, weight, bias, recipe=recipe)  # a frozen weight
+    y.backward(torch.ones_like(y))
+    assert xg.grad is not None and weight.grad is None
+    with torch.no_grad():
+        assert fp8_linear(xg, w, bias, recipe=recipe).grad_fn is None
+
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_an_empty_batch(recipe, device):
+    x = torch.empty((2, 0, 32), device=device).requires_grad_()
+    _, weight, bias = operands((4, 32), 16, torch.float32, device, seed=65)
+    weight.requires_grad_()
+    y = fp8_linear(x, weight, bias, recipe=recipe)
+    assert y.shape == (2, 0, 16)
+    y.sum().backward()
+    assert x.grad.shape == x.shape and weight.grad.shape == weight.shape and not weight.grad.any()
+
+# ---------------------------------------------------------------------------------------------
+# An input already in FP8
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_fp8_input_gives_what_the_high_precision_input_gives(recipe, device):
+    """``fp8_linear(quantize(x), x_scale=...)`` runs the GEMM fp8_linear(x) runs, on the same operands: the
+    same output bit for bit, and (tensorwise, whose weight gradient reuses x's cast) the same weight
+    gradient; rowwise re-quantizes x by columns from the FP8 values, within the FP8 bound."""
+    x, weight, bias = operands((3, 21, 64), 48, torch.bfloat16, device, seed=70)
+    q, scale = quantize(x, recipe=recipe)
+    w1, w2 = weight.clone().requires_grad_(), weight.clone().requires_grad_()
+    b1, b2 = bias.clone().requires_grad_(), bias.clone().requires_grad_()
+    y1 = fp8_linear(x, w1, b1, recipe=recipe)
+    y2 = fp8_linear(q, w2, b2, x_scale=scale, recipe=recipe)
+    assert y2.dtype == weight.dtype and torch.equal(y1, y2)
+    dy = random_tensor(y1.shape, y1.dtype, seed=71).to(device)
+    y1.backward(dy)
+    y2.backward(dy)
+    assert torch.equal(b1.grad, b2.grad)
+    if recipe == "tensorwise":
+        assert torch.equal(w1.grad, w2.grad)
+    else:
+        exact = dy.double().reshape(-1, 48).t() @ x.double().reshape(-1, 64)
+        _, dw_bound = gradient_bounds(x.reshape(-1, 64), weight, dy.reshape(-1, 48), recipe)
+        # Two roundings of x (by rows, then by columns from the FP8 values): twice x's share of the bound.
+        assert_within(w2.grad, exact, 2 * dw_bound, "dweight")
+    # The 2-D scale of a 2-D x, and a 1-element tensorwise scale, are taken as they are.
+    q2, scale2 = quantize(x.reshape(-1, 64), recipe=recipe)
+    if recipe == "tensorwise":
+        scale2 = scale2.reshape(1)
+    assert torch.equal(fp8_linear(q2, weight, bias, x_scale=scale2, recipe=recipe), y1.detach().reshape(-1, 48))
+
+
+# ---------------------------------------------------------------------------------------------
+# The weight's casts, cached
+# ---------------------------------------------------------------------------------------------
+
+
+def count_weight_casts(monkeypatch, weight):
+    calls = []
+    original = fp8._quantize_2d
+
+    def counting(x, *args):
+        if x.data_ptr() == weight.data_ptr():
+            calls.append(args)
+        return original(x, *args)
+
+    monkeypatch.setattr(fp8, "_quantize_2d", counting)
+    return calls
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_weight_casts_are_reused_until_the_weight_changes(recipe, monkeypatch, device):
+    x, weight, bias = operands((24, 64), 32, torch.float32, device, seed=80)
+    weight.requires_grad_()
+    calls = count_weight_casts(monkeypatch, weight)
+    y1 = fp8_linear(x, weight, bias, recipe=recipe)
+    y2 = fp8_linear(x, weight, bias, recipe=recipe)  # the same step: a second micro-batch
+    assert len(calls) == 1 and torch.equal(y1, y2)
+    cached = getattr(weight, fp8._CACHE_ATTRIBUTE)[1]
+    fp8_linear(x, weight, bias, recipe=recipe)
+    assert getattr(weight, fp8._CACHE_ATTRIBUTE)[1] is cached
+    # An optimizer step updates the weight in place: the next call casts it again, and uses the new values.
+    y1.sum().backward()
+    torch.optim.SGD([weight], lr=0.5).step()
+    y3 = fp8_linear(x, weight, bias, recipe=recipe)
+    assert len(calls) == 2 and not torch.equal(y3, y1)
+    assert torch.equal(y3, fp8_linear(x, weight, bias, recipe=recipe, weight_cache=False))
+    with torch.no_grad():
+        weight.mul_(-1.5)  # any in-place update
+    assert torch.equal(fp8_linear(x, weight, bias, recipe=recipe),
+                       fp8_linear(x, weight, bias, recipe=recipe, weight_cache=False))
+    # An input that needs its gradient wants the transposed cast too: made once, then kept.
+    xg = x.clone().requires_grad_()
+    before = len(calls)
+    fp8_linear(xg, weight, bias, recipe=recipe).sum().backward()
+    fp8_linear(xg, weight, bias, recipe=recipe).sum().backward()
+    assert len(calls) == before + 1
+
+
+def test_an_update_through_data_needs_clear_weight_cache(device):
+    """``weight.data`` has a version counter of its own: such an update is not seen until the cache is cleared
+    (documented in fp8_linear)."""
+    x, weight, _ = operands((8, 32), 16, torch.float32, device, seed=90)
+    stale = fp8_linear(x, weight)
+    weight.data.mul_(2.0)
+    assert torch.equal(fp8_linear(x, weight), stale)
+    fp8.clear_weight_cache(weight)
+    assert torch.equal(fp8_linear(x, weight), fp8_linear(x, weight, weight_cache=False))
+    assert not torch.equal(fp8_linear(x, weight), stale)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_torch_compile_fullgraph_functional(recipe, device):
+    """One graph with the quantize launchers and ``_scaled_mm``, eager's values (aot_eager runs the same ops)."""
+    from tests.helpers import assert_compiles_like_eager
+
+    x, weight, bias = operands((37, 64), 48, torch.float32, device, seed=100)
+    grad_output = random_tensor((37, 48), torch.float32, seed=101).to(device)
+
+    def block(x, weight, bias):
+        return fp8_linear(x * 2.0, weight, bias, recipe=recipe).relu()
+
+    def run(fn):
+        leaves_ = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        out = fn(*leaves_)
+        out.backward(grad_output)
+        return [out.detach()] + [t.grad for t in leaves_]
+
+    assert_compiles_like_eager(block, run, ["out", "dx", "dweight", "dbias"], backend="aot_eager", exact=True,
+                               rtol=0, atol=0, explain_args=[x, weight, bias])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad arguments: each error names the argument and what was expected
+# ---------------------------------------------------------------------------------------------
+
+
+def bad_calls(device):
+    x, weight, bias = operands((7, 32), 16, torch.float32, device, seed=110)
+    q, scale = quantize(x)
+    q_rows, scale_rows = quantize(x, recipe="rowwise")
+    return [
+        (lambda: fp8_linear(x.double(), weight), TypeError, "x: expected a float32, float16 or bfloat16"),
+        (lambda: fp8_linear(x.to(E5M2), weight, x_scale=scale), TypeError, "x: expected"),
+        (lambda: fp8_linear(x.long(), weight), TypeError, "x: expected"),
+        (lambda: fp8_linear(x, weight.t()), ValueError, "weight: expected shape (out_features, 32)"),
+        (lambda: fp8_linear(x, weight.to(E4M3)), TypeError, "weight: expected a float32"),
+        (lambda: fp8_linear(x, weight, bias[:8]), ValueError, "bias: expected shape (16,)"),
+        (lambda: fp8_linear(q, weight), ValueError, "x_scale: x is float8_e4m3fn"),
+        (lambda: fp8_linear(x, weight, x_scale=scale), ValueError, "x_scale: only for an x already in float8"),
+        (lambda: fp8_linear(q, weight, x_scale=scale_rows), ValueError, "x_scale: recipe 'tensorwise' expects one"),
+        (lambda: fp8_linear(q_rows, weight, x_scale=scale, recipe="rowwise"), ValueError,
+         "x_scale: recipe 'rowwise' expects one scale a row of x, shape (7, 1)"),
+        (lambda: fp8_linear(q_rows, weight, x_scale=scale_rows.t(), recipe="rowwise"), ValueError, "shape (7, 1)"),
+        (lambda: fp8_linear(q, weight, x_scale=scale.half()), TypeError, "x_scale: expected a float32 tensor"),
+        (lambda: fp8_linear(q.clone().requires_grad_(), weight, x_scale=scale), ValueError,
+         "x: a float8_e4m3fn x cannot take its gradient"),
+        (lambda: fp8_linear(x, weight, recipe="blockwise"), ValueError, "recipe: expected one of 'tensorwise'"),
+        (lambda: quantize(x, torch.int8), TypeError, "dtype: expected torch.float8_e4m3fn or torch.float8_e5m2"),
+        (lambda: quantize(x.int()), TypeError, "x: expected a float32"),
+        (lambda: quantize(x, recipe="columnwise"), ValueError, "recipe:"),
+    ]
+
+
+def test_bad_arguments_raise_clear_errors(device):
+    for call, error, message in bad_calls(device):
+        with pytest.raises(error) as raised:
+            call()
+        assert message in str(raised.value), (message, str(raised.value))
+
