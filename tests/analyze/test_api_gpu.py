@@ -90,10 +90,14 @@ def _blockfuse_calls(report) -> list[str]:
             and launch.target.split(".")[1] not in OPAQUE_LAUNCHERS]
 
 
-def test_only_the_gated_mlp_launchers_are_opaque():
+def test_only_the_gated_mlp_and_fused_loss_launchers_are_opaque():
+    """Opaque on purpose: the gated MLP's backward (its blocks must run as they are) and the fused loss's
+    three launchers (chunk loops of cuBLAS GEMMs that Inductor must not take apart into logits)."""
+    import blockfuse.ops.cross_entropy  # noqa: F401  (registers its launchers)
     from blockfuse.ops.launch import OPAQUE_LAUNCHERS
 
-    assert OPAQUE_LAUNCHERS == {"gated_mlp_down_bwd_"}
+    assert OPAQUE_LAUNCHERS == {"gated_mlp_down_bwd_", "linear_cross_entropy_fwd", "linear_cross_entropy_bwd",
+                                "linear_cross_entropy_scale_"}
 
 
 def test_blockfuse_ops_are_blockfuse_triton_kernels_without_breaks():
