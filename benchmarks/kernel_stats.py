@@ -6,6 +6,11 @@ row strides and N, as the launch specializes them), then the cubin is disassembl
 
     python benchmarks/kernel_stats.py [--activation tanh|none|off] [--warps 8] [--maxnreg 128] \\
         [--stages 3] [--n 4096] [--even-n] [--dump FILE]
+    python benchmarks/kernel_stats.py --rule [--widths 768,1152,...]
+
+``--rule``: both norm kernels as the launchers tile them (``norm._tile``) for each width and form
+(LayerNorm, RMSNorm, pre-residual LayerNorm, post-residual LayerNorm, LayerNorm + GELU): registers and
+stack bytes a thread, so that a launch rule that spills shows before any GPU time.
 
 Prints registers per thread, stack (spill) bytes and the most frequent SASS opcodes of the LayerNorm
 (+ GELU) backward kernel. Used to pick the changes in ops/activation.py and ops/norm.py before
@@ -56,8 +61,80 @@ def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
     return int(found.group(1)), int(found.group(2)), opcodes, sass
 
 
+RULE_WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336)
+FORMS = {"ln": (False, 0, 0), "rms": (True, 0, 0), "ln-pre": (False, norm.PRE, 0), "ln-post": (False, norm.POST, 0),
+         "ln-gelu": (False, 0, norm.GELU_CODES["tanh"])}
+
+
+def rule_stats(n: int, form: str) -> dict:
+    """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it."""
+    is_rms, mode, activation = FORMS[form]
+    bf, f32 = "*bf16", "*fp32"
+    common = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
+                  ACTIVATION=activation)
+    out = {}
+    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                      norm.FWD_LANES_PER_THREAD)
+    signature = {"X": bf, "W": bf, "Y": bf, "RSTD": f32, "stride_x": "i32", "stride_res": "i32", "stride_y": "i32",
+                 "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
+                 "dropout_scale": "fp32"}
+    nones = dict(SEED=None)
+    signature.update({"B": bf} if not is_rms else {})
+    nones.update({} if not is_rms else {"B": None})
+    signature.update({"MEAN": f32} if not is_rms else {})
+    nones.update({} if not is_rms else {"MEAN": None})
+    signature.update({"RES": bf} if mode else {})
+    nones.update({} if mode else {"RES": None})
+    signature.update({"S": bf} if mode == norm.PRE else {})
+    nones.update({} if mode == norm.PRE else {"S": None})
+    compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
+                                                               **tile.constexprs(n)},
+                            ["X", "W", "Y", "stride_x", "stride_y", "N"], num_warps=tile.num_warps)
+    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
+    per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
+    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, norm.BWD_MAX_LANES, norm.BWD_LANES_PER_THREAD)
+    signature = {"DY": bf, "Z": bf, "W": bf, "RSTD": f32, "DX": bf, "PARTIAL": f32, "stride_dy": "i32",
+                 "stride_ds": "i32", "stride_z": "i32", "stride_dx": "i32", "stride_dres": "i32", "M": "i32",
+                 "N": "i32", "dropout_p": "fp32", "dropout_scale": "fp32"}
+    nones = dict(SEED=None, DRES=None, DW=None, DB=None)
+    signature.update({"MEAN": f32} if not is_rms else {})
+    nones.update({} if not is_rms else {"MEAN": None})
+    signature.update({"B": bf} if activation else {})
+    nones.update({} if activation else {"B": None})
+    signature.update({"DS": bf} if mode == norm.PRE else {})
+    nones.update({} if mode == norm.PRE else {"DS": None})
+    options = {"num_warps": tile.num_warps}
+    if activation and tile.num_chunks == 1 and not tile.tail:
+        options["maxnreg"] = norm.ACT_BWD_MAXNREG
+    compiled = compile_sm90(norm._norm_bwd_kernel, signature,
+                            {**nones, **common, "HAS_DS": mode == norm.PRE, "STAGES": norm.BWD_STAGES,
+                             "DIRECT": False, **tile.constexprs(n)},
+                            ["DY", "Z", "W", "DX", "PARTIAL", "stride_dy", "stride_z", "stride_dx", "N"], **options)
+    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
+    return out
+
+
+def rule_main(widths) -> None:
+    print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | backward tile | regs | stack |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in widths:
+        for form in FORMS:
+            stats = rule_stats(n, form)
+            cells = []
+            for way in ("fwd", "bwd"):
+                t = stats[way]["tile"]
+                tail = f" + {t['block_t']}" if t["tail"] else ""
+                cells.append(f"{t['block_m']} x {t['block_n']}{tail}, {t['num_chunks']}, {t['num_warps']} | "
+                             f"{stats[way]['registers']} | {stats[way]['stack']}")
+            print(f"| {n} | {form} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rule", action="store_true", help="both kernels as the launchers tile each width")
+    parser.add_argument("--widths", default=",".join(map(str, RULE_WIDTHS)))
     parser.add_argument("--activation", choices=("tanh", "none", "off"), default="tanh",
                         help="GELU form after the norm (off: plain LayerNorm)")
     parser.add_argument("--warps", type=int, default=8)
@@ -67,6 +144,9 @@ def main() -> None:
     parser.add_argument("--even-n", action="store_true", help="compile with EVEN_N (no column masks)")
     parser.add_argument("--dump", type=Path, help="write the disassembly here")
     args = parser.parse_args()
+    if args.rule:
+        rule_main([int(w) for w in args.widths.split(",")])
+        return
     block_n = triton.next_power_of_2(args.n)
     signature = {"DY": "*bf16", "Z": "*bf16", "W": "*bf16", "B": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32",
                  "DX": "*bf16", "PARTIAL": "*fp32", "stride_dy": "i32", "stride_ds": "i32", "stride_z": "i32",
@@ -76,7 +156,7 @@ def main() -> None:
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False)
+                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False, TAIL=False, BLOCK_T=1)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
     compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,
                             ["DY", "Z", "W", "B", "MEAN", "RSTD", "DX", "PARTIAL", "stride_dy", "stride_z",

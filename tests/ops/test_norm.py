@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import blockfuse
+from blockfuse.ops import norm
 from blockfuse.ops.dropout import draw_seed, keep_mask
 from tests.helpers import (
     assert_compiles_like_eager,
@@ -331,7 +332,9 @@ def test_eps_is_used(variant, device):
 @pytest.mark.parametrize("needs_grad", ["x", "weight", "none"])
 def test_grads_of_some_inputs(needs_grad, variant, device):
     """Only some inputs require grad (frozen weights, frozen activations, inference): the grads
-    that are asked for equal those of the full backward, bit for bit."""
+    that are asked for equal those of the full backward, bit for bit; so do the outputs, except under
+    no_grad, where the forward is compiled without the statistics' stores and the GPU compiler may
+    contract its arithmetic differently (one ulp: measured on an H200)."""
     inputs = make_inputs(VARIANTS[variant], (3, 760), torch.float32, device, residual=True)
     grad_outputs = make_grad_outputs([tuple(inputs.x.shape)] * 2, torch.float32, device)
     full_outputs, full_grads = forward_backward(lambda t: call_blockfuse(VARIANTS[variant], t), inputs, grad_outputs)
@@ -350,7 +353,10 @@ def test_grads_of_some_inputs(needs_grad, variant, device):
         for index, grad in zip(chosen, computed):
             assert torch.equal(grad, full_grads[index]), GRAD_NAMES[index]
     for output, full_output in zip(outputs, full_outputs):
-        assert torch.equal(output.detach(), full_output)
+        if chosen or device == "cpu":
+            assert torch.equal(output.detach(), full_output)
+        else:
+            torch.testing.assert_close(output, full_output, rtol=4 * 2**-24, atol=4 * 2**-24)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,13 +454,36 @@ def test_batch_dims_permuted(device):
 @pytest.mark.parametrize("variant", ["ln", "rms"])
 @pytest.mark.parametrize(
     "shape,dtype,mode",
-    [((3, 20000), torch.float32, "none"), ((1, 65536), torch.float32, "none"), ((3, 20000), torch.bfloat16, "pre")],
-    ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre"],
+    [((3, 20000), torch.float32, "none"), ((1, 65536), torch.float32, "none"), ((3, 20000), torch.bfloat16, "pre"),
+     ((5, 11008), torch.bfloat16, "post")],
+    ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre", "5x11008-bf16-post"],
 )
 def test_large_width(shape, dtype, mode, variant, device):
-    """Widths beyond one block: the row is processed in chunks."""
+    """Widths beyond one block: the row is processed in chunks (11008: the forward holds it as 8192 + 4096
+    lanes in registers, the backward goes in chunks)."""
     inputs = make_inputs(VARIANTS[variant], shape, dtype, device, residual=(mode != "none"))
-    check_against_pytorch(VARIANTS[variant], inputs, "pre")
+    check_against_pytorch(VARIANTS[variant], inputs, mode if mode != "none" else "pre")
+
+
+@pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])
+def test_launch_rule_wastes_few_lanes_and_fits_registers(n):
+    """The tile rule, from the width alone: a row held in registers pads to at most 1/5 more lanes at these
+    widths (two power-of-two pieces; a power-of-two tile alone pads 4304 to 8192; 14336 takes 16384), a thread holds at most its lanes' worth of registers,
+    and wider rows go in chunks that pad at most 1/4."""
+    for args, max_lanes, per_thread in (
+        ((norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP), norm.FWD_MAX_LANES, norm.FWD_LANES_PER_THREAD),
+        ((norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP), norm.BWD_MAX_LANES, norm.BWD_LANES_PER_THREAD),
+    ):
+        tile = norm._tile(n, *args, max_lanes, per_thread)
+        if tile.num_chunks == 1:
+            lanes = tile.block_n + (tile.block_t if tile.tail else 0)
+            assert n <= lanes <= max(n + norm.MIN_TAIL, n * 6 // 5), (n, tile)
+            assert lanes <= max_lanes
+            assert tile.block_m * lanes <= tile.num_warps * 32 * per_thread * 9 // 8, (n, tile)
+        else:
+            assert n > max_lanes and tile.num_chunks * tile.block_n <= n * 5 // 4, (n, tile)
+    assert norm.row_pieces(4304) == (4096, 256) and norm.row_pieces(4096) == (4096, 0)
+    assert norm.row_pieces(6144) == (4096, 2048) and norm.row_pieces(7000) == (8192, 0)
 
 
 # ---------------------------------------------------------------------------------------------

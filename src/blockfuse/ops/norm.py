@@ -17,7 +17,7 @@ bottom: kernels; the two launchers (ops ``blockfuse::norm_fwd`` and ``blockfuse:
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -44,9 +44,23 @@ _GELU_TANH: tl.constexpr = tl.constexpr(1)
 _GELU_ERF: tl.constexpr = tl.constexpr(2)
 GELU_CODES = {"tanh": _GELU_TANH.value, "none": _GELU_ERF.value}  # F.gelu's approximate -> the code
 
-# NOTE: rows up to this width are normalized from registers in one tile (one read of the
-# input); wider rows are processed in chunks and read again for each pass.
-MAX_TILE = 16384
+# NOTE: rows up to these many lanes (their power-of-two pieces: ``row_pieces``) are normalized from
+# registers (one read of the input); wider rows are processed in chunks and read again for each pass.
+# The backward holds about six fp32 values a lane (z, dy, x-hat, w * dy and the two gradient
+# accumulators): past 16 lanes a thread (8192 lanes at 16 warps) it spills, as compiled for sm90 and
+# read with cuobjdump (benchmarks/norm_registers.py: at 16384 lanes 376-1000 bytes of stack a thread;
+# [8192, 11008] LayerNorm + residual backward then ran at 0.20 of copy on an H200). The forward holds
+# one or two: 32 lanes a thread.
+FWD_MAX_LANES = 16384
+BWD_MAX_LANES = 8192
+FWD_LANES_PER_THREAD = 32
+BWD_LANES_PER_THREAD = 16
+# Chunk widths for wider rows: the one that pads the row least (11008: 1024 * 11 would pad least, but a
+# chunk that narrow moves too few bytes a program; 2048 * 6 or 4096 * 3).
+CHUNK_CHOICES = (4096, 2048)
+CHUNK_TILE_ELEMENTS = 8192
+# Smallest tail tile (lanes): a narrower one would load a few bytes a row.
+MIN_TAIL = 16
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -70,7 +84,9 @@ BWD_STAGES = 3
 # plain norm's tile (one row of 4 warps): 0.83 -> 0.92 once the sigmoid was cheaper.
 ACT_BWD_ELEMENTS_PER_WARP = 512
 ACT_BWD_PROGRAMS_PER_SM = 2
-ACT_BWD_MAXNREG = 128  # register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit
+# Register cap (rows in one power-of-two tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit. NOTE: not
+# with a tail: its second set of masks and reductions then spills (40-136 bytes a thread at 768-4304).
+ACT_BWD_MAXNREG = 128
 ACT_BWD_STAGES = 3
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
 # the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
@@ -134,7 +150,9 @@ def _norm_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
-    EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
+    EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N, or TAIL (the first BLOCK_N are real): no column masks
+    TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
+    BLOCK_T: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -147,18 +165,34 @@ def _norm_fwd_kernel(
     dropout_p = tl.cast(dropout_p, tl.float32)
     dropout_scale = tl.cast(dropout_scale, tl.float32)
 
-    # Statistics. With one chunk the tile stays in registers for the output pass.
+    # Statistics. With one chunk the row stays in registers for the output pass: BLOCK_N columns, plus
+    # BLOCK_T more (the tail, masked at N) when TAIL.
     if NUM_CHUNKS == 1:
         mask = row_mask[:, None] & _column_mask(offs, offs, N, BLOCK_N, EVEN_N)[None, :]
         z = _load_norm_input(X, RES, rows, offs, mask, stride_x, stride_res, seed, N, dropout_p,
                              dropout_scale, MODE, HAS_DROPOUT)
+        if TAIL:
+            cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+            mask_t = row_mask[:, None] & (cols_t < N)[None, :]
+            z_t = _load_norm_input(X, RES, rows, cols_t, mask_t, stride_x, stride_res, seed, N, dropout_p,
+                                   dropout_scale, MODE, HAS_DROPOUT)
         if IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
-            var = tl.sum(z * z, axis=1) / N
+            sq = tl.sum(z * z, axis=1)
+            if TAIL:
+                sq += tl.sum(z_t * z_t, axis=1)
+            var = sq / N
         else:
-            mean = tl.sum(z, axis=1) / N
+            total = tl.sum(z, axis=1)
+            if TAIL:
+                total += tl.sum(z_t, axis=1)
+            mean = total / N
             diff = tl.where(mask, z - mean[:, None], 0.0)
-            var = tl.sum(diff * diff, axis=1) / N
+            sq = tl.sum(diff * diff, axis=1)
+            if TAIL:
+                diff_t = tl.where(mask_t, z_t - mean[:, None], 0.0)
+                sq += tl.sum(diff_t * diff_t, axis=1)
+            var = sq / N
     else:
         # NOTE: two passes (mean, then squared deviations) instead of sum and sum of
         # squares in one: the one-pass form cancels catastrophically for rows with a
@@ -201,24 +235,41 @@ def _norm_fwd_kernel(
         if NUM_CHUNKS > 1:
             z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                  dropout_scale, MODE, HAS_DROPOUT)
-        if MODE == _PRE:
-            tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
-        y = (z - mean[:, None]) * rstd[:, None]
-        if HAS_W:
-            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-            if CAST_BEFORE_WEIGHT:
-                y = y.to(Y.dtype.element_ty).to(tl.float32)
-            y = y * w[None, :]
-        if HAS_B:
-            y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-        if ACTIVATION != 0:
-            y = gelu(y, ACTIVATION == _GELU_TANH)
-        if MODE == _POST:
-            if HAS_DROPOUT:
-                keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-                y = tl.where(keep, y * dropout_scale, 0.0)
-            y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        _norm_fwd_write(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y,
+                        stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                        ACTIVATION)
+    if TAIL:
+        _norm_fwd_write(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N, stride_res,
+                        stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
+                        CAST_BEFORE_WEIGHT, ACTIVATION)
+
+
+@triton.jit
+def _norm_fwd_write(
+    z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y, stride_s,
+    dropout_p, dropout_scale, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    """Writes the forward's outputs for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
+    normalized input): ``s`` in pre mode, and ``y``."""
+    if MODE == _PRE:
+        tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
+    y = (z - mean[:, None]) * rstd[:, None]
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if CAST_BEFORE_WEIGHT:
+            y = y.to(Y.dtype.element_ty).to(tl.float32)
+        y = y * w[None, :]
+    if HAS_B:
+        y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    if ACTIVATION != 0:
+        y = gelu(y, ACTIVATION == _GELU_TANH)
+    if MODE == _POST:
+        if HAS_DROPOUT:
+            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
+            y = tl.where(keep, y * dropout_scale, 0.0)
+        y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -343,6 +394,65 @@ def _norm_bwd_rows(
 
 
 @triton.jit
+def _norm_bwd_rows_tail(
+    z, dy, z_t, dy_t, w, b, w_t, b_t, dw_acc, db_acc, dw_acc_t, db_acc_t, DS, MEAN, RSTD, DX, DRES, seed, rows,
+    offs, col_mask, cols_t, col_mask_t, M, N, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    """``_norm_bwd_rows`` for rows held as two pieces: the first BLOCK_N columns (``offs``, ``z``, ``dy``)
+    and the tail (``cols_t``, ``z_t``, ``dy_t``, masked at N); the row sums add both."""
+    row_mask = rows < M
+    mask = row_mask[:, None] & col_mask[None, :]
+    mask_t = row_mask[:, None] & col_mask_t[None, :]
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    if IS_RMS:
+        mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    else:
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    xhat, xhat_w, dy, wdy = _norm_bwd_math(
+        z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
+        MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+    xhat_t, xhat_w_t, dy_t, wdy_t = _norm_bwd_math(
+        z_t.to(tl.float32), dy_t.to(tl.float32), w_t, b_t, mean, rstd, mask_t, seed, rows, cols_t, N, dropout_p,
+        dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+    c1 = (tl.sum(xhat * wdy, axis=1) + tl.sum(xhat_t * wdy_t, axis=1)) / N
+    c2 = c1
+    if not IS_RMS:
+        c2 = (tl.sum(wdy, axis=1) + tl.sum(wdy_t, axis=1)) / N
+    dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
+    _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
+                      stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+    dz_t = _input_grad(xhat_t, wdy_t, c1, c2, rstd, IS_RMS)
+    _store_input_grad(DX, DRES, DS, rows, cols_t, mask_t, dz_t, seed, N, stride_dx, stride_dres,
+                      stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+    if HAS_W:
+        dw_acc += dy * xhat_w
+        dw_acc_t += dy_t * xhat_w_t
+    if HAS_B:
+        db_acc += dy
+        db_acc_t += dy_t
+    return dw_acc, db_acc, dw_acc_t, db_acc_t
+
+
+@triton.jit
+def _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols, col_mask, dw_acc, db_acc,
+                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, DIRECT: tl.constexpr):
+    """A program's weight / bias gradients of the columns ``cols``: written as they are (DIRECT: the one
+    program saw every row) or as this program's partial sums (row ``pid`` of PARTIAL)."""
+    if DIRECT:
+        if HAS_W:
+            tl.store(DW + cols, tl.sum(dw_acc, axis=0).to(DW.dtype.element_ty), mask=col_mask)
+        if HAS_B:
+            tl.store(DB + cols, tl.sum(db_acc, axis=0).to(DB.dtype.element_ty), mask=col_mask)
+    else:
+        if HAS_W:
+            tl.store(PARTIAL + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+        if HAS_B:
+            tl.store(PARTIAL + (num_programs + pid) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
 def _norm_bwd_kernel(
     DY,  # (M, N) gradient of the output y (post mode: of residual + dropout(norm(x)))
     DS,  # (M, N) pre mode: gradient of the residual-stream output s, or None
@@ -373,6 +483,8 @@ def _norm_bwd_kernel(
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
+    TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
+    BLOCK_T: tl.constexpr,
 ):
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
@@ -387,7 +499,39 @@ def _norm_bwd_kernel(
     dropout_p = tl.cast(dropout_p, tl.float32)  # fp32 even when Inductor passes fp64
     dropout_scale = tl.cast(dropout_scale, tl.float32)
 
-    if NUM_CHUNKS == 1:
+    if NUM_CHUNKS == 1 and TAIL:
+        # The row as two pieces in registers: BLOCK_N columns and the tail's BLOCK_T (masked at N).
+        col_mask = offs < BLOCK_N
+        cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+        col_mask_t = cols_t < N
+        w = tl.zeros([BLOCK_N], dtype=tl.float32)
+        w_t = tl.zeros([BLOCK_T], dtype=tl.float32)
+        if HAS_W:
+            w = tl.load(W + offs).to(tl.float32)
+            w_t = tl.load(W + cols_t, mask=col_mask_t, other=0.0).to(tl.float32)
+        b = _load_bias_for_activation(B, offs, col_mask, w, HAS_B, ACTIVATION)
+        b_t = _load_bias_for_activation(B, cols_t, col_mask_t, w_t, HAS_B, ACTIVATION)
+        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        dw_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
+        db_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
+        for block in tl.range(pid, num_blocks, num_programs, num_stages=STAGES):
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            row_mask = (rows < M)[:, None]
+            z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=row_mask, other=0.0)
+            dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=row_mask, other=0.0)
+            mask_t = row_mask & col_mask_t[None, :]
+            z_t = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0)
+            dy_t = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0)
+            dw_acc, db_acc, dw_acc_t, db_acc_t = _norm_bwd_rows_tail(
+                z, dy, z_t, dy_t, w, b, w_t, b_t, dw_acc, db_acc, dw_acc_t, db_acc_t, DS, MEAN, RSTD, DX, DRES,
+                seed, rows, offs, col_mask, cols_t, col_mask_t, M, N, stride_ds, stride_dx, stride_dres, dropout_p,
+                dropout_scale, IS_RMS, MODE, HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
+                            DIRECT)
+        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_t, col_mask_t, dw_acc_t, db_acc_t, HAS_W,
+                            HAS_B, DIRECT)
+    elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
         if HAS_W:
@@ -407,16 +551,8 @@ def _norm_bwd_kernel(
                 z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
                 stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W, HAS_B,
                 HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
-        if DIRECT:
-            if HAS_W:
-                tl.store(DW + offs, tl.sum(dw_acc, axis=0).to(DW.dtype.element_ty), mask=col_mask)
-            if HAS_B:
-                tl.store(DB + offs, tl.sum(db_acc, axis=0).to(DB.dtype.element_ty), mask=col_mask)
-        else:
-            if HAS_W:
-                tl.store(PARTIAL + pid * N + offs, tl.sum(dw_acc, axis=0), mask=col_mask)
-            if HAS_B:
-                tl.store(PARTIAL + (num_programs + pid) * N + offs, tl.sum(db_acc, axis=0), mask=col_mask)
+        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
+                            DIRECT)
     else:
         # Wide rows, one row at a time: one pass for the two row sums, one for the
         # gradients. The partial weight gradient lives in PARTIAL (this program's row).
@@ -471,16 +607,63 @@ _fwd_kernel = Kernel(_norm_fwd_kernel)
 _bwd_kernel = Kernel(_norm_bwd_kernel)
 
 
+class Tile(NamedTuple):
+    """How a launch covers a row of N: BLOCK_M rows of BLOCK_N columns a program, plus BLOCK_T more (the
+    tail) when ``tail``, or NUM_CHUNKS chunks of BLOCK_N read again for each pass; ``num_warps``."""
+
+    block_m: int
+    block_n: int
+    num_chunks: int
+    num_warps: int
+    tail: bool
+    block_t: int
+
+    def constexprs(self, n: int) -> dict:
+        return dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_CHUNKS=self.num_chunks,
+                    EVEN_N=self.tail or n % self.block_n == 0, TAIL=self.tail, BLOCK_T=self.block_t)
+
+
+def row_pieces(n: int) -> tuple[int, int]:
+    """A row of ``n`` held in registers as power-of-two tiles: ``(n, 0)`` for a power of two, else the
+    largest power of two below ``n`` and a power-of-two tail for the rest, where the two waste fewer
+    lanes than one tile of ``next_power_of_2(n)`` (4304: 4096 + 256 lanes, not 8192; 1152: 1024 + 128;
+    11008: 8192 + 4096; 3 * 2^k: no waste), else ``(next_power_of_2(n), 0)``."""
+    whole = next_power_of_2(n)
+    head = whole // 2
+    if whole == n or head == 0:
+        return whole, 0
+    tail = max(MIN_TAIL, next_power_of_2(n - head))
+    return (head, tail) if head + tail < whole else (whole, 0)
+
+
 @functools.lru_cache(maxsize=None)
-def _tile(n: int, target_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
-    """Block shape and warps: (BLOCK_M, BLOCK_N, NUM_CHUNKS, num_warps)."""
-    block_n = min(next_power_of_2(n), MAX_TILE)
-    num_chunks = cdiv(n, block_n)
-    # NOTE: narrow rows are packed several to a program so each program still moves a
-    # few KB; one row of 1024 bf16 alone is too little work to hide memory latency.
-    block_m = max(1, target_elements // block_n) if num_chunks == 1 else 1
-    num_warps = min(16, max(4, (block_m * block_n) // elements_per_warp))
-    return block_m, block_n, num_chunks, num_warps
+def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, lanes_per_thread: int) -> Tile:
+    """The launch rule of both kernels, from the row width alone (see the constants above):
+
+    * a row of at most ``max_lanes`` lanes (its pieces, :func:`row_pieces`) stays in registers; narrow rows
+      are packed several to a program (``target_elements`` lanes a program; one row of 1024 bf16 alone is
+      too little work to hide memory latency);
+    * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
+      CHUNK_TILE_ELEMENTS lanes a program (several rows: a persistent backward program alone on its
+      multiprocessor must keep enough bytes in flight);
+    * warps: one per ``elements_per_warp`` lanes, rounded down to a power of two, then raised until a
+      thread holds at most ``lanes_per_thread`` lanes (and 1/8 more for a tail; beyond that the kernel
+      spills), within 4-16."""
+    head, tail = row_pieces(n)
+    lanes = head + tail
+    if lanes <= max_lanes:
+        block_m = max(1, target_elements // lanes)
+        block_m = 1 << (block_m.bit_length() - 1)  # a power of two (tl.arange)
+        tile_lanes, block_n, num_chunks = block_m * lanes, head, 1
+    else:
+        block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
+        block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
+        tile_lanes = block_m * block_n
+    num_warps = max(1, tile_lanes // elements_per_warp)
+    num_warps = 1 << (num_warps.bit_length() - 1)
+    while num_warps < 16 and tile_lanes > num_warps * 32 * lanes_per_thread * 9 // 8:  # a tail's 1/8 slack
+        num_warps *= 2
+    return Tile(block_m, block_n, num_chunks, min(16, max(4, num_warps)), tail > 0, max(tail, 1))
 
 
 def _stages(stages: int, row_blocks: int, programs: int) -> int:
@@ -528,16 +711,15 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    block_m, block_n, num_chunks, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, FWD_LANES_PER_THREAD)
     _fwd_kernel(
-        (cdiv(m, block_m),),
+        (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
         x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2),
         m, n, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
-        num_warps=num_warps,
+        STATS=stats, **tile.constexprs(n), num_warps=tile.num_warps,
     )
     return outputs
 
@@ -573,8 +755,9 @@ def _norm_bwd(
             if grad is not None:
                 grad.zero_()
         return outputs
-    block_m, block_n, num_chunks, num_warps = _tile(
-        n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP)
+    tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
+                 BWD_MAX_LANES, BWD_LANES_PER_THREAD)
+    block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
@@ -595,9 +778,10 @@ def _norm_bwd(
         m, n, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, EVEN_N=n % block_n == 0,
+        **tile.constexprs(n),
         STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, row_blocks, g), DIRECT=direct,
-        num_warps=num_warps, maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
+        num_warps=tile.num_warps,
+        maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 and not tile.tail else None,
     )
     if partial is not None:
         sum_partials(partial, dw, db)
