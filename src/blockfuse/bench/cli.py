@@ -88,7 +88,7 @@ def add_bench_parser(subparsers) -> None:
     host.add_argument("--out", type=Path, help=OUT_HELP.format(suffix="-host"))
     host.set_defaults(func=run_host)
 
-    from blockfuse.bench import block, hf_llama, hf_siglip2
+    from blockfuse.bench import block, distributed, hf_llama, hf_siglip2
 
     for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
         model = kind == "model"
@@ -121,8 +121,9 @@ def add_bench_parser(subparsers) -> None:
                             f"CUDA, {','.join(block.CPU_PROVIDERS)} on the CPU; --fast drops max-autotune; "
                             f"{block.MATERIALIZED_ATTENTION}: eager with attention materialized, HF eager style)"
                             + (f"; hf-llama: from {','.join(hf_llama.PROVIDERS)} (default: all that run a mode "
-                               f"of --modes); hf-siglip2: from {','.join(hf_siglip2.PROVIDERS)} (default: all)"
-                               if model else ""))
+                               f"of --modes); hf-siglip2: from {','.join(hf_siglip2.PROVIDERS)} (default: all); "
+                               f"with --parallel: from {','.join(distributed.PROVIDERS)} (default: all on CUDA, "
+                               f"{','.join(distributed.CPU_PROVIDERS)} on the CPU)" if model else ""))
         parser.add_argument("--modes", help="comma-separated from infer,fwd,bwd,fwdbwd (default: infer,fwd,fwdbwd)"
                             + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: "
                                f"{','.join(hf_llama.DEFAULT_MODES)}); hf-siglip2: from {','.join(hf_siglip2.MODES)} "
@@ -139,6 +140,7 @@ def add_bench_parser(subparsers) -> None:
                                 f"{hf_llama.FULL.prompt}; tiny: {hf_llama.TINY.prompt})")
             parser.add_argument("--new-tokens", type=int, help=f"hf-llama generation: new tokens, at least 2 "
                                 f"(default: {hf_llama.FULL.new_tokens}; tiny: {hf_llama.TINY.new_tokens})")
+            distributed.add_arguments(parser)  # --nproc N --parallel fsdp|tp|fsdp+tp: the multi-GPU training step
         parser.add_argument("--out", type=Path, help=OUT_HELP.format(suffix=""))
         parser.set_defaults(func=run_block, bench_kind=kind)
 
@@ -331,10 +333,12 @@ def _compile_times(value: str | None, providers) -> tuple[str, ...]:
 def run_block(args: argparse.Namespace) -> int:
     import torch
 
-    from blockfuse.bench import block, block_report, hf_llama, hf_siglip2, runner
+    from blockfuse.bench import block, block_report, distributed, hf_llama, hf_siglip2, runner
     from blockfuse.bench.runner import DTYPES
     from blockfuse.models import PRESETS, width_overrides
 
+    if args.bench_kind == "model" and distributed.wanted(args):  # --nproc / --parallel: bench.distributed
+        return distributed.main(args)
     hf_models = {hf_llama.NAME: run_hf_llama, hf_siglip2.NAME: run_hf_siglip2}
     if args.name in hf_models:  # the model benchmarks that are not presets
         if args.bench_kind == "block":

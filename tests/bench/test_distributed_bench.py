@@ -1,0 +1,142 @@
+"""``blockfuse bench model NAME --nproc 2 --parallel fsdp,tp``: the multi-GPU training-step benchmark, run end to
+end on two CPU processes over gloo (tiny stack; on two GPUs over NCCL where there are two), its torchrun launch,
+its files, and its loss against one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from blockfuse.cli import build_parser, main
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+LAYERS = 2
+COMMAND = ["bench", "model", "standard", "--nproc", "2", "--parallel", "fsdp,tp", "--shape", "2x16x128",
+           "--layers", str(LAYERS), "--dtype", "fp32", "--providers", "eager,fused", "--steps", "3", "--warmup", "1",
+           "--optimizer", "sgd", "--lr", "0.5", "--profile"]
+RECORD_FIELDS = {"parallel", "provider", "mesh", "batch_per_rank", "global_batch", "tokens_per_step", "ms", "p20",
+                 "p80", "ms_by_rank", "peak_mib", "peak_mib_by_rank", "tokens_per_s", "losses", "loss", "one_gpu",
+                 "loss_rel_diff", "loss_rel_diff_max", "speedup_vs_one_gpu", "communication"}
+
+
+def _run(out: Path, timeout: float = 150) -> tuple[int, str]:
+    """The CLI in a process of its own (it re-launches itself under torchrun); ended with all it started on timeout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(SRC), os.environ.get("PYTHONPATH"))))}
+    process = subprocess.Popen([sys.executable, "-m", "blockfuse", *COMMAND, "--out", str(out)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"no result in {timeout} s:\n{output[-3000:]}")
+    return process.returncode, output
+
+
+@pytest.mark.skipif(0 < torch.cuda.device_count() < 2, reason="two processes, one a GPU: needs two GPUs (or none)")
+def test_fsdp_and_tp_on_two_processes_match_one(tmp_path):
+    code, output = _run(tmp_path)
+    assert code == 0, output[-3000:]
+    document = json.loads((tmp_path / "model-standard-fsdp_tp-x2.json").read_text())
+    meta, workload, records = document["meta"], document["workload"], document["records"]
+    assert {"card", "cards", "torch", "triton", "command", "device", "date"} <= set(meta)
+    assert len(meta["cards"]) == 2 and workload["nproc"] == 2
+    assert meta["command"].startswith(shlex.join(["blockfuse", "bench", "model", "standard", "--nproc", "2"]))
+    assert [(r["parallel"], r["provider"]) for r in records] == [
+        ("fsdp", "eager"), ("fsdp", "fused"), ("tp", "eager"), ("tp", "fused")]
+    for record in records:
+        case = (record["parallel"], record["provider"])
+        assert not record.get("error"), (case, record.get("error"))
+        assert RECORD_FIELDS <= set(record), (case, RECORD_FIELDS - set(record))
+        data_ranks = 2 if record["parallel"] == "fsdp" else 1
+        assert record["mesh"] == {"dp": data_ranks, "tp": 2 // data_ranks}, case
+        assert record["global_batch"] == 2 * data_ranks and record["tokens_per_step"] == 2 * data_ranks * 16, case
+        assert len(record["ms_by_rank"]) == 2 and record["ms"] == max(record["ms_by_rank"]) > 0, case
+        assert record["tokens_per_s"] == pytest.approx(record["tokens_per_step"] / (record["ms"] * 1e-3)), case
+        assert len(record["losses"]) == 3 and len(record["one_gpu"]["losses"]) == 3, case
+        assert record["one_gpu"]["batch"] == record["global_batch"], case
+        # fp32: the sharded step is the one-process step up to summation order
+        assert record["loss_rel_diff_max"] < 1e-5, (case, record["losses"], record["one_gpu"]["losses"])
+        # teeth: SGD at 0.5 moves the loss far more than that (a step skipped or a gradient not reduced would show)
+        losses = record["one_gpu"]["losses"]
+        assert abs(losses[-1] - losses[0]) / losses[0] > 1e-2, (case, losses)
+    # the profile: the TP plan's all-gathers and no more (a norm that gathered its sequence shard would add two)
+    for record in records:
+        gathers = sum(e["count"] for e in record["communication"] if e["kind"] == "all_gather")
+        assert gathers > 0, record["communication"]
+        if record["parallel"] == "tp":
+            assert gathers == record["planned_collectives"]["all_gather"] == 4 * LAYERS + 1, record["communication"]
+    assert (tmp_path / "trace-tp-fused-rank0.json").exists()
+    checks = {t["text"].split(":")[0]: t["status"] for t in document["targets"]}
+    assert checks["fsdp fused"] == "met" and checks["tp fused"] == "met", document["targets"]
+    text = (tmp_path / "model-standard-fsdp_tp-x2.md").read_text()
+    assert meta["command"] in text and f"torch {meta['torch']}" in text and f"triton {meta['triton']}" in text
+    assert "## fsdp (dp 2 x tp 1)" in text and "## tp (dp 1 x tp 2)" in text
+    assert "| fused |" in text and "Communication in one profiled step" in text
+
+
+@pytest.mark.parametrize("words, message", [
+    (["--steps", "5"], "--steps: for the multi-GPU benchmark"),
+    (["--nproc", "2"], "--parallel fsdp|tp|fsdp+tp"),
+    (["--nproc", "2", "--parallel", "fsdp,pp"], "--parallel: expected comma-separated names from fsdp,tp,fsdp+tp"),
+    (["--nproc", "2", "--parallel", "fsdp+tp", "--tp", "3"], "--tp 3: must divide --nproc 2"),
+    (["--nproc", "2", "--parallel", "tp", "--tp", "2"], "--tp is for --parallel fsdp+tp"),
+    (["--nproc", "2", "--parallel", "fsdp", "--modes", "fwd"], "--modes is for the single-process benchmark"),
+    (["--nproc", "2", "--parallel", "fsdp", "--steps", "3", "--warmup", "3"], "expected 0 <= warmup < steps"),
+    (["--nproc", "2", "--parallel", "fsdp", "--providers", "liger"], "--providers: expected comma-separated"),
+])
+def test_bad_options_are_usage_errors(words, message, capsys):
+    assert main(["bench", "model", "standard", *words]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_recorded_command_gives_the_same_settings(tmp_path):
+    from blockfuse.bench import distributed
+
+    args = build_parser().parse_args([*COMMAND, "--tp", "2", "--parallel", "fsdp+tp,tp", "--memory-fraction", "0.5",
+                                      "--no-reference", "--out", str(tmp_path)])
+    settings = distributed.settings_from(args)
+    recorded = shlex.split(distributed.command(settings, tmp_path))
+    again = distributed.settings_from(build_parser().parse_args(recorded[1:]))
+    assert again == settings
+    assert (settings.parallels, settings.tp, settings.reference, settings.memory_fraction) == (
+        ("fsdp+tp", "tp"), 2, False, 0.5)
+
+
+def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
+    """The search's arithmetic, each launch replaced by a stand-in: fused fits up to 5 per GPU, compile up to 2,
+    eager not even the first batch (the launches themselves need CUDA: --max-batch refuses the CPU)."""
+    from blockfuse.bench import distributed
+
+    largest = {"fused": 5, "compile": 2, "eager": 0}
+    tried = []
+
+    def fake(settings, parallel, provider, batch, folder):
+        tried.append((provider, batch))
+        if batch > largest[provider]:
+            return {"error": "OutOfMemoryError: CUDA out of memory"}
+        return {"tokens_per_s": 1000.0 * batch, "ms": 10.0, "peak_mib": 100.0 * batch,
+                "meta": {"card": "card", "cards": ["card", "card"], "torch": "t", "triton": "tr"}}
+
+    monkeypatch.setattr(distributed, "_try_batch", fake)
+    settings = distributed.Settings(name="standard", shape=(2, 16, 128), layers=2, dtype="bf16",
+                                    providers=("compile", "fused", "eager"), parallels=("fsdp",), nproc=2, tp=2,
+                                    memory_fraction=0.5)
+    assert distributed.search_max_batch(settings, tmp_path) == 0
+    assert [b for p, b in tried if p == "fused"] == [2, 4, 8, 6, 5]
+    assert [b for p, b in tried if p == "eager"] == [2, 1]
+    document = json.loads((tmp_path / "max-batch-standard-x2.json").read_text())
+    found = {r["provider"]: r for r in document["results"]}
+    assert (found["fused"]["max_batch"], found["fused"]["first_failing_batch"]) == (5, 6)
+    assert (found["compile"]["max_batch"], found["eager"]["max_batch"]) == (2, None)
+    assert found["fused"]["tokens_per_s"] == 5000.0
+    text = (tmp_path / "max-batch-standard-x2.md").read_text()
+    assert "| fsdp | fused | 5 | 5000 | 2.50 |" in text and "0.5 of each GPU" in text and "torch t" in text
