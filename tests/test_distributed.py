@@ -228,7 +228,8 @@ def test_hidden_not_divisible_and_unsupported_models_raise():
     del plan["attn"]
     with pytest.raises(ValueError, match="ffn_hidden=97 must be a multiple of 2"):
         parallelize_module(block, _Mesh(), plan)
-    with pytest.raises(NotImplementedError, match="qk_norm"):
-        tp_plan(TransformerBlock(BlockConfig(d_model=64, n_heads=4, ffn_hidden=96, qk_norm=True), "fused"))
+    with pytest.raises(NotImplementedError, match="qk_norm"):  # a LayerNorm QK-norm (an RMSNorm one is sharded)
+        tp_plan(TransformerBlock(BlockConfig(d_model=64, n_heads=4, ffn_hidden=96, qk_norm=True, norm="layer"),
+                                 "fused"))
     with pytest.raises(TypeError, match="TransformerStack or TransformerBlock"):
         tp_plan(torch.nn.Linear(4, 4))

@@ -17,11 +17,13 @@
     "blocks.*.ffn"        FeedForwardParallel()  hidden columns split across the ranks
 
 (the ``""`` and norm entries with ``sequence_parallel=True`` only). The scheme is Megatron's, in PyTorch's own terms
-(DTensor, ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel``); nothing here communicates by itself:
+(DTensor, ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel``); nothing here communicates by itself
+but the sharded QK-norm's all-reduce (below):
 
 * attention: each rank runs ``heads / tp`` query heads and ``kv_heads / tp`` key/value heads (so both must be
   multiples of tp; GQA keeps its ratio on every rank). The q, k, v projections are column-parallel, the output
-  projection row-parallel (its input is this rank's heads; its bias is added once, after the reduction);
+  projection row-parallel (its input is this rank's heads; its bias is added once, after the reduction); QK-norm
+  is sharded with the heads (below);
 * MLP: the gate and up projections (or fc1) column-parallel, ``ffn_hidden / tp`` columns a rank; the down
   projection (fc2) row-parallel;
 * ``sequence_parallel=True``: between those, the residual stream is a DTensor sharded on the sequence
@@ -56,19 +58,70 @@ set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True)
 (``get_model_state_dict`` does not take a fused model, sharded or not: it looks its state-dict names up as
 attributes.)
 
-Not covered yet: QK-norm (OLMo-2: it normalizes over all heads, which the ranks split; ``tp_plan`` refuses it by
-name), dropout on the sequence-parallel residual stream of a fused block (blockfuse's ops refuse dropout on
-DTensors), ``SPLIT_QKV_BACKWARD`` (a tensor-parallel block runs the plain QKV Linear), 2-D meshes (FSDP2 + TP),
-and Hugging Face models. For a ``blockfuse.patch``-ed Llama the plan would be the same without any re-layout
-(its q / k / v and gate / up projections are separate Linears): q, k, v ``ColwiseParallel``, ``o_proj``
-``RowwiseParallel``, the patched norms ``ReplicatedNorm`` on the ``Shard(1)`` stream, ``self_attn``'s
-``hidden_states`` all-gathered, the patched RoPE on the local heads with Hugging Face's whole-sequence tables,
-``embed_tokens`` ``RowwiseParallel(output_layouts=Shard(1))`` and a vocabulary-sharded ``lm_head``
-(``linear_cross_entropy`` takes one). Two pieces are missing: the patched MLP calls ``blockfuse.gated_mlp`` with
-the Linears' weights, DTensors under the plan, and ``blockfuse::gated_mlp_down_fwd`` / ``_bwd_`` have no
-sharding rule (pre-activations sharded on the hidden dimension, the down weight ``Shard(1)``, a ``Partial()``
-output, the bias added after; or a forward on local shards as :class:`FusedFeedForward` has); and OLMo-2's
-QK-norm needs a norm rule for an input sharded on the normalized dimension (the sum of squares all-reduced).
+QK-norm (OLMo-2: ``q_norm`` over all ``heads * head_dim`` columns of q, ``k_norm`` over k's, before the heads are
+split) normalizes over a width that the ranks split: rank r holds its heads' columns only. :class:`AttentionParallel`
+replaces each of the two norms by a :class:`HeadShardedRMSNorm` holding the same weight placed ``Shard(0)`` (rank r
+the weight entries of its heads' columns; the state dict keeps the name ``q_norm.weight``), which computes, for
+each row (token) of the local x, ``width`` being the full width::
+
+    s     = sum of x_j ** 2 over this rank's columns j     (fp32)
+    S     = all_reduce(s, SUM)                             (over the tensor-parallel group: all columns)
+    rstd  = 1 / sqrt(S / width + eps)
+    y_j   = w_j * x_j * rstd                               (the local columns, the local slice of w)
+
+and in the backward, with ``g_j = dy_j * w_j``::
+
+    dx_j  = rstd * g_j - x_j * rstd ** 3 * all_reduce(sum of g_i * x_i over this rank's columns i, SUM) / width
+    dw_j  = sum over the rows of dy_j * x_j * rstd         (this rank's entries only: ``Shard(0)`` like w)
+
+(:func:`sharded_rms_norm`, an autograd function; both rounding conventions, Llama's and OLMo-2's, as
+:class:`blockfuse.models.blocks.RMSNorm`). One all-reduce of a (tokens, 1) fp32 tensor per norm in each direction,
+and no gather: q and k come out of the column-parallel projection with every token on every rank (attention's input
+is gathered along the sequence first), so the group's sum is the whole row's. The eager attention calls its norm
+modules; the fused one calls them through ``models.blocks._norm``, which calls a norm module that is not one of
+``blockfuse.nn``'s (this one) as a module. QK-norm with LayerNorm (no model has it) is refused.
+
+Hugging Face models (``blockfuse.patch``-ed or not): ``tp_plan`` takes a Llama or OLMo-2 model (``*ForCausalLM``,
+the base ``*Model``, or a model holding one). Their attention reshapes q, k, v with ``-1`` heads (transformers 5.x,
+as Hugging Face's own ``base_model_tp_plan`` relies on), so it runs on its local heads unchanged; an older attention
+that reshapes by the config's head count is refused when the plan is applied. The q, k, v and gate / up projections
+are separate Linears: no re-layout. The plan (``model.`` prefixes left out; the norm entries with
+``sequence_parallel=True`` only)::
+
+    "embed_tokens"          RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) | Replicate())
+    "layers.*.<each norm>"  ReplicatedNorm()         Llama: input_layernorm, post_attention_layernorm;
+                                                     OLMo-2: post_attention_layernorm, post_feedforward_layernorm
+    "layers.*.self_attn"    AttentionParallel()      as the eager block's (``hidden_states`` gathered, q, k, v
+                                                     colwise, o_proj rowwise), q_norm / k_norm head-sharded
+    "layers.*.mlp"          FeedForwardParallel()    as below
+    "norm"                  ReplicatedNorm()
+    "lm_head"               ColwiseParallel(input_layouts=Shard(1) | Replicate(), output_layouts=Replicate())
+
+The embedding is split by vocabulary rows and its output reduce-scattered onto the sequence (all-reduced without
+sequence parallelism); the LM head is split by vocabulary rows and its logits gathered whole (Hugging Face's loss
+then runs on them as it is). A model whose embedding and head share their weight (``tie_word_embeddings``), and one
+patched with ``blockfuse.patch(model, loss=True)`` (whose fused loss takes the head's weight as a whole tensor),
+keep the head replicated (and a tied embedding too, its output moved onto the sequence shards without
+communication); the final norm's output is then gathered to a whole plain tensor, as for a model without an LM head.
+
+The MLP: a ``blockfuse.patch``-ed gated MLP runs as one ``blockfuse.gated_mlp``, which reads the projections'
+weights rather than calling the Linears, so ``ColwiseParallel`` / ``RowwiseParallel`` hooks on them would never run.
+:class:`FeedForwardParallel` therefore treats it as the fused block's MLP: ``gate_proj`` and ``up_proj`` weights (and
+biases) ``Shard(0)``, ``down_proj``'s weight ``Shard(1)`` and bias ``Replicate()``, the module's ``shards`` set to tp
+so that the patched forward (patching/forwards.py) runs the op on the local shards without the down bias; the
+style's hooks gather the input (to a plain tensor whose gradient is this rank's partial sum) and reduce the output
+(a ``Partial()`` sum: reduce-scattered onto the sequence, or all-reduced), the bias added after. An MLP that is not
+patched (or patched around projections that are not plain Linears) gets the eager block's treatment: its Linears
+``ColwiseParallel`` / ``RowwiseParallel``, called as modules. Patch before planning (the plan chooses by what
+the MLP's forward is), and do not ``blockfuse.unpatch`` a planned model: the MLP's own forward would then meet
+weights laid out for the patched one, and ``q_norm`` / ``k_norm`` stay sharded (unpatch warns).
+
+Not covered yet: dropout on the sequence-parallel residual stream of a fused block (blockfuse's ops refuse dropout
+on DTensors), ``SPLIT_QKV_BACKWARD`` (a tensor-parallel block runs the plain QKV Linear), 2-D meshes (FSDP2 + TP), a
+vocabulary-parallel fused loss (``loss=True`` keeps the LM head whole on every rank; ``loss_parallel`` on the
+logits is not wired either), SigLIP / SigLIP-2 models, attention that reshapes by the config's head count
+(older transformers), and a rule for ``blockfuse::gated_mlp_down_fwd`` / ``_bwd`` on DTensors (the MLP runs on
+local shards instead, see above).
 """
 
 from __future__ import annotations
@@ -76,37 +129,48 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel, PrepareModuleOutput, RowwiseParallel, SequenceParallel,
+)
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
+import blockfuse.nn
 from blockfuse.models.blocks import (
     Attention, FeedForward, FusedAttention, FusedFeedForward, TransformerBlock, TransformerStack,
 )
-from blockfuse.models.config import BlockConfig
+from blockfuse.patching.families import Family, family_of, roots
+from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 
-__all__ = ["AttentionParallel", "FeedForwardParallel", "ReplicatedNorm", "SequenceShards", "rank_major_rows",
-           "tp_plan"]
+__all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedNorm", "SequenceShards",
+           "rank_major_rows", "sharded_rms_norm", "tp_plan"]
+
+HUGGING_FACE_FAMILIES = ("Llama", "OLMo-2")  # the Hugging Face families tp_plan takes (decoder LMs)
 
 
 def tp_plan(model: nn.Module, *, sequence_parallel: bool = True) -> dict[str, ParallelStyle]:
-    """The ``parallelize_module`` plan of ``model`` (a :class:`TransformerStack` or :class:`TransformerBlock`,
-    eager or fused): ``parallelize_module(model, mesh, tp_plan(model))`` on a 1-D mesh of the tensor-parallel
-    ranks. See the module's notes for the scheme and the state dict. The head counts are checked against the
-    mesh when the plan is applied (``heads`` and ``kv_heads`` must be multiples of its size)."""
-    if isinstance(model, TransformerStack):
-        prefix = "blocks.*."
-    elif isinstance(model, TransformerBlock):
-        prefix = ""
-    else:
-        raise TypeError(f"model: expected a blockfuse TransformerStack or TransformerBlock, got {type(model).__name__} "
-                        "(Hugging Face models: not yet, see blockfuse.distributed's notes)")
+    """The ``parallelize_module`` plan of ``model``: a :class:`TransformerStack` or :class:`TransformerBlock`, eager
+    or fused, or a Hugging Face Llama / OLMo-2 model, ``blockfuse.patch``-ed or not (patch before planning).
+    ``parallelize_module(model, mesh, tp_plan(model))`` on a 1-D mesh of the tensor-parallel ranks. See the
+    module's notes for the scheme and the state dict. The head counts are checked against the mesh when the plan
+    is applied (``heads`` and ``kv_heads`` must be multiples of its size)."""
+    if isinstance(model, (TransformerStack, TransformerBlock)):
+        return _block_plan(model, sequence_parallel)
+    found = list(roots(model)) if isinstance(model, nn.Module) else []
+    if not found:
+        raise TypeError(f"model: expected a blockfuse TransformerStack or TransformerBlock, or a Hugging Face "
+                        f"{' or '.join(HUGGING_FACE_FAMILIES)} model, got {type(model).__name__}")
+    return _hugging_face_plan(found, sequence_parallel)
+
+
+def _block_plan(model: nn.Module, sequence_parallel: bool) -> dict[str, ParallelStyle]:
+    prefix = "blocks.*." if isinstance(model, TransformerStack) else ""
     config = model.config
-    if config.qk_norm:
-        raise NotImplementedError(
-            "qk_norm: QK-norm normalizes each token's q (k) over all heads, and tensor parallelism splits the "
-            "heads across ranks; tp_plan does not cover it yet")
+    if config.qk_norm and config.norm == "layer":
+        raise NotImplementedError("qk_norm with norm='layer': tensor parallelism splits QK-norm's width across the "
+                                  "ranks, and blockfuse.distributed shards RMSNorm only (no model has a LayerNorm "
+                                  "QK-norm)")
     plan: dict[str, ParallelStyle] = {}
     if sequence_parallel:
         plan[""] = SequenceShards()
@@ -115,6 +179,53 @@ def tp_plan(model: nn.Module, *, sequence_parallel: bool = True) -> dict[str, Pa
     plan[f"{prefix}attn"] = AttentionParallel(sequence_parallel=sequence_parallel)
     plan[f"{prefix}ffn"] = FeedForwardParallel(sequence_parallel=sequence_parallel)
     return plan
+
+
+def _hugging_face_plan(found: list, sequence_parallel: bool) -> dict[str, ParallelStyle]:
+    """The plan of the one Hugging Face Llama / OLMo-2 model in ``found`` (``roots``' (path, module, family))."""
+    if len(found) != 1:
+        paths = ", ".join(path or "(the model)" for path, _, _ in found)
+        raise ValueError(f"model holds {len(found)} Hugging Face models ({paths}): plan each one on its own")
+    path, root, family = found[0]
+    if family.name not in HUGGING_FACE_FAMILIES:
+        raise TypeError(f"model: tp_plan covers Hugging Face {' and '.join(HUGGING_FACE_FAMILIES)} models, got "
+                        f"{type(root).__name__} ({family.name})")
+    inner = getattr(root, "model", None)
+    base, base_path = (inner, "model.") if isinstance(inner, nn.Module) else (root, "")
+    if not all(isinstance(getattr(base, name, None), nn.Module) for name in ("embed_tokens", "layers", "norm")):
+        raise TypeError(f"model: {type(base).__name__} has no embed_tokens, layers and norm as Hugging Face's "
+                        f"{family.name} models have")
+    outer = f"{path}." if path else ""
+    prefix = outer + base_path
+    layout = _layout(sequence_parallel)
+    head = getattr(root, "lm_head", None)
+    tied = isinstance(head, nn.Module) and getattr(head, "weight", None) is base.embed_tokens.weight
+    fused_loss = getattr(getattr(vars(root).get("forward"), "__func__", None), MARK, None) == "loss"
+    head_sharded = isinstance(head, nn.Linear) and not tied and not fused_loss
+
+    plan: dict[str, ParallelStyle] = {}
+    if not tied:
+        plan[f"{prefix}embed_tokens"] = _RowwiseParallel(input_layouts=Replicate(), output_layouts=layout,
+                                                         use_local_output=not sequence_parallel)
+    elif sequence_parallel:  # a replicated embedding: its output onto the sequence shards, each rank its chunk
+        plan[f"{prefix}embed_tokens"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1),
+                                                            use_local_output=False)
+    if sequence_parallel:
+        for name, child in base.layers[0].named_children():
+            if _is_norm(child, family):
+                plan[f"{prefix}layers.*.{name}"] = ReplicatedNorm()
+    plan[f"{prefix}layers.*.self_attn"] = AttentionParallel(sequence_parallel=sequence_parallel)
+    plan[f"{prefix}layers.*.mlp"] = FeedForwardParallel(sequence_parallel=sequence_parallel)
+    if sequence_parallel:
+        plan[f"{prefix}norm"] = ReplicatedNorm(gather_output=not head_sharded)
+    if head_sharded:
+        plan[f"{outer}lm_head"] = _ColwiseParallel(input_layouts=layout, output_layouts=Replicate())
+    return plan
+
+
+def _is_norm(module: nn.Module, family: Family) -> bool:
+    """A Hugging Face model's norm module, patched (blockfuse's) or not."""
+    return isinstance(module, (blockfuse.nn.RMSNorm, blockfuse.nn.LayerNorm)) or type(module).__name__ == family.norm
 
 
 # ----------------------------------------------------------------------------------------
@@ -131,16 +242,16 @@ def rank_major_rows(widths: tuple[int, ...], tp: int) -> torch.Tensor:
     return torch.cat(order)
 
 
-def _check_heads(config: BlockConfig, tp: int) -> None:
-    if config.n_heads % tp or config.kv_heads % tp:
+def _check_heads(heads: int, kv_heads: int, tp: int) -> None:
+    if heads % tp or kv_heads % tp:
         raise ValueError(f"tensor parallelism over {tp} ranks gives each rank whole attention heads: n_heads="
-                         f"{config.n_heads} and n_kv_heads={config.kv_heads} must both be multiples of {tp}")
+                         f"{heads} and n_kv_heads={kv_heads} must both be multiples of {tp}")
 
 
-def _check_hidden(config: BlockConfig, tp: int) -> None:
-    if config.ffn_hidden % tp:
+def _check_hidden(hidden: int, tp: int) -> None:
+    if hidden % tp:
         raise ValueError(f"tensor parallelism over {tp} ranks splits the MLP's hidden columns: ffn_hidden="
-                         f"{config.ffn_hidden} must be a multiple of {tp}")
+                         f"{hidden} must be a multiple of {tp}")
 
 
 def _distribute(module: nn.Module, name: str, mesh, placement, src_data_rank, rows: Optional[torch.Tensor] = None):
@@ -167,6 +278,121 @@ def _gathered(x, mesh, layout, local: bool):
         x = DTensor.from_local(x, mesh, [layout], run_check=False)
     x = x.redistribute(mesh, [Replicate()])
     return x.to_local(grad_placements=[Partial()]) if local else x
+
+
+# ----------------------------------------------------------------------------------------
+# RMSNorm over a width split across the ranks (QK-norm)
+# ----------------------------------------------------------------------------------------
+
+
+def _all_reduce_sum(t: Tensor, group) -> Tensor:
+    """``t`` summed over ``group`` (a 1-D DeviceMesh or a ProcessGroup), waited for: a plain tensor."""
+    import torch.distributed._functional_collectives as funcol
+
+    reduced = funcol.all_reduce(t, "sum", group)
+    return reduced.wait() if isinstance(reduced, funcol.AsyncCollectiveTensor) else reduced
+
+
+class _ShardedRMSNormFunction(torch.autograd.Function):
+    """The sharded RMSNorm's forward and backward (the math: the module's notes), one all-reduce in each."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, width, group, cast_before_weight):
+        # x: (..., width / tp) this rank's columns; weight: (width / tp,) their weights
+        xf = x.float()
+        # NOTE: fp32 statistics, as blockfuse's and Hugging Face's RMSNorms keep them; the all-reduce carries one
+        # fp32 number a row.
+        rstd = torch.rsqrt(_all_reduce_sum(xf.square().sum(-1, keepdim=True), group) / width + eps)  # (..., 1)
+        normalized = xf * rstd
+        y = weight * normalized.to(x.dtype) if cast_before_weight else (weight * normalized).to(x.dtype)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.width, ctx.group, ctx.cast_before_weight = width, group, cast_before_weight
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        xf, dyf = x.float(), dy.float()
+        dx = dweight = None
+        if ctx.needs_input_grad[0]:
+            g = dyf * weight.float()  # (..., width / tp)
+            dot = _all_reduce_sum((g * xf).sum(-1, keepdim=True), ctx.group)  # (..., 1): sum of g * x over the row
+            dx = (rstd * g - xf * rstd.pow(3) * (dot / ctx.width)).to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            normalized = xf * rstd
+            seen = normalized.to(x.dtype).float() if ctx.cast_before_weight else normalized
+            dweight = (dyf * seen).reshape(-1, weight.shape[-1]).sum(0).to(weight.dtype)
+        return dx, dweight, None, None, None, None
+
+
+def sharded_rms_norm(x: Tensor, weight: Tensor, eps: float, group, *, width: int,
+                     cast_before_weight: bool = False) -> Tensor:
+    """RMSNorm of rows whose ``width`` columns are split across ``group`` (a 1-D DeviceMesh or a ProcessGroup):
+    ``x`` (..., width / ranks) is this rank's columns of every row, ``weight`` (width / ranks,) their weights.
+    Each rank's sum of squares is all-reduced, so every rank normalizes by the whole row's RMS (the module notes
+    give the math, forward and backward). ``cast_before_weight``: Llama's rounding (normalized cast to x's dtype,
+    then the weight); else OLMo-2's (the weight applied in fp32, then the cast). Differentiable in x and weight;
+    every rank of the group must call it (it communicates in the forward and in the backward)."""
+    ranks = group.size()
+    if x.shape[-1] != weight.shape[-1] or x.shape[-1] * ranks != width:
+        raise ValueError(f"sharded_rms_norm: x has {x.shape[-1]} columns and weight {weight.shape[-1]}; both must be "
+                         f"width / ranks = {width} / {ranks}")
+    return _ShardedRMSNormFunction.apply(x, weight, eps, width, group, cast_before_weight)
+
+
+class HeadShardedRMSNorm(nn.Module):
+    """QK-norm under tensor parallelism: an RMSNorm over ``heads * head_dim`` columns of which this rank holds
+    its heads' (:func:`sharded_rms_norm`). ``weight``: a DTensor ``Shard(0)`` of the whole norm's weight (the
+    state dict's ``q_norm.weight``); its input and output are plain local tensors, (..., width / tp)."""
+
+    def __init__(self, weight: nn.Parameter, eps: float, cast_before_weight: bool):
+        super().__init__()
+        if not isinstance(weight, DTensor) or tuple(weight.placements) != (Shard(0),):
+            raise ValueError("HeadShardedRMSNorm: weight must be a DTensor placed (Shard(0),) on a 1-D mesh")
+        self.weight = weight
+        self.eps = eps
+        self.cast_before_weight = cast_before_weight
+
+    @classmethod
+    def of(cls, norm: nn.Module, mesh, src_data_rank) -> "HeadShardedRMSNorm":
+        """The sharded twin of RMSNorm module ``norm`` (blockfuse's, the eager block's or Hugging Face's), its
+        weight distributed ``Shard(0)`` over ``mesh`` from ``src_data_rank``."""
+        if isinstance(norm, (nn.LayerNorm, blockfuse.nn.LayerNorm)):
+            raise NotImplementedError(f"QK-norm {type(norm).__name__}: tensor parallelism splits its width across the "
+                                      "ranks, and blockfuse.distributed shards RMSNorm only")
+        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
+        cast_before_weight = getattr(norm, "cast_before_weight", None)
+        if cast_before_weight is None and family_of(norm) is not None:
+            cast_before_weight = family_of(norm).cast_before_weight
+        weight = getattr(norm, "weight", None)
+        if eps is None or cast_before_weight is None or not isinstance(weight, nn.Parameter) or weight.dim() != 1:
+            raise TypeError(f"QK-norm {type(norm).__name__}: expected an RMSNorm with a weight and eps that "
+                            "blockfuse knows (blockfuse's, Hugging Face Llama's or OLMo-2's)")
+        tp = mesh.size()
+        if weight.shape[0] % tp:
+            raise ValueError(f"QK-norm of width {weight.shape[0]}: not a multiple of the {tp} ranks")
+        sharded = distribute_tensor(weight.detach(), mesh, [Shard(0)], src_data_rank=src_data_rank)
+        module = cls(nn.Parameter(sharded, requires_grad=weight.requires_grad), eps, cast_before_weight)
+        return module.train(norm.training)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if isinstance(x, DTensor):
+            raise TypeError(f"HeadShardedRMSNorm takes this rank's columns as a plain tensor, got a DTensor placed "
+                            f"{tuple(x.placements)}")
+        weight = self.weight
+        return sharded_rms_norm(x, weight.to_local(), self.eps, weight.device_mesh, width=weight.shape[0],
+                                cast_before_weight=self.cast_before_weight)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.eps}, cast_before_weight={self.cast_before_weight}, sharded"
+
+
+def _shard_qk_norms(module: nn.Module, mesh, src_data_rank) -> None:
+    """``q_norm`` and ``k_norm`` of attention ``module`` (where present) replaced by their head-sharded twins."""
+    for name in ("q_norm", "k_norm"):
+        norm = module._modules.get(name)
+        if norm is not None:
+            setattr(module, name, HeadShardedRMSNorm.of(norm, mesh, src_data_rank))
 
 
 # ----------------------------------------------------------------------------------------
@@ -198,11 +424,22 @@ class ReplicatedNorm(SequenceParallel):
     """PyTorch's ``SequenceParallel`` for a norm of the sequence-parallel residual stream, its weights broadcast
     from ``src_data_rank`` like every other parameter of the plan (``SequenceParallel`` assumes they are equal
     on every rank). An eager norm module runs on its ``Shard(1)`` input through its hooks; a fused block calls
-    blockfuse's norm ops on the stream itself, which find the weights replicated."""
+    blockfuse's norm ops on the stream itself, which find the weights replicated. ``gather_output``: the output
+    all-gathered to a whole plain tensor (a Hugging Face model's final norm, when what follows is replicated)."""
+
+    def __init__(self, *, gather_output: bool = False):
+        super().__init__()
+        self.gather_output = gather_output
 
     def _replicate_module_fn(self, name: str, module: nn.Module, mesh):
         for param_name, _ in list(module.named_parameters(recurse=False)):
             _distribute(module, param_name, mesh, Replicate(), self.src_data_rank)
+
+    def _apply(self, module: nn.Module, mesh) -> nn.Module:
+        module = super()._apply(module, mesh)
+        if self.gather_output:
+            module.register_forward_hook(lambda _, args, out: out.redistribute(mesh, [Replicate()]).to_local())
+        return module
 
 
 class _RankMajorColwise(ColwiseParallel):
@@ -233,21 +470,52 @@ class _RowwiseParallel(RowwiseParallel):
         return outputs.to_local() if use_local_output else outputs
 
 
+class _ColwiseParallel(ColwiseParallel):
+    """``ColwiseParallel`` whose output redistribution is waited for (as :class:`_RowwiseParallel`'s)."""
+
+    _prepare_output_fn = staticmethod(_RowwiseParallel._prepare_output_fn)
+
+
 def _apply_child(style: ParallelStyle, parent: ParallelStyle, module: nn.Module, mesh) -> None:
     style.src_data_rank = parent.src_data_rank
     style._apply(module, mesh)
 
 
-class AttentionParallel(ParallelStyle):
-    """Head-parallel attention (eager :class:`Attention` or :class:`FusedAttention`): each rank its ``heads / tp``
-    query heads and ``kv_heads / tp`` key/value heads.
+def _is_hugging_face(module: nn.Module, names: tuple[str, ...]) -> bool:
+    """A module of a Hugging Face family that tp_plan takes, with Linear children ``names``."""
+    family = family_of(module)
+    return (family is not None and family.name in HUGGING_FACE_FAMILIES
+            and all(isinstance(module._modules.get(name), nn.Linear) for name in names))
 
-    * eager: the input (``Shard(1)`` under sequence parallelism, else replicated) all-gathered to a replicated
-      DTensor as it enters; ``q_proj``, ``k_proj``, ``v_proj`` ``ColwiseParallel`` (plain local outputs, this
-      rank's heads); ``o_proj`` ``RowwiseParallel``;
+
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def _head_counts(module: nn.Module) -> tuple[int, int]:
+    """(query heads, key/value heads) of a blockfuse or Hugging Face attention module."""
+    config = module.config
+    if isinstance(module, (Attention, FusedAttention)):
+        return config.n_heads, config.kv_heads
+    _, forward = unwrap(type(module).forward)
+    if "num_heads" in forward.__code__.co_names:
+        raise NotImplementedError(f"{type(module).__name__}: this transformers version reshapes q, k and v by the "
+                                  "config's head count; tensor parallelism needs an attention that reshapes with "
+                                  "-1 heads (each rank runs its own heads): upgrade transformers")
+    heads = config.num_attention_heads
+    return heads, getattr(config, "num_key_value_heads", None) or heads
+
+
+class AttentionParallel(ParallelStyle):
+    """Head-parallel attention (eager :class:`Attention`, :class:`FusedAttention`, or a Hugging Face Llama /
+    OLMo-2 attention): each rank its ``heads / tp`` query heads and ``kv_heads / tp`` key/value heads.
+
+    * eager and Hugging Face: the input (``Shard(1)`` under sequence parallelism, else replicated; Hugging Face's
+      ``hidden_states`` keyword) all-gathered to a replicated DTensor as it enters; ``q_proj``, ``k_proj``,
+      ``v_proj`` ``ColwiseParallel`` (plain local outputs, this rank's heads); ``o_proj`` ``RowwiseParallel``;
     * fused: ``qkv_proj`` column-parallel in the rank-major layout (its input gathered there: the reordered
       block calls ``attend`` directly), the module's ``shards`` set to tp so that it splits and views its
-      local heads; ``o_proj`` ``RowwiseParallel``.
+      local heads; ``o_proj`` ``RowwiseParallel``;
+    * QK-norm: ``q_norm`` and ``k_norm`` replaced by :class:`HeadShardedRMSNorm` (their weights ``Shard(0)``).
 
     ``o_proj``'s output: reduce-scattered to a ``Shard(1)`` DTensor under sequence parallelism, else all-reduced
     to a plain replicated tensor."""
@@ -257,36 +525,48 @@ class AttentionParallel(ParallelStyle):
         self.sequence_parallel = sequence_parallel
 
     def _apply(self, module: nn.Module, mesh) -> nn.Module:
-        if not isinstance(module, (Attention, FusedAttention)):
-            raise TypeError(f"AttentionParallel: expected a blockfuse Attention or FusedAttention, got "
-                            f"{type(module).__name__}")
-        config, tp = module.config, mesh.size()
-        _check_heads(config, tp)
+        if not isinstance(module, (Attention, FusedAttention)) and not _is_hugging_face(module, _PROJECTIONS):
+            raise TypeError(f"AttentionParallel: expected a blockfuse Attention or FusedAttention or a Hugging Face "
+                            f"Llama / OLMo-2 attention, got {type(module).__name__}")
+        tp = mesh.size()
+        _check_heads(*_head_counts(module), tp)
         layout = _layout(self.sequence_parallel)
         if isinstance(module, FusedAttention):
+            config = module.config
             rows = rank_major_rows((config.q_width, config.kv_width, config.kv_width), tp)
             _apply_child(_RankMajorColwise(rows, input_layouts=layout), self, module.qkv_proj, mesh)
             module.shards = tp
         else:
-            module.register_forward_pre_hook(
-                lambda _, args: (_gathered(args[0], mesh, layout, local=False), *args[1:]))
+            def gather_input(_, args, kwargs):
+                if args:
+                    return (_gathered(args[0], mesh, layout, local=False), *args[1:]), kwargs
+                return args, {**kwargs, "hidden_states": _gathered(kwargs["hidden_states"], mesh, layout, local=False)}
+
+            module.register_forward_pre_hook(gather_input, with_kwargs=True)
             for name in ("q_proj", "k_proj", "v_proj"):
                 _apply_child(ColwiseParallel(), self, getattr(module, name), mesh)
+        _shard_qk_norms(module, mesh, self.src_data_rank)
         _apply_child(_RowwiseParallel(output_layouts=layout, use_local_output=not self.sequence_parallel), self,
                      module.o_proj, mesh)
         return module
 
 
-class FeedForwardParallel(ParallelStyle):
-    """Column-then-row-parallel MLP (eager :class:`FeedForward` or :class:`FusedFeedForward`): each rank its
-    ``ffn_hidden / tp`` hidden columns.
+_GATED = ("gate_proj", "up_proj", "down_proj")
 
-    * eager: the input all-gathered to a replicated DTensor as it enters; ``gate_proj`` and ``up_proj`` (or
-      ``fc1``) ``ColwiseParallel``, ``down_proj`` (or ``fc2``) ``RowwiseParallel``;
-    * fused: the module runs its one op (``gated_mlp``, ``fused_mlp``) on plain local tensors: its input is
-      all-gathered to a local tensor, ``gate_up_proj`` placed ``Shard(0)`` in the rank-major layout (each rank
-      [its gate rows | its up rows]) or ``fc1`` ``Shard(0)``, ``down_proj`` / ``fc2`` ``Shard(1)``, and its
-      output, this rank's partial sum, becomes a ``Partial()`` DTensor reduced here, the output bias added after.
+
+class FeedForwardParallel(ParallelStyle):
+    """Column-then-row-parallel MLP (eager :class:`FeedForward`, :class:`FusedFeedForward`, or a Hugging Face
+    Llama / OLMo-2 MLP): each rank its ``ffn_hidden / tp`` hidden columns.
+
+    * eager, and a Hugging Face MLP that calls its Linears (not patched, or patched around projections that are
+      not plain Linears): the input all-gathered to a replicated DTensor as it enters; ``gate_proj`` and
+      ``up_proj`` (or ``fc1``) ``ColwiseParallel``, ``down_proj`` (or ``fc2``) ``RowwiseParallel``;
+    * fused, and a ``blockfuse.patch``-ed Hugging Face MLP (one ``blockfuse.gated_mlp`` on the Linears' weights):
+      the module runs its one op on plain local tensors: its input is all-gathered to a local tensor,
+      ``gate_up_proj`` placed ``Shard(0)`` in the rank-major layout (each rank [its gate rows | its up rows]), or
+      ``gate_proj`` and ``up_proj`` (``fc1``) ``Shard(0)``, ``down_proj`` / ``fc2`` ``Shard(1)``, the module's
+      ``shards`` set to tp, and its output, this rank's partial sum, becomes a ``Partial()`` DTensor reduced here,
+      the output bias added after.
 
     The output: reduce-scattered to a ``Shard(1)`` DTensor under sequence parallelism, else all-reduced to a
     plain replicated tensor."""
@@ -296,28 +576,32 @@ class FeedForwardParallel(ParallelStyle):
         self.sequence_parallel = sequence_parallel
 
     def _apply(self, module: nn.Module, mesh) -> nn.Module:
-        if not isinstance(module, (FeedForward, FusedFeedForward)):
-            raise TypeError(f"FeedForwardParallel: expected a blockfuse FeedForward or FusedFeedForward, got "
-                            f"{type(module).__name__}")
-        config, tp = module.config, mesh.size()
-        _check_hidden(config, tp)
+        hugging_face = not isinstance(module, (FeedForward, FusedFeedForward))
+        if hugging_face and not _is_hugging_face(module, _GATED):
+            raise TypeError(f"FeedForwardParallel: expected a blockfuse FeedForward or FusedFeedForward or a Hugging "
+                            f"Face Llama / OLMo-2 MLP, got {type(module).__name__}")
+        tp = mesh.size()
+        _check_hidden(module.gate_proj.out_features if hugging_face else module.config.ffn_hidden, tp)
         layout = _layout(self.sequence_parallel)
-        if isinstance(module, FeedForward):
-            module.register_forward_pre_hook(lambda _, args: (_gathered(args[0], mesh, layout, local=False),))
-            inner = ("gate_proj", "up_proj") if config.gated else ("fc1",)
-            for name in inner:
+        if isinstance(module, FeedForward) or (hugging_face and not calls_gated_mlp(module)):
+            gated = hugging_face or module.config.gated
+            module.register_forward_pre_hook(
+                lambda _, args: (_gathered(args[0], mesh, layout, local=False), *args[1:]))
+            for name in ("gate_proj", "up_proj") if gated else ("fc1",):
                 _apply_child(ColwiseParallel(), self, getattr(module, name), mesh)
-            outer = module.down_proj if config.gated else module.fc2
             _apply_child(_RowwiseParallel(output_layouts=layout, use_local_output=not self.sequence_parallel), self,
-                         outer, mesh)
+                         module.down_proj if gated else module.fc2, mesh)
             return module
-        if config.gated:
-            inner, outer = module.gate_up_proj, module.down_proj
-            rows = rank_major_rows((config.ffn_hidden, config.ffn_hidden), tp)
+        if hugging_face:
+            inner, outer = [(module.gate_proj, None), (module.up_proj, None)], module.down_proj
+        elif module.config.gated:
+            rows = rank_major_rows((module.config.ffn_hidden, module.config.ffn_hidden), tp)
+            inner, outer = [(module.gate_up_proj, rows)], module.down_proj
         else:
-            inner, outer, rows = module.fc1, module.fc2, None
-        for name in ("weight", "bias"):
-            _distribute(inner, name, mesh, Shard(0), self.src_data_rank, rows)
+            inner, outer = [(module.fc1, None)], module.fc2
+        for linear, rows in inner:
+            for name in ("weight", "bias"):
+                _distribute(linear, name, mesh, Shard(0), self.src_data_rank, rows)
         _distribute(outer, "weight", mesh, Shard(1), self.src_data_rank)
         _distribute(outer, "bias", mesh, Replicate(), self.src_data_rank)
         module.shards = tp
@@ -328,6 +612,6 @@ class FeedForwardParallel(ParallelStyle):
                 out = out + outer.bias
             return out if self.sequence_parallel else out.to_local()
 
-        module.register_forward_pre_hook(lambda _, args: (_gathered(args[0], mesh, layout, local=True),))
+        module.register_forward_pre_hook(lambda _, args: (_gathered(args[0], mesh, layout, local=True), *args[1:]))
         module.register_forward_hook(reduce_output)
         return module

@@ -22,6 +22,7 @@ from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.linear_act import fused_mlp
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.rotary import rotary
+from blockfuse.ops.sharding import is_dtensor
 
 ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
 GATED_MLP_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "act_fn"})
@@ -179,10 +180,21 @@ def calls_rotary(forward: Callable) -> bool:
 # ----------------------------------------------------------------------------------------
 
 
+def _local(t: Tensor | None) -> Tensor | None:
+    """A DTensor parameter's local shard (differentiable: its gradient reaches the DTensor), else ``t``."""
+    return t.to_local() if is_dtensor(t) else t
+
+
 def _mlp(self, x: Tensor, activation: str) -> Tensor:
     # x: (..., hidden) -> gate and up (..., intermediate) -> (..., hidden), in one op whose backward
     # recomputes the activation (blockfuse.gated_mlp with the separate gate and up weights)
     gate, up, down = self.gate_proj, self.up_proj, self.down_proj
+    if vars(self).get("shards", 1) > 1:
+        # Tensor parallelism (blockfuse.distributed's FeedForwardParallel, which sets shards): the weights are
+        # DTensors, this rank's hidden columns; the op runs on the local shards and returns this rank's partial
+        # sum, which the plan's hook on this module reduces and adds down_proj's bias to.
+        return gated_mlp(x, _local(gate.weight), _local(gate.bias), _local(down.weight), None, activation,
+                         up_weight=_local(up.weight), up_bias=_local(up.bias))
     return gated_mlp(x, gate.weight, gate.bias, down.weight, down.bias, activation, up_weight=up.weight,
                      up_bias=up.bias)
 
@@ -215,6 +227,14 @@ def geglu_modules_forward(self, x: Tensor) -> Tensor:
 for _forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward, swiglu_modules_forward,
                  geglu_tanh_modules_forward, geglu_modules_forward):
     setattr(_forward, MARK, "mlp")
+
+
+def calls_gated_mlp(mlp: nn.Module) -> bool:
+    """True for an MLP whose forward is blockfuse's one ``gated_mlp`` on its projections' weights (the
+    projections' own forwards, and any hooks on them, do not run)."""
+    forward = getattr(vars(mlp).get("forward"), "__func__", None)
+    return forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward)
+
 
 # Activation classes by name (their names and modules moved between transformers versions).
 _SILU = ("SiLU", "SiLUActivation")

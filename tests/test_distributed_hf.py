@@ -1,0 +1,248 @@
+"""Tensor parallelism with QK-norm and on Hugging Face models (blockfuse.distributed.tp_plan): two processes
+(tests/multiprocess.py) against one process running the same model on the same batch.
+
+* QK-norm (OLMo-2): the head-sharded RMSNorm (``sharded_rms_norm``) against the RMSNorm of the whole rows, forward
+  and backward, both rounding conventions; eager and fused stacks with QK-norm, with and without sequence
+  parallelism (the test of tests/test_distributed.py, which also counts the collectives);
+* tiny Llama and OLMo-2 models, ``blockfuse.patch``-ed (OLMo-2 also with ``loss=True``, Llama also unpatched with
+  tied embeddings), with and without sequence parallelism: the loss and every parameter's gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tests import multiprocess
+from tests.test_distributed import _case, _collectives
+
+# (preset, overrides, sequence_parallel): OLMo-2's block (reordered, RMSNorm with the weight in fp32, QK-norm, no
+# biases) and a pre-norm block with Llama's RMSNorm rounding, QK-norm and biases; both GQA (4 heads, 2 kv heads)
+QK_CASES = [("olmo2-1b", {}, True), ("olmo2-1b", {}, False),
+            ("standard", {"norm": "rms", "rms_cast_before_weight": True, "qk_norm": True}, True)]
+LAYERS = 2
+VOCAB = 96
+
+
+def _error(a, b) -> float:
+    """Relative to b's largest element, absolute below 1."""
+    return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp(min=1.0))
+
+
+def _sharded_norm_errors(rank, mesh) -> dict:
+    """sharded_rms_norm on this rank's columns against the eager RMSNorm of the whole rows: output, dx, dw."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    from blockfuse.distributed import HeadShardedRMSNorm
+    from blockfuse.models.blocks import RMSNorm, rms_norm_eager
+
+    device, tp = multiprocess.device(), multiprocess.WORLD
+    errors = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        for cast_before_weight in (False, True):
+            g = torch.Generator().manual_seed(5)
+            x = torch.randn(3, 7, 72, generator=g).to(device, dtype)  # 72 columns: 36 a rank
+            weight = (1 + 0.3 * torch.randn(72, generator=g)).to(device)
+            dy = torch.randn(3, 7, 72, generator=g).to(device, dtype)
+            full = x.clone().requires_grad_()
+            w = weight.clone().requires_grad_()
+            expected = rms_norm_eager(full, w, 1e-6, cast_before_weight)
+            expected.backward(dy)
+            # the module the plan installs, from an eager RMSNorm holding the same weight
+            norm = RMSNorm(72, 1e-6, cast_before_weight).to(device)
+            with torch.no_grad():
+                norm.weight.copy_(weight)
+            sharded = HeadShardedRMSNorm.of(norm, mesh, src_data_rank=0)
+            local = x.chunk(tp, dim=-1)[rank].detach().requires_grad_()  # this rank's columns: a strided view
+            out = sharded(local)
+            out.backward(dy.chunk(tp, dim=-1)[rank])
+            dw = sharded.weight.grad
+            case = f"{dtype} cast_before_weight={cast_before_weight}"
+            columns = slice(rank * 36, (rank + 1) * 36)
+            errors[f"{case} output"] = _error(out, expected[..., columns])
+            errors[f"{case} dx"] = _error(local.grad, full.grad[..., columns])
+            errors[f"{case} dw"] = _error(dw.full_tensor(), w.grad)
+            errors[f"{case} dw placement"] = float(not (isinstance(dw, DTensor) and dw.placements == (Shard(0),)))
+    return errors
+
+
+def _qk_norm_worker(rank, impl):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
+    results = {f"{preset} {overrides} sequence_parallel={sp}": _case(rank, mesh, preset, overrides, impl, sp)
+               for preset, overrides, sp in QK_CASES}
+    return results, _sharded_norm_errors(rank, mesh) if impl == "eager" else {}
+
+
+@pytest.mark.parametrize("impl", ["eager", "fused"])
+def test_qk_norm_under_tensor_parallelism_matches_one_process(impl):
+    """Output, loss, the input's gradient and every parameter's gradient (the QK-norm weights' included) match one
+    process; the communication is the plan's plus one all-reduce per QK-norm (two a layer) in each direction,
+    and nothing else (the QK-norm gathers nothing). The sharded norm itself matches the norm of the whole rows
+    (fp32 and bf16, both roundings); its weight's gradient is sharded like the weight."""
+    for rank, (results, norm_errors) in enumerate(multiprocess.run(_qk_norm_worker, impl, timeout=300)):
+        for case, result in results.items():
+            # NOTE: the loss, (out * probe).sum() over 1152 terms of either sign, sums the output's rounding
+            # differences (~1e-6 each: the fused reference's QK-norm is the Triton kernel, the sharded one is not)
+            errors = {name: error / (10 if name == "loss" else 1) for name, error in result["errors"].items()}
+            worst = max(errors, key=errors.get)
+            assert errors[worst] < 1e-5, f"rank {rank}, {case}: {worst} {result['errors'][worst]:.2e}"
+            assert result["output type"] == "Tensor", (case, result["output type"])
+            qk_norms = 2 * LAYERS
+            if "sequence_parallel=True" in case:
+                expected = {"all_gather": 2 * LAYERS + 1, "reduce_scatter": 2 * LAYERS, "all_reduce": qk_norms}
+            else:
+                expected = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 2 * LAYERS + qk_norms}
+            assert result["collectives"] == {"forward": expected, "backward": expected}, (rank, case, result)
+        for name, error in norm_errors.items():
+            tolerance = 2e-2 if "bfloat16" in name else 1e-5  # bf16: a rounding of the output (2^-8 relative)
+            assert error < tolerance, f"rank {rank}, sharded_rms_norm {name}: {error:.2e}"
+
+
+# ----------------------------------------------------------------------------------------
+# Hugging Face models
+# ----------------------------------------------------------------------------------------
+
+
+def _hf_model(family: str, tied: bool = False):
+    import transformers
+
+    common = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+                  num_hidden_layers=LAYERS, vocab_size=VOCAB, max_position_embeddings=64, bos_token_id=0,
+                  eos_token_id=1, tie_word_embeddings=tied, attn_implementation="sdpa")
+    if family == "llama":  # with biases: o_proj's and down_proj's are added once, after the reduction
+        config = transformers.LlamaConfig(**common, attention_bias=True, mlp_bias=True)
+        cls = transformers.LlamaForCausalLM
+    else:
+        config, cls = transformers.Olmo2Config(**common, rope_theta=5e5, pad_token_id=2), transformers.Olmo2ForCausalLM
+    torch.manual_seed(0)
+    model = cls(config)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # norm weights away from ones: a norm weight sharded wrongly shows
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
+    import blockfuse
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from blockfuse.distributed import HeadShardedRMSNorm, tp_plan
+
+    device = multiprocess.device()
+    model = _hf_model(family, tied).to(device)
+    if patch is not None:
+        blockfuse.patch(model, loss=patch == "loss")
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, VOCAB, (2, 9), generator=g).to(device)  # 9 tokens: sequence shards of 5 and 4
+    labels = ids.clone()
+    labels[0, :3] = -100
+
+    def step(m):
+        forward, backward = CommDebugMode(), CommDebugMode()
+        with forward:
+            out = m(input_ids=ids, labels=labels)
+        with backward:
+            out.loss.backward()
+        collectives = {"forward": _collectives(forward.get_comm_counts()),
+                       "backward": _collectives(backward.get_comm_counts())}
+        return out.loss.detach(), None if out.logits is None else out.logits.detach(), collectives
+
+    reference = copy.deepcopy(model)
+    expected_loss, expected_logits, _ = step(reference)
+    sharded = copy.deepcopy(model)
+    parallelize_module(sharded, mesh, tp_plan(sharded, sequence_parallel=sequence_parallel))
+    loss, logits, collectives = step(sharded)
+    errors = {"loss": _error(loss, expected_loss)}
+    if expected_logits is not None:
+        errors["logits"] = _error(logits, expected_logits)
+    expected_grads = dict(reference.named_parameters())
+    sharded_names = []
+    for name, p in sharded.named_parameters():
+        grad = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+        errors[name] = _error(grad, expected_grads[name].grad)
+        if isinstance(p, DTensor) and p.placements[0].is_shard():
+            sharded_names.append(name)
+    qk_norms = sum(isinstance(m, HeadShardedRMSNorm) for m in sharded.modules())
+    return {"errors": errors, "sharded": sorted(sharded_names), "qk norms": qk_norms, "collectives": collectives,
+            "same names": sorted(expected_grads) == sorted(n for n, _ in sharded.named_parameters())}
+
+
+# (family, blockfuse.patch: None (not patched), "patch", "loss" (patch(model, loss=True)), tie_word_embeddings,
+# sequence_parallel)
+HF_CASES = [("llama", "patch", False, True), ("olmo2", "patch", False, True), ("olmo2", "patch", False, False),
+            ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False)]
+
+
+def _hf_worker(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
+    return [_hf_case(rank, mesh, *case) for case in HF_CASES]
+
+
+def _expected_hf_collectives(family, patch, tied, sequence_parallel) -> dict:
+    """Per layer: attention's and the MLP's inputs gathered, their outputs reduced (reduce-scatter onto the sequence,
+    or all-reduce), OLMo-2's two QK-norm all-reduces; the vocabulary-sharded embedding's output reduced; the LM head
+    (vocabulary-sharded: its input gathered and its logits) or else the final norm's output gathered. Backward: each
+    of those mirrored (a gather's backward a reduce-scatter, a reduction's a gather; a split is local)."""
+    layers, qk = 2 * LAYERS, (2 * LAYERS if family == "olmo2" else 0)
+    embedding, head = not tied, not tied and patch != "loss"
+    if sequence_parallel:
+        forward = {"all_gather": layers + (2 if head else 1), "reduce_scatter": layers + embedding, "all_reduce": qk}
+        backward = {"all_gather": layers + 1, "reduce_scatter": layers + head, "all_reduce": qk}
+    else:
+        forward = {"all_gather": int(head), "reduce_scatter": 0, "all_reduce": layers + embedding + qk}
+        backward = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": layers + head + qk}
+    return {"forward": forward, "backward": backward}
+
+
+def test_hugging_face_models_under_tensor_parallelism_match_one_process():
+    """The loss, the logits (where made) and every parameter's gradient match one process. Sharded: the
+    attention and MLP projections (q, k, v, gate, up on their rows, o and down on their columns), OLMo-2's
+    QK-norm weights, and the embedding and LM head on the vocabulary unless tied (or the head fused with the loss).
+    The communication is the plan's and no more (the norms gather nothing)."""
+    pytest.importorskip("transformers")
+    for rank, results in enumerate(multiprocess.run(_hf_worker, timeout=300)):
+        for (family, patch, tied, sp), result in zip(HF_CASES, results):
+            case = f"rank {rank}: {family} patch={patch} tied={tied} sequence_parallel={sp}"
+            worst = max(result["errors"], key=result["errors"].get)
+            assert result["errors"][worst] < 1e-5, f"{case}: {worst} {result['errors'][worst]:.2e}"
+            assert result["same names"], case
+            sharded = result["sharded"]
+            per_layer = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight",
+                         "up_proj.weight", "down_proj.weight"]
+            if family == "olmo2":
+                per_layer += ["q_norm.weight", "k_norm.weight"]
+            else:  # the column-parallel projections' biases (o_proj's and down_proj's are replicated)
+                per_layer += ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"]
+            for suffix in per_layer:
+                assert sum(name.endswith(suffix) for name in sharded) == LAYERS, (case, suffix, sharded)
+            assert result["qk norms"] == (2 * LAYERS if family == "olmo2" else 0), case
+            assert ("model.embed_tokens.weight" in sharded) == (not tied), (case, sharded)
+            assert ("lm_head.weight" in sharded) == (not tied and patch != "loss"), (case, sharded)
+            vocabulary = (not tied) + (not tied and patch != "loss")
+            assert len(sharded) == LAYERS * len(per_layer) + vocabulary, (case, sharded)
+            expected = _expected_hf_collectives(family, patch, tied, sp)
+            assert result["collectives"] == expected, (case, result["collectives"])
+
+
+def test_unsupported_models_raise():
+    from blockfuse.distributed import tp_plan
+    from blockfuse.models import TransformerBlock
+    from blockfuse.models.config import BlockConfig
+
+    with pytest.raises(NotImplementedError, match="qk_norm with norm='layer'"):
+        tp_plan(TransformerBlock(BlockConfig(d_model=64, n_heads=4, ffn_hidden=96, qk_norm=True), "fused"))
+    transformers = pytest.importorskip("transformers")
+    config = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=72, num_hidden_layers=1,
+                                             num_attention_heads=2, patch_size=4, image_size=16)
+    with pytest.raises(TypeError, match="Llama and OLMo-2 models, got SiglipVisionModel"):
+        tp_plan(transformers.SiglipVisionModel(config))
