@@ -743,6 +743,194 @@ def test_torch_compile_every_form(backend, dynamic, device):
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
 
 
+# ---------------------------------------------------------------------------------------------
+# Head dims whose rotary half is not a power of two: the pairs in chunks (MAX_LANE_WASTE)
+# ---------------------------------------------------------------------------------------------
+
+# head_dim: a partial rotary_dim whose pairs and pass-through part are chunked too (or a power of two)
+CHUNKED_HEAD_DIMS = {24: 12, 40: 24, 72: 32, 80: 40, 96: 48}
+CHUNKED_FORMS = {
+    "gqa": {},
+    "bshd-to-bhsd": {"out_layout": "bhsd"},
+    "bhsd-to-bshd": {"layout": "bhsd", "out_layout": "bshd", "positions": "ids"},
+    "bhsd": {"layout": "bhsd", "out_layout": "bhsd", "table": "per-token"},
+    "interleaved": {"interleaved": True, "layout": "bhsd", "out_layout": "bshd", "positions": "offset"},
+    "interleaved-full-table": {"interleaved": True, "table": "full", "positions": "ids-1d"},
+    "full-table": {"table": "full-lowp", "positions": "ids-int32"},
+    "qkv-slices": {"source": "qkv", "grad_layout": "transposed", "layout": "bhsd"},
+    "transposed": {"source": "transposed", "interleaved": True, "table": "half-view"},
+    "mqa-seq-1": {"q_heads": 5, "k_heads": 1, "seq": 1, "batch": 4},
+    "partial": {"partial": True, "table": "full", "positions": "ids"},
+    "partial-interleaved": {"partial": True, "interleaved": True, "layout": "bhsd", "out_layout": "bhsd"},
+}
+
+
+def chunked_case(head_dim: int, form: str) -> Case:
+    fields = dict(CHUNKED_FORMS[form])
+    if fields.pop("partial", False):
+        fields.update(rotary_dim=CHUNKED_HEAD_DIMS[head_dim], pass_rotary_dim=True)
+    return Case(**{"batch": 2, "seq": 5, "head_dim": head_dim, **fields})
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", list(CHUNKED_FORMS))
+@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
+def test_chunked_head_dims(head_dim, form, device):
+    """head_dim 24, 40, 72, 80, 96 (12, 20, 36, 40, 48 pairs: chunks of 4, 4, 8, 8, 16) in every form,
+    forward and backward against float64: layouts, conventions, tables, positions, qkv slices and
+    transposed inputs, MQA with one token, partial rotary (chunked pass-through); GQA by default."""
+    case = chunked_case(head_dim, form)
+    import blockfuse.ops.rotary as rotary_module
+
+    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, case.head_dim - case.rot, 1)
+    assert tile[9] > 1 or tile[10] > 1, f"head_dim {head_dim}, rotary_dim {case.rot}: not chunked, tile {tile}"
+    check_case(case, torch.bfloat16, device)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
+def test_chunked_head_dims_dtypes(head_dim, dtype, device):
+    check_case(chunked_case(head_dim, "bhsd-to-bshd"), dtype, device)
+    check_case(chunked_case(head_dim, "partial-interleaved"), dtype, device)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("source", ["contiguous", "qkv"])
+@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
+def test_chunked_head_dims_inplace(head_dim, source, device):
+    """In place, without and with grad (the full and the partial rotary): the out-of-place result
+    (checked above against float64) and its gradients, the pass-through part untouched."""
+    for rotary_dim in (head_dim, CHUNKED_HEAD_DIMS[head_dim]):
+        case = Case(batch=2, seq=5, head_dim=head_dim, rotary_dim=rotary_dim, positions="ids", source=source)
+        q0, k0 = make_qk(case, torch.float32, device)
+        position_ids, _, positions = make_positions(case, device)
+        cos, sin, _ = make_tables(case, torch.float32, device, positions)
+        tables = {"cos": cos, "sin": sin, "position_ids": position_ids}
+        expected = rotary(q0, k0, **tables)
+        q, k = q0.clone(), k0.clone()
+        rotary(q, k, **tables, inplace=True)
+        assert torch.equal(q, expected[0]) and torch.equal(k, expected[1]), rotary_dim
+        dq_out, dk_out = (random_tensor(t.shape, torch.float32, device, seed=3 + i) for i, t in enumerate((q0, k0)))
+
+        def run(inplace):
+            lq, lk = leaves(q0, k0)
+            q_out, k_out = rotary(lq * 1.0, lk * 1.0, **tables, inplace=inplace)
+            torch.autograd.backward([q_out, k_out], [dq_out, dk_out])
+            return [q_out.detach(), k_out.detach(), lq.grad, lk.grad]
+
+        for a, b in zip(run(True), run(False)):
+            assert torch.equal(a, b), rotary_dim
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("case", [Case(positions="ids"), Case(head_dim=80, rotary_dim=40, interleaved=True,
+                                                             layout="bhsd", table="full", pass_rotary_dim=True)],
+                         ids=case_id)
+def test_chunks_equal_one_padded_block(case, monkeypatch, device):
+    """The chunked tiles give the numbers of the single padded block (MAX_LANE_WASTE = 1, what the
+    launcher did before): the same fp32 math on every element, forward and backward."""
+    import blockfuse.ops.rotary as rotary_module
+
+    q, k = make_qk(case, torch.float32, device)
+    position_ids, seq_offset, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, torch.float32, device, positions)
+    grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
+                    for i, h in enumerate((case.q_heads, case.k_heads))]
+    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+
+    def run():
+        lq, lk = leaves(q, k)
+        outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
+        return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+
+    chunked = run()
+    monkeypatch.setattr(rotary_module, "MAX_LANE_WASTE", 1.0)
+    padded = run()
+    tolerance = {} if device == "cpu" else {"rtol": 1e-6, "atol": 1e-6}  # (a GPU may contract differently)
+    for a, b, name in zip(chunked, padded, ["q_out", "k_out", "dq", "dk"]):
+        if tolerance:
+            torch.testing.assert_close(a, b, **tolerance, msg=name)
+        else:
+            assert torch.equal(a, b), name
+
+
+def test_pair_block_rule():
+    """_pair_block: power-of-two blocks whose chunks cover the pairs, at most MAX_LANE_WASTE of the lanes
+    masked off, the widest such block; a power of two is one block, as before the rule."""
+    from blockfuse.ops.rotary import MAX_LANE_WASTE, _pair_block
+
+    assert [_pair_block(n, MAX_LANE_WASTE) for n in (36, 40, 48, 12, 20, 32, 64, 128)] == [
+        (8, 5), (8, 5), (16, 3), (4, 3), (4, 5), (32, 1), (64, 1), (128, 1)]
+    for max_waste in (0.0, MAX_LANE_WASTE, 0.5, 1.0):
+        for pairs in range(1, 300):
+            block, chunks = _pair_block(pairs, max_waste)
+            lanes = block * chunks
+            assert block & (block - 1) == 0 and chunks == -(-pairs // block) and lanes >= pairs
+            assert lanes - pairs <= max_waste * lanes, (pairs, max_waste, block, chunks)
+            wider = 2 * block
+            if wider <= 1 << (pairs - 1).bit_length():  # the next wider block wastes more
+                wider_lanes = wider * -(-pairs // wider)
+                assert wider_lanes - pairs > max_waste * wider_lanes, (pairs, max_waste, block)
+            if max_waste == MAX_LANE_WASTE:
+                assert chunks < 16
+    assert all(_pair_block(n, 1.0) == (1 << (n - 1).bit_length(), 1) for n in range(1, 300))
+
+
+def test_alignment_hint():
+    """ALIGN, the alignment the kernel asserts on token and head offsets, divides every stride of a dim
+    longer than 1 (a wrong one would make a GPU's vector loads misaligned: wrong numbers or a fault)."""
+    from blockfuse.ops.rotary import _alignment
+
+    assert _alignment(2, [(4, 4096 * 72), (4096, 72), (32, 4096 * 72 * 4)]) == 8  # bhsd, head_dim 72, bf16
+    assert _alignment(4, [(4, 4096 * 72), (4096, 72), (32, 4096 * 72 * 4)]) == 4  # fp32: 16 bytes
+    assert _alignment(2, [(4, 4096 * 128), (4096, 128), (32, 128)]) == 1  # multiples of 16: Triton knows
+    assert _alignment(2, [(1, 3), (7, 72), (6, 36)]) == 4  # a dim of size 1: its stride never counts
+    assert _alignment(2, [(2, 0), (7, 24)]) == 8  # an expanded dim (stride 0)
+    assert _alignment(2, [(3, 7 * 10 * 72 + 1), (7, 72)]) == 1
+    generator = make_generator(5)
+    for _ in range(200):
+        dims = [(int(n), int(s)) for n, s in zip(torch.randint(1, 4, (4,), generator=generator),
+                                                  torch.randint(0, 300, (4,), generator=generator))]
+        for itemsize in (2, 4):
+            align = _alignment(itemsize, dims)
+            assert align & (align - 1) == 0 and align * itemsize <= 16
+            assert all(stride % align == 0 for size, stride in dims if size != 1), (dims, align)
+            if align == 1 and any(stride % 16 for size, stride in dims if size != 1):
+                assert any(stride % 2 for size, stride in dims if size != 1), (dims, align)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_torch_compile_dynamic_chunked(device):
+    """Symbolic sizes and strides (torch.compile, dynamic=True) at head_dim 24: the launcher's alignment
+    of a stride like 24 * s0 costs no guard; one graph for two sequence lengths, eager's numbers."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    angles = random_tensor((16, 12), torch.float32, seed=3)
+    cos, sin = angles.cos().to(device), angles.sin().to(device)
+
+    def block(q, k):
+        q_out, k_out = rotary(q, k, cos, sin, layout="bhsd", out_layout="bshd")
+        return q_out * 2 + k_out.sum(2, keepdim=True)
+
+    def run(fn, seq, seed):
+        q = random_tensor((2, 3, seq, 24), torch.float32, device, seed=seed)  # (batch, heads, seq, head_dim)
+        k = random_tensor((2, 1, seq, 24), torch.float32, device, seed=seed + 1)
+        (lq, lk) = leaves(q, k)
+        out = fn(lq, lk)
+        return [out.detach()] + grads(out, [lq, lk], random_tensor(out.shape, torch.float32, device, seed=seed + 2))
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(block, backend="aot_eager", dynamic=True, fullgraph=True)
+    for seq, seed in ((5, 1), (7, 4)):  # (token counts in one range of the tile rule: no range guard fails)
+        for a, b in zip(run(compiled, seq, seed), run(block, seq, seed)):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    torch._dynamo.reset()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("interleaved", [False, True], ids=["rotate-half", "interleaved"])
 def test_cuda_runs_the_triton_kernel(interleaved):

@@ -21,6 +21,7 @@ Math in fp32, outputs in the input dtype. The file reads top to bottom: kernels;
 from __future__ import annotations
 
 import functools
+import math
 
 from typing import Optional, Sequence
 
@@ -44,6 +45,15 @@ LAYOUTS = ("bshd", "bhsd")
 TILE_ELEMENTS = 1024
 ELEMENTS_PER_WARP = 256
 MAX_WARPS = 8
+# NOTE: the pair axis of a tile is a power of two. One block of next_power_of_2(rotary_dim / 2)
+# pairs leaves 44%, 37% and 25% of its lanes masked off at head_dim 72, 80 and 96 (36, 40 and 48
+# pairs in 64 lanes), and a program step moves that much less memory (H200, [4, 4096] bf16: 0.57-0.66
+# of copy at head_dim 72 against 0.90-0.95 at 64). Rule (_pair_block): the widest power-of-two block
+# whose chunks cover the pairs with at most MAX_LANE_WASTE of their lanes masked off; the kernel rotates
+# the pairs in `chunks` steps of `block` (36 -> 5 x 8, 40 -> 5 x 8, 48 -> 3 x 16, 12 -> 3 x 4). A power
+# of two is one block, as before; the pass-through part of a partial rotary is tiled by the same rule.
+# benchmarks/rotary_head_dims.py times it against the single padded block (MAX_LANE_WASTE = 1).
+MAX_LANE_WASTE = 0.125
 # Grid shapes (benchmarks/rotary_tiles.py sweeps them): SPLIT_HEADS gives each program one head
 # block of q or k (no loop over heads) once tokens alone fill the GPU; TOKENS_FIRST makes a "bhsd"
 # input's tiles span consecutive tokens of one head, which are adjacent in memory.
@@ -58,56 +68,126 @@ TOKENS_FIRST = False
 # NOTE: the rotary dim R and head dim D are compile-time constants (a model has one or two):
 # the compiler then knows the alignment of the second half (x[R/2:]) and drops the masks
 # of full tiles, so every load and store is vectorized.
+# NOTE: Triton knows of an int argument only whether it is a multiple of 16. At head_dim 72 the
+# token stride is 72 (or 72 x heads), so every load and store of q and k was a 2-byte one (sm_90
+# SASS: LDG.E.U16, against LDG.E.64 at head_dim 80). The launcher passes ALIGN, the largest power
+# of two (up to 16 bytes' worth) that divides every token and head stride, and the kernel asserts it
+# on the token and head offsets (TABLE_ALIGN likewise for the cos / sin rows); 1 (no hint) where
+# Triton knows already.
+
+
+@triton.jit
+def _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, first: tl.constexpr, stride_cos_c,
+                 stride_sin_c, R: tl.constexpr, BACKWARD: tl.constexpr, CHUNKS: tl.constexpr, BLOCK_P: tl.constexpr):
+    """cos and sin of pairs ``first`` .. ``first + BLOCK_P`` for a tile's tokens: (BLOCK_T, 1, BLOCK_P)
+    fp32, NaN for a token whose position is outside the table, sin negated in the backward.
+
+    ``cos_token``, ``sin_token``: (BLOCK_T,) offsets of the tokens' table rows; ``table_mask``: (BLOCK_T,)
+    tokens to read. Pairs past R / 2 are masked off in one block (CHUNKS == 1) and in the last chunk."""
+    p = first + tl.arange(0, BLOCK_P)
+    if CHUNKS == 1:
+        mask = table_mask[:, None] & (p < R // 2)[None, :]
+    elif first + BLOCK_P > R // 2:
+        mask = table_mask[:, None] & (p < R // 2)[None, :]
+    else:
+        mask = tl.broadcast_to(table_mask[:, None], (table_mask.shape[0], BLOCK_P))
+    cos = tl.load(COS + cos_token[:, None] + p[None, :] * stride_cos_c, mask=mask, other=0.0).to(tl.float32)
+    sin = tl.load(SIN + sin_token[:, None] + p[None, :] * stride_sin_c, mask=mask, other=0.0).to(tl.float32)
+    cos = tl.where(in_table[:, None], cos, float("nan"))
+    sin = tl.where(in_table[:, None], sin, float("nan"))
+    if BACKWARD:
+        sin = -sin  # the transpose of a rotation is the rotation by the negative angle
+    return cos[:, None, :], sin[:, None, :]
 
 
 @triton.jit
 def _rotate_heads(
-    X, Y, cos, sin, b, s, token_mask, first_block, block_step,
+    X, Y, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c, stride_sin_c,
+    b, s, token_mask, first_block, block_step,
     H, stride_xb, stride_xs, stride_xh, stride_xd, stride_yb, stride_ys, stride_yh, stride_yd,
-    R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
-    BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr,
+    R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BACKWARD: tl.constexpr,
+    ALIGN: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, CHUNKS: tl.constexpr,
+    BLOCK_PASS: tl.constexpr, PASS_CHUNKS: tl.constexpr,
 ):
     """Rotates the H heads of one tensor for a tile of tokens, BLOCK_H heads a step.
 
-    ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens; ``b``,
-    ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
+    ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens when the pairs are
+    one block (CHUNKS == 1); else None, and each chunk of BLOCK_P pairs reads its part of the table
+    (``COS`` / ``SIN`` at ``cos_token`` / ``sin_token``, see :func:`_table_chunk`; L1 hits after the
+    first head block). ``b``, ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
     """
     half = R // 2
     p = tl.arange(0, BLOCK_P)
-    x_token = (b * stride_xb + s * stride_xs)[:, None]  # (BLOCK_T, 1)
-    y_token = (b * stride_yb + s * stride_ys)[:, None]
+    x_token = b * stride_xb + s * stride_xs  # (BLOCK_T,)
+    y_token = b * stride_yb + s * stride_ys
+    if ALIGN > 1:
+        x_token = tl.multiple_of(x_token, ALIGN)
+        y_token = tl.multiple_of(y_token, ALIGN)
+    x_token = x_token[:, None]  # (BLOCK_T, 1)
+    y_token = y_token[:, None]
     # the heads of this program: head blocks first_block, first_block + block_step, ...
     for h0 in range(first_block * BLOCK_H, H, block_step * BLOCK_H):
         h = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
         th_mask = token_mask[:, None] & (h < H)[None, :]  # (BLOCK_T, BLOCK_H)
-        x_head = (x_token + h[None, :] * stride_xh)[:, :, None]  # (BLOCK_T, BLOCK_H, 1)
-        y_head = (y_token + h[None, :] * stride_yh)[:, :, None]
-        if INTERLEAVED:
-            # NOTE: one contiguous load of the rotary part, split into even / odd elements
-            # in registers, rather than two stride-2 loads that cannot be vectorized.
-            c = tl.arange(0, 2 * BLOCK_P)
-            mask = th_mask[:, :, None] & (c < R)[None, None, :]
-            x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
-            y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
-            tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
-        else:
-            mask = th_mask[:, :, None] & (p < half)[None, None, :]
-            first = p[None, None, :]
-            second = (p + half)[None, None, :]
-            x1 = tl.load(X + x_head + first * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            x2 = tl.load(X + x_head + second * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
-            tl.store(Y + y_head + first * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
-            tl.store(Y + y_head + second * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
+        x_h = h * stride_xh
+        y_h = h * stride_yh
+        if ALIGN > 1:
+            x_h = tl.multiple_of(x_h, ALIGN)
+            y_h = tl.multiple_of(y_h, ALIGN)
+        x_head = (x_token + x_h[None, :])[:, :, None]  # (BLOCK_T, BLOCK_H, 1)
+        y_head = (y_token + y_h[None, :])[:, :, None]
+        # NOTE: the chunks of one head block run back to back, so the rest of a row's sectors that a
+        # chunk fetched are still in L1 for the next; only a chunk reaching past the pairs is masked.
+        for chunk in tl.static_range(CHUNKS):
+            first = chunk * BLOCK_P  # the chunk's first pair
+            if CHUNKS == 1:
+                cos_c = cos
+                sin_c = sin
+            else:
+                cos_c, sin_c = _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, first,
+                                            stride_cos_c, stride_sin_c, R, BACKWARD, CHUNKS, BLOCK_P)
+            if INTERLEAVED:
+                # NOTE: one contiguous load of the rotary part, split into even / odd elements
+                # in registers, rather than two stride-2 loads that cannot be vectorized.
+                c = 2 * first + tl.arange(0, 2 * BLOCK_P)
+                if CHUNKS == 1:
+                    mask = th_mask[:, :, None] & (c < R)[None, None, :]
+                elif first + BLOCK_P > half:
+                    mask = th_mask[:, :, None] & (c < R)[None, None, :]
+                else:
+                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+                x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
+                x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
+                y1 = x1 * cos_c - x2 * sin_c
+                y2 = x2 * cos_c + x1 * sin_c
+                y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+                tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
+            else:
+                if CHUNKS == 1:
+                    mask = th_mask[:, :, None] & (first + p < half)[None, None, :]
+                elif first + BLOCK_P > half:
+                    mask = th_mask[:, :, None] & (first + p < half)[None, None, :]
+                else:
+                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, BLOCK_P))
+                first_half = (first + p)[None, None, :]
+                second_half = (first + p + half)[None, None, :]
+                x1 = tl.load(X + x_head + first_half * stride_xd, mask=mask, other=0.0).to(tl.float32)
+                x2 = tl.load(X + x_head + second_half * stride_xd, mask=mask, other=0.0).to(tl.float32)
+                y1 = x1 * cos_c - x2 * sin_c
+                y2 = x2 * cos_c + x1 * sin_c
+                tl.store(Y + y_head + first_half * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
+                tl.store(Y + y_head + second_half * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
         if COPY_PASS:
-            c = R + tl.arange(0, BLOCK_PASS)
-            mask = th_mask[:, :, None] & (c < D)[None, None, :]
-            rest = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
-            tl.store(Y + y_head + c[None, None, :] * stride_yd, rest.to(Y.dtype.element_ty), mask=mask)
+            for chunk in tl.static_range(PASS_CHUNKS):
+                c = R + chunk * BLOCK_PASS + tl.arange(0, BLOCK_PASS)
+                if PASS_CHUNKS == 1:
+                    mask = th_mask[:, :, None] & (c < D)[None, None, :]
+                elif (chunk + 1) * BLOCK_PASS > D - R:
+                    mask = th_mask[:, :, None] & (c < D)[None, None, :]
+                else:
+                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, BLOCK_PASS))
+                rest = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
+                tl.store(Y + y_head + c[None, None, :] * stride_yd, rest.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -135,11 +215,15 @@ def _rotary_kernel(
     COPY_PASS: tl.constexpr,
     QK_TOGETHER: tl.constexpr,  # one program rotates its heads of both tensors (else: separate programs)
     WIDE_TOKENS: tl.constexpr,  # token indices need int64 (2**31 - BLOCK_T tokens or more)
+    ALIGN: tl.constexpr,  # a power of two dividing every batch, seq and head stride of X1, Y1, X2, Y2 (1: no hint)
+    TABLE_ALIGN: tl.constexpr,  # the same for the batch and row strides of COS and SIN
     BLOCK_T: tl.constexpr,
     BLOCK_H1: tl.constexpr,
     BLOCK_H2: tl.constexpr,
-    BLOCK_P: tl.constexpr,
-    BLOCK_PASS: tl.constexpr,
+    BLOCK_P: tl.constexpr,  # pairs a chunk
+    CHUNKS: tl.constexpr,  # chunks of BLOCK_P pairs that cover R / 2
+    BLOCK_PASS: tl.constexpr,  # pass-through elements a chunk
+    PASS_CHUNKS: tl.constexpr,  # chunks of BLOCK_PASS that cover D - R
 ):
     # NOTE: one program owns a tile of tokens and walks every head of both tensors, so the
     # cos / sin rows of its tokens are read once and reused for all q and k heads.
@@ -160,18 +244,18 @@ def _rotary_kernel(
     # NOTE: positions from position_ids are not checked on the host (that needs a device
     # sync); one outside the table reads nothing and makes its token's rotated part NaN.
     in_table = (row >= 0) & (row < table_rows)
-    p = tl.arange(0, BLOCK_P)
-    table_mask = (token_mask & in_table)[:, None] & (p < R // 2)[None, :]
-    cos = tl.load(COS + (b * stride_cos_b + row * stride_cos_r)[:, None] + p[None, :] * stride_cos_c,
-                  mask=table_mask, other=0.0).to(tl.float32)
-    sin = tl.load(SIN + (b * stride_sin_b + row * stride_sin_r)[:, None] + p[None, :] * stride_sin_c,
-                  mask=table_mask, other=0.0).to(tl.float32)
-    cos = tl.where(in_table[:, None], cos, float("nan"))
-    sin = tl.where(in_table[:, None], sin, float("nan"))
-    if BACKWARD:
-        sin = -sin  # the transpose of a rotation is the rotation by the negative angle
-    cos = cos[:, None, :]
-    sin = sin[:, None, :]
+    table_mask = token_mask & in_table
+    cos_token = b * stride_cos_b + row * stride_cos_r  # (BLOCK_T,)
+    sin_token = b * stride_sin_b + row * stride_sin_r
+    if TABLE_ALIGN > 1:
+        cos_token = tl.multiple_of(cos_token, TABLE_ALIGN)
+        sin_token = tl.multiple_of(sin_token, TABLE_ALIGN)
+    if CHUNKS == 1:
+        cos, sin = _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, 0, stride_cos_c, stride_sin_c,
+                                R, BACKWARD, CHUNKS, BLOCK_P)
+    else:  # each chunk reads its own part of the table
+        cos = None
+        sin = None
     # NOTE: short inputs put q and k in different programs (the first splits1 programs of
     # axis 1 take q), so a program's loads are one latency deep rather than two in a row
     # (128 tokens: 3.4 -> 2.9 us on an H200, benchmarks/rotary_tiles.py); long ones keep both in
@@ -179,17 +263,23 @@ def _rotary_kernel(
     # heads: 0.87 of copy in separate programs against 0.91-0.94 in one, in separate runs).
     split = tl.program_id(1)
     if split < splits1:
-        _rotate_heads(X1, Y1, cos, sin, b, s, token_mask, split, splits1, H1,
+        _rotate_heads(X1, Y1, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
+                      stride_sin_c, b, s, token_mask, split, splits1, H1,
                       stride_x1b, stride_x1s, stride_x1h, stride_x1d, stride_y1b, stride_y1s, stride_y1h, stride_y1d,
-                      R, D, INTERLEAVED, COPY_PASS, BLOCK_T, BLOCK_H1, BLOCK_P, BLOCK_PASS)
+                      R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H1, BLOCK_P, CHUNKS, BLOCK_PASS,
+                      PASS_CHUNKS)
         if QK_TOGETHER:
-            _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split, splits1, H2,
+            _rotate_heads(X2, Y2, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
+                          stride_sin_c, b, s, token_mask, split, splits1, H2,
                           stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h,
-                          stride_y2d, R, D, INTERLEAVED, COPY_PASS, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
+                          stride_y2d, R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P,
+                          CHUNKS, BLOCK_PASS, PASS_CHUNKS)
     else:
-        _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H2,
+        _rotate_heads(X2, Y2, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
+                      stride_sin_c, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H2,
                       stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h, stride_y2d,
-                      R, D, INTERLEAVED, COPY_PASS, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
+                      R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, CHUNKS, BLOCK_PASS,
+                      PASS_CHUNKS)
 
 
 # ----------------------------------------------------------------------------------------
@@ -232,23 +322,44 @@ def _power_of_2_below(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
+def _pair_block(pairs: int, max_waste: float) -> tuple[int, int]:
+    """(block, chunks): the widest power-of-two block whose ``chunks = cdiv(pairs, block)`` steps cover
+    ``pairs`` with at most ``max_waste`` of their lanes masked off (see MAX_LANE_WASTE). A block that
+    divides ``pairs`` wastes none, so there is always one; fewer than 16 chunks (a block with 8 or more
+    chunks wastes less than 1/8)."""
+    block = next_power_of_2(pairs)
+    while block > 1 and cdiv(pairs, block) * block - pairs > max_waste * cdiv(pairs, block) * block:
+        block //= 2
+    return block, cdiv(pairs, block)
+
+
 def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int,
-          tokens_first: bool = False):
-    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps).
+          tokens_first: bool = False, constants: Optional[tuple] = None):
+    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps, CHUNKS,
+    PASS_CHUNKS).
 
     ``tokens_first``: consecutive tokens of one head are adjacent in memory ("bhsd"), so a tile
     spans tokens before heads. splits1 / splits2: programs along the grid's second axis that rotate
-    the first / second tensor (qk_together: both in the same programs, splits2 then 0)."""
-    block_p = next_power_of_2(rotary_dim // 2)
-    width = 2 * block_p + (next_power_of_2(pass_dim) if pass_dim else 0)
-    heads_cap = _power_of_2_below(max(1, TILE_ELEMENTS // width))  # block shapes are powers of 2
+    the first / second tensor (qk_together: both in the same programs, splits2 then 0). ``constants``:
+    (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS, MAX_LANE_WASTE), the module's when None (the
+    launcher passes them, so that the cached rule follows a sweep that sets them)."""
+    tile_elements, per_warp, split_heads, max_waste = constants or (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS,
+                                                                    MAX_LANE_WASTE)
+    block_p, chunks = _pair_block(rotary_dim // 2, max_waste)
+    block_pass, pass_chunks = _pair_block(pass_dim, max_waste) if pass_dim else (1, 1)
+    width = 2 * block_p + (block_pass if pass_dim else 0)
+    # NOTE: chunked pairs keep the head block of the padded tile (the heads that one block of
+    # next_power_of_2 pairs would give), so q's and k's head blocks stay equal as they are at
+    # head_dim 128 (GQA's k is not a quarter-size tile, one element a thread), and take more tokens.
+    padded = 2 * next_power_of_2(rotary_dim // 2) + (next_power_of_2(pass_dim) if pass_dim else 0)
+    heads_cap = _power_of_2_below(max(1, tile_elements // padded))  # block shapes are powers of 2
     if tokens_first:
         heads_cap = 1
     block_h1 = min(next_power_of_2(heads1), heads_cap)
     block_h2 = min(next_power_of_2(max(heads2, 1)), heads_cap)
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
     # moves about TILE_ELEMENTS a step.
-    block_t = _power_of_2_below(max(1, TILE_ELEMENTS // (max(block_h1, block_h2) * width)))
+    block_t = _power_of_2_below(max(1, tile_elements // (max(block_h1, block_h2) * width)))
     # min(block_t, next_power_of_2(num_tokens)) in comparisons only: under torch.compile the token
     # count may be symbolic, and a comparison is a range guard (no recompile per sequence length).
     while block_t > 1 and block_t // 2 >= num_tokens:
@@ -265,8 +376,13 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
         head_splits *= 2
     token_blocks = cdiv(num_tokens, block_t)
     filled = bool(token_blocks >= min_programs)  # a Python bool also for a symbolic token count
-    qk_together = heads2 == 0 or (filled and not SPLIT_HEADS)
-    if SPLIT_HEADS and filled:
+    # NOTE: a chunked tile holds the padded tile's heads and more tokens (8 x at head_dim 72 and 80):
+    # walking every head, a program would do 8 x the work, and [4, 4096, 32, 72] would be 2048
+    # programs, about one wave of the 12 that fit a multiprocessor (its last part on a part-empty GPU).
+    # One head block a program keeps a program's work that of the padded tile (16384 programs).
+    split_heads = split_heads or chunks > 1 or pass_chunks > 1
+    qk_together = heads2 == 0 or (filled and not split_heads)
+    if split_heads and filled:
         # one head block a program: no loop, as an elementwise kernel
         splits1, splits2 = cdiv(heads1, block_h1), cdiv(heads2, block_h2)
     else:
@@ -274,12 +390,63 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
     if qk_together:
         splits2 = 0
     elements = block_t * max(block_h1, block_h2) * width
-    num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // ELEMENTS_PER_WARP)))
-    block_pass = next_power_of_2(pass_dim) if pass_dim else 1
-    return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
+    num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // per_warp)))
+    return (block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps, chunks,
+            pass_chunks)
 
 
 _cached_tile = functools.lru_cache(maxsize=4096)(_tile)  # the tile rule on plain ints (eager calls)
+
+
+def _alignment(itemsize: int, sizes_and_strides) -> int:
+    """The largest power of two, at most 16 bytes' worth of elements, dividing every stride of
+    ``sizes_and_strides`` ((size, stride) pairs) whose size is not 1 (an index that is always 0); 1, no
+    hint, where every one is a multiple of 16 (Triton specializes on that itself).
+
+    Symbolic strides (torch.compile with dynamic shapes) count for what is known of them without a
+    guard: a contiguous (batch, heads, seq, 72) tensor's head stride ``72 * s0`` is a multiple of 8."""
+    strides = [stride for size, stride in sizes_and_strides if not _is_one(size)]
+    cap = max(1, 16 // itemsize)
+    if all(stride.__class__ is int for stride in strides):
+        known = math.gcd(*strides)  # 0: no stride (every index 0)
+        return 1 if known % 16 == 0 else min(known & -known, cap)
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    def divides(n):
+        return all(statically_known_true(stride % n == 0) for stride in strides)
+
+    if divides(16):
+        return 1
+    align = cap
+    while align > 1 and not divides(align):
+        align //= 2
+    return align
+
+
+def _alignments(itemsize: int, sizes: tuple, strides: tuple, table_itemsize: int, table_sizes: tuple,
+                table_strides: tuple) -> tuple[int, int]:
+    """(ALIGN, TABLE_ALIGN) of a launch. ``sizes``: (batch, seq, heads1, heads2); ``strides``: the (batch,
+    seq, head, dim) strides of X1, Y1, X2, Y2; ``table_sizes``: (batch or 1, rows); ``table_strides``: the
+    (batch, row, column) strides of COS and SIN (see :func:`_table_strides`)."""
+    b, s, h1, h2 = sizes
+    heads = (h1, h1, h2, h2)
+    align = _alignment(itemsize, [pair for tensor_strides, h in zip(strides, heads)
+                                  for pair in zip((b, s, h), tensor_strides[:3])])
+    table_align = _alignment(table_itemsize, [pair for table in table_strides
+                                              for pair in zip(table_sizes, table[:2])])
+    return align, table_align
+
+
+_cached_alignments = functools.lru_cache(maxsize=4096)(_alignments)  # (plain ints: eager calls)
+
+
+def _is_one(size) -> bool:
+    """``size == 1``, without a guard for a symbolic size (Dynamo specializes sizes 0 and 1)."""
+    if size.__class__ is int:
+        return size == 1
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return statically_known_true(size == 1)
 
 
 def _min_programs(device: torch.device) -> int:
@@ -312,8 +479,9 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     # a head's consecutive tokens adjacent in memory (bhsd): tiles span tokens first
     tokens_first = TOKENS_FIRST and x1_strides[2] > x1_strides[1]
     tile = _cached_tile if num_tokens.__class__ is int else _tile  # a symbolic token count: no cache
-    block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = tile(
-        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first))
+    (block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps, chunks,
+     pass_chunks) = tile(num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first),
+                         (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS, MAX_LANE_WASTE))
     if position_ids is None:
         pos_strides = (0, 0)
     elif position_ids.dim() == 1:
@@ -321,18 +489,27 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     else:
         pos_strides = (position_ids.stride(0) if position_ids.shape[0] > 1 else 0, position_ids.stride(1))
     table_rows = cos.shape[0] if cos.dim() == 2 else cos.shape[1]
+    cos_strides = _table_strides(cos, rotary_dim, interleaved)
+    sin_strides = _table_strides(sin, rotary_dim, interleaved)
+    key = (pairs[0][0].dtype.itemsize, (b, s, h1, h2), (x1_strides, y1_strides, x2_strides, y2_strides),
+           cos.dtype.itemsize, (cos.shape[0] if cos.dim() == 3 else 1, table_rows), (cos_strides, sin_strides))
+    try:
+        align, table_align = _cached_alignments(*key)
+    except TypeError:  # symbolic sizes or strides (unhashable): no cache
+        align, table_align = _alignments(*key)
     _kernel(
         (cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
         *x1_strides, *y1_strides, *x2_strides, *y2_strides,
-        *_table_strides(cos, rotary_dim, interleaved), *_table_strides(sin, rotary_dim, interleaved),
+        *cos_strides, *sin_strides,
         *pos_strides,
         num_tokens, s, h1, h2, seq_offset, table_rows, splits1,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
         COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
+        ALIGN=align, TABLE_ALIGN=table_align,
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
-        BLOCK_P=block_p,
-        BLOCK_PASS=block_pass, num_warps=num_warps,
+        BLOCK_P=block_p, CHUNKS=chunks,
+        BLOCK_PASS=block_pass, PASS_CHUNKS=pass_chunks, num_warps=num_warps,
     )
 
 

@@ -1,0 +1,190 @@
+"""RoPE at head dims whose rotary half is not a power of two: the tile rule of ops/rotary.py (the pairs in
+chunks with at most MAX_LANE_WASTE of the lanes masked off, alignment hints on the row offsets) against the
+single padded block it replaced and against torch.compile's RoPE, forward and forward+backward, at head_dim
+{64, 72, 80, 96, 128, 256} x (heads, kv heads) {(32, 32), (32, 8), (16, 4)} at [batch 4, seq 4096]: bf16,
+"bhsd", Hugging Face's per-token tables, as ``blockfuse bench ops --sweep`` runs the op.
+
+Variants (``--variants``, default old,new,compile):
+* ``old``: the launcher before the rule: one block of next_power_of_2(rotary_dim / 2) pairs
+  (MAX_LANE_WASTE = 1) and no alignment hints (``_cached_alignments`` -> (1, 1));
+* ``hints``: one padded block, with the alignment hints (what the hints alone give);
+* ``exact``: chunks that divide the pairs (MAX_LANE_WASTE = 0: 36 pairs -> 9 x 4), with the hints;
+* ``new``: the rule as shipped;
+* ``compile``: ``torch.compile(rotary_ref)``, a fresh static-shape compile per shape (the sweep's baseline).
+
+Each figure: kernel time from CUDA-graph replays with the L2 flushed (``blockfuse.bench.timing``), and the
+fraction of a device copy of the same bytes timed in the same run (do_bench, as the sweep times its copy).
+Every variant's outputs and input gradients are checked against the fp32 reference (``rotary_ref`` on fp32
+copies of q, k and the incoming gradients): each element within one bf16 ulp. For power-of-two head dims
+``old`` and ``new`` launch the same kernel (the rule picks the same tiles; no hint where Triton knows).
+
+Run on the GPU (budget: under 90 s on an H200, most of it the 18 static torch.compile builds; the run prints
+its time; ``--variants old,new`` skips torch.compile):
+    PYTHONPATH=src python3 benchmarks/rotary_head_dims.py --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import time
+from pathlib import Path
+
+import _sweep
+import torch
+
+from blockfuse.bench.rotary import rotary_bytes, tables
+from blockfuse.bench.timing import l2_flush, time_cuda, time_cuda_graph
+from blockfuse.ops import rotary as rotary_module
+from blockfuse.ops.launch import sm_count
+from blockfuse.ops.rotary import rotary, rotary_ref
+
+HEAD_DIMS = (64, 72, 80, 96, 128, 256)
+HEADS = ((32, 32), (32, 8), (16, 4))
+BATCH, SEQ = 4, 4096
+DEVICE = "cuda"
+# variant -> the module attributes it sets while it runs (None: torch.compile)
+VARIANTS = {
+    "old": {"MAX_LANE_WASTE": 1.0, "_cached_alignments": lambda *key: (1, 1)},
+    "hints": {"MAX_LANE_WASTE": 1.0},
+    "exact": {"MAX_LANE_WASTE": 0.0},
+    "new": {},
+    "compile": None,
+}
+
+
+def reference_bhsd(q, k, cos, sin):
+    return rotary_ref(q, k, cos, sin, layout="bhsd")
+
+
+def blockfuse_bhsd(q, k, cos, sin):
+    return rotary(q, k, cos, sin, layout="bhsd")
+
+
+def copy_ms(nbytes: int) -> float:
+    """A device copy that moves ``nbytes`` (half read, half written), timed as the sweep times its copy."""
+    source = torch.empty(nbytes // 2, dtype=torch.uint8, device=DEVICE)
+    target = torch.empty_like(source)
+    return time_cuda(lambda: target.copy_(source), warmup_ms=5, rep_ms=30).median
+
+
+def forward_backward(fn, q, k, dq, dk):
+    """(q_out, k_out, dq, dk) of ``fn`` on leaves that require grad."""
+    lq, lk = q.detach().requires_grad_(), k.detach().requires_grad_()
+    outs = fn(lq, lk)
+    return (*[o.detach() for o in outs], *torch.autograd.grad(outs, (lq, lk), (dq, dk)))
+
+
+def ulp_errors(results, expected) -> int:
+    """Elements farther than one bf16 ulp (2**-7 relative) from the fp32 reference, over every tensor."""
+    return sum(int(((r.float() - e).abs() > 2**-7 * e.abs() + 1e-30).sum()) for r, e in zip(results, expected))
+
+
+def time_variant(fn, q, k, dq, dk, flush) -> tuple[float, float]:
+    """Median ms of the forward and of the forward+backward (CUDA-graph replays, L2 flushed in the graph).
+
+    NOTE: the forward is timed on inputs that require grad, without the backward: for blockfuse the same
+    kernel as under no_grad, and for torch.compile the training graph's forward, so that one compile per
+    shape serves both figures (no second, inference-only graph)."""
+    lq, lk = q.detach().requires_grad_(), k.detach().requires_grad_()
+
+    def forward():
+        flush()
+        fn(lq, lk)
+
+    def forward_backward_():
+        flush()
+        torch.autograd.grad(fn(lq, lk), (lq, lk), (dq, dk))
+
+    return time_cuda_graph(forward, flush).median, time_cuda_graph(forward_backward_, flush).median
+
+
+def tile_of(shape, cos) -> str:
+    """BLOCK_P x CHUNKS and ALIGN that the launcher picks under the current settings (q, k contiguous "bhsd")."""
+    batch, seq, hq, hk, d = shape
+    constants = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
+                 rotary_module.MAX_LANE_WASTE)
+    tile = rotary_module._tile(batch * seq, hq, hk, d, 0, sm_count(torch.device(DEVICE)), False, constants)
+    q_strides, k_strides = (hq * seq * d, d, seq * d, 1), (hk * seq * d, d, seq * d, 1)  # (batch, seq, head, dim)
+    table = rotary_module._table_strides(cos, d, False)
+    align, _ = rotary_module._cached_alignments(2, (batch, seq, hq, hk), (q_strides, q_strides, k_strides, k_strides),
+                                                cos.dtype.itemsize, (1, seq), (table, table))
+    return f"{tile[3]}x{tile[9]} a{align}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)))
+    parser.add_argument("--heads", default=",".join(f"{h}:{k}" for h, k in HEADS), help="q:kv pairs")
+    parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--seq", type=int, default=SEQ)
+    parser.add_argument("--variants", default="old,new,compile", help=f"from {','.join(VARIANTS)}")
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    head_dims = [int(d) for d in args.head_dims.split(",")]
+    heads = [tuple(int(n) for n in pair.split(":")) for pair in args.heads.split(",")]
+    began = time.perf_counter()
+    flush = l2_flush()
+    results = _sweep.header()
+    results.update(batch=args.batch, seq=args.seq, dtype="bf16", layout="bhsd", table="per-token (1, seq, head_dim)")
+    compiled = torch.compile(reference_bhsd)
+    print(f"{'head_dim':>8} {'heads':>6} {'variant':>8} {'tile':>9} {'fwd us':>8} {'of copy':>7} {'f+b us':>8} "
+          f"{'of copy':>7} {'vs compile':>10} {'ulp errs':>8}", flush=True)
+    for d, (hq, hk) in itertools.product(head_dims, heads):
+        shape = (args.batch, args.seq, hq, hk, d)
+        torch.manual_seed(0)
+        q = torch.randn((args.batch, hq, args.seq, d), dtype=torch.bfloat16, device=DEVICE)  # (b, h, s, d)
+        k = torch.randn((args.batch, hk, args.seq, d), dtype=torch.bfloat16, device=DEVICE)
+        dq, dk = torch.randn_like(q), torch.randn_like(k)
+        cos, sin = tables(args.seq, d, torch.bfloat16, q.device)  # (1, seq, head_dim)
+        expected = forward_backward(functools.partial(reference_bhsd, cos=cos, sin=sin), q.float(), k.float(),
+                                    dq.float(), dk.float())
+        fwd_bytes, bwd_bytes = rotary_bytes(shape, 2)
+        copy_fwd, copy_fwdbwd = copy_ms(fwd_bytes), copy_ms(fwd_bytes + bwd_bytes)
+        torch.compiler.reset()  # NOTE: a fresh, static-shape compile per shape, as the op benchmark's runner does
+        rows = {}
+        for variant in variants:
+            settings = VARIANTS[variant]
+            fn = functools.partial(compiled if settings is None else blockfuse_bhsd, cos=cos, sin=sin)
+            with _sweep.constants(rotary_module, **(settings or {})):
+                tile = "-" if settings is None else tile_of(shape, cos)
+                errors = ulp_errors(forward_backward(fn, q, k, dq, dk), expected)
+                fwd_ms, fwdbwd_ms = time_variant(fn, q, k, dq, dk, flush)
+            rows[variant] = {"shape": list(shape), "variant": variant, "tile": tile, "fwd_us": 1e3 * fwd_ms,
+                             "fwdbwd_us": 1e3 * fwdbwd_ms, "fwd_of_copy": copy_fwd / fwd_ms,
+                             "fwdbwd_of_copy": copy_fwdbwd / fwdbwd_ms, "ulp_errors": errors,
+                             "copy_fwd_us": 1e3 * copy_fwd, "copy_fwdbwd_us": 1e3 * copy_fwdbwd}
+        for variant, row in rows.items():
+            if "compile" in rows:
+                row["vs_compile_fwdbwd"] = rows["compile"]["fwdbwd_us"] / row["fwdbwd_us"]
+                row["vs_compile_fwd"] = rows["compile"]["fwd_us"] / row["fwd_us"]
+            results["rows"].append(row)
+            ratio = f"{row['vs_compile_fwdbwd']:.2f}x" if "vs_compile_fwdbwd" in row else "-"
+            print(f"{d:>8} {hq:>3}/{hk:<2} {variant:>8} {row['tile']:>9} {row['fwd_us']:>8.1f} "
+                  f"{row['fwd_of_copy']:>7.2f} {row['fwdbwd_us']:>8.1f} {row['fwdbwd_of_copy']:>7.2f} {ratio:>10} "
+                  f"{row['ulp_errors']:>8}", flush=True)
+        del q, k, dq, dk, expected
+        torch.cuda.empty_cache()
+    rows = [r for r in results["rows"] if r["variant"] == "new"]
+    if rows:
+        worst = {key: min(r[key] for r in rows if key in r) for key in ("fwd_of_copy", "fwdbwd_of_copy",
+                                                                        "vs_compile_fwdbwd") if key in rows[0]}
+        results["worst_new"] = worst
+        print("new, worst cell:", {key: round(value, 3) for key, value in worst.items()},
+              "(targets: fwd >= 0.85, fwd+bwd >= 0.80 of copy, >= 1.0x compile fwd+bwd)")
+    failed = [r for r in results["rows"] if r["ulp_errors"]]
+    results["elapsed_s"] = time.perf_counter() - began
+    print(f"{'every variant within 1 ulp of fp32' if not failed else f'{len(failed)} rows off by more than 1 ulp'}; "
+          f"{results['elapsed_s']:.0f} s")
+    _sweep.write(args.out, "rotary_head_dims.json", results)
+    if failed:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
