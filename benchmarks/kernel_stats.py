@@ -74,7 +74,7 @@ def rule_stats(n: int, form: str) -> dict:
                   ACTIVATION=activation)
     out = {}
     tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                      norm.FWD_LANES_PER_THREAD)
+                      norm.TAIL_FROM_LANES)
     signature = {"X": bf, "W": bf, "Y": bf, "RSTD": f32, "stride_x": "i32", "stride_res": "i32", "stride_y": "i32",
                  "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
                  "dropout_scale": "fp32"}
@@ -93,7 +93,8 @@ def rule_stats(n: int, form: str) -> dict:
     registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
     per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
-    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, norm.BWD_MAX_LANES, norm.BWD_LANES_PER_THREAD)
+    max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
+    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
     signature = {"DY": bf, "Z": bf, "W": bf, "RSTD": f32, "DX": bf, "PARTIAL": f32, "stride_dy": "i32",
                  "stride_ds": "i32", "stride_z": "i32", "stride_dx": "i32", "stride_dres": "i32", "M": "i32",
                  "N": "i32", "dropout_p": "fp32", "dropout_scale": "fp32"}

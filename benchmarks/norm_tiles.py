@@ -48,9 +48,13 @@ def check_correctness(shapes=CHECK_SHAPES) -> list[str]:
 
     failures = []
     gen = torch.Generator(device="cuda").manual_seed(0)
+    done = None
     for (m, n), dtype, is_rms, mode in itertools.product(
             shapes,
             [torch.bfloat16, torch.float16, torch.float32], [False, True], [None, "pre", "post"]):
+        if done != (m, n):
+            print(f"checking {m}x{n} ({len(failures)} failures so far)", flush=True)
+            done = (m, n)
         x = (torch.randn(m, n, device="cuda", generator=gen) * 2 + 0.5).to(dtype)
         w = torch.randn(n, device="cuda", generator=gen).to(dtype)
         b = None if is_rms else torch.randn(n, device="cuda", generator=gen).to(dtype)

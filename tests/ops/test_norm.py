@@ -455,35 +455,38 @@ def test_batch_dims_permuted(device):
 @pytest.mark.parametrize(
     "shape,dtype,mode",
     [((3, 20000), torch.float32, "none"), ((1, 65536), torch.float32, "none"), ((3, 20000), torch.bfloat16, "pre"),
-     ((5, 11008), torch.bfloat16, "post")],
-    ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre", "5x11008-bf16-post"],
+     ((5, 11008), torch.bfloat16, "post"), ((5, 11008), torch.bfloat16, "pre")],
+    ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre", "5x11008-bf16-post", "5x11008-bf16-pre"],
 )
 def test_large_width(shape, dtype, mode, variant, device):
     """Widths beyond one block: the row is processed in chunks (11008: the forward holds it as 8192 + 4096
-    lanes in registers, the backward goes in chunks)."""
+    lanes in registers; the pre-residual backward goes in chunks)."""
     inputs = make_inputs(VARIANTS[variant], shape, dtype, device, residual=(mode != "none"))
     check_against_pytorch(VARIANTS[variant], inputs, mode if mode != "none" else "pre")
 
 
 @pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])
-def test_launch_rule_wastes_few_lanes_and_fits_registers(n):
-    """The tile rule, from the width alone: a row held in registers pads to at most 1/5 more lanes at these
-    widths (two power-of-two pieces; a power-of-two tile alone pads 4304 to 8192; 14336 takes 16384), a thread holds at most its lanes' worth of registers,
-    and wider rows go in chunks that pad at most 1/4."""
-    for args, max_lanes, per_thread in (
-        ((norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP), norm.FWD_MAX_LANES, norm.FWD_LANES_PER_THREAD),
-        ((norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP), norm.BWD_MAX_LANES, norm.BWD_LANES_PER_THREAD),
-    ):
-        tile = norm._tile(n, *args, max_lanes, per_thread)
+def test_launch_rule(n):
+    """The tile rule, from the width alone: rows up to TAIL_FROM_LANES padded take one power-of-two tile;
+    wider ones held in registers take two pieces that pad at most 1/5 (11008: 8192 + 4096, not 16384); the
+    pre-residual backward takes rows past BWD_MAX_LANES_PRE in chunks, the others past BWD_MAX_LANES; chunks pad at most 1/4; warps are a power of two within 4-16."""
+    fwd = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    plain = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+    extra = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))
+    whole = 1 << (n - 1).bit_length()
+    for tile, max_lanes in ((fwd, norm.FWD_MAX_LANES), (plain, norm.BWD_MAX_LANES), (extra, norm.BWD_MAX_LANES_PRE)):
+        assert tile.num_warps in (4, 8, 16)
         if tile.num_chunks == 1:
             lanes = tile.block_n + (tile.block_t if tile.tail else 0)
-            assert n <= lanes <= max(n + norm.MIN_TAIL, n * 6 // 5), (n, tile)
-            assert lanes <= max_lanes
-            assert tile.block_m * lanes <= tile.num_warps * 32 * per_thread * 9 // 8, (n, tile)
+            assert lanes <= max_lanes and lanes >= n
+            if whole <= norm.TAIL_FROM_LANES or tile is not fwd:
+                assert (tile.block_n, tile.tail) == (whole, False), (n, tile)
+            else:
+                assert lanes <= n * 6 // 5, (n, tile)
         else:
-            assert n > max_lanes and tile.num_chunks * tile.block_n <= n * 5 // 4, (n, tile)
-    assert norm.row_pieces(4304) == (4096, 256) and norm.row_pieces(4096) == (4096, 0)
-    assert norm.row_pieces(6144) == (4096, 2048) and norm.row_pieces(7000) == (8192, 0)
+            assert whole > max_lanes and tile.num_chunks * tile.block_n <= n * 5 // 4, (n, tile)
+    assert norm.row_pieces(11008) == (8192, 4096) and norm.row_pieces(4096) == (4096, 0)
+    assert norm.row_pieces(4304) == (4096, 256) and norm.row_pieces(7000) == (8192, 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -95,6 +95,21 @@ def _is_fake(t) -> bool:
     return isinstance(t, Tensor) and (t.device.type == "meta" or is_fake(t))
 
 
+def _declared_constexprs(fn) -> Optional[list[str]]:
+    """The names of a (interpreted) kernel's ``tl.constexpr`` parameters in declaration order; None for an
+    autotuner or where the signature cannot be read."""
+    import inspect
+
+    if _is_autotuner(fn):
+        return None
+    try:
+        parameters = inspect.signature(getattr(fn, "fn", fn)).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in parameters
+            if p.annotation is triton.language.constexpr or (isinstance(p.annotation, str) and "constexpr" in p.annotation)]
+
+
 class Kernel:
     """A ``@triton.jit`` kernel (or a ``triton.autotune`` of one) as blockfuse launches it:
     ``kernel(grid, *args, num_warps=..., num_stages=..., maxnreg=..., **constexprs)``. The constexpr
@@ -116,6 +131,7 @@ class Kernel:
         self._traced_variants: dict = {}
         params = getattr(fn, "params", None)
         if params is None:  # the interpreter's kernels and autotuners: always the plain launch
+            self._constexpr_names = _declared_constexprs(fn)
             return
         self._constexpr_names = [p.name for p in params if p.is_constexpr]
         first = len(params) - len(self._constexpr_names)
@@ -194,6 +210,11 @@ class Kernel:
         return None if launched else entry
 
     def _launch_slow(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+        if self._interpreted and self._constexpr_names is not None and list(constexprs) != self._constexpr_names:
+            # NOTE: the GPU's cached launch passes the constexprs positionally and refuses any other order;
+            # checked here too, so that a test in the interpreter catches what only a GPU would.
+            raise TypeError(f"{self.name}: pass every constexpr by name in declaration order "
+                            f"({', '.join(self._constexpr_names)}), got {', '.join(constexprs)}")
         if _tracing(args):
             self._launch_traced(grid, args, constexprs, num_warps, num_stages, maxnreg)
         else:

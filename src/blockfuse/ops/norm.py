@@ -44,19 +44,24 @@ _GELU_TANH: tl.constexpr = tl.constexpr(1)
 _GELU_ERF: tl.constexpr = tl.constexpr(2)
 GELU_CODES = {"tanh": _GELU_TANH.value, "none": _GELU_ERF.value}  # F.gelu's approximate -> the code
 
-# NOTE: rows up to these many lanes (their power-of-two pieces: ``row_pieces``) are normalized from
-# registers (one read of the input); wider rows are processed in chunks and read again for each pass.
-# The backward holds about six fp32 values a lane (z, dy, x-hat, w * dy and the two gradient
-# accumulators): past 16 lanes a thread (8192 lanes at 16 warps) it spills, as compiled for sm90 and
-# read with cuobjdump (benchmarks/norm_registers.py: at 16384 lanes 376-1000 bytes of stack a thread;
-# [8192, 11008] LayerNorm + residual backward then ran at 0.20 of copy on an H200). The forward holds
-# one or two: 32 lanes a thread.
+# NOTE: the launch rule (``_tile``), measured on an H200 against the power-of-two tile it refined
+# (benchmarks/norm_rule.py; results in benchmarks/results/2026-11-27-nvidia-h200-norm-rule/):
+# * a row is held in registers as one power-of-two tile of next_power_of_2(N) lanes; only rows past
+#   TAIL_FROM_LANES take two power-of-two pieces (``row_pieces``: 11008 -> 8192 + 4096, not 16384): there
+#   the tile is at its 16 warps, so padded lanes cost registers no warp can take over (forward at 11008:
+#   1.11-1.34x). Below it the padding measured cheaper than a tail (backward at 4304: the padded 8192
+#   lanes ran 1.8x faster than 4096 + 256);
+# * rows wider than FWD_MAX_LANES (forward) or BWD_MAX_LANES go in chunks, read again for each pass. The
+#   pre-residual backward (which also reads the residual stream's gradient) spills past BWD_MAX_LANES_PRE
+#   (16384 lanes: 544 bytes a thread, sm90 via benchmarks/kernel_stats.py --rule) and its pipelined loads
+#   with it: its wider rows go in chunks (11008: 3.3x, 14336: 1.7x). The other forms spill too but ran
+#   as fast or faster in one tile (chunks: LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual
+#   0.45x and LayerNorm + GELU 0.81x at 14336).
+TAIL_FROM_LANES = 8192
 FWD_MAX_LANES = 16384
-BWD_MAX_LANES = 8192
-FWD_LANES_PER_THREAD = 32
-BWD_LANES_PER_THREAD = 16
-# Chunk widths for wider rows: the one that pads the row least (11008: 1024 * 11 would pad least, but a
-# chunk that narrow moves too few bytes a program; 2048 * 6 or 4096 * 3).
+BWD_MAX_LANES = 16384
+BWD_MAX_LANES_PRE = 8192
+# Chunk widths: the one that pads the row least; CHUNK_TILE_ELEMENTS lanes a program (several rows).
 CHUNK_CHOICES = (4096, 2048)
 CHUNK_TILE_ELEMENTS = 8192
 # Smallest tail tile (lanes): a narrower one would load a few bytes a row.
@@ -481,10 +486,10 @@ def _norm_bwd_kernel(
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
-    STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
-    DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
     TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
     BLOCK_T: tl.constexpr,
+    STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
+    DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
 ):
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
@@ -637,19 +642,19 @@ def row_pieces(n: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=None)
-def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, lanes_per_thread: int) -> Tile:
+def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float) -> Tile:
     """The launch rule of both kernels, from the row width alone (see the constants above):
 
-    * a row of at most ``max_lanes`` lanes (its pieces, :func:`row_pieces`) stays in registers; narrow rows
-      are packed several to a program (``target_elements`` lanes a program; one row of 1024 bf16 alone is
-      too little work to hide memory latency);
+    * a row of at most ``max_lanes`` lanes stays in registers: one power-of-two tile, or two pieces
+      (:func:`row_pieces`) when the tile would pass ``tail_from`` lanes; narrow rows are packed several to a
+      program (``target_elements`` lanes a program: one row of 1024 bf16 alone is too little work to hide
+      memory latency);
     * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
       CHUNK_TILE_ELEMENTS lanes a program (several rows: a persistent backward program alone on its
       multiprocessor must keep enough bytes in flight);
-    * warps: one per ``elements_per_warp`` lanes, rounded down to a power of two, then raised until a
-      thread holds at most ``lanes_per_thread`` lanes (and 1/8 more for a tail; beyond that the kernel
-      spills), within 4-16."""
-    head, tail = row_pieces(n)
+    * warps: one per ``elements_per_warp`` lanes, a power of two within 4-16."""
+    whole = next_power_of_2(n)
+    head, tail = row_pieces(n) if whole > tail_from else (whole, 0)
     lanes = head + tail
     if lanes <= max_lanes:
         block_m = max(1, target_elements // lanes)
@@ -659,10 +664,7 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
         block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
         tile_lanes = block_m * block_n
-    num_warps = max(1, tile_lanes // elements_per_warp)
-    num_warps = 1 << (num_warps.bit_length() - 1)
-    while num_warps < 16 and tile_lanes > num_warps * 32 * lanes_per_thread * 9 // 8:  # a tail's 1/8 slack
-        num_warps *= 2
+    num_warps = next_power_of_2(cdiv(tile_lanes, elements_per_warp))
     return Tile(block_m, block_n, num_chunks, min(16, max(4, num_warps)), tail > 0, max(tail, 1))
 
 
@@ -711,7 +713,7 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, FWD_LANES_PER_THREAD)
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
@@ -756,7 +758,7 @@ def _norm_bwd(
                 grad.zero_()
         return outputs
     tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
-                 BWD_MAX_LANES, BWD_LANES_PER_THREAD)
+                 BWD_MAX_LANES_PRE if mode == PRE else BWD_MAX_LANES, float("inf"))
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
