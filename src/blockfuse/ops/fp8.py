@@ -19,6 +19,36 @@
   Rowwise scales run along the contraction dimension of each GEMM, so each operand is cast once
   per GEMM; the gradients stay e4m3 there, as in torchao's rowwise recipe. x may come in already
   quantized (``x_scale`` given): a norm's FP8 output feeds the GEMM without a cast pass.
+* FP8 outputs of other ops ("quantize as you write"): the norms (``rms_norm``, ``layer_norm`` in every
+  form, ``layer_norm_gelu``) and the gated activations (``swiglu``, ``geglu``) take ``fp8="rowwise"``
+  or ``"tensorwise"`` and write their output in e4m3 with its fp32 scale in the same pass, returning
+  ``(y_fp8, scale)`` where they returned ``y``: what ``fp8_linear(y_fp8, weight, x_scale=scale,
+  recipe=<the same recipe>)`` takes as it is. This module holds what they share: the kernels' helpers
+  (:func:`to_e4m3`, :func:`delayed_scale`, the history's roll), the state :class:`Float8Scaling`, the
+  argument checks and the reference (:func:`quantize_output_ref`).
+
+  - ``"rowwise"``: ``scale = max(amax of the row, 1e-12) / 448``, the amax taken in the kernel from the
+    fp32 output it is about to write (a program holds whole rows); scales ``(*y.shape[:-1], 1)``.
+  - ``"tensorwise"``, delayed scaling: one scale for the whole output cannot wait for the output's own
+    amax without a second pass, so it comes from earlier calls (TransformerEngine's recipe).
+    ``fp8_scaling.history`` (H,) holds the amaxes of the last H calls, newest first. A call uses
+    ``scale = max(history) / 448`` (1.0 while the history is all zeros, before the first call has been
+    recorded: TransformerEngine's initial scale), writes ``clamp(y / scale, -448, 448)`` in e4m3 (values
+    past the history's range saturate), and each program folds the amax of its tile into
+    ``fp8_scaling.amax`` (1,) with one atomic max; a one-program kernel then rolls it into the history
+    (``history = [amax, *history[:-1]]``) and zeroes ``amax`` for the next call. The scale returned is
+    0-d. The state lives on the device and is updated in place, so CUDA graphs and ``torch.compile``
+    replay it; keep one :class:`Float8Scaling` per call site (its history is one tensor's, over calls).
+  - Forward only (inference): with ``fp8`` set, an op whose inputs or parameters require grad (in grad
+    mode) raises. An FP8 tensor cannot carry a gradient through autograd: the engine casts the gradient
+    flowing into a tensor to that tensor's dtype, FP8 without a scale. The design for training (not built):
+    the op's Function returns, beside the non-differentiable ``(y_fp8, scale)``, a differentiable
+    zero-stride "carrier" tensor of y's shape and dtype (no memory); ``fp8_linear`` takes it as one more
+    input and returns its input gradient (``dy @ W``, in bf16) as the carrier's gradient, which autograd
+    sums over the carrier's consumers (Q, K and V, say) and hands to the op's existing backward as ``dy``.
+    The weight gradient needs y in FP8 by columns: tensorwise, the same bytes transposed; rowwise, scales
+    by columns, re-quantized from the FP8 values as ``fp8_linear`` already does for an FP8 input. (The
+    other way, in nn/fp8.py's note: one Function for a norm and the projections reading it.)
 
 Every GEMM here is ``a @ b.T`` for two row-major FP8 operands ``a`` (rows, K) and ``b`` (cols, K):
 ``b.T`` is then the column-major second operand ``_scaled_mm`` wants on sm90, and K, the
@@ -27,13 +57,14 @@ gradient (``dy^T`` and ``x^T``) are written transposed by the quantize kernel it
 padded with zeros to a multiple of 16 (``_scaled_mm`` wants every dimension but the first
 operand's rows a multiple of 16; zero columns add nothing to the product).
 
-The file reads top to bottom: kernels; the launcher (op ``blockfuse::fp8_quantize``); the weight
-cast cache; the GEMM; the one autograd Function; the public functionals; the references.
+The file reads top to bottom: kernels (and the helpers other ops' kernels call); the launcher (op
+``blockfuse::fp8_quantize``) and the delayed-scaling state; the weight cast cache; the GEMM; the one
+autograd Function; the public functionals; the references.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +81,14 @@ FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 # scale, and its values quantize to zero.
 AMAX_FLOOR = 1e-12
 RECIPES = ("tensorwise", "rowwise")
+# The FP8 output option of another op's kernel (the norms', the gated activations'): its ``FP8`` constexpr
+# (0: no FP8 output). E4M3_MAX as a literal for those kernels (a kernel reads constexpr globals only).
+FP8_ROWWISE: tl.constexpr = tl.constexpr(1)
+FP8_TENSORWISE: tl.constexpr = tl.constexpr(2)
+FP8_OUTPUT_CODES = {"rowwise": FP8_ROWWISE.value, "tensorwise": FP8_TENSORWISE.value}
+E4M3_MAX: tl.constexpr = tl.constexpr(448.0)
+# Amaxes a delayed-scaling history keeps by default (torchao's default length).
+HISTORY_LEN = 16
 # _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
 GEMM_MULTIPLE = 16
 
@@ -112,9 +151,62 @@ def _quantized(x, scale, Y, FP8_MAX: tl.constexpr, E5M2: tl.constexpr):
 
 
 @triton.jit
-def _scale_of(amax, FP8_MAX: tl.constexpr):
+def scale_of(amax, FP8_MAX: tl.constexpr):
     """``max(amax, 1e-12) / FP8_MAX`` in fp32, rounded as PyTorch's division."""
     return tl.math.div_rn(tl.maximum(amax, 1e-12), FP8_MAX)
+
+
+# Helpers of the FP8 output option of other ops' kernels (module docstring).
+
+
+@triton.jit
+def reciprocal(scale):
+    """``1 / scale`` in fp32, rounded as PyTorch's division."""
+    return tl.math.div_rn(1.0, scale)
+
+
+@triton.jit
+def to_e4m3(y, inv_scale, Q):
+    """``clamp(y * inv_scale, -448, 448)`` in e4m3 (Q's element type), for fp32 ``y`` and ``inv_scale``
+    = :func:`reciprocal` of its scale (a scalar, or one a row broadcast as (BLOCK_M, 1)).
+
+    NOTE: a product with the reciprocal (one division a row or a call), not a division of each element
+    as :func:`_quantized` does: an IEEE division is about ten instructions on sm_90, and these kernels
+    run at the memory's speed only with few instructions an element. The product differs from the
+    quotient by at most one fp32 ulp, so it changes an FP8 rounding only within an ulp of a tie."""
+    v = y * inv_scale
+    return _to_fp8(tl.minimum(tl.maximum(v, -E4M3_MAX), E4M3_MAX), Q, False)
+
+
+@triton.jit
+def row_amax(y, mask):
+    """``max |y|`` of each row of a (BLOCK_M, BLOCK_N) fp32 tile over its masked-in elements (0 for none)."""
+    return tl.max(tl.where(mask, tl.abs(y), 0.0), axis=1)
+
+
+@triton.jit
+def delayed_scale(HISTORY, history_len, BLOCK_H: tl.constexpr):
+    """The tensorwise scale of a call (delayed scaling): ``max(HISTORY[:history_len]) / 448`` as
+    :func:`scale_of` rounds it, or 1.0 while the history holds no amax (all zeros)."""
+    offs = tl.arange(0, BLOCK_H)
+    amax = tl.max(tl.load(HISTORY + offs, mask=offs < history_len, other=0.0), axis=0)
+    return tl.where(amax > 0.0, scale_of(amax, E4M3_MAX), 1.0)
+
+
+@triton.jit
+def _fp8_roll_kernel(
+    HISTORY,  # (H,) fp32 amaxes of the last H calls, newest first
+    AMAX,  # (1,) fp32 the amax the call just made recorded (atomic max); zeroed for the next call
+    history_len,
+    BLOCK_H: tl.constexpr,
+):
+    # One program: HISTORY = [AMAX, *HISTORY[:-1]], AMAX = 0.
+    offs = tl.arange(0, BLOCK_H)
+    older = tl.load(HISTORY + offs - 1, mask=(offs > 0) & (offs < history_len), other=0.0)
+    newest = tl.load(AMAX)
+    tl.debug_barrier()  # every element read before any thread overwrites one
+    tl.store(HISTORY + offs, tl.where(offs == 0, newest, older), mask=offs < history_len)
+    tl.store(AMAX, 0.0)
 
 
 @triton.jit
@@ -137,7 +229,7 @@ def _fp8_rowwise_kernel(
     if CHUNKS == 1:
         mask = row_mask[:, None] & (cols < N)[None, :]
         x = tl.load(x_rows + cols[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
-        scale = _scale_of(tl.max(tl.abs(x), axis=1), FP8_MAX)
+        scale = scale_of(tl.max(tl.abs(x), axis=1), FP8_MAX)
         tl.store(y_rows + cols[None, :], _quantized(x, scale[:, None], Y, FP8_MAX, E5M2), mask=mask)
     else:
         amax = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -146,7 +238,7 @@ def _fp8_rowwise_kernel(
             mask = row_mask[:, None] & (c < N)[None, :]
             x = tl.load(x_rows + c[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
             amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
-        scale = _scale_of(amax, FP8_MAX)
+        scale = scale_of(amax, FP8_MAX)
         for chunk in range(CHUNKS):
             c = chunk * BLOCK_N + cols
             mask = row_mask[:, None] & (c < N)[None, :]
@@ -216,20 +308,20 @@ def _fp8_cast_kernel(
     # that its stores run along YT's rows.
     if ROWWISE:
         if HAS_Y:
-            row_scale = _scale_of(tl.load(AMAX + rows, mask=row_mask, other=0.0), FP8_MAX)
+            row_scale = scale_of(tl.load(AMAX + rows, mask=row_mask, other=0.0), FP8_MAX)
             q = _quantized(x, row_scale[:, None], Y, FP8_MAX, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
             if pid_n == 0:
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
         if HAS_YT:
-            col_scale = _scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)
+            col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)
             qt = _quantized(tl.trans(x), col_scale[:, None], YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
             tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
                      mask=col_mask[:, None] & (rows < MP)[None, :])
             if pid_m == 0:
                 tl.store(YT_SCALE + cols, col_scale, mask=col_mask)
     else:
-        scale = _scale_of(tl.load(AMAX), FP8_MAX)
+        scale = scale_of(tl.load(AMAX), FP8_MAX)
         if HAS_Y:
             q = _quantized(x, scale, Y, FP8_MAX, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
@@ -252,6 +344,7 @@ def _fp8_cast_kernel(
 _rowwise_kernel = Kernel(_fp8_rowwise_kernel)
 _amax_kernel = Kernel(_fp8_amax_kernel)
 _cast_kernel = Kernel(_fp8_cast_kernel)
+_roll_kernel = Kernel(_fp8_roll_kernel)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -322,6 +415,82 @@ def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, trans
     y, y_scale, yt, yt_scale = outputs
     return (y if rows else None, y_scale if rows else None, yt if transposed else None,
             yt_scale if transposed else None)
+
+
+# ----------------------------------------------------------------------------------------
+# The FP8 output option of other ops: the delayed-scaling state, checks, and the history's roll
+# ----------------------------------------------------------------------------------------
+
+
+class Float8Scaling(NamedTuple):
+    """The delayed-scaling state of one tensorwise FP8 output (module docstring): pass it as
+    ``fp8_scaling=`` with ``fp8="tensorwise"``. Both tensors are updated in place by each call.
+
+    ``history``: (H,) fp32, the amaxes of the last H calls, newest first (zeros: none yet).
+    ``amax``: (1,) fp32 scratch, the amax of the call in flight; zero between calls."""
+
+    history: Tensor
+    amax: Tensor
+
+    @classmethod
+    def new(cls, history_len: int = HISTORY_LEN, device=None) -> "Float8Scaling":
+        """A fresh state (an empty history: the first call's scale is 1.0) on ``device``."""
+        if not isinstance(history_len, int) or history_len < 1:
+            raise ValueError(f"history_len: expected a positive int, got {history_len!r}")
+        return cls(torch.zeros(history_len, dtype=torch.float32, device=device),
+                   torch.zeros(1, dtype=torch.float32, device=device))
+
+    def scale(self) -> Tensor:
+        """The 0-d fp32 scale the next call will use."""
+        return delayed_scale_ref(self.history)
+
+
+def check_fp8_output(fp8, fp8_scaling, like: Tensor) -> int:
+    """The kernels' FP8 code (0: none) of an op's ``fp8=`` / ``fp8_scaling=`` arguments, checked; ``like``
+    is the op's input (the state must live on its device)."""
+    if fp8 is None:
+        if fp8_scaling is not None:
+            raise ValueError("fp8_scaling: only with fp8='tensorwise' (the amax history of a delayed scale); "
+                             "fp8 is None")
+        return 0
+    if fp8 not in FP8_OUTPUT_CODES:
+        raise ValueError(f"fp8: expected None, 'rowwise' or 'tensorwise', got {fp8!r}")
+    if fp8 == "rowwise":
+        if fp8_scaling is not None:
+            raise ValueError("fp8_scaling: fp8='rowwise' takes each row's scale from the row itself; the amax history "
+                             "is for fp8='tensorwise' only, pass fp8_scaling=None")
+        return FP8_OUTPUT_CODES[fp8]
+    if not isinstance(fp8_scaling, Float8Scaling):
+        raise TypeError("fp8_scaling: fp8='tensorwise' takes its scale from the amaxes of earlier calls (delayed "
+                        "scaling): pass fp8_scaling=Float8Scaling.new(device=...) and keep it for the next calls, got "
+                        f"{type(fp8_scaling).__name__}")
+    history, amax = fp8_scaling
+    for name, t, shape in (("history", history, None), ("amax", amax, (1,))):
+        if not isinstance(t, Tensor) or t.dtype != torch.float32:
+            raise TypeError(f"fp8_scaling.{name}: expected a float32 tensor, got {_type_name(t)}")
+        if (shape is not None and tuple(t.shape) != shape) or (shape is None and (t.dim() != 1 or t.numel() == 0)):
+            raise ValueError(f"fp8_scaling.{name}: expected shape {shape or '(H,), H >= 1'}, got {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(f"fp8_scaling.{name}: expected a contiguous tensor (the kernels update it in place)")
+        if t.device != like.device:
+            raise ValueError(f"fp8_scaling.{name}: expected a tensor on {like.device} like the input, got {t.device}")
+    return FP8_OUTPUT_CODES[fp8]
+
+
+def refuse_fp8_gradient(*tensors: Optional[Tensor]) -> None:
+    """Raises when a gradient would be needed through an op's FP8 output (forward only: module docstring)."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise NotImplementedError(
+            "fp8: the FP8 output option is forward only (inference) for now, and an input or parameter of this call "
+            "requires grad: run it under torch.no_grad() / torch.inference_mode(), or leave fp8=None and let "
+            "fp8_linear quantize (blockfuse.ops.fp8's docstring has the design for training)")
+
+
+def roll_amax_history(history: Tensor, amax: Tensor) -> None:
+    """``history = [amax, *history[:-1]]`` and ``amax = 0``, in place, in one launch: after a kernel recorded a
+    call's amax (for launchers)."""
+    h = int(history.shape[0])
+    _roll_kernel((1,), history, amax, h, BLOCK_H=next_power_of_2(h), num_warps=1)
 
 
 # ----------------------------------------------------------------------------------------
@@ -658,3 +827,29 @@ def fp8_linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, 
     if bias is not None:
         y = y + bias.float()
     return y.to(out_dtype)
+
+
+def delayed_scale_ref(history: Tensor) -> Tensor:
+    """Pure-PyTorch :func:`delayed_scale`: ``max(history) / 448`` in fp32, 1.0 for an all-zero history (0-d)."""
+    amax = history.float().amax()
+    return torch.where(amax > 0, amax.clamp(min=AMAX_FLOOR) / FP8_MAX[torch.float8_e4m3fn], torch.ones_like(amax))
+
+
+def quantize_output_ref(y: Tensor, fp8: str, fp8_scaling: Optional[Float8Scaling] = None) -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch FP8 output option of an op (module docstring): ``(y_fp8, scale)`` for ``y``, the op's
+    output in its compute dtype (fp32, or fp64 for fp64 inputs), as the kernels write it (``y`` times the
+    reciprocal of its scale, clamped, rounded to e4m3); ``"tensorwise"`` rolls this call's amax into
+    ``fp8_scaling.history`` as the kernels do."""
+    fp8_max = FP8_MAX[torch.float8_e4m3fn]
+    if fp8 == "rowwise":
+        scale = _amax(y, -1).float().clamp(min=AMAX_FLOOR) / fp8_max  # (..., 1)
+    elif fp8 == "tensorwise":
+        history = fp8_scaling.history
+        scale = delayed_scale_ref(history)
+        history.copy_(torch.cat((_amax(y).float().reshape(1), history[:-1])))
+    else:
+        raise ValueError(f"fp8: expected 'rowwise' or 'tensorwise', got {fp8!r}")
+    inverse = 1.0 / scale
+    q = _cast_ref(y * inverse.to(y.dtype), torch.float8_e4m3fn)
+    return q, scale
+

@@ -7,9 +7,11 @@ With ``up=None``, ``gate`` is one packed tensor ``[..., 2 * hidden]``, the outpu
 fused gate|up GEMM (gate first, then up); the kernels read its two halves in place and its
 gradient comes back packed the same way. The backward recomputes the activation from the
 saved inputs (gate and up, never the output). Math in fp32, outputs in the input dtype.
-The file reads top to bottom: kernels; the two launchers (ops ``blockfuse::gated_fwd`` and
-``blockfuse::gated_bwd``, see ``ops/launch.py``); the one autograd Function; the public
-functionals; the references.
+``fp8="rowwise"`` / ``"tensorwise"`` (forward only) writes the output in e4m3 with its scale in the
+same pass and returns ``(y_fp8, scale)``, the down projection's input for ``fp8_linear`` (ops/fp8.py:
+the recipes). The file reads top to bottom: kernels; the launchers (ops ``blockfuse::gated_fwd``,
+``blockfuse::gated_fwd_fp8`` and ``blockfuse::gated_bwd``, see ``ops/launch.py``); the one autograd
+Function; the public functionals; the references.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from blockfuse.ops.activation import (
     check_gelu_approximation, gelu, gelu_grad, launch_shape, program_tile, silu, silu_grad,
 )
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.launch import Kernel, as_rows, launcher_op
+from blockfuse.ops.fp8 import (
+    AMAX_FLOOR, E4M3_MAX, FP8_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
+    delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
+    to_e4m3,
+)
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_of_2
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -48,6 +55,16 @@ FWD_TILE_ELEMENTS = 1024
 BWD_TILE_ELEMENTS = 4096
 FWD_ELEMENTS_PER_WARP = 256
 BWD_ELEMENTS_PER_WARP = 512
+# The forward with an FP8 output. NOTE: not yet swept on a GPU. Tensorwise takes the forward's elementwise
+# tiles, but of 8192 elements: each program folds its amax into one address with an atomic, and 1024-element
+# tiles would make 64 Ki of them at [16384, 4096] (the forward's tile sizes from 1024 to 8192 ran within 1% of
+# each other). Rowwise needs whole rows in a program for the row's amax: rows up to FP8_ROW_LANES lanes (the
+# next power of two) are held in registers, FP8_ROW_TILE_ELEMENTS lanes a program (narrow rows packed several
+# to a program); wider rows go in chunks (activation.launch_shape's column block) twice: once for the amax,
+# once to write (the second read mostly from L2). The interpreter pays per program: larger tiles there.
+FP8_TILE_ELEMENTS = {"compiled": 8192, "interpreted": 8192}
+FP8_ROW_LANES = {"compiled": 8192, "interpreted": 4096}
+FP8_ROW_TILE_ELEMENTS = {"compiled": 4096, "interpreted": 16384}
 
 
 # ----------------------------------------------------------------------------------------
@@ -94,6 +111,67 @@ def _gated_fwd_kernel(
 
 
 @triton.jit
+def _gated_value(G, U, rows, cols, mask, stride_g, stride_u, ACTIVATION: tl.constexpr):
+    """act(gate) * up in fp32 for the tile (rows, cols)."""
+    g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    return _activate(g, ACTIVATION) * u
+
+
+@triton.jit
+def _gated_fwd_fp8_kernel(
+    G,  # (M, N) gate (packed form: the first half of each packed row)
+    U,  # (M, N) up (packed form: the second half of each packed row)
+    Q,  # (M, N) e4m3 output (row-major): act(gate) * up times the reciprocal of its scale
+    Q_SCALE,  # rowwise: (M,) fp32 scale of each row; tensorwise: () fp32 scale of the call
+    HISTORY,  # tensorwise: (H,) fp32 amaxes of earlier calls, newest first; rowwise: None
+    AMAX,  # tensorwise: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
+    stride_g, stride_u,  # row strides (the last dimension is contiguous)
+    M, N, history_len,
+    ACTIVATION: tl.constexpr,
+    FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,  # rowwise: column chunks of BLOCK_N a row takes (1: the row in registers)
+    BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
+):
+    if FP8 == FP8_TENSORWISE:
+        # Elementwise tiles (program_tile); the scale from the history (delayed scaling, ops/fp8.py).
+        rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
+        scale = delayed_scale(HISTORY, history_len, BLOCK_H)
+        y = _gated_value(G, U, rows, cols, mask, stride_g, stride_u, ACTIVATION)
+        tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, reciprocal(scale), Q), mask=mask)
+        if tl.program_id(0) == 0:
+            tl.store(Q_SCALE, scale)
+        tl.atomic_max(AMAX, tl.max(row_amax(y, mask), axis=0), sem="relaxed")
+    else:
+        # Whole rows: the row's amax before its first FP8 store.
+        rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        offs = tl.arange(0, BLOCK_N)
+        if NUM_CHUNKS == 1:
+            mask = row_mask[:, None] & (offs < N)[None, :]
+            y = _gated_value(G, U, rows, offs, mask, stride_g, stride_u, ACTIVATION)
+            row_scale = scale_of(row_amax(y, mask), E4M3_MAX)
+            tl.store(Q + rows[:, None] * N + offs[None, :], to_e4m3(y, reciprocal(row_scale)[:, None], Q), mask=mask)
+        else:
+            amax = tl.zeros([BLOCK_M], dtype=tl.float32)
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                mask = row_mask[:, None] & (cols < N)[None, :]
+                amax = tl.maximum(amax, row_amax(_gated_value(G, U, rows, cols, mask, stride_g, stride_u, ACTIVATION),
+                                                 mask))
+            row_scale = scale_of(amax, E4M3_MAX)
+            inverse = reciprocal(row_scale)[:, None]
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                mask = row_mask[:, None] & (cols < N)[None, :]
+                y = _gated_value(G, U, rows, cols, mask, stride_g, stride_u, ACTIVATION)
+                tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, inverse, Q), mask=mask)
+        tl.store(Q_SCALE + rows, row_scale, mask=row_mask)
+
+
+@triton.jit
 def _gated_bwd_kernel(
     DY,  # (M, N) gradient of the output
     G,  # (M, N) gate, as saved by the forward
@@ -133,6 +211,7 @@ def _gated_bwd_kernel(
 # ----------------------------------------------------------------------------------------
 
 _fwd_kernel = Kernel(_gated_fwd_kernel)
+_fwd_fp8_kernel = Kernel(_gated_fwd_fp8_kernel)
 _bwd_kernel = Kernel(_gated_bwd_kernel)
 
 
@@ -193,6 +272,56 @@ def _gated_forward(gate: Tensor, up: Optional[Tensor], activation: str) -> Tenso
     y = gate.new_empty((*gate.shape[:-1], hidden))
     launch_gated_forward(g2, u2, y.view(g2.shape[0], hidden), activation)
     return y
+
+
+def fp8_tile(m: int, n: int, rowwise: bool, compiled: bool) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, NUM_CHUNKS, num_warps) of the FP8 forward over (m, n) (see FP8_ROW_LANES); tensorwise:
+    activation.launch_shape's tiles (NUM_CHUNKS 1)."""
+    mode = "compiled" if compiled else "interpreted"
+    if not rowwise:
+        _, block_m, block_n, num_warps = launch_shape(m, n, FP8_TILE_ELEMENTS[mode], FWD_ELEMENTS_PER_WARP)
+        return block_m, block_n, 1, num_warps
+    block_n = next_power_of_2(n)
+    if block_n > FP8_ROW_LANES[mode]:
+        _, _, block_n, _ = launch_shape(1, n, 1, FWD_ELEMENTS_PER_WARP)  # the column block: waste <= 1/8
+    num_chunks = cdiv(n, block_n)
+    block_m = max(1, FP8_ROW_TILE_ELEMENTS[mode] // block_n) if num_chunks == 1 else 1
+    while block_m > 1 and block_m // 2 >= m:
+        block_m //= 2
+    num_warps = min(16, max(1, block_m * block_n // FWD_ELEMENTS_PER_WARP))
+    return block_m, block_n, num_chunks, num_warps
+
+
+@launcher_op("gated_fwd_fp8", mutates_args=("history", "amax"))
+def _gated_forward_fp8(gate: Tensor, up: Optional[Tensor], activation: str, history: Optional[Tensor],
+                       amax: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    """``(y_fp8, scale)``: act(gate) * up (up None: gate packed) in e4m3, and its fp32 scale: rowwise
+    (``history`` None) ``(*gate.shape[:-1], 1)``, each row's amax over 448; tensorwise 0-d, from ``history``
+    (delayed scaling, ops/fp8.py), this call's amax then rolled into ``history`` (``amax``: its zeroed scratch)."""
+    g2, u2, hidden = _halves(gate, up)
+    m = g2.shape[0]
+    rowwise = history is None
+    q = torch.empty((*gate.shape[:-1], hidden), dtype=torch.float8_e4m3fn, device=gate.device)
+    scale = gate.new_empty((*gate.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
+    if m == 0 or hidden == 0:
+        if rowwise:  # rows of no elements: the floor's scale
+            scale.copy_(torch.full_like(scale, AMAX_FLOOR) / FP8_MAX[torch.float8_e4m3fn])
+        else:
+            scale.copy_(delayed_scale_ref(history))
+            roll_amax_history(history, amax)  # an empty call records an amax of 0, as the reference
+        return q, scale
+    block_m, block_n, num_chunks, num_warps = fp8_tile(m, hidden, rowwise, gate.is_cuda)
+    programs = cdiv(m, block_m) * (1 if rowwise else cdiv(hidden, block_n))
+    h = 0 if rowwise else int(history.shape[0])
+    _fwd_fp8_kernel(
+        (programs,),
+        g2, u2, q.view(m, hidden), scale, history, amax, g2.stride(0), u2.stride(0), m, hidden, h,
+        ACTIVATION=_ACTIVATION_CODE[activation], FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
+        BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, BLOCK_H=next_power_of_2(h), num_warps=num_warps,
+    )
+    if not rowwise:
+        roll_amax_history(history, amax)
+    return q, scale
 
 
 @launcher_op("gated_bwd")
@@ -266,35 +395,57 @@ def _check_gated_args(gate, up):
     check_like("up", up, gate, "gate")
 
 
-def _run_gated(gate, up, activation):
+def _check_fp8(fp8, fp8_scaling, gate, up) -> None:
+    """The FP8 output option's arguments (ops/fp8.py); forward only, so no gradient may be asked for."""
+    if check_fp8_output(fp8, fp8_scaling, gate):
+        refuse_fp8_gradient(gate, up)
+        if is_dtensor(gate):
+            raise ValueError("fp8: an FP8 output of a DTensor is not supported yet; pass fp8=None")
+
+
+def _run_gated(gate, up, activation, fp8=None, fp8_scaling=None):
+    if fp8 is not None:  # forward only (checked by the functionals): the launcher, no autograd
+        history, amax = (None, None) if fp8 == "rowwise" else fp8_scaling
+        return _gated_forward_fp8(gate, up, activation, history, amax)
     if torch.is_grad_enabled() and (gate.requires_grad or (up is not None and up.requires_grad)):
         return _GatedFunction.apply(gate, up, activation)
     return _gated_forward(gate, up, activation)  # nothing to backpropagate
 
 
-def swiglu(gate: Tensor, up: Optional[Tensor] = None) -> Tensor:
+def swiglu(gate: Tensor, up: Optional[Tensor] = None, *, fp8: Optional[str] = None,
+           fp8_scaling: Optional[Float8Scaling] = None):
     """``silu(gate) * up``, fused, forward and backward.
 
     With ``up=None``, ``gate`` is packed ``[..., 2 * hidden]`` (gate then up, as one fused
     gate|up projection writes it); its gradient comes back packed the same way.
+
+    ``fp8="rowwise"`` or ``"tensorwise"`` (forward only): returns ``(y_fp8, scale)``, the output in
+    float8_e4m3fn with its fp32 scale written by the same pass, for
+    ``blockfuse.fp8_linear(y_fp8, w_down, x_scale=scale, recipe=<the same>)``: rowwise scales
+    ``(*y.shape[:-1], 1)`` (each row's amax / 448); tensorwise a 0-d scale, delayed scaling from
+    ``fp8_scaling`` (a :class:`blockfuse.ops.fp8.Float8Scaling` kept across calls). ``blockfuse.ops.fp8``'s
+    docstring has the recipe, and why the option is forward only.
     """
     _check_gated_args(gate, up)
+    _check_fp8(fp8, fp8_scaling, gate, up)
     if not use_triton(gate):
-        return swiglu_ref(gate, up)
-    return _run_gated(gate, up, "silu")
+        return swiglu_ref(gate, up, fp8=fp8, fp8_scaling=fp8_scaling)
+    return _run_gated(gate, up, "silu", fp8, fp8_scaling)
 
 
-def geglu(gate: Tensor, up: Optional[Tensor] = None, approximate: str = "tanh") -> Tensor:
+def geglu(gate: Tensor, up: Optional[Tensor] = None, approximate: str = "tanh", *, fp8: Optional[str] = None,
+          fp8_scaling: Optional[Float8Scaling] = None):
     """``gelu(gate, approximate) * up``, fused, forward and backward.
 
     ``approximate`` is ``torch.nn.functional.gelu``'s: ``"tanh"`` (GeGLU as usually trained,
-    and SigLIP's MLP) or ``"none"`` (the exact erf form). ``up=None``: as :func:`swiglu`.
+    and SigLIP's MLP) or ``"none"`` (the exact erf form). ``up=None`` and ``fp8``: as :func:`swiglu`.
     """
     tanh = check_gelu_approximation(approximate)
     _check_gated_args(gate, up)
+    _check_fp8(fp8, fp8_scaling, gate, up)
     if not use_triton(gate):
-        return geglu_ref(gate, up, approximate)
-    return _run_gated(gate, up, "gelu_tanh" if tanh else "gelu")
+        return geglu_ref(gate, up, approximate, fp8=fp8, fp8_scaling=fp8_scaling)
+    return _run_gated(gate, up, "gelu_tanh" if tanh else "gelu", fp8, fp8_scaling)
 
 
 # ----------------------------------------------------------------------------------------
@@ -310,14 +461,21 @@ def _split_compute(gate, up):
     return gate.to(compute), up.to(compute)
 
 
-def swiglu_ref(gate, up=None):
-    """Pure-PyTorch :func:`swiglu`: fp32 math (fp64 for fp64 inputs), output in gate's dtype."""
+def _output(y, dtype, fp8, fp8_scaling):
+    """The output as the op returns it: in ``dtype``, or ``(y_fp8, scale)`` quantized from the fp32 ``y``."""
+    return y.to(dtype) if fp8 is None else quantize_output_ref(y, fp8, fp8_scaling)
+
+
+def swiglu_ref(gate, up=None, *, fp8=None, fp8_scaling=None):
+    """Pure-PyTorch :func:`swiglu`: fp32 math (fp64 for fp64 inputs), output in gate's dtype (``fp8``:
+    :func:`blockfuse.ops.fp8.quantize_output_ref` of the fp32 output)."""
     g, u = _split_compute(gate, up)
-    return (F.silu(g) * u).to(gate.dtype)
+    return _output(F.silu(g) * u, gate.dtype, fp8, fp8_scaling)
 
 
-def geglu_ref(gate, up=None, approximate="tanh"):
-    """Pure-PyTorch :func:`geglu`: fp32 math (fp64 for fp64 inputs), output in gate's dtype."""
+def geglu_ref(gate, up=None, approximate="tanh", *, fp8=None, fp8_scaling=None):
+    """Pure-PyTorch :func:`geglu`: fp32 math (fp64 for fp64 inputs), output in gate's dtype (``fp8``: as
+    :func:`swiglu_ref`)."""
     check_gelu_approximation(approximate)
     g, u = _split_compute(gate, up)
-    return (F.gelu(g, approximate=approximate) * u).to(gate.dtype)
+    return _output(F.gelu(g, approximate=approximate) * u, gate.dtype, fp8, fp8_scaling)

@@ -9,8 +9,11 @@ Four forms share one pair of kernels:
 * ``layer_norm_gelu``:      ``y = gelu(layer_norm(x) * weight + bias)``; the backward recomputes
   the GELU's input from the saved x and statistics (nothing but those is kept)
 
-Statistics are computed in fp32 and outputs are written in the input dtype. The file reads top to
-bottom: kernels; the two launchers (ops ``blockfuse::norm_fwd`` and ``blockfuse::norm_bwd``, see
+Statistics are computed in fp32 and outputs are written in the input dtype. Every form also takes
+``fp8="rowwise"`` / ``"tensorwise"`` (forward only): the normalized output written in e4m3 with its
+scale by the same pass, ``(y_fp8, scale)`` returned in its place (ops/fp8.py: the recipes; the kernel
+``_norm_fwd_fp8_kernel``, op ``blockfuse::norm_fwd_fp8``). The file reads top to bottom: kernels; the
+launchers (ops ``blockfuse::norm_fwd``, ``blockfuse::norm_fwd_fp8`` and ``blockfuse::norm_bwd``, see
 ``ops/launch.py``); the one autograd Function; the public functionals; the references.
 """
 
@@ -28,6 +31,11 @@ from torch import Tensor
 from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
+from blockfuse.ops.fp8 import (
+    E4M3_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
+    delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
+    to_e4m3,
+)
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, sm_count, vector,
 )
@@ -159,6 +167,65 @@ def _norm_fwd_kernel(
     TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
     BLOCK_T: tl.constexpr,
 ):
+    # The body without an FP8 output (FP8 = 0: its branch is not compiled in).
+    _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, stride_x, stride_res, stride_y,
+                   stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W, HAS_B, HAS_DROPOUT,
+                   CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1)
+
+
+@triton.jit
+def _norm_fwd_fp8_kernel(
+    X,  # (M, N) rows to normalize (pre mode: the branch output added to the residual)
+    RES,  # (M, N) residual stream, or None
+    W,  # (N,) weight, or None
+    B,  # (N,) bias, or None
+    Y,  # (M, N) post mode: residual + dropout(norm(x)) in x's dtype, the next residual stream; else None
+    S,  # (M, N) pre mode: residual + dropout(x), the next residual stream; else None
+    Q,  # (M, N) e4m3 output (row-major): the normalized output times the reciprocal of its scale
+    Q_SCALE,  # rowwise: (M,) fp32 scale of each row; tensorwise: () fp32 scale of the call
+    HISTORY,  # tensorwise: (H,) fp32 amaxes of earlier calls, newest first; rowwise: None
+    AMAX,  # tensorwise: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
+    SEED,  # (1,) int64 dropout seed, or None
+    stride_x, stride_res, stride_y, stride_s,  # row strides (the last dimension is contiguous)
+    M, N, eps, dropout_p, dropout_scale,
+    history_len,  # H (tensorwise)
+    IS_RMS: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    TAIL: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
+    BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
+):
+    # The body with an FP8 output: forward only, so no statistics (constexprs as in _norm_fwd_kernel).
+    _norm_fwd_body(X, RES, W, B, Y, S, None, None, SEED, Q, Q_SCALE, HISTORY, AMAX, stride_x, stride_res, stride_y,
+                   stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
+                   HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, False, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
+                   BLOCK_T, FP8, BLOCK_H)
+
+
+@triton.jit
+def _norm_fwd_body(
+    X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX,  # as in the two kernels above
+    stride_x, stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, history_len,
+    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, STATS: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, NUM_CHUNKS: tl.constexpr, EVEN_N: tl.constexpr, TAIL: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    FP8: tl.constexpr,  # 0: y in Y (x's dtype); else e4m3 in Q with its scale (fp8.FP8_ROWWISE / FP8_TENSORWISE)
+    BLOCK_H: tl.constexpr,
+):
+    """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
+    output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
+    with FP8 = 0 the FP8 branch below is not compiled in."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
     seed = 0
@@ -181,7 +248,9 @@ def _norm_fwd_kernel(
             mask_t = row_mask[:, None] & (cols_t < N)[None, :]
             z_t = _load_norm_input(X, RES, rows, cols_t, mask_t, stride_x, stride_res, seed, N, dropout_p,
                                    dropout_scale, MODE, HAS_DROPOUT)
-        if IS_RMS:
+        if (FP8 != 0 and TAIL) and BLOCK_M == 1:
+            mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M)
+        elif IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
             sq = tl.sum(z * z, axis=1)
             if TAIL:
@@ -233,20 +302,141 @@ def _norm_fwd_kernel(
         tl.store(RSTD + rows, rstd, mask=row_mask)
 
     # Normalize, affine, activation or residual; write.
-    for c in range(NUM_CHUNKS):
-        cols = c * BLOCK_N + offs
-        col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-        mask = row_mask[:, None] & col_mask[None, :]
-        if NUM_CHUNKS > 1:
-            z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
-                                 dropout_scale, MODE, HAS_DROPOUT)
-        _norm_fwd_write(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y,
-                        stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
-                        ACTIVATION)
-    if TAIL:
-        _norm_fwd_write(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N, stride_res,
-                        stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
-                        CAST_BEFORE_WEIGHT, ACTIVATION)
+    if FP8 == 0:
+        for c in range(NUM_CHUNKS):
+            cols = c * BLOCK_N + offs
+            col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
+            mask = row_mask[:, None] & col_mask[None, :]
+            if NUM_CHUNKS > 1:
+                z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
+                                     dropout_scale, MODE, HAS_DROPOUT)
+            _norm_fwd_write(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
+                            stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
+                            CAST_BEFORE_WEIGHT, ACTIVATION)
+        if TAIL:
+            _norm_fwd_write(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N, stride_res,
+                            stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
+                            CAST_BEFORE_WEIGHT, ACTIVATION)
+    else:
+        # The FP8 output: y in e4m3 over its scale (Q, Q_SCALE), and the residual stream in x's dtype (s in
+        # pre mode, y in post mode). The scale: rowwise, the row's amax, from y in fp32 before any FP8 store;
+        # tensorwise, from the history (delayed scaling, ops/fp8.py), this call's amax folded into AMAX.
+        if FP8 == FP8_TENSORWISE:
+            scale = delayed_scale(HISTORY, history_len, BLOCK_H)
+        else:
+            if NUM_CHUNKS > 1:
+                # NOTE: a row wider than the registers (past FWD_MAX_LANES: rare) takes one more pass, for its
+                # amax before anything is written: x read a third time (mostly from L2), y computed twice.
+                amax = tl.zeros([BLOCK_M], dtype=tl.float32)
+                for c in range(NUM_CHUNKS):
+                    cols = c * BLOCK_N + offs
+                    col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
+                    mask = row_mask[:, None] & col_mask[None, :]
+                    z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
+                                         dropout_scale, MODE, HAS_DROPOUT)
+                    y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
+                                        dropout_p, dropout_scale, X.dtype.element_ty, MODE, HAS_W, HAS_B,
+                                        HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+                    amax = tl.maximum(amax, row_amax(y, mask))
+                row_scale = scale_of(amax, E4M3_MAX)
+                scale = row_scale[:, None]
+        if FP8 == FP8_ROWWISE and NUM_CHUNKS == 1:
+            # The row is in registers (z, and z_t for a tail): y of all of it, then its amax, then the stores.
+            col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
+            mask = row_mask[:, None] & col_mask[None, :]
+            y = _norm_fwd_write_stream(z, W, B, RES, Y, S, rows, offs, col_mask, mask, mean, rstd, seed, N,
+                                       stride_res, stride_y, stride_s, dropout_p, dropout_scale, X.dtype.element_ty,
+                                       MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+            amax = row_amax(y, mask)
+            if TAIL:
+                y_t = _norm_fwd_write_stream(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd,
+                                             seed, N, stride_res, stride_y, stride_s, dropout_p, dropout_scale,
+                                             X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                                             ACTIVATION)
+                amax = tl.maximum(amax, row_amax(y_t, mask_t))
+            row_scale = scale_of(amax, E4M3_MAX)
+            inverse = reciprocal(row_scale)[:, None]
+            tl.store(Q + rows[:, None] * N + offs[None, :], to_e4m3(y, inverse, Q), mask=mask)
+            if TAIL:
+                tl.store(Q + rows[:, None] * N + cols_t[None, :], to_e4m3(y_t, inverse, Q), mask=mask_t)
+        else:
+            # The scale is known (tensorwise, or a wide row's extra pass): each piece is written as it comes.
+            inverse = reciprocal(scale)
+            amax = tl.zeros([BLOCK_M], dtype=tl.float32)  # tensorwise: each row's, over every piece
+            for c in range(NUM_CHUNKS):
+                cols = c * BLOCK_N + offs
+                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
+                mask = row_mask[:, None] & col_mask[None, :]
+                if NUM_CHUNKS > 1:
+                    z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
+                                         dropout_scale, MODE, HAS_DROPOUT)
+                y = _norm_fwd_write_stream(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N,
+                                           stride_res, stride_y, stride_s, dropout_p, dropout_scale,
+                                           X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                                           ACTIVATION)
+                tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, inverse, Q), mask=mask)
+                if FP8 == FP8_TENSORWISE:
+                    amax = tl.maximum(amax, row_amax(y, mask))
+            if TAIL:  # tensorwise only (a rowwise tail is in the branch above)
+                y_t = _norm_fwd_write_stream(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd,
+                                             seed, N, stride_res, stride_y, stride_s, dropout_p, dropout_scale,
+                                             X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                                             ACTIVATION)
+                tl.store(Q + rows[:, None] * N + cols_t[None, :], to_e4m3(y_t, inverse, Q), mask=mask_t)
+                amax = tl.maximum(amax, row_amax(y_t, mask_t))
+        if FP8 == FP8_ROWWISE:
+            tl.store(Q_SCALE + rows, row_scale, mask=row_mask)
+        else:
+            if tl.program_id(0) == 0:
+                tl.store(Q_SCALE, scale)
+            # NOTE: one atomic a program (its rows' amax, masked rows excluded); the roll into the history is
+            # a second, one-program launch (fp8.roll_amax_history), after every program has folded its amax.
+            tl.atomic_max(AMAX, tl.max(amax, axis=0), sem="relaxed")
+
+
+@triton.jit
+def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLOCK_M: tl.constexpr):
+    """(mean, var) of one row (BLOCK_M = 1) held as a head ``z`` and a tail ``z_t``: each piece's sums reduced to
+    scalars before they are added, the results (BLOCK_M,) vectors made from the scalars. NOTE: (FP8 forward only)
+    the head's and the tail's row sums otherwise carry their pieces' layouts, and adding them made the compiler
+    move the head to the tail's layout; the FP8 output's amax then read y in that layout too, computed a second
+    time beside the store's (sm_90, a row of 4096 + 256 lanes: 212-226 registers a thread, against 80-96 this way
+    and the plain kernel's 80)."""
+    if IS_RMS:
+        mean = 0.0
+        var = (tl.sum(tl.sum(z * z, axis=1), axis=0) + tl.sum(tl.sum(z_t * z_t, axis=1), axis=0)) / N
+    else:
+        mean = (tl.sum(tl.sum(z, axis=1), axis=0) + tl.sum(tl.sum(z_t, axis=1), axis=0)) / N
+        diff = tl.where(mask, z - mean, 0.0)
+        diff_t = tl.where(mask_t, z_t - mean, 0.0)
+        var = (tl.sum(tl.sum(diff * diff, axis=1), axis=0) + tl.sum(tl.sum(diff_t * diff_t, axis=1), axis=0)) / N
+    return tl.zeros([BLOCK_M], dtype=tl.float32) + mean, tl.zeros([BLOCK_M], dtype=tl.float32) + var
+
+
+@triton.jit
+def _norm_fwd_value(
+    z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p, dropout_scale,
+    OUT_DTYPE: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    """The forward's output ``y`` in fp32 for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
+    normalized input); ``OUT_DTYPE``, the output's dtype, is what CAST_BEFORE_WEIGHT rounds to."""
+    y = (z - mean[:, None]) * rstd[:, None]
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if CAST_BEFORE_WEIGHT:
+            y = y.to(OUT_DTYPE).to(tl.float32)
+        y = y * w[None, :]
+    if HAS_B:
+        y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    if ACTIVATION != 0:
+        y = gelu(y, ACTIVATION == _GELU_TANH)
+    if MODE == _POST:
+        if HAS_DROPOUT:
+            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
+            y = tl.where(keep, y * dropout_scale, 0.0)
+        y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    return y
 
 
 @triton.jit
@@ -259,22 +449,27 @@ def _norm_fwd_write(
     normalized input): ``s`` in pre mode, and ``y``."""
     if MODE == _PRE:
         tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
-    y = (z - mean[:, None]) * rstd[:, None]
-    if HAS_W:
-        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-        if CAST_BEFORE_WEIGHT:
-            y = y.to(Y.dtype.element_ty).to(tl.float32)
-        y = y * w[None, :]
-    if HAS_B:
-        y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-    if ACTIVATION != 0:
-        y = gelu(y, ACTIVATION == _GELU_TANH)
-    if MODE == _POST:
-        if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-            y = tl.where(keep, y * dropout_scale, 0.0)
-        y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
+                        dropout_scale, Y.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                        ACTIVATION)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_fwd_write_stream(
+    z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y, stride_s,
+    dropout_p, dropout_scale, OUT_DTYPE: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    """The FP8 forward's outputs in x's dtype for the columns ``cols`` (the residual stream: ``s`` in pre
+    mode, ``y`` in post mode); returns ``y`` in fp32, for the FP8 output."""
+    if MODE == _PRE:
+        tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
+    y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
+                        dropout_scale, OUT_DTYPE, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+    if MODE == _POST:
+        tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    return y
 
 
 @triton.jit
@@ -609,6 +804,7 @@ def _norm_bwd_kernel(
 # ----------------------------------------------------------------------------------------
 
 _fwd_kernel = Kernel(_norm_fwd_kernel)
+_fwd_fp8_kernel = Kernel(_norm_fwd_fp8_kernel)
 _bwd_kernel = Kernel(_norm_bwd_kernel)
 
 
@@ -726,6 +922,71 @@ def _norm_fwd(
     return outputs
 
 
+# The forward with an FP8 output (forward only) takes the forward's tiles (_tile), with at least this many warps.
+# NOTE: not yet measured on a GPU. Rowwise, a program keeps its rows' fp32 output until their amax is known:
+# compiled for sm_90 at 4096 lanes the FP8 forward holds 64-96 registers a thread at 4 warps and 40-62 at 8,
+# where the plain one (without statistics) holds 48 at 4 (benchmarks/norm_fp8.py --registers --warps 4,8; no
+# spills either way); benchmarks/norm_fp8.py --warps 4,8 times both.
+FP8_FWD_MIN_WARPS = 4
+
+
+def fp8_forward_tile(n: int) -> Tile:
+    """The tile of the forward with an FP8 output for rows of ``n``: the forward's, with at least
+    FP8_FWD_MIN_WARPS warps (benchmarks/norm_fp8.py compiles and times it)."""
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    return tile._replace(num_warps=max(tile.num_warps, FP8_FWD_MIN_WARPS))
+
+
+@launcher_op("norm_fwd_fp8", mutates_args=("history", "amax"))
+def _norm_fwd_fp8(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
+    eps: float, residual_form: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int,
+    history: Optional[Tensor], amax: Optional[Tensor],
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The norms' forward with an FP8 output (forward only: no statistics): returns ``(y_fp8, scale, s, y)``.
+    ``y_fp8``: the output in e4m3, shaped like x; ``scale``: fp32, rowwise (``history`` None) one a row,
+    ``(*x.shape[:-1], 1)``, tensorwise 0-d from ``history`` (delayed scaling: ops/fp8.py), this call's amax
+    then rolled into ``history`` (``amax``: its zeroed (1,) scratch). ``s`` in pre mode and ``y`` (the output
+    in x's dtype) in post mode, the residual stream; else empty. ``residual_form``: NONE, PRE or POST (NOTE: not
+    named ``mode``, which a mutating op's arguments cannot be: torch's auto_functionalized passes them as keywords
+    to a function of its own with a ``mode`` parameter). Arguments otherwise as :func:`_norm_fwd`."""
+    mode = residual_form
+    if activation and mode != NONE:
+        raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
+    n = int(x.shape[-1])  # a symbolic width is specialized: the tiles depend on it
+    x2, res2 = as_rows(x, n), as_rows(residual, n)
+    weight, bias = vector(weight), vector(bias)
+    m = x2.shape[0]
+    rowwise = history is None
+    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    scale = x.new_empty((*x.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
+    s = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == PRE else None
+    y = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == POST else None
+    outputs = (q, scale, empty_if_none(s, x), empty_if_none(y, x))
+    if m == 0:
+        if not rowwise:
+            scale.copy_(delayed_scale_ref(history))
+            roll_amax_history(history, amax)  # an empty call records an amax of 0, as the reference
+        return outputs
+    h = 0 if rowwise else int(history.shape[0])
+    s2 = None if s is None else s.view(-1, n)
+    y2 = None if y is None else y.view(-1, n)
+    tile = fp8_forward_tile(n)
+    _fwd_fp8_kernel(
+        (cdiv(m, tile.block_m),),
+        x2, res2, weight, bias, y2, s2, q.view(-1, n), scale, history, amax, seed if dropout_p > 0 else None,
+        x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2),
+        m, n, eps, dropout_p, dropout_scale(dropout_p), h,
+        IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
+        HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
+        **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
+        BLOCK_H=next_power_of_2(h), num_warps=tile.num_warps,
+    )
+    if not rowwise:
+        roll_amax_history(history, amax)
+    return outputs
+
+
 @launcher_op("norm_bwd")
 def _norm_bwd(
     dy: Tensor, ds: Optional[Tensor], z: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], has_bias: bool,
@@ -834,13 +1095,21 @@ class _NormFunction(torch.autograd.Function):
 
 
 def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
-              activation=0):
+              activation=0, fp8=None, fp8_scaling=None):
     p = float(dropout_p) if training else 0.0
     if p > 0 and is_dtensor(x):
         raise ValueError("dropout_p: dropout on a DTensor is not supported yet (each rank's shard would draw the "
                          "same mask); pass dropout_p=0 or training=False")
     mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
     seed = draw_seed(x.device) if p > 0 else None
+    if fp8 is not None:
+        # Forward only (checked by the functionals): the launcher, no autograd.
+        history, amax = (None, None) if fp8 == "rowwise" else fp8_scaling
+        q, scale, s, y = _norm_fwd_fp8(x, weight, bias, residual, seed, float(eps), mode, p, is_rms, cast_before_weight,
+                                       activation, history, amax)
+        if mode == NONE:
+            return q, scale
+        return (q, scale), (s if mode == PRE else y)
     config = (float(eps), mode, p, is_rms, cast_before_weight, activation)
     if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
                                     or (bias is not None and bias.requires_grad)
@@ -896,6 +1165,14 @@ def _check_parameter(name, p, x):
         raise ValueError(f"{name}: expected a tensor on {x.device} like x, got {p.device}")
 
 
+def _check_fp8(fp8, fp8_scaling, x, *params) -> None:
+    """The FP8 output option's arguments (ops/fp8.py); forward only, so no gradient may be asked for."""
+    if check_fp8_output(fp8, fp8_scaling, x):
+        refuse_fp8_gradient(x, *params)
+        if is_dtensor(x):
+            raise ValueError("fp8: an FP8 output of a DTensor is not supported yet; pass fp8=None")
+
+
 def layer_norm(
     x: Tensor,
     weight: Optional[Tensor] = None,
@@ -906,17 +1183,30 @@ def layer_norm(
     residual_mode: str = "pre",
     dropout_p: float = 0.0,
     training: bool = True,
+    fp8: Optional[str] = None,
+    fp8_scaling: Optional[Float8Scaling] = None,
 ):
     """LayerNorm over the last dimension, optionally fused with a residual add and dropout.
 
     Returns ``y`` without a residual, ``(norm(s), s)`` with ``s = residual + dropout(x)`` in
     ``"pre"`` mode, and ``residual + dropout(norm(x))`` in ``"post"`` mode.
+
+    ``fp8="rowwise"`` or ``"tensorwise"`` (forward only): the normalized output is written in
+    float8_e4m3fn with its fp32 scale in the same pass, and ``(y_fp8, scale)`` comes back in place of the
+    GEMM's input: ``(y_fp8, scale)`` without a residual, ``((y_fp8, scale), s)`` in pre mode, and in post
+    mode ``((y_fp8, scale), y)`` with ``y`` the output in x's dtype too (the next residual stream).
+    ``blockfuse.fp8_linear(y_fp8, w, x_scale=scale, recipe=<the same>)`` takes them as they are. Rowwise
+    scales are ``(*x.shape[:-1], 1)``, each row's amax / 448; tensorwise is delayed scaling from
+    ``fp8_scaling`` (a :class:`blockfuse.ops.fp8.Float8Scaling` kept across calls), a 0-d scale.
+    ``blockfuse.ops.fp8``'s docstring has the recipe, and why the option is forward only.
     """
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
+    _check_fp8(fp8, fp8_scaling, x, weight, bias, residual)
     if not use_triton(x, draws_random=training and dropout_p > 0):
         return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
-                              dropout_p=dropout_p, training=training)
-    return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False)
+                              dropout_p=dropout_p, training=training, fp8=fp8, fp8_scaling=fp8_scaling)
+    return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False,
+                     fp8=fp8, fp8_scaling=fp8_scaling)
 
 
 def rms_norm(
@@ -929,19 +1219,23 @@ def rms_norm(
     dropout_p: float = 0.0,
     training: bool = True,
     cast_before_weight: bool = False,
+    fp8: Optional[str] = None,
+    fp8_scaling: Optional[Float8Scaling] = None,
 ):
     """RMSNorm over the last dimension, optionally fused with a residual add and dropout.
 
     ``cast_before_weight=False`` multiplies by the weight in fp32 and casts once (OLMo-2, and
     ``torch.nn.functional.rms_norm``); ``True`` casts the normalized row to x's dtype first,
-    then multiplies (Hugging Face Llama). Returns as :func:`layer_norm` does.
+    then multiplies (Hugging Face Llama). Returns as :func:`layer_norm` does, ``fp8`` included.
     """
     _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
+    _check_fp8(fp8, fp8_scaling, x, weight, residual)
     if not use_triton(x, draws_random=training and dropout_p > 0):
         return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
-                            dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight)
+                            dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight,
+                            fp8=fp8, fp8_scaling=fp8_scaling)
     return _run_norm(x, weight, None, residual, residual_mode, dropout_p, training, eps, True,
-                     bool(cast_before_weight))
+                     bool(cast_before_weight), fp8=fp8, fp8_scaling=fp8_scaling)
 
 
 def layer_norm_gelu(
@@ -950,16 +1244,21 @@ def layer_norm_gelu(
     bias: Optional[Tensor] = None,
     eps: float = 1e-5,
     approximate: str = "tanh",
-) -> Tensor:
+    *,
+    fp8: Optional[str] = None,
+    fp8_scaling: Optional[Float8Scaling] = None,
+):
     """``gelu(layer_norm(x) * weight + bias)`` over the last dimension in one pass, and a fused
     backward. ``approximate`` is GELU's form as in ``torch.nn.functional.gelu``: ``"tanh"`` or
-    ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32."""
+    ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32.
+    ``fp8``: ``(y_fp8, scale)`` instead (forward only), as :func:`layer_norm` without a residual."""
     _check_norm_args(x, weight, bias, eps, None, "pre", 0.0)
     tanh = check_gelu_approximation(approximate)
+    _check_fp8(fp8, fp8_scaling, x, weight, bias)
     if not use_triton(x):
-        return layer_norm_gelu_ref(x, weight, bias, eps, approximate)
+        return layer_norm_gelu_ref(x, weight, bias, eps, approximate, fp8=fp8, fp8_scaling=fp8_scaling)
     return _run_norm(x, weight, bias, None, "pre", 0.0, False, eps, False, False,
-                     GELU_CODES["tanh" if tanh else "none"])
+                     GELU_CODES["tanh" if tanh else "none"], fp8=fp8, fp8_scaling=fp8_scaling)
 
 
 # ----------------------------------------------------------------------------------------
@@ -967,9 +1266,13 @@ def layer_norm_gelu(
 # ----------------------------------------------------------------------------------------
 
 
-def _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask):
+def _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask, fp8=None,
+                    fp8_scaling=None):
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     p = float(dropout_p) if training else 0.0
+
+    def output(y):  # the normalized output as the op returns it: in x's dtype, or (y_fp8, scale) from fp32
+        return y.to(x.dtype) if fp8 is None else quantize_output_ref(y, fp8, fp8_scaling)
 
     def dropout(t):
         if p == 0.0:
@@ -979,16 +1282,18 @@ def _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, 
 
     z = x.to(compute)
     if residual is None:
-        return normalize(z, compute).to(x.dtype)
+        return output(normalize(z, compute))
     if residual_mode == "pre":
         s = residual.to(compute) + dropout(z)
-        return normalize(s, compute).to(x.dtype), s.to(x.dtype)
-    return (residual.to(compute) + dropout(normalize(z, compute))).to(x.dtype)
+        return output(normalize(s, compute)), s.to(x.dtype)
+    y = residual.to(compute) + dropout(normalize(z, compute))
+    return y.to(x.dtype) if fp8 is None else (output(y), y.to(x.dtype))
 
 
 def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_mode="pre",
-                   dropout_p=0.0, training=True, dropout_mask=None):
-    """Pure-PyTorch :func:`layer_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype.
+                   dropout_p=0.0, training=True, dropout_mask=None, fp8=None, fp8_scaling=None):
+    """Pure-PyTorch :func:`layer_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype (with ``fp8``:
+    quantized from the fp32 output, :func:`blockfuse.ops.fp8.quantize_output_ref`).
 
     ``dropout_mask`` (bool, like the dropped tensor, True = keep) replaces the random mask.
     """
@@ -998,12 +1303,13 @@ def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, *, residual=None, residu
         b = bias.to(compute) if bias is not None else None
         return F.layer_norm(z, (z.shape[-1],), w, b, eps)
 
-    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask)
+    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask, fp8, fp8_scaling)
 
 
 def rms_norm_ref(x, weight=None, eps=1e-6, *, residual=None, residual_mode="pre", dropout_p=0.0,
-                 training=True, cast_before_weight=False, dropout_mask=None):
-    """Pure-PyTorch :func:`rms_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype."""
+                 training=True, cast_before_weight=False, dropout_mask=None, fp8=None, fp8_scaling=None):
+    """Pure-PyTorch :func:`rms_norm`: fp32 math (fp64 for fp64 inputs), output in x's dtype (``fp8``: as
+    :func:`layer_norm_ref`)."""
 
     def normalize(z, compute):
         y = z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
@@ -1013,14 +1319,15 @@ def rms_norm_ref(x, weight=None, eps=1e-6, *, residual=None, residual_mode="pre"
             y = y.to(x.dtype).to(compute)
         return y * weight.to(compute)
 
-    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask)
+    return _reference_norm(x, normalize, residual, residual_mode, dropout_p, training, dropout_mask, fp8, fp8_scaling)
 
 
-def layer_norm_gelu_ref(x, weight=None, bias=None, eps=1e-5, approximate="tanh"):
-    """Pure-PyTorch :func:`layer_norm_gelu`: fp32 math (fp64 for fp64 inputs), output in x's dtype."""
+def layer_norm_gelu_ref(x, weight=None, bias=None, eps=1e-5, approximate="tanh", *, fp8=None, fp8_scaling=None):
+    """Pure-PyTorch :func:`layer_norm_gelu`: fp32 math (fp64 for fp64 inputs), output in x's dtype (``fp8``: as
+    :func:`layer_norm_ref`)."""
     check_gelu_approximation(approximate)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     w = weight.to(compute) if weight is not None else None
     b = bias.to(compute) if bias is not None else None
-    y = F.layer_norm(x.to(compute), (x.shape[-1],), w, b, eps)
-    return F.gelu(y, approximate=approximate).to(x.dtype)
+    y = F.gelu(F.layer_norm(x.to(compute), (x.shape[-1],), w, b, eps), approximate=approximate)
+    return y.to(x.dtype) if fp8 is None else quantize_output_ref(y, fp8, fp8_scaling)

@@ -1,0 +1,341 @@
+"""Norm + FP8 quantize in one pass (issue 18, "quantize as you write") against a device copy of the same bytes.
+
+Run on the GPU (under a minute on an H100 or H200):
+    PYTHONPATH=src python benchmarks/norm_fp8.py [--rows 16384] [--widths 4096] [--forms rms,ln,...] \
+        [--warps 4,8] [--out DIR]
+Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed):
+    PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8]
+
+``--warps``: the norms' FP8 forward with at least these many warps (``norm.FP8_FWD_MIN_WARPS``, default: the
+forward's tile, 4 at 4096): the first for the main figures, the others timed beside them (``rowwise_w8``, ...).
+
+For each width and form (``rms``, ``ln``: LayerNorm with a bias, ``rms-pre``: RMSNorm of residual + x, ``ln-post``:
+residual + LayerNorm(x), ``ln-gelu``, and ``swiglu`` / ``geglu``: the gated activations of two (rows, width)
+inputs), bf16 inputs, times under ``torch.no_grad`` (CUDA-graph replays, the L2 flushed before each call,
+``blockfuse.bench.timing.time_cuda_graph``):
+
+* ``bf16``: the op's forward in bf16 (no FP8 output, no statistics): what it costs today;
+* ``rowwise``, ``tensorwise``: the op with ``fp8=...`` (tensorwise: delayed scaling, its one-program roll of
+  the amax history included);
+* ``unfused_rowwise``, ``unfused_tensorwise``: the bf16 op, then ``blockfuse.fp8.quantize`` of its output (one
+  pass rowwise; two tensorwise: the amax, then the cast): what feeding ``fp8_linear`` costs without the fusion.
+
+Bytes a provider must move (per element; the per-row scales and statistics are not counted): x read (2), the
+output written (bf16 2, FP8 1); ``-pre`` and ``-post`` read the residual (2) and write the residual stream (2:
+s, or the post output in bf16 beside its FP8 copy); the gated ops read two inputs (4). The unfused pipeline
+moves the fused one's bytes plus the bf16 output's write and read (tensorwise: two reads). Each figure is
+reported as the fraction of a same-size copy: the time of a device copy that moves the provider's bytes
+(``do_bench``, eager, the L2 flushed: captured in a graph a copy may run on a copy engine, slower), timed in
+the same run, over the provider's time. The issue's target: >= 0.9 for the fused rowwise and tensorwise
+(``rms`` and ``ln``, [16384, 4096]). Each FP8 result is also checked against the references' fp32 output (on
+fp32 copies of the inputs): the scales' relative error, and how many FP8 steps the codes are from that output's
+cast with the kernel's scale (1 at most: the two fp32 outputs differ in the last bits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+FORMS = ("rms", "ln", "rms-pre", "ln-post", "ln-gelu", "swiglu", "geglu")
+DEFAULT_FORMS = ("rms", "ln", "rms-pre", "ln-post", "swiglu")
+PROVIDERS = ("bf16", "rowwise", "tensorwise", "unfused_rowwise", "unfused_tensorwise")
+
+
+def make_case(form: str, m: int, n: int, device: str):
+    """(op(fp8, scaling) -> the op's result, its fp32 output from the references on fp32 copies of the inputs (the
+    kernels' math: bf16 read, fp32 computed), bytes per element of the residual stream's traffic: the residual's
+    read and s's (or the post output's) write)."""
+    import blockfuse
+
+    g = torch.Generator(device=device).manual_seed(n)
+
+    def randn(*shape, scale=1.0, offset=0.0):
+        return (torch.randn(*shape, device=device, generator=g) * scale + offset).bfloat16()
+
+    x = randn(m, n, scale=2.0, offset=0.5)
+    if form in ("swiglu", "geglu"):
+        up = randn(m, n)
+        fn, ref = ((blockfuse.swiglu, blockfuse.swiglu_ref) if form == "swiglu"
+                   else (blockfuse.geglu, blockfuse.geglu_ref))
+        return (lambda fp8=None, scaling=None: fn(x, up, fp8=fp8, fp8_scaling=scaling),
+                lambda: ref(x.float(), up.float()), 0)
+    w, b, r = randn(n, scale=0.5, offset=1.0), randn(n, scale=0.5), randn(m, n, scale=2.0)
+    f = {"x": x.float(), "w": w.float(), "b": b.float(), "r": r.float()}
+    ops = {
+        "rms": (lambda fp8, s: blockfuse.rms_norm(x, w, fp8=fp8, fp8_scaling=s),
+                lambda: blockfuse.rms_norm_ref(f["x"], f["w"])),
+        "ln": (lambda fp8, s: blockfuse.layer_norm(x, w, b, fp8=fp8, fp8_scaling=s),
+               lambda: blockfuse.layer_norm_ref(f["x"], f["w"], f["b"])),
+        "rms-pre": (lambda fp8, s: blockfuse.rms_norm(x, w, residual=r, fp8=fp8, fp8_scaling=s),
+                    lambda: blockfuse.rms_norm_ref(f["x"], f["w"], residual=f["r"])[0]),
+        "ln-post": (lambda fp8, s: blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", fp8=fp8,
+                                                        fp8_scaling=s),
+                    lambda: blockfuse.layer_norm_ref(f["x"], f["w"], f["b"], residual=f["r"], residual_mode="post")),
+        "ln-gelu": (lambda fp8, s: blockfuse.layer_norm_gelu(x, w, b, fp8=fp8, fp8_scaling=s),
+                    lambda: blockfuse.layer_norm_gelu_ref(f["x"], f["w"], f["b"])),
+    }
+    op, ref = ops[form]
+    return lambda fp8=None, scaling=None: op(fp8, scaling), ref, 4 if form in ("rms-pre", "ln-post") else 0
+
+
+def split(form: str, result):
+    """(the GEMM input (bf16 y, or (y_fp8, scale)), the residual stream or None) of an op's result."""
+    if form in ("rms-pre", "ln-post"):
+        return result[0], result[1]
+    return result, None
+
+
+def check(form: str, op, y_ref: torch.Tensor) -> dict:
+    """Scales against amax / 448 of the reference's fp32 output, and the FP8 codes against its cast with the
+    kernel's own scale: the largest difference in FP8 steps (1: one rounding apart, the kernel's fp32 output
+    and the reference's differ in the last bits)."""
+    from blockfuse.ops.fp8 import Float8Scaling
+
+    out = {}
+    for recipe in ("rowwise", "tensorwise"):
+        scaling = Float8Scaling.new(device=y_ref.device) if recipe == "tensorwise" else None
+        with torch.no_grad():
+            if scaling is not None:
+                op("tensorwise", scaling)  # records the amax: the second call uses it
+            (q, scale), _ = split(form, op(recipe, scaling))
+        if recipe == "rowwise":
+            expected = y_ref.abs().amax(-1, keepdim=True).clamp(min=1e-12) / 448
+        else:
+            expected = y_ref.abs().amax() / 448
+        scale_error = ((scale - expected).abs() / expected).max().item()
+        cast = (y_ref * (1.0 / scale)).clamp(-448, 448).to(torch.float8_e4m3fn)
+        # e4m3 codes of one sign are ordered like the values: a step is a difference of 1 in the code's low 7 bits.
+        steps = ((q.view(torch.uint8).int() & 127) - (cast.view(torch.uint8).int() & 127)).abs()
+        same_sign = (q.view(torch.uint8) >> 7) == (cast.view(torch.uint8) >> 7)
+        out[recipe] = {"scale_rel_error": scale_error, "max_fp8_steps": int(steps.max().item()),
+                       "sign_mismatches": int((~same_sign & (steps > 0)).sum().item())}
+    return out
+
+
+def copy_ms(nbytes: int) -> float:
+    """A device copy that moves ``nbytes`` (nbytes / 2 read, written elsewhere): do_bench, eager, L2 flushed."""
+    from blockfuse.bench import timing
+
+    source = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    return timing.time_cuda(lambda: target.copy_(source), warmup_ms=10, rep_ms=50).median
+
+
+def graph_ms(fn) -> float:
+    from blockfuse.bench import timing
+
+    flush = timing.l2_flush()
+
+    def body():
+        flush()
+        fn()
+
+    return timing.time_cuda_graph(body, flush, reps=10, samples=7).median
+
+
+def bench(forms, m: int, widths, warps=(None,)) -> list[dict]:
+    import blockfuse.fp8
+    from blockfuse.ops import norm
+    from blockfuse.ops.fp8 import Float8Scaling
+
+    rows = []
+    for n in widths:
+        elements = m * n
+        for form in forms:
+            op, ref, extra = make_case(form, m, n, "cuda")
+            with torch.no_grad():
+                y_ref = ref()
+            scaling = Float8Scaling.new(device="cuda")
+
+            def unfused(recipe):
+                y, _ = split(form, op())
+                return blockfuse.fp8.quantize(y, recipe=recipe)
+
+            x_bytes = 4 if form in ("swiglu", "geglu") else 2  # the gated ops read two inputs
+            calls = {
+                "bf16": (lambda: op(), x_bytes + 2 + extra, None),
+                "rowwise": (lambda: op("rowwise"), x_bytes + 1 + extra, None),
+                "tensorwise": (lambda: op("tensorwise", scaling), x_bytes + 1 + extra, None),
+                "unfused_rowwise": (lambda: unfused("rowwise"), x_bytes + 2 + extra + 2 + 1, None),
+                "unfused_tensorwise": (lambda: unfused("tensorwise"), x_bytes + 2 + extra + 2 * 2 + 1, None),
+            }
+            if form not in ("swiglu", "geglu"):
+                for w in warps[1:]:  # the norms' FP8 forward with other warp counts (norm.FP8_FWD_MIN_WARPS)
+                    calls[f"rowwise_w{w}"] = (calls["rowwise"][0], calls["rowwise"][1], w)
+                    calls[f"tensorwise_w{w}"] = (calls["tensorwise"][0], calls["tensorwise"][1], w)
+            row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
+            copies = {}
+            default_warps = norm.FP8_FWD_MIN_WARPS
+            with torch.no_grad():
+                for name, (fn, per_element, min_warps) in calls.items():
+                    norm.FP8_FWD_MIN_WARPS = min_warps or warps[0] or default_warps
+                    try:
+                        ms = graph_ms(fn)
+                    finally:
+                        norm.FP8_FWD_MIN_WARPS = default_warps
+                    if per_element not in copies:
+                        copies[per_element] = copy_ms(per_element * elements)
+                    copy = copies[per_element]
+                    row[name] = {"ms": ms, "bytes": per_element * elements, "copy_ms": copy,
+                                 "fraction": copy / ms, "gbps": per_element * elements / ms / 1e6}
+            rows.append(row)
+            cells = ", ".join(f"{name} {row[name]['ms'] * 1e3:.1f} us ({row[name]['fraction']:.2f})" for name in calls)
+            print(f"{m}x{n} {form}: {cells}; check {json.dumps(row['check'])}", flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------------------
+# --registers: the FP8 kernels compiled for sm_90 (no GPU)
+# ----------------------------------------------------------------------------------------
+
+
+def register_stats(widths, warps_options=(4,)) -> None:
+    """A markdown table of registers and stack bytes a thread of each FP8 forward kernel, as the launchers tile
+    it (the norms' warps: at least each of ``warps_options``), beside the plain norm forward's (no statistics)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from kernel_stats import compile_sm90, sass_stats
+
+    from blockfuse.ops import gated, norm
+    from blockfuse.ops.fp8 import FP8_OUTPUT_CODES
+
+    norm_forms = {"rms": (True, norm.NONE, 0), "ln": (False, norm.NONE, 0), "ln-pre": (False, norm.PRE, 0),
+                  "ln-post": (False, norm.POST, 0), "ln-gelu": (False, norm.NONE, norm.GELU_CODES["tanh"])}
+    print("| width | op | recipe | tile (m x n + tail, chunks, warps) | regs | stack | plain kernel regs | stack |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in widths:
+        tile = _forward_tile(norm, n, 1)  # the plain forward's
+        tail = f" + {tile.block_t}" if tile.tail else ""
+        for form, (is_rms, mode, activation) in norm_forms.items():
+            plain = _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation)
+            for recipe in FP8_OUTPUT_CODES:
+                for min_warps in warps_options:
+                    num_warps = _forward_tile(norm, n, min_warps).num_warps
+                    registers, stack = _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode,
+                                                       activation, recipe, num_warps)
+                    print(f"| {n} | {form} | {recipe} | {tile.block_m} x {tile.block_n}{tail}, {tile.num_chunks}, "
+                          f"{num_warps} | {registers} | {stack} | {plain[0]} | {plain[1]} |", flush=True)
+        for recipe, code in FP8_OUTPUT_CODES.items():
+            block_m, block_n, chunks, warps = gated.fp8_tile(4 * n, n, recipe == "rowwise", compiled=True)
+            signature = {"G": BF16, "U": BF16, "Q": E4M3, "Q_SCALE": F32, "stride_g": "i32", "stride_u": "i32",
+                         "M": "i32", "N": "i32", "history_len": "i32"}
+            nones = {}
+            for name in ("HISTORY", "AMAX"):
+                if recipe == "tensorwise":
+                    signature[name] = F32
+                else:
+                    nones[name] = None
+            constexprs = dict(ACTIVATION=0, FP8=code, BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=chunks,
+                              BLOCK_H=16 if recipe == "tensorwise" else 1)
+            compiled = compile_sm90(gated._gated_fwd_fp8_kernel, signature, {**nones, **constexprs},
+                                    ["G", "U", "Q", "stride_g", "stride_u", "N"], num_warps=warps)
+            registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+            print(f"| {n} | swiglu | {recipe} | {block_m} x {block_n}, {chunks}, {warps} | {registers} | {stack} | "
+                  f"| |", flush=True)
+
+
+BF16, F32, E4M3 = "*bf16", "*fp32", "*fp8e4nv"
+
+
+def _forward_tile(norm, n: int, min_warps: int):
+    """``norm.fp8_forward_tile(n)`` with ``norm.FP8_FWD_MIN_WARPS = min_warps`` (1: the plain forward's tile)."""
+    saved = norm.FP8_FWD_MIN_WARPS
+    norm.FP8_FWD_MIN_WARPS = min_warps
+    try:
+        return norm.fp8_forward_tile(n)
+    finally:
+        norm.FP8_FWD_MIN_WARPS = saved
+
+
+def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation, recipe, num_warps):
+    """(registers, stack) of the norms' FP8 forward kernel for one form and recipe (bf16 input, a weight)."""
+    from blockfuse.ops.fp8 import FP8_OUTPUT_CODES, HISTORY_LEN
+    from blockfuse.ops.launch import next_power_of_2
+
+    signature = {"X": BF16, "W": BF16, "Q": E4M3, "Q_SCALE": F32, "stride_x": "i32", "stride_res": "i32",
+                 "stride_y": "i32", "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
+                 "dropout_scale": "fp32", "history_len": "i32"}
+    nones = {"SEED": None}
+    for name, present, kind in (("B", not is_rms, BF16), ("RES", mode != norm.NONE, BF16),
+                                ("S", mode == norm.PRE, BF16), ("Y", mode == norm.POST, BF16),
+                                ("HISTORY", recipe == "tensorwise", F32), ("AMAX", recipe == "tensorwise", F32)):
+        if present:
+            signature[name] = kind
+        else:
+            nones[name] = None
+    constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
+                      ACTIVATION=activation, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
+                      BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1)
+    compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs},
+                            ["X", "W", "Q", "stride_x", "N"], num_warps=num_warps)
+    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    return registers, stack
+
+
+def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation):
+    """(registers, stack) of the same form without an FP8 output (inference: no statistics), for comparison."""
+    bf = BF16
+    signature = {"X": bf, "W": bf, "Y": bf, "stride_x": "i32", "stride_res": "i32", "stride_y": "i32",
+                 "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32", "dropout_scale": "fp32"}
+    nones = {"SEED": None, "MEAN": None, "RSTD": None}
+    for name, present in (("B", not is_rms), ("RES", mode != norm.NONE), ("S", mode == norm.PRE)):
+        if present:
+            signature[name] = bf
+        else:
+            nones[name] = None
+    constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
+                      ACTIVATION=activation, STATS=False, **tile.constexprs(n))
+    compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **constexprs},
+                            ["X", "W", "Y", "stride_x", "stride_y", "N"], num_warps=tile.num_warps)
+    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    return registers, stack
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16384)
+    parser.add_argument("--widths", default=None, help="comma-separated (default 4096; --registers: 4096,4304,20000)")
+    parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"any of {', '.join(FORMS)}")
+    parser.add_argument("--registers", action="store_true", help="registers / stack of the sm_90 build, no GPU")
+    parser.add_argument("--warps", default=None,
+                        help="comma-separated minimum warps of the norms' FP8 forward (norm.FP8_FWD_MIN_WARPS): the "
+                             "first for the main figures, the others timed beside them as rowwise_wN / tensorwise_wN")
+    parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
+    args = parser.parse_args()
+    if args.registers:
+        register_stats([int(w) for w in (args.widths or "4096,4304,20000").split(",")],
+                       [int(w) for w in (args.warps or "4").split(",")])
+        return
+    import triton
+
+    widths = [int(w) for w in (args.widths or "4096").split(",")]
+    forms = args.forms.split(",")
+    head = f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}; bf16 inputs"
+    print(head, flush=True)
+    warps = tuple(int(w) for w in args.warps.split(",")) if args.warps else (None,)
+    rows = bench(forms, args.rows, widths, warps)
+    if args.out is None:
+        return
+    os.makedirs(args.out, exist_ok=True)
+    command = "PYTHONPATH=src python benchmarks/norm_fp8.py " + " ".join(sys.argv[1:])
+    (args.out / "norm-fp8.json").write_text(json.dumps(
+        {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+         "command": command, "rows": rows}, indent=1))
+    lines = [f"# Norm + FP8 quantize against a copy of the same bytes ({head})", "", f"Command: `{command}`", "",
+             "Time (CUDA-graph replays, L2 flushed) and fraction of a same-size device copy timed in the same run.", "",
+             "| rows x width | form | " + " | ".join(PROVIDERS) + " | max FP8 steps (row / tensor) |",
+             "| --- | --- | " + " | ".join("---" for _ in PROVIDERS) + " | --- |"]
+    for r in rows:
+        cells = " | ".join(f"{r[p]['ms'] * 1e3:.1f} us ({r[p]['fraction']:.2f})" for p in PROVIDERS)
+        steps = f"{r['check']['rowwise']['max_fp8_steps']} / {r['check']['tensorwise']['max_fp8_steps']}"
+        lines.append(f"| {r['rows']}x{r['width']} | {r['form']} | {cells} | {steps} |")
+    (args.out / "norm-fp8.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
