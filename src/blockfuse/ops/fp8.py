@@ -152,7 +152,7 @@ def _quantized(x, scale, Y, FP8_MAX: tl.constexpr, E5M2: tl.constexpr):
 
 @triton.jit
 def scale_of(amax, FP8_MAX: tl.constexpr):
-    """``max(amax, 1e-12) / FP8_MAX`` in fp32, rounded as PyTorch's division."""
+    """``max(amax, 1e-12) / FP8_MAX`` in fp32, rounded as IEEE division (PyTorch's on the CPU, or by a tensor)."""
     return tl.math.div_rn(tl.maximum(amax, 1e-12), FP8_MAX)
 
 
@@ -314,27 +314,33 @@ def _fp8_cast_kernel(
             if pid_n == 0:
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
         if HAS_YT:
-            col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)
-            qt = _quantized(tl.trans(x), col_scale[:, None], YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
-            tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
-                     mask=col_mask[:, None] & (rows < MP)[None, :])
-            if pid_m == 0:
-                tl.store(YT_SCALE + cols, col_scale, mask=col_mask)
+            col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)  # (BLOCK_N,)
     else:
         scale = scale_of(tl.load(AMAX), FP8_MAX)
         if HAS_Y:
             q = _quantized(x, scale, Y, FP8_MAX, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
         if HAS_YT:
-            # Rows M..MP of the tile loaded as zeros: the padding of YT is written here too.
-            qt = _quantized(tl.trans(x), scale, YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
-            tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
-                     mask=col_mask[:, None] & (rows < MP)[None, :])
+            # NOTE: the tensor's scale as a (BLOCK_N,) load of the one amax, so that YT is quantized by the
+            # same code as rowwise's YT below (the transposed fp32 tile over a column of scales). With the
+            # scalar (the quotients Y's, which the compiler may share and transpose as FP8 bytes), the
+            # gradients of fp32 tensorwise layers on an H200 (torch 2.11, Triton 3.6) came out as if a quarter
+            # of the rows of every YT were garbage (dx wrong in 25% of its elements, dweight in 1 - 0.75^2 =
+            # 43.75%), while rowwise YT and bf16 inputs were right.
+            col_scale = scale_of(tl.load(AMAX + cols * 0), FP8_MAX)  # (BLOCK_N,), every one the tensor's scale
         if (pid_m == 0) & (pid_n == 0):
             if HAS_Y:
                 tl.store(Y_SCALE, scale)
             if HAS_YT:
                 tl.store(YT_SCALE, scale)
+    if HAS_YT:
+        # Rows M..MP of the tile were loaded as zeros: the padding of YT is written here too.
+        qt = _quantized(tl.trans(x), col_scale[:, None], YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
+        tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
+                 mask=col_mask[:, None] & (rows < MP)[None, :])
+        if ROWWISE:
+            if pid_m == 0:
+                tl.store(YT_SCALE + cols, col_scale, mask=col_mask)
 
 
 # ----------------------------------------------------------------------------------------
@@ -776,6 +782,16 @@ def _amax(t: Tensor, dim: Optional[int] = None) -> Tensor:
     return t.abs().amax(dim, keepdim=True)
 
 
+def _scale_ref(amax: Tensor, fp8_max: float) -> Tensor:
+    """``max(amax, 1e-12) / fp8_max`` in fp32, rounded as :func:`scale_of` rounds it (IEEE division).
+
+    NOTE: divided by a tensor, not by a Python number: CUDA divides by a CPU scalar as a product with
+    its reciprocal (PyTorch's ``div_true_kernel_cuda``), up to one ulp from the quotient, which would then
+    differ from the kernels' ``div_rn`` (and from the CPU) in the last bit of some scales."""
+    amax = amax.float().clamp(min=AMAX_FLOOR)
+    return amax / torch.full((), fp8_max, dtype=torch.float32, device=amax.device)
+
+
 def _cast_ref(v: Tensor, dtype: torch.dtype) -> Tensor:
     fp8_max = FP8_MAX[dtype]
     return v.clamp(-fp8_max, fp8_max).to(dtype)
@@ -788,14 +804,14 @@ def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad):
     y = y_scale = yt = yt_scale = None
     if rowwise:
         if rows:
-            y_scale = (_amax(xf, 1).clamp(min=AMAX_FLOOR) / fp8_max).reshape(-1).unsqueeze(1)  # (M, 1), unit strides
+            y_scale = _scale_ref(_amax(xf, 1), fp8_max).reshape(-1).unsqueeze(1)  # (M, 1), unit strides
             y = _cast_ref(xf / y_scale, dtype).contiguous()
         if transposed:
-            col_scale = _amax(xf, 0).clamp(min=AMAX_FLOOR) / fp8_max  # (1, N)
+            col_scale = _scale_ref(_amax(xf, 0), fp8_max)  # (1, N)
             yt = _transposed(_cast_ref(xf / col_scale, dtype), pad)
             yt_scale = col_scale.reshape(-1).unsqueeze(1)  # (N, 1), unit strides (_scaled_mm checks them)
     else:
-        scale = _amax(xf).clamp(min=AMAX_FLOOR) / fp8_max  # ()
+        scale = _scale_ref(_amax(xf), fp8_max)  # ()
         q = _cast_ref(xf / scale, dtype).contiguous()
         if rows:
             y, y_scale = q, scale
@@ -809,7 +825,7 @@ def quantize_ref(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
     """Pure-PyTorch :func:`quantize`: the same scales and values."""
     rowwise = _check_quantize_args(x, dtype, recipe)
     xf = x.detach().float()
-    scale = (_amax(xf, -1) if rowwise else _amax(xf)).clamp(min=AMAX_FLOOR) / FP8_MAX[dtype]
+    scale = _scale_ref(_amax(xf, -1) if rowwise else _amax(xf), FP8_MAX[dtype])
     return _cast_ref(xf / scale, dtype), scale
 
 
@@ -832,7 +848,7 @@ def fp8_linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, 
 def delayed_scale_ref(history: Tensor) -> Tensor:
     """Pure-PyTorch :func:`delayed_scale`: ``max(history) / 448`` in fp32, 1.0 for an all-zero history (0-d)."""
     amax = history.float().amax()
-    return torch.where(amax > 0, amax.clamp(min=AMAX_FLOOR) / FP8_MAX[torch.float8_e4m3fn], torch.ones_like(amax))
+    return torch.where(amax > 0, _scale_ref(amax, FP8_MAX[torch.float8_e4m3fn]), torch.ones_like(amax))
 
 
 def quantize_output_ref(y: Tensor, fp8: str, fp8_scaling: Optional[Float8Scaling] = None) -> tuple[Tensor, Tensor]:
@@ -842,7 +858,7 @@ def quantize_output_ref(y: Tensor, fp8: str, fp8_scaling: Optional[Float8Scaling
     ``fp8_scaling.history`` as the kernels do."""
     fp8_max = FP8_MAX[torch.float8_e4m3fn]
     if fp8 == "rowwise":
-        scale = _amax(y, -1).float().clamp(min=AMAX_FLOOR) / fp8_max  # (..., 1)
+        scale = _scale_ref(_amax(y, -1), fp8_max)  # (..., 1)
     elif fp8 == "tensorwise":
         history = fp8_scaling.history
         scale = delayed_scale_ref(history)
