@@ -1,22 +1,21 @@
-"""RoPE at head dims whose rotary half is not a power of two: the tile rule of ops/rotary.py (the pairs in
-chunks with at most MAX_LANE_WASTE of the lanes masked off, alignment hints on the row offsets) against the
-single padded block it replaced and against torch.compile's RoPE, forward and forward+backward, at head_dim
+"""RoPE at head dims whose rotary half is not a power of two: ops/rotary.py's launch (one padded block of
+next_power_of_2(rotary_dim / 2) pairs, alignment hints on the row offsets) against the same launch without
+the hints and against torch.compile's RoPE, forward and forward+backward, at head_dim
 {64, 72, 80, 96, 128, 256} x (heads, kv heads) {(32, 32), (32, 8), (16, 4)} at [batch 4, seq 4096]: bf16,
 "bhsd", Hugging Face's per-token tables, as ``blockfuse bench ops --sweep`` runs the op.
 
 Variants (``--variants``, default old,new,compile):
-* ``old``: the launcher before the rule: one block of next_power_of_2(rotary_dim / 2) pairs
-  (MAX_LANE_WASTE = 1) and no alignment hints (``_cached_alignments`` -> (1, 1));
-* ``hints``: one padded block, with the alignment hints (what the hints alone give);
-* ``exact``: chunks that divide the pairs (MAX_LANE_WASTE = 0: 36 pairs -> 9 x 4), with the hints;
-* ``new``: the rule as shipped;
+* ``old``: the launcher before the hints (``_cached_alignments`` -> (1, 1): ALIGN = TABLE_ALIGN = 1);
+* ``new``: the launcher as shipped;
 * ``compile``: ``torch.compile(rotary_ref)``, a fresh static-shape compile per shape (the sweep's baseline).
+The pairs in power-of-two chunks with at most 1/8 of the lanes masked were tried and measured slower (see
+the NOTE beside TILE_ELEMENTS in ops/rotary.py); the variant is gone with the code.
 
 Each figure: kernel time from CUDA-graph replays with the L2 flushed (``blockfuse.bench.timing``), and the
 fraction of a device copy of the same bytes timed in the same run (do_bench, as the sweep times its copy).
 Every variant's outputs and input gradients are checked against the fp32 reference (``rotary_ref`` on fp32
 copies of q, k and the incoming gradients): each element within one bf16 ulp. For power-of-two head dims
-``old`` and ``new`` launch the same kernel (the rule picks the same tiles; no hint where Triton knows).
+``old`` and ``new`` launch the same kernel (no hint where Triton knows: strides that are multiples of 16).
 
 Run on the GPU (budget: under 90 s on an H200, most of it the 18 static torch.compile builds; the run prints
 its time; ``--variants old,new`` skips torch.compile):
@@ -46,9 +45,7 @@ BATCH, SEQ = 4, 4096
 DEVICE = "cuda"
 # variant -> the module attributes it sets while it runs (None: torch.compile)
 VARIANTS = {
-    "old": {"MAX_LANE_WASTE": 1.0, "_cached_alignments": lambda *key: (1, 1)},
-    "hints": {"MAX_LANE_WASTE": 1.0},
-    "exact": {"MAX_LANE_WASTE": 0.0},
+    "old": {"_cached_alignments": lambda *key: (1, 1)},
     "new": {},
     "compile": None,
 }
@@ -101,16 +98,15 @@ def time_variant(fn, q, k, dq, dk, flush) -> tuple[float, float]:
 
 
 def tile_of(shape, cos) -> str:
-    """BLOCK_P x CHUNKS and ALIGN that the launcher picks under the current settings (q, k contiguous "bhsd")."""
+    """BLOCK_P and ALIGN that the launcher picks under the current settings (q, k contiguous "bhsd")."""
     batch, seq, hq, hk, d = shape
-    constants = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS,
-                 rotary_module.MAX_LANE_WASTE)
+    constants = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS)
     tile = rotary_module._tile(batch * seq, hq, hk, d, 0, sm_count(torch.device(DEVICE)), False, constants)
     q_strides, k_strides = (hq * seq * d, d, seq * d, 1), (hk * seq * d, d, seq * d, 1)  # (batch, seq, head, dim)
     table = rotary_module._table_strides(cos, d, False)
     align, _ = rotary_module._cached_alignments(2, (batch, seq, hq, hk), (q_strides, q_strides, k_strides, k_strides),
                                                 cos.dtype.itemsize, (1, seq), (table, table))
-    return f"{tile[3]}x{tile[9]} a{align}"
+    return f"{tile[3]} a{align}"
 
 
 def main() -> None:

@@ -744,12 +744,12 @@ def test_torch_compile_every_form(backend, dynamic, device):
 
 
 # ---------------------------------------------------------------------------------------------
-# Head dims whose rotary half is not a power of two: the pairs in chunks (MAX_LANE_WASTE)
+# Head dims whose rotary half is not a power of two: one padded block of pairs, alignment hints
 # ---------------------------------------------------------------------------------------------
 
-# head_dim: a partial rotary_dim whose pairs and pass-through part are chunked too (or a power of two)
-CHUNKED_HEAD_DIMS = {24: 12, 40: 24, 72: 32, 80: 40, 96: 48}
-CHUNKED_FORMS = {
+# head_dim: a partial rotary_dim (its pairs and pass-through part not powers of two either, or a power of two)
+PADDED_HEAD_DIMS = {24: 12, 40: 24, 72: 32, 80: 40, 96: 48}
+PADDED_FORMS = {
     "gqa": {},
     "bshd-to-bhsd": {"out_layout": "bhsd"},
     "bhsd-to-bshd": {"layout": "bhsd", "out_layout": "bshd", "positions": "ids"},
@@ -765,43 +765,46 @@ CHUNKED_FORMS = {
 }
 
 
-def chunked_case(head_dim: int, form: str) -> Case:
-    fields = dict(CHUNKED_FORMS[form])
+def padded_case(head_dim: int, form: str) -> Case:
+    fields = dict(PADDED_FORMS[form])
     if fields.pop("partial", False):
-        fields.update(rotary_dim=CHUNKED_HEAD_DIMS[head_dim], pass_rotary_dim=True)
+        fields.update(rotary_dim=PADDED_HEAD_DIMS[head_dim], pass_rotary_dim=True)
     return Case(**{"batch": 2, "seq": 5, "head_dim": head_dim, **fields})
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("form", list(CHUNKED_FORMS))
-@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
-def test_chunked_head_dims(head_dim, form, device):
-    """head_dim 24, 40, 72, 80, 96 (12, 20, 36, 40, 48 pairs: chunks of 4, 4, 8, 8, 16) in every form,
-    forward and backward against float64: layouts, conventions, tables, positions, qkv slices and
-    transposed inputs, MQA with one token, partial rotary (chunked pass-through); GQA by default."""
-    case = chunked_case(head_dim, form)
+@pytest.mark.parametrize("form", list(PADDED_FORMS))
+@pytest.mark.parametrize("head_dim", list(PADDED_HEAD_DIMS))
+def test_padded_head_dims(head_dim, form, device):
+    """head_dim 24, 40, 72, 80, 96 (12, 20, 36, 40, 48 pairs in one block of 16, 32, 64, 64, 64, the rest
+    masked off) in every form, forward and backward against float64: layouts, conventions, tables,
+    positions, qkv slices and transposed inputs, MQA with one token, partial rotary (a pass-through part
+    of 12, 16, 40, 40, 48 in a padded block too); GQA by default."""
+    case = padded_case(head_dim, form)
     import blockfuse.ops.rotary as rotary_module
 
-    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, case.head_dim - case.rot, 1)
-    assert tile[9] > 1 or tile[10] > 1, f"head_dim {head_dim}, rotary_dim {case.rot}: not chunked, tile {tile}"
+    pass_dim = case.head_dim - case.rot
+    tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, pass_dim, 1)
+    assert tile[3] == 1 << (case.rot // 2 - 1).bit_length(), tile  # BLOCK_P: next_power_of_2(pairs)
+    assert tile[4] == (1 << (pass_dim - 1).bit_length() if pass_dim else 1), tile  # BLOCK_PASS
     check_case(case, torch.bfloat16, device)
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
-@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
-def test_chunked_head_dims_dtypes(head_dim, dtype, device):
-    check_case(chunked_case(head_dim, "bhsd-to-bshd"), dtype, device)
-    check_case(chunked_case(head_dim, "partial-interleaved"), dtype, device)
+@pytest.mark.parametrize("head_dim", list(PADDED_HEAD_DIMS))
+def test_padded_head_dims_dtypes(head_dim, dtype, device):
+    check_case(padded_case(head_dim, "bhsd-to-bshd"), dtype, device)
+    check_case(padded_case(head_dim, "partial-interleaved"), dtype, device)
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("source", ["contiguous", "qkv"])
-@pytest.mark.parametrize("head_dim", list(CHUNKED_HEAD_DIMS))
-def test_chunked_head_dims_inplace(head_dim, source, device):
+@pytest.mark.parametrize("head_dim", list(PADDED_HEAD_DIMS))
+def test_padded_head_dims_inplace(head_dim, source, device):
     """In place, without and with grad (the full and the partial rotary): the out-of-place result
     (checked above against float64) and its gradients, the pass-through part untouched."""
-    for rotary_dim in (head_dim, CHUNKED_HEAD_DIMS[head_dim]):
+    for rotary_dim in (head_dim, PADDED_HEAD_DIMS[head_dim]):
         case = Case(batch=2, seq=5, head_dim=head_dim, rotary_dim=rotary_dim, positions="ids", source=source)
         q0, k0 = make_qk(case, torch.float32, device)
         position_ids, _, positions = make_positions(case, device)
@@ -824,12 +827,12 @@ def test_chunked_head_dims_inplace(head_dim, source, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("case", [Case(positions="ids"), Case(head_dim=80, rotary_dim=40, interleaved=True,
+@pytest.mark.parametrize("case", [Case(positions="ids"), Case(head_dim=40, rotary_dim=24, interleaved=True,
                                                              layout="bhsd", table="full", pass_rotary_dim=True)],
                          ids=case_id)
-def test_chunks_equal_one_padded_block(case, monkeypatch, device):
-    """The chunked tiles give the numbers of the single padded block (MAX_LANE_WASTE = 1, what the
-    launcher did before): the same fp32 math on every element, forward and backward."""
+def test_alignment_hints_change_no_number(case, monkeypatch, device):
+    """With the alignment hints (ALIGN, TABLE_ALIGN > 1 here) and without them (both 1, what the launcher
+    did before): the same fp32 math on every element, forward and backward."""
     import blockfuse.ops.rotary as rotary_module
 
     q, k = make_qk(case, torch.float32, device)
@@ -838,43 +841,28 @@ def test_chunks_equal_one_padded_block(case, monkeypatch, device):
     grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
                     for i, h in enumerate((case.q_heads, case.k_heads))]
     extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+    seen = []
+
+    def alignments(*key):
+        seen.append(rotary_module._alignments(*key))
+        return seen[-1]
 
     def run():
         lq, lk = leaves(q, k)
         outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
         return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
 
-    chunked = run()
-    monkeypatch.setattr(rotary_module, "MAX_LANE_WASTE", 1.0)
-    padded = run()
+    monkeypatch.setattr(rotary_module, "_cached_alignments", alignments)
+    hinted = run()
+    assert seen and all(align > 1 and table_align > 1 for align, table_align in seen), seen
+    monkeypatch.setattr(rotary_module, "_cached_alignments", lambda *key: (1, 1))
+    plain = run()
     tolerance = {} if device == "cpu" else {"rtol": 1e-6, "atol": 1e-6}  # (a GPU may contract differently)
-    for a, b, name in zip(chunked, padded, ["q_out", "k_out", "dq", "dk"]):
+    for a, b, name in zip(hinted, plain, ["q_out", "k_out", "dq", "dk"]):
         if tolerance:
             torch.testing.assert_close(a, b, **tolerance, msg=name)
         else:
             assert torch.equal(a, b), name
-
-
-def test_pair_block_rule():
-    """_pair_block: power-of-two blocks whose chunks cover the pairs, at most MAX_LANE_WASTE of the lanes
-    masked off, the widest such block; a power of two is one block, as before the rule."""
-    from blockfuse.ops.rotary import MAX_LANE_WASTE, _pair_block
-
-    assert [_pair_block(n, MAX_LANE_WASTE) for n in (36, 40, 48, 12, 20, 32, 64, 128)] == [
-        (8, 5), (8, 5), (16, 3), (4, 3), (4, 5), (32, 1), (64, 1), (128, 1)]
-    for max_waste in (0.0, MAX_LANE_WASTE, 0.5, 1.0):
-        for pairs in range(1, 300):
-            block, chunks = _pair_block(pairs, max_waste)
-            lanes = block * chunks
-            assert block & (block - 1) == 0 and chunks == -(-pairs // block) and lanes >= pairs
-            assert lanes - pairs <= max_waste * lanes, (pairs, max_waste, block, chunks)
-            wider = 2 * block
-            if wider <= 1 << (pairs - 1).bit_length():  # the next wider block wastes more
-                wider_lanes = wider * -(-pairs // wider)
-                assert wider_lanes - pairs > max_waste * wider_lanes, (pairs, max_waste, block)
-            if max_waste == MAX_LANE_WASTE:
-                assert chunks < 16
-    assert all(_pair_block(n, 1.0) == (1 << (n - 1).bit_length(), 1) for n in range(1, 300))
 
 
 def test_alignment_hint():
@@ -901,7 +889,7 @@ def test_alignment_hint():
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_torch_compile_dynamic_chunked(device):
+def test_torch_compile_dynamic_alignment(device):
     """Symbolic sizes and strides (torch.compile, dynamic=True) at head_dim 24: the launcher's alignment
     of a stride like 24 * s0 costs no guard; one graph for two sequence lengths, eager's numbers."""
     import torch._dynamo
@@ -1113,6 +1101,32 @@ def test_tiles_are_powers_of_two(tile_elements, monkeypatch):
                     assert all(b > 0 and b & (b - 1) == 0 for b in blocks), (tokens, heads1, heads2, rotary_dim,
                                                                               pass_dim, min_programs, tile)
 
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_cached_tile_follows_the_module_constants(monkeypatch, device):
+    """The launcher passes TILE_ELEMENTS, ELEMENTS_PER_WARP and SPLIT_HEADS into the cached tile rule, so
+    a sweep that sets them (benchmarks/rotary_tiles.py) gets their tile, not one cached before."""
+    import blockfuse.ops.rotary as rotary_module
+
+    launched = []
+    kernel = rotary_module._kernel
+
+    def spy(grid, *args, **constexprs):
+        launched.append(constexprs["BLOCK_T"])
+        return kernel(grid, *args, **constexprs)
+
+    monkeypatch.setattr(rotary_module, "_kernel", spy)
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
+    q = random_tensor((1, 64, 2, 64), torch.float32, device, seed=1)  # (batch, seq, heads, head_dim)
+    k = random_tensor((1, 64, 2, 64), torch.float32, device, seed=2)
+    angles = random_tensor((64, 32), torch.float32, device, seed=3)
+    expected = rotary(q, k, angles.cos(), angles.sin())
+    monkeypatch.setattr(rotary_module, "TILE_ELEMENTS", 4 * rotary_module.TILE_ELEMENTS)
+    got = rotary(q, k, angles.cos(), angles.sin())
+    assert launched[1] == 4 * launched[0], launched  # (2 heads of 64 lanes: the tile grows in tokens)
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
 
 GRID_CASES = [
     Case(),

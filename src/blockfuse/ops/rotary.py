@@ -45,15 +45,16 @@ LAYOUTS = ("bshd", "bhsd")
 TILE_ELEMENTS = 1024
 ELEMENTS_PER_WARP = 256
 MAX_WARPS = 8
-# NOTE: the pair axis of a tile is a power of two. One block of next_power_of_2(rotary_dim / 2)
-# pairs leaves 44%, 37% and 25% of its lanes masked off at head_dim 72, 80 and 96 (36, 40 and 48
-# pairs in 64 lanes), and a program step moves that much less memory (H200, [4, 4096] bf16: 0.57-0.66
-# of copy at head_dim 72 against 0.90-0.95 at 64). Rule (_pair_block): the widest power-of-two block
-# whose chunks cover the pairs with at most MAX_LANE_WASTE of their lanes masked off; the kernel rotates
-# the pairs in `chunks` steps of `block` (36 -> 5 x 8, 40 -> 5 x 8, 48 -> 3 x 16, 12 -> 3 x 4). A power
-# of two is one block, as before; the pass-through part of a partial rotary is tiled by the same rule.
-# benchmarks/rotary_head_dims.py times it against the single padded block (MAX_LANE_WASTE = 1).
-MAX_LANE_WASTE = 0.125
+# NOTE: the pair axis of a tile is one power-of-two block of next_power_of_2(rotary_dim / 2) pairs (and
+# the pass-through part one of next_power_of_2(head_dim - rotary_dim) elements), masked past the pairs:
+# 44%, 37% and 25% of its lanes idle at head_dim 72, 80 and 96 (36, 40 and 48 pairs in 64 lanes). Tried
+# and measured slower (issue 22): the pairs in power-of-two chunks with at most 1/8 of the lanes masked
+# (36 -> 5 x 8, 48 -> 3 x 16; the pass-through part likewise; one head block a program). On an H200
+# (torch 2.11, triton 3.6; [4, 4096] x heads {32/32, 32/8, 16/4} bf16 "bhsd", per-token tables,
+# benchmarks/rotary_head_dims.py, two runs), forward+backward against torch.compile, both with the hints:
+# chunked 0.33-0.39x at head_dim 72 (forward 0.26-0.29 of copy), 0.26-0.33x at 80, 0.99-1.09x at 96; the
+# padded block 0.98-1.10x at 72 (forward 0.77-0.79 of copy), 1.02-1.10x at 80, 1.06-1.15x at 96. What
+# held head_dim 72 back was mainly its 2-byte loads (the alignment NOTE below), not the masked lanes.
 # Grid shapes (benchmarks/rotary_tiles.py sweeps them): SPLIT_HEADS gives each program one head
 # block of q or k (no loop over heads) once tokens alone fill the GPU; TOKENS_FIRST makes a "bhsd"
 # input's tiles span consecutive tokens of one head, which are adjacent in memory.
@@ -73,48 +74,25 @@ TOKENS_FIRST = False
 # SASS: LDG.E.U16, against LDG.E.64 at head_dim 80). The launcher passes ALIGN, the largest power
 # of two (up to 16 bytes' worth) that divides every token and head stride, and the kernel asserts it
 # on the token and head offsets (TABLE_ALIGN likewise for the cos / sin rows); 1 (no hint) where
-# Triton knows already.
-
-
-@triton.jit
-def _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, first: tl.constexpr, stride_cos_c,
-                 stride_sin_c, R: tl.constexpr, BACKWARD: tl.constexpr, CHUNKS: tl.constexpr, BLOCK_P: tl.constexpr):
-    """cos and sin of pairs ``first`` .. ``first + BLOCK_P`` for a tile's tokens: (BLOCK_T, 1, BLOCK_P)
-    fp32, NaN for a token whose position is outside the table, sin negated in the backward.
-
-    ``cos_token``, ``sin_token``: (BLOCK_T,) offsets of the tokens' table rows; ``table_mask``: (BLOCK_T,)
-    tokens to read. Pairs past R / 2 are masked off in one block (CHUNKS == 1) and in the last chunk."""
-    p = first + tl.arange(0, BLOCK_P)
-    if CHUNKS == 1:
-        mask = table_mask[:, None] & (p < R // 2)[None, :]
-    elif first + BLOCK_P > R // 2:
-        mask = table_mask[:, None] & (p < R // 2)[None, :]
-    else:
-        mask = tl.broadcast_to(table_mask[:, None], (table_mask.shape[0], BLOCK_P))
-    cos = tl.load(COS + cos_token[:, None] + p[None, :] * stride_cos_c, mask=mask, other=0.0).to(tl.float32)
-    sin = tl.load(SIN + sin_token[:, None] + p[None, :] * stride_sin_c, mask=mask, other=0.0).to(tl.float32)
-    cos = tl.where(in_table[:, None], cos, float("nan"))
-    sin = tl.where(in_table[:, None], sin, float("nan"))
-    if BACKWARD:
-        sin = -sin  # the transpose of a rotation is the rotation by the negative angle
-    return cos[:, None, :], sin[:, None, :]
+# Triton knows already, so power-of-two head dims compile to the code they had without hints (sm_90
+# SASS identical at head_dim 64, 128, 256, both conventions, forward and backward; triton 3.9). On an
+# H200 (torch 2.11, triton 3.6, [4, 4096] bf16 "bhsd", per-token tables, benchmarks/rotary_head_dims.py)
+# head_dim 72 went from 0.58-0.65 to 0.77-0.79 of copy forward and from 0.70 / 0.82 / 0.86x to
+# 0.98 / 1.10 / 1.04x torch.compile forward+backward (heads 32/32, 32/8, 16/4); 80 and 96 (strides
+# multiples of 16: no hint) unchanged.
 
 
 @triton.jit
 def _rotate_heads(
-    X, Y, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c, stride_sin_c,
-    b, s, token_mask, first_block, block_step,
+    X, Y, cos, sin, b, s, token_mask, first_block, block_step,
     H, stride_xb, stride_xs, stride_xh, stride_xd, stride_yb, stride_ys, stride_yh, stride_yd,
-    R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BACKWARD: tl.constexpr,
-    ALIGN: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, CHUNKS: tl.constexpr,
-    BLOCK_PASS: tl.constexpr, PASS_CHUNKS: tl.constexpr,
+    R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, ALIGN: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr,
 ):
     """Rotates the H heads of one tensor for a tile of tokens, BLOCK_H heads a step.
 
-    ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens when the pairs are
-    one block (CHUNKS == 1); else None, and each chunk of BLOCK_P pairs reads its part of the table
-    (``COS`` / ``SIN`` at ``cos_token`` / ``sin_token``, see :func:`_table_chunk`; L1 hits after the
-    first head block). ``b``, ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
+    ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens; ``b``,
+    ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
     """
     half = R // 2
     p = tl.arange(0, BLOCK_P)
@@ -136,58 +114,32 @@ def _rotate_heads(
             y_h = tl.multiple_of(y_h, ALIGN)
         x_head = (x_token + x_h[None, :])[:, :, None]  # (BLOCK_T, BLOCK_H, 1)
         y_head = (y_token + y_h[None, :])[:, :, None]
-        # NOTE: the chunks of one head block run back to back, so the rest of a row's sectors that a
-        # chunk fetched are still in L1 for the next; only a chunk reaching past the pairs is masked.
-        for chunk in tl.static_range(CHUNKS):
-            first = chunk * BLOCK_P  # the chunk's first pair
-            if CHUNKS == 1:
-                cos_c = cos
-                sin_c = sin
-            else:
-                cos_c, sin_c = _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, first,
-                                            stride_cos_c, stride_sin_c, R, BACKWARD, CHUNKS, BLOCK_P)
-            if INTERLEAVED:
-                # NOTE: one contiguous load of the rotary part, split into even / odd elements
-                # in registers, rather than two stride-2 loads that cannot be vectorized.
-                c = 2 * first + tl.arange(0, 2 * BLOCK_P)
-                if CHUNKS == 1:
-                    mask = th_mask[:, :, None] & (c < R)[None, None, :]
-                elif first + BLOCK_P > half:
-                    mask = th_mask[:, :, None] & (c < R)[None, None, :]
-                else:
-                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
-                x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
-                x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
-                y1 = x1 * cos_c - x2 * sin_c
-                y2 = x2 * cos_c + x1 * sin_c
-                y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
-                tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
-            else:
-                if CHUNKS == 1:
-                    mask = th_mask[:, :, None] & (first + p < half)[None, None, :]
-                elif first + BLOCK_P > half:
-                    mask = th_mask[:, :, None] & (first + p < half)[None, None, :]
-                else:
-                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, BLOCK_P))
-                first_half = (first + p)[None, None, :]
-                second_half = (first + p + half)[None, None, :]
-                x1 = tl.load(X + x_head + first_half * stride_xd, mask=mask, other=0.0).to(tl.float32)
-                x2 = tl.load(X + x_head + second_half * stride_xd, mask=mask, other=0.0).to(tl.float32)
-                y1 = x1 * cos_c - x2 * sin_c
-                y2 = x2 * cos_c + x1 * sin_c
-                tl.store(Y + y_head + first_half * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
-                tl.store(Y + y_head + second_half * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
+        if INTERLEAVED:
+            # NOTE: one contiguous load of the rotary part, split into even / odd elements
+            # in registers, rather than two stride-2 loads that cannot be vectorized.
+            c = tl.arange(0, 2 * BLOCK_P)
+            mask = th_mask[:, :, None] & (c < R)[None, None, :]
+            x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+            tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
+        else:
+            mask = th_mask[:, :, None] & (p < half)[None, None, :]
+            first = p[None, None, :]
+            second = (p + half)[None, None, :]
+            x1 = tl.load(X + x_head + first * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            x2 = tl.load(X + x_head + second * stride_xd, mask=mask, other=0.0).to(tl.float32)
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            tl.store(Y + y_head + first * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
+            tl.store(Y + y_head + second * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
         if COPY_PASS:
-            for chunk in tl.static_range(PASS_CHUNKS):
-                c = R + chunk * BLOCK_PASS + tl.arange(0, BLOCK_PASS)
-                if PASS_CHUNKS == 1:
-                    mask = th_mask[:, :, None] & (c < D)[None, None, :]
-                elif (chunk + 1) * BLOCK_PASS > D - R:
-                    mask = th_mask[:, :, None] & (c < D)[None, None, :]
-                else:
-                    mask = tl.broadcast_to(th_mask[:, :, None], (BLOCK_T, BLOCK_H, BLOCK_PASS))
-                rest = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
-                tl.store(Y + y_head + c[None, None, :] * stride_yd, rest.to(Y.dtype.element_ty), mask=mask)
+            c = R + tl.arange(0, BLOCK_PASS)
+            mask = th_mask[:, :, None] & (c < D)[None, None, :]
+            rest = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
+            tl.store(Y + y_head + c[None, None, :] * stride_yd, rest.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -220,10 +172,8 @@ def _rotary_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_H1: tl.constexpr,
     BLOCK_H2: tl.constexpr,
-    BLOCK_P: tl.constexpr,  # pairs a chunk
-    CHUNKS: tl.constexpr,  # chunks of BLOCK_P pairs that cover R / 2
-    BLOCK_PASS: tl.constexpr,  # pass-through elements a chunk
-    PASS_CHUNKS: tl.constexpr,  # chunks of BLOCK_PASS that cover D - R
+    BLOCK_P: tl.constexpr,  # next_power_of_2(R / 2): the pairs, padded
+    BLOCK_PASS: tl.constexpr,  # next_power_of_2(D - R): the pass-through part, padded
 ):
     # NOTE: one program owns a tile of tokens and walks every head of both tensors, so the
     # cos / sin rows of its tokens are read once and reused for all q and k heads.
@@ -244,18 +194,22 @@ def _rotary_kernel(
     # NOTE: positions from position_ids are not checked on the host (that needs a device
     # sync); one outside the table reads nothing and makes its token's rotated part NaN.
     in_table = (row >= 0) & (row < table_rows)
-    table_mask = token_mask & in_table
+    p = tl.arange(0, BLOCK_P)
+    table_mask = (token_mask & in_table)[:, None] & (p < R // 2)[None, :]
     cos_token = b * stride_cos_b + row * stride_cos_r  # (BLOCK_T,)
-    sin_token = b * stride_sin_b + row * stride_sin_r
     if TABLE_ALIGN > 1:
         cos_token = tl.multiple_of(cos_token, TABLE_ALIGN)
+    cos = tl.load(COS + cos_token[:, None] + p[None, :] * stride_cos_c, mask=table_mask, other=0.0).to(tl.float32)
+    sin_token = b * stride_sin_b + row * stride_sin_r
+    if TABLE_ALIGN > 1:
         sin_token = tl.multiple_of(sin_token, TABLE_ALIGN)
-    if CHUNKS == 1:
-        cos, sin = _table_chunk(COS, SIN, cos_token, sin_token, table_mask, in_table, 0, stride_cos_c, stride_sin_c,
-                                R, BACKWARD, CHUNKS, BLOCK_P)
-    else:  # each chunk reads its own part of the table
-        cos = None
-        sin = None
+    sin = tl.load(SIN + sin_token[:, None] + p[None, :] * stride_sin_c, mask=table_mask, other=0.0).to(tl.float32)
+    cos = tl.where(in_table[:, None], cos, float("nan"))
+    sin = tl.where(in_table[:, None], sin, float("nan"))
+    if BACKWARD:
+        sin = -sin  # the transpose of a rotation is the rotation by the negative angle
+    cos = cos[:, None, :]
+    sin = sin[:, None, :]
     # NOTE: short inputs put q and k in different programs (the first splits1 programs of
     # axis 1 take q), so a program's loads are one latency deep rather than two in a row
     # (128 tokens: 3.4 -> 2.9 us on an H200, benchmarks/rotary_tiles.py); long ones keep both in
@@ -263,23 +217,17 @@ def _rotary_kernel(
     # heads: 0.87 of copy in separate programs against 0.91-0.94 in one, in separate runs).
     split = tl.program_id(1)
     if split < splits1:
-        _rotate_heads(X1, Y1, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
-                      stride_sin_c, b, s, token_mask, split, splits1, H1,
+        _rotate_heads(X1, Y1, cos, sin, b, s, token_mask, split, splits1, H1,
                       stride_x1b, stride_x1s, stride_x1h, stride_x1d, stride_y1b, stride_y1s, stride_y1h, stride_y1d,
-                      R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H1, BLOCK_P, CHUNKS, BLOCK_PASS,
-                      PASS_CHUNKS)
+                      R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H1, BLOCK_P, BLOCK_PASS)
         if QK_TOGETHER:
-            _rotate_heads(X2, Y2, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
-                          stride_sin_c, b, s, token_mask, split, splits1, H2,
+            _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split, splits1, H2,
                           stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h,
-                          stride_y2d, R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P,
-                          CHUNKS, BLOCK_PASS, PASS_CHUNKS)
+                          stride_y2d, R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
     else:
-        _rotate_heads(X2, Y2, cos, sin, COS, SIN, cos_token, sin_token, table_mask, in_table, stride_cos_c,
-                      stride_sin_c, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H2,
+        _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H2,
                       stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h, stride_y2d,
-                      R, D, INTERLEAVED, COPY_PASS, BACKWARD, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, CHUNKS, BLOCK_PASS,
-                      PASS_CHUNKS)
+                      R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
 
 
 # ----------------------------------------------------------------------------------------
@@ -322,37 +270,20 @@ def _power_of_2_below(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def _pair_block(pairs: int, max_waste: float) -> tuple[int, int]:
-    """(block, chunks): the widest power-of-two block whose ``chunks = cdiv(pairs, block)`` steps cover
-    ``pairs`` with at most ``max_waste`` of their lanes masked off (see MAX_LANE_WASTE). A block that
-    divides ``pairs`` wastes none, so there is always one; fewer than 16 chunks (a block with 8 or more
-    chunks wastes less than 1/8)."""
-    block = next_power_of_2(pairs)
-    while block > 1 and cdiv(pairs, block) * block - pairs > max_waste * cdiv(pairs, block) * block:
-        block //= 2
-    return block, cdiv(pairs, block)
-
-
 def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int,
           tokens_first: bool = False, constants: Optional[tuple] = None):
-    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps, CHUNKS,
-    PASS_CHUNKS).
+    """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps).
 
     ``tokens_first``: consecutive tokens of one head are adjacent in memory ("bhsd"), so a tile
     spans tokens before heads. splits1 / splits2: programs along the grid's second axis that rotate
     the first / second tensor (qk_together: both in the same programs, splits2 then 0). ``constants``:
-    (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS, MAX_LANE_WASTE), the module's when None (the
-    launcher passes them, so that the cached rule follows a sweep that sets them)."""
-    tile_elements, per_warp, split_heads, max_waste = constants or (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS,
-                                                                    MAX_LANE_WASTE)
-    block_p, chunks = _pair_block(rotary_dim // 2, max_waste)
-    block_pass, pass_chunks = _pair_block(pass_dim, max_waste) if pass_dim else (1, 1)
+    (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS), the module's when None (the launcher passes them,
+    so that the cached rule follows a sweep that sets them)."""
+    tile_elements, per_warp, split_heads = constants or (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS)
+    block_p = next_power_of_2(rotary_dim // 2)
+    block_pass = next_power_of_2(pass_dim) if pass_dim else 1
     width = 2 * block_p + (block_pass if pass_dim else 0)
-    # NOTE: chunked pairs keep the head block of the padded tile (the heads that one block of
-    # next_power_of_2 pairs would give), so q's and k's head blocks stay equal as they are at
-    # head_dim 128 (GQA's k is not a quarter-size tile, one element a thread), and take more tokens.
-    padded = 2 * next_power_of_2(rotary_dim // 2) + (next_power_of_2(pass_dim) if pass_dim else 0)
-    heads_cap = _power_of_2_below(max(1, tile_elements // padded))  # block shapes are powers of 2
+    heads_cap = _power_of_2_below(max(1, tile_elements // width))  # block shapes are powers of 2
     if tokens_first:
         heads_cap = 1
     block_h1 = min(next_power_of_2(heads1), heads_cap)
@@ -376,11 +307,6 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
         head_splits *= 2
     token_blocks = cdiv(num_tokens, block_t)
     filled = bool(token_blocks >= min_programs)  # a Python bool also for a symbolic token count
-    # NOTE: a chunked tile holds the padded tile's heads and more tokens (8 x at head_dim 72 and 80):
-    # walking every head, a program would do 8 x the work, and [4, 4096, 32, 72] would be 2048
-    # programs, about one wave of the 12 that fit a multiprocessor (its last part on a part-empty GPU).
-    # One head block a program keeps a program's work that of the padded tile (16384 programs).
-    split_heads = split_heads or chunks > 1 or pass_chunks > 1
     qk_together = heads2 == 0 or (filled and not split_heads)
     if split_heads and filled:
         # one head block a program: no loop, as an elementwise kernel
@@ -391,8 +317,7 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
         splits2 = 0
     elements = block_t * max(block_h1, block_h2) * width
     num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // per_warp)))
-    return (block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps, chunks,
-            pass_chunks)
+    return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
 
 
 _cached_tile = functools.lru_cache(maxsize=4096)(_tile)  # the tile rule on plain ints (eager calls)
@@ -479,9 +404,9 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     # a head's consecutive tokens adjacent in memory (bhsd): tiles span tokens first
     tokens_first = TOKENS_FIRST and x1_strides[2] > x1_strides[1]
     tile = _cached_tile if num_tokens.__class__ is int else _tile  # a symbolic token count: no cache
-    (block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps, chunks,
-     pass_chunks) = tile(num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first),
-                         (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS, MAX_LANE_WASTE))
+    block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = tile(
+        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first),
+        (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS))
     if position_ids is None:
         pos_strides = (0, 0)
     elif position_ids.dim() == 1:
@@ -508,8 +433,8 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
         ALIGN=align, TABLE_ALIGN=table_align,
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
-        BLOCK_P=block_p, CHUNKS=chunks,
-        BLOCK_PASS=block_pass, PASS_CHUNKS=pass_chunks, num_warps=num_warps,
+        BLOCK_P=block_p,
+        BLOCK_PASS=block_pass, num_warps=num_warps,
     )
 
 
