@@ -250,11 +250,13 @@ def breakdown(device: torch.device, calls: int = 2000) -> list[dict]:
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     dy = torch.randn_like(x)
     y, rstd = torch.empty_like(x), torch.empty(64, dtype=torch.float32, device=device)
-    block_m, block_n, chunks, warps = norm._tile(256, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP)
+    tile = norm._tile(256, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                      norm.TAIL_FROM_LANES)
+    warps = tile.num_warps
     args = (x, None, w, None, y, None, None, rstd, None, 256, 0, 256, 0, 64, 256, 1e-6, 0.0, 1.0)
     constexprs = dict(IS_RMS=True, MODE=0, HAS_W=True, HAS_B=False, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
-                      ACTIVATION=0, STATS=True, BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=chunks, EVEN_N=True)
-    grid = (launch.cdiv(64, block_m),)
+                      ACTIVATION=0, STATS=True, **tile.constexprs(256))
+    grid = (launch.cdiv(64, tile.block_m),)
     kernel = norm._fwd_kernel
     body_args = (x, w, None, None, None, 1e-6, 0, 0.0, True, False, 0, False)
 
