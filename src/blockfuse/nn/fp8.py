@@ -12,11 +12,12 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.fp8 import (
-    RECIPES, clear_weight_cache, dequantize, fp8_linear, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
+    RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_ref, fp8_supported, quantize,
+    quantize_ref,
 )
 
-__all__ = ["Float8Linear", "convert", "fp8_linear", "fp8_linear_ref", "quantize", "quantize_ref", "dequantize",
-           "clear_weight_cache", "fp8_supported", "RECIPES"]
+__all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "quantize", "quantize_ref",
+           "dequantize", "clear_weight_cache", "fp8_supported", "RECIPES"]
 
 _log = logging.getLogger(__name__)
 
