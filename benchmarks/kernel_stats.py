@@ -106,11 +106,11 @@ def rule_stats(n: int, form: str) -> dict:
     signature.update({"DS": bf} if mode == norm.PRE else {})
     nones.update({} if mode == norm.PRE else {"DS": None})
     options = {"num_warps": tile.num_warps}
-    if activation and tile.num_chunks == 1 and not tile.tail:
+    if activation and tile.num_chunks == 1:
         options["maxnreg"] = norm.ACT_BWD_MAXNREG
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE, "STAGES": norm.BWD_STAGES,
-                             "DIRECT": False, **tile.constexprs(n)},
+                             "DIRECT": False, **tile.constexprs(n, tail=False)},
                             ["DY", "Z", "W", "DX", "PARTIAL", "stride_dy", "stride_z", "stride_dx", "N"], **options)
     registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
@@ -157,7 +157,7 @@ def main() -> None:
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False, TAIL=False, BLOCK_T=1)
+                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
     compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,
                             ["DY", "Z", "W", "B", "MEAN", "RSTD", "DX", "PARTIAL", "stride_dy", "stride_z",

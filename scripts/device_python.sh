@@ -5,3 +5,14 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+
+# step SECONDS NAME COMMAND...: runs COMMAND under a time limit with its output in $OUT/NAME.log, then prints its
+# exit status, its time and the log's last lines (the runners set OUT first).
+step() {
+    local seconds=$1 name=$2
+    shift 2
+    local began=$SECONDS
+    timeout -s INT -k 10 "$seconds" "$@" > "$OUT/$name.log" 2>&1
+    echo "$name exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$name.log"
+    tail -4 "$OUT/$name.log"
+}

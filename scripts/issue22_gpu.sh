@@ -15,14 +15,6 @@ mkdir -p "$OUT"
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
-step() {
-    local seconds=$1 name=$2
-    shift 2
-    local began=$SECONDS
-    timeout -s INT -k 10 "$seconds" "$@" > "$OUT/$name.log" 2>&1
-    echo "$name exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$name.log"
-    tail -3 "$OUT/$name.log"
-}
 step 60 norm-check python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import norm_tiles as t; f = t.check_correctness(); print('failures', len(f), *f, sep='\n'); sys.exit(bool(f))"
 step 130 norm-rule python3 benchmarks/norm_rule.py --out "$OUT" --widths 1152,2880,4304,5120,11008,14336 --forms ln,rms,ln-pre
 step 40 norm-rule-gelu python3 benchmarks/norm_rule.py --out "$OUT/gelu" --widths 1152,4304 --forms ln-gelu,ln-post

@@ -15,14 +15,6 @@ source "$(dirname "$0")/device_python.sh"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total --format=csv >> "$OUT/env.log" 2>&1
-step() {
-    local seconds=$1 name=$2
-    shift 2
-    local began=$SECONDS
-    timeout -s INT -k 10 "$seconds" "$@" > "$OUT/$name.log" 2>&1
-    echo "$name exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$name.log"
-    tail -4 "$OUT/$name.log"
-}
 step 150 tests-norm python3 -m pytest -q -p no:cacheprovider -rfE tests/ops/test_norm.py tests/ops/test_layer_norm_gelu.py tests/analyze/test_api_gpu.py
 step 200 tests-gpu python3 -m pytest -q -p no:cacheprovider -rfE tests -m gpu
 step 200 tests-nccl python3 -m pytest -q -p no:cacheprovider -rfE tests/ops/test_sharding.py tests/models/test_fsdp.py \

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from blockfuse.analyze.targets import CPU_SHAPE
-from blockfuse.bench.report import noisy, spread_text
+from blockfuse.bench.report import card_text, noisy, spread_text
 from blockfuse.cliutil import UsageError, default_out
 
 BLOCK = "reordered"
@@ -391,9 +391,7 @@ def _links(files: dict) -> str:
 
 def markdown(document: dict) -> str:
     meta = document["meta"]
-    card = f"**{meta['card']}**"
-    if meta.get("compute_capability"):
-        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs, {meta['memory_gib']} GiB)"
+    card = card_text(meta, memory=True)
     lines = [
         "# blockfuse report",
         "",

@@ -235,12 +235,19 @@ def _cell(record, copy_known: bool) -> str:
     return " · ".join(parts)
 
 
+def card_text(meta: dict, memory: bool = False) -> str:
+    """``**card** (compute capability, SMs[, GiB])`` of a run's meta, for the reports' first lines."""
+    card = f"**{meta['card']}**"
+    if meta.get("compute_capability"):
+        size = f", {meta['memory_gib']} GiB" if memory else ""
+        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs{size})"
+    return card
+
+
 def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
     index = _index(records)
     copy_known = copy is not None
-    card = f"- card: **{meta['card']}**"
-    if meta.get("compute_capability"):
-        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs)"
+    card = f"- card: {card_text(meta)}"
     ceiling = "not measured (no CUDA)"
     if copy_known:
         ceiling = (

@@ -409,9 +409,7 @@ def markdown(meta: dict, cells: list[dict]) -> str:
     modes = list(meta["settings"]["modes"])
     ops = list(dict.fromkeys(cell["op"] for cell in cells))
     skipped = [cell for cell in cells if cell["skipped"]]
-    card = f"- card: **{meta['card']}**"
-    if meta.get("compute_capability"):
-        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs, {meta['memory_gib']} GiB)"
+    card = f"- card: {report.card_text(meta, memory=True)}"
     lines = [
         "# blockfuse op sweep",
         "",

@@ -39,7 +39,7 @@ from blockfuse.ops.activation import column_sum
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
-from blockfuse.ops.sharding import is_dtensor
+from blockfuse.ops.sharding import is_dtensor, local_shard
 
 IMPLS = ("eager", "fused")
 # The fused blocks' QKV projection: True runs it through split_linear, whose backward takes q, k and v's
@@ -466,11 +466,6 @@ def split_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], widths: tupl
     return _SplitLinearFunction.apply(x, weight, bias, tuple(widths))
 
 
-def _local(t: Optional[Tensor]) -> Optional[Tensor]:
-    """A DTensor parameter's local shard (differentiable: its gradient reaches the DTensor), else ``t``."""
-    return t.to_local() if is_dtensor(t) else t
-
-
 def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
     """``t.split(widths)`` along the rows; for a fused weight split across ``shards`` ranks (a DTensor
     Shard(0) of the rank-major layout, see :class:`_StackedLinear`) each rank splits its own rows, and
@@ -631,7 +626,7 @@ class FusedFeedForward(_StackedLinear):
             # Tensor parallelism (blockfuse.distributed): the weights are DTensors; the op runs on this rank's
             # shards, and the output projection's bias is left to the plan, which adds it once to the sum of
             # the ranks' partial outputs.
-            weights = (_local(inner.weight), _local(inner.bias), _local(outer.weight), None)
+            weights = (local_shard(inner.weight), local_shard(inner.bias), local_shard(outer.weight), None)
         if self.config.gated:
             # NOTE: one op for the whole MLP so the backward recomputes the activation instead of
             # keeping tokens x hidden alive (ops/mlp.py).

@@ -97,8 +97,7 @@ BWD_STAGES = 3
 # plain norm's tile (one row of 4 warps): 0.83 -> 0.92 once the sigmoid was cheaper.
 ACT_BWD_ELEMENTS_PER_WARP = 512
 ACT_BWD_PROGRAMS_PER_SM = 2
-# Register cap (rows in one power-of-two tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit. NOTE: not
-# with a tail: its second set of masks and reductions then spills (40-136 bytes a thread at 768-4304).
+# Register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit.
 ACT_BWD_MAXNREG = 128
 ACT_BWD_STAGES = 3
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
@@ -594,48 +593,6 @@ def _norm_bwd_rows(
 
 
 @triton.jit
-def _norm_bwd_rows_tail(
-    z, dy, z_t, dy_t, w, b, w_t, b_t, dw_acc, db_acc, dw_acc_t, db_acc_t, DS, MEAN, RSTD, DX, DRES, seed, rows,
-    offs, col_mask, cols_t, col_mask_t, M, N, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
-    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
-):
-    """``_norm_bwd_rows`` for rows held as two pieces: the first BLOCK_N columns (``offs``, ``z``, ``dy``)
-    and the tail (``cols_t``, ``z_t``, ``dy_t``, masked at N); the row sums add both."""
-    row_mask = rows < M
-    mask = row_mask[:, None] & col_mask[None, :]
-    mask_t = row_mask[:, None] & col_mask_t[None, :]
-    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-    if IS_RMS:
-        mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
-    else:
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-    xhat, xhat_w, dy, wdy = _norm_bwd_math(
-        z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
-        MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
-    xhat_t, xhat_w_t, dy_t, wdy_t = _norm_bwd_math(
-        z_t.to(tl.float32), dy_t.to(tl.float32), w_t, b_t, mean, rstd, mask_t, seed, rows, cols_t, N, dropout_p,
-        dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
-    c1 = (tl.sum(xhat * wdy, axis=1) + tl.sum(xhat_t * wdy_t, axis=1)) / N
-    c2 = c1
-    if not IS_RMS:
-        c2 = (tl.sum(wdy, axis=1) + tl.sum(wdy_t, axis=1)) / N
-    dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
-    _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
-                      stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-    dz_t = _input_grad(xhat_t, wdy_t, c1, c2, rstd, IS_RMS)
-    _store_input_grad(DX, DRES, DS, rows, cols_t, mask_t, dz_t, seed, N, stride_dx, stride_dres,
-                      stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-    if HAS_W:
-        dw_acc += dy * xhat_w
-        dw_acc_t += dy_t * xhat_w_t
-    if HAS_B:
-        db_acc += dy
-        db_acc_t += dy_t
-    return dw_acc, db_acc, dw_acc_t, db_acc_t
-
-
-@triton.jit
 def _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols, col_mask, dw_acc, db_acc,
                         HAS_W: tl.constexpr, HAS_B: tl.constexpr, DIRECT: tl.constexpr):
     """A program's weight / bias gradients of the columns ``cols``: written as they are (DIRECT: the one
@@ -681,8 +638,6 @@ def _norm_bwd_kernel(
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
-    TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
-    BLOCK_T: tl.constexpr,
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
 ):
@@ -699,39 +654,7 @@ def _norm_bwd_kernel(
     dropout_p = tl.cast(dropout_p, tl.float32)  # fp32 even when Inductor passes fp64
     dropout_scale = tl.cast(dropout_scale, tl.float32)
 
-    if NUM_CHUNKS == 1 and TAIL:
-        # The row as two pieces in registers: BLOCK_N columns and the tail's BLOCK_T (masked at N).
-        col_mask = offs < BLOCK_N
-        cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
-        col_mask_t = cols_t < N
-        w = tl.zeros([BLOCK_N], dtype=tl.float32)
-        w_t = tl.zeros([BLOCK_T], dtype=tl.float32)
-        if HAS_W:
-            w = tl.load(W + offs).to(tl.float32)
-            w_t = tl.load(W + cols_t, mask=col_mask_t, other=0.0).to(tl.float32)
-        b = _load_bias_for_activation(B, offs, col_mask, w, HAS_B, ACTIVATION)
-        b_t = _load_bias_for_activation(B, cols_t, col_mask_t, w_t, HAS_B, ACTIVATION)
-        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        dw_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
-        db_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
-        for block in tl.range(pid, num_blocks, num_programs, num_stages=STAGES):
-            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-            row_mask = (rows < M)[:, None]
-            z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=row_mask, other=0.0)
-            dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=row_mask, other=0.0)
-            mask_t = row_mask & col_mask_t[None, :]
-            z_t = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0)
-            dy_t = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0)
-            dw_acc, db_acc, dw_acc_t, db_acc_t = _norm_bwd_rows_tail(
-                z, dy, z_t, dy_t, w, b, w_t, b_t, dw_acc, db_acc, dw_acc_t, db_acc_t, DS, MEAN, RSTD, DX, DRES,
-                seed, rows, offs, col_mask, cols_t, col_mask_t, M, N, stride_ds, stride_dx, stride_dres, dropout_p,
-                dropout_scale, IS_RMS, MODE, HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
-        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
-                            DIRECT)
-        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_t, col_mask_t, dw_acc_t, db_acc_t, HAS_W,
-                            HAS_B, DIRECT)
-    elif NUM_CHUNKS == 1:
+    if NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
         if HAS_W:
@@ -819,9 +742,14 @@ class Tile(NamedTuple):
     tail: bool
     block_t: int
 
-    def constexprs(self, n: int) -> dict:
-        return dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_CHUNKS=self.num_chunks,
-                    EVEN_N=self.tail or n % self.block_n == 0, TAIL=self.tail, BLOCK_T=self.block_t)
+    def constexprs(self, n: int, tail: bool = True) -> dict:
+        """The forward kernels' tile constexprs (``tail=False``: the backward's, which has no tail: the rule
+        gives it none)."""
+        shape = dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_CHUNKS=self.num_chunks,
+                     EVEN_N=self.tail or n % self.block_n == 0)
+        if not tail:
+            return shape
+        return dict(shape, TAIL=self.tail, BLOCK_T=self.block_t)
 
 
 def row_pieces(n: int) -> tuple[int, int]:
@@ -1041,10 +969,10 @@ def _norm_bwd(
         m, n, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        **tile.constexprs(n),
+        **tile.constexprs(n, tail=False),
         STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, row_blocks, g), DIRECT=direct,
         num_warps=tile.num_warps,
-        maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 and not tile.tail else None,
+        maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
     if partial is not None:
         sum_partials(partial, dw, db)

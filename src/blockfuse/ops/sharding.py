@@ -216,3 +216,8 @@ def register_sharding_rules() -> None:
 def is_dtensor(t) -> bool:
     """True for a DTensor, without importing torch.distributed."""
     return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "device_mesh")
+
+
+def local_shard(t):
+    """A DTensor's local shard (differentiable: its gradient reaches the DTensor), else ``t`` as it is."""
+    return t.to_local() if is_dtensor(t) else t

@@ -22,7 +22,7 @@ from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.linear_act import fused_mlp
 from blockfuse.ops.mlp import gated_mlp
 from blockfuse.ops.rotary import rotary
-from blockfuse.ops.sharding import is_dtensor
+from blockfuse.ops.sharding import local_shard
 
 ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
 GATED_MLP_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "act_fn"})
@@ -180,11 +180,6 @@ def calls_rotary(forward: Callable) -> bool:
 # ----------------------------------------------------------------------------------------
 
 
-def _local(t: Tensor | None) -> Tensor | None:
-    """A DTensor parameter's local shard (differentiable: its gradient reaches the DTensor), else ``t``."""
-    return t.to_local() if is_dtensor(t) else t
-
-
 def _mlp(self, x: Tensor, activation: str) -> Tensor:
     # x: (..., hidden) -> gate and up (..., intermediate) -> (..., hidden), in one op whose backward
     # recomputes the activation (blockfuse.gated_mlp with the separate gate and up weights)
@@ -193,8 +188,8 @@ def _mlp(self, x: Tensor, activation: str) -> Tensor:
         # Tensor parallelism (blockfuse.distributed's FeedForwardParallel, which sets shards): the weights are
         # DTensors, this rank's hidden columns; the op runs on the local shards and returns this rank's partial
         # sum, which the plan's hook on this module reduces and adds down_proj's bias to.
-        return gated_mlp(x, _local(gate.weight), _local(gate.bias), _local(down.weight), None, activation,
-                         up_weight=_local(up.weight), up_bias=_local(up.bias))
+        return gated_mlp(x, local_shard(gate.weight), local_shard(gate.bias), local_shard(down.weight), None,
+                         activation, up_weight=local_shard(up.weight), up_bias=local_shard(up.bias))
     return gated_mlp(x, gate.weight, gate.bias, down.weight, down.bias, activation, up_weight=up.weight,
                      up_bias=up.bias)
 
