@@ -62,9 +62,9 @@ GELU_CODES = {"tanh": _GELU_TANH.value, "none": _GELU_ERF.value}  # F.gelu's app
 # * rows wider than FWD_MAX_LANES (forward) or BWD_MAX_LANES go in chunks, read again for each pass. The
 #   pre-residual backward (which also reads the residual stream's gradient) spills past BWD_MAX_LANES_PRE
 #   (16384 lanes: 544 bytes a thread as triton 3.9 compiles it for sm90 on a CPU, kernel_stats.py --rule)
-#   and its pipelined loads with it: its wider rows go in chunks (11008: 3.3x, 14336: 1.7x). The other forms spill too but ran
-#   as fast or faster in one tile (chunks: LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual
-#   0.45x and LayerNorm + GELU 0.81x at 14336).
+#   and its pipelined loads with it: its wider rows go in chunks (11008: 3.3x, 14336: 1.7x). The other
+#   forms spill too but ran as fast or faster in one tile (chunks: LayerNorm / RMSNorm 1.0x at 11008,
+#   0.5x at 14336; post-residual 0.45x and LayerNorm + GELU 0.81x at 14336).
 TAIL_FROM_LANES = 8192
 FWD_MAX_LANES = 16384
 BWD_MAX_LANES = 16384
