@@ -16,6 +16,7 @@ the top-level modules are placed in :data:`TOP_LEVEL`:
   ``analyze``, so a kernel or a model never raises a command-line error;
 * ``distributed.py`` (``tp_plan``: the tensor-parallel plans of the models) builds on ``models`` (and, for
   patched Hugging Face models, ``patching``): a layer of its own just above them;
+* ``fp8.py`` re-exports ``nn/fp8.py`` (so ``import blockfuse.fp8`` works): the ``nn`` layer;
 * ``cli.py`` and ``__main__.py`` are the ``cli`` layer;
 * ``__init__.py`` is the package's public face (``blockfuse.rms_norm``, ``blockfuse.patch``,
   ``blockfuse.analyze(...)``): a layer of its own between ``analyze`` and ``bench``. It may import every
@@ -49,6 +50,7 @@ TOP_LEVEL = {
     "blockfuse": "blockfuse",  # __init__.py, the public face
     "blockfuse.runtime": "runtime",
     "blockfuse.envinfo": "runtime",
+    "blockfuse.fp8": "nn",  # the public face of nn/fp8.py (``import blockfuse.fp8``)
     "blockfuse.cliutil": "analyze",
     "blockfuse.distributed": "distributed",
     "blockfuse.cli": "cli",

@@ -32,17 +32,16 @@ __all__ = [
 
 def __getattr__(name: str):
     """``blockfuse.analyze``, imported on first use (PEP 562). Importing the subpackage makes it an
-    attribute of this module, so this runs once. Likewise the FP8 layers: ``blockfuse.fp8`` (the module
-    ``blockfuse.nn.fp8``: ``convert``, ``Float8Linear``, ``quantize``) and ``blockfuse.fp8_linear``."""
+    attribute of this module, so this runs once. Likewise the FP8 layers: ``blockfuse.fp8`` (the public names
+    of ``blockfuse.nn.fp8``: ``convert``, ``Float8Linear``, ``quantize``) and ``blockfuse.fp8_linear``."""
     if name == "analyze":
         import blockfuse.analyze
 
         return blockfuse.analyze
     if name in ("fp8", "fp8_linear"):
-        import blockfuse.nn.fp8
+        import blockfuse.fp8
 
-        globals()["fp8"] = blockfuse.nn.fp8
-        globals()["fp8_linear"] = blockfuse.nn.fp8.fp8_linear
+        globals()["fp8_linear"] = blockfuse.fp8.fp8_linear
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

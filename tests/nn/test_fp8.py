@@ -154,3 +154,16 @@ def test_torch_compile_inductor(device):
 
     assert_compiles_like_eager(module, run, ["out", "dx", "dweight", "dbias"], backend="inductor",
                                rtol=1e-5, atol=1e-5)
+
+
+def test_import_blockfuse_fp8_as_a_module():
+    """``import blockfuse.fp8`` works (a benchmark on the GPU failed on it when fp8 was only an attribute), and
+    names the same objects as ``blockfuse.fp8`` reached as an attribute and ``blockfuse.nn.fp8``."""
+    import importlib
+
+    module = importlib.import_module("blockfuse.fp8")
+    import blockfuse.nn.fp8
+
+    assert blockfuse.fp8 is module and blockfuse.fp8_linear is blockfuse.nn.fp8.fp8_linear
+    assert set(module.__all__) == set(blockfuse.nn.fp8.__all__)
+    assert all(getattr(module, name) is getattr(blockfuse.nn.fp8, name) for name in module.__all__)

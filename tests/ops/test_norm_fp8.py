@@ -119,8 +119,11 @@ def assert_same(actual, expected, device, name="value"):
     actual, expected = torch.as_tensor(actual), torch.as_tensor(expected)
     if device == "cpu":
         assert torch.equal(actual, expected.to(actual.device)), f"{name}: {actual} != {expected}"
-    else:
-        torch.testing.assert_close(actual, expected.to(actual), rtol=1e-5, atol=0, msg=name)
+    else:  # NOTE: an absolute part too: y = residual + norm(x) may cancel to near 0 (a relative error without
+        # bound); 1e-6 of the largest value is still far below a wrong column's or row's error.
+        expected = expected.to(actual)
+        atol = 1e-6 * expected.abs().max().item() if expected.is_floating_point() else 0
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=atol, msg=name)
 
 
 def assert_near_reference(q, scale, y_ref, name="y", equal_fraction=0.98):
@@ -490,13 +493,24 @@ def test_torch_compile_fullgraph(backend, rows, device):
         states[fn] = scaling.history.clone()
         return results
 
-    # NOTE: aot_eager runs eager's kernels (or reference ops): the same bits. Inductor generates the small case's
-    # reference (fp32 sums in another order), so an FP8 value may land one step (2^-3 of it) away, which moves an
-    # output of the 256-wide projection by up to about 0.05 (a step of a value near 2, times a weight of 1/16 x 3
-    # sigma), and through the second norm the next projection's outputs too.
-    tolerance = 2e-2 if not small else 6e-2
+    # NOTE: aot_eager runs eager's kernels (or reference ops): the same bits. Under Inductor an FP8 value may land
+    # one step (2^-3 of it) away: the small case's reference is generated (fp32 sums in another order), and in
+    # either case the weights' tensorwise scale may be computed as 448 * (1 / amax) instead of 448 / amax (one
+    # fp32 ulp, which moves a weight at a rounding boundary by a step). A step moves an output of the 256-wide
+    # projection by up to about 0.08 (measured on an H200: 86 of 76800 outputs past 0.02), and through the
+    # second norm the next projection's outputs too. So the streams are compared element by element, the
+    # projections' outputs as a whole: a relative error (norm-wise) under 2% (half of FP8's own against fp32)
+    # and at most 1% of them past 0.02.
+    exact = backend == "aot_eager"
+    loose = float("inf")  # the projections, checked below
     compiled, eager = assert_compiles_like_eager(chain, run, ["out1", "s1", "out2", "s2"], backend=backend,
-                                                 exact=backend == "aot_eager", rtol=tolerance, atol=tolerance)
+                                                 exact=exact, rtol=(loose, 2e-2, loose, 2e-2),
+                                                 atol=(loose, 2e-2, loose, 2e-2))
+    for name, mine, theirs in zip(["out1", "s1", "out2", "s2"], compiled, eager):
+        if not exact and name.startswith("out"):
+            error = ((mine - theirs).norm() / theirs.norm()).item()
+            off = ((mine - theirs).abs() > 2e-2 + 2e-2 * theirs.abs()).float().mean().item()
+            assert error < 2e-2 and off <= 1e-2, f"{name}: relative error {error:.2e}, {off:.2%} of it past 0.02"
     histories = list(states.values())
     assert histories[0][:2].gt(0).all() and histories[0][2:].eq(0).all()  # two calls recorded
     torch.testing.assert_close(histories[0], histories[1], rtol=1e-5, atol=0)

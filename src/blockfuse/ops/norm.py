@@ -265,6 +265,12 @@ def _norm_fwd_body(
             if TAIL:
                 diff_t = tl.where(mask_t, z_t - mean[:, None], 0.0)
                 sq += tl.sum(diff_t * diff_t, axis=1)
+                # NOTE: a row this wide sums 32+ elements a thread in sequence: with a large mean (300 + randn,
+                # 20000 wide) the mean came out several fp32 ulps off, 3x PyTorch's error in y (H200). The
+                # deviations' own mean corrects it (and the variance: sum d^2 / N - shift^2).
+                shift = (tl.sum(diff, axis=1) + tl.sum(diff_t, axis=1)) / N
+                mean += shift
+                sq -= shift * shift * N
             var = sq / N
     else:
         # NOTE: two passes (mean, then squared deviations) instead of sum and sum of
@@ -408,7 +414,11 @@ def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLO
         mean = (tl.sum(tl.sum(z, axis=1), axis=0) + tl.sum(tl.sum(z_t, axis=1), axis=0)) / N
         diff = tl.where(mask, z - mean, 0.0)
         diff_t = tl.where(mask_t, z_t - mean, 0.0)
+        # the deviations' mean corrects the mean (see the NOTE in _norm_fwd_body)
+        shift = (tl.sum(tl.sum(diff, axis=1), axis=0) + tl.sum(tl.sum(diff_t, axis=1), axis=0)) / N
         var = (tl.sum(tl.sum(diff * diff, axis=1), axis=0) + tl.sum(tl.sum(diff_t * diff_t, axis=1), axis=0)) / N
+        var -= shift * shift
+        mean += shift
     return tl.zeros([BLOCK_M], dtype=tl.float32) + mean, tl.zeros([BLOCK_M], dtype=tl.float32) + var
 
 
