@@ -154,7 +154,7 @@ def _reference(base, x, dy):
     return out.detach(), [g.detach() for g in grads]
 
 
-def measure(name, build, x, dy, reference, device, quick) -> list[dict]:
+def measure(name, build, x, dy, reference, device, quick, profile=False) -> list[dict]:
     rows = []
     try:
         model = build()
@@ -183,6 +183,9 @@ def measure(name, build, x, dy, reference, device, quick) -> list[dict]:
                         _clear_fp8_caches(model)  # what an optimizer step does to them
             row.update(time_step(step, before, device, quick))
             row.update(_errors(model, x, dy, reference, mode))
+            if profile and mode == "training" and device.type == "cuda":
+                row["profile"] = profile_step(step, before, device)
+                print(f"  {name} training step, GPU ms by kernel class: {row['profile']['gpu_ms_by_class']}")
         except Exception as error:  # noqa: BLE001
             first_line = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
             row["error"] = f"{type(error).__name__}: {first_line}"
@@ -190,6 +193,50 @@ def measure(name, build, x, dy, reference, device, quick) -> list[dict]:
         print(format_row(row), flush=True)
     del model, parameters
     return rows
+
+
+# Kernel classes of a profiled step, first match wins (lower-case substrings of the kernel's name).
+KERNEL_CLASSES = (
+    ("fp8 GEMM", ("e4m3", "e5m2", "f8", "fp8_gemm", "scaled_mm")),
+    ("GEMM", ("gemm", "nvjet", "cutlass", "sm90_xmma", "cublas")),
+    ("quantize / amax", ("quant", "amax", "scale", "_cast")),
+    ("GELU", ("gelu",)),
+    ("reduction (bias grad)", ("reduce", "sum")),
+    ("copy / transpose", ("copy", "transpose", "clone")),
+)
+
+
+def kernel_class(name: str) -> str:
+    lowered = name.lower()
+    for label, needles in KERNEL_CLASSES:
+        if any(n in lowered for n in needles):
+            return label
+    return "other"
+
+
+def profile_step(step, before, device) -> dict:
+    """One training step under torch.profiler (after the timed ones): GPU time per kernel class and the top
+    kernels, so a step's time can be split into GEMMs and the passes around them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    before()
+    step()
+    torch.cuda.synchronize(device)
+    before()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize(device)
+    classes, kernels = {}, {}
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = event.time_range.elapsed_us()
+        label = kernel_class(event.name)
+        classes[label] = classes.get(label, 0.0) + us / 1e3
+        kernels[event.name] = kernels.get(event.name, 0.0) + us / 1e3
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:12]
+    return {"gpu_ms_by_class": {k: round(v, 3) for k, v in sorted(classes.items(), key=lambda kv: -kv[1])},
+            "top_kernels": [{"name": k[:120], "class": kernel_class(k), "ms": round(v, 3)} for k, v in top]}
 
 
 def time_step(step, before, device, quick) -> dict:
@@ -278,7 +325,7 @@ def run(args) -> dict:
     began = time.perf_counter()
     rows = []
     for name, build in providers(base, args.providers, device).items():
-        rows += measure(name, build, x, dy, reference, device, args.quick)
+        rows += measure(name, build, x, dy, reference, device, args.quick, args.profile)
         torch._dynamo.reset()
         if not cpu:
             torch.cuda.empty_cache()
@@ -305,6 +352,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--providers", nargs="*", help="only these providers (see the module docstring)")
     parser.add_argument("--quick", action="store_true", help="shorter timing loops")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one training step of each provider: GPU time by kernel class")
     args = parser.parse_args()
     record = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

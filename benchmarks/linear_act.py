@@ -12,11 +12,12 @@ Sections, each a list of shapes x a list of providers x modes:
   ``fwd_train`` (inputs require grad: the pre-activation is kept) and ``fwd+bwd``. Providers:
   ``cublas_gemm`` (``F.linear`` alone, bias in cuBLASLt's epilogue: the floor), ``torch_mm_act``
   (``F.linear`` then the activation, eager), ``torch_compile`` (``torch.compile`` of
-  ``linear_act_ref``, default mode), ``linear_act_triton`` / ``linear_act_triton_tma`` /
-  ``linear_act_cublas`` (``linear_act`` on each path; TMA on sm_90+ only).
+  ``linear_act_ref``, default mode), ``linear_act_triton`` / ``linear_act_triton_tma`` (the Triton GEMMs
+  with the activation in their epilogue, ``benchmarks/triton_gemm_epilogue.py``; TMA on sm_90+ only),
+  ``linear_act_cublas`` (``blockfuse.linear_act``: cuBLAS and its activation kernel).
 * ``mlp``: ``fc2(act(fc1(x)))``, modes ``fwd_train`` and ``fwd+bwd``. Providers: ``eager_mlp``,
-  ``compile_mlp`` (one per ``--compile-modes``), ``fused_mlp`` (the "auto" path),
-  ``fused_mlp_triton``, ``fused_mlp_cublas``. Each row also gives ``saved_mib``, the memory the
+  ``compile_mlp`` (one per ``--compile-modes``), ``fused_mlp`` (``blockfuse.fused_mlp``),
+  ``fused_mlp_triton`` (``benchmarks/triton_gemm_epilogue.py``). Each row also gives ``saved_mib``, the memory the
   forward leaves allocated for the backward (allocated after the forward minus before, the
   output excluded), and ``peak_mib`` of fwd+bwd above the inputs.
 
@@ -37,11 +38,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+import triton_gemm_epilogue
 
-import blockfuse.ops.linear_act as linear_act_module
 from blockfuse.bench import timing
 from blockfuse.bench.runner import environment, relative_error
-from blockfuse.ops.linear_act import ACTIVATIONS, fused_mlp, linear_act, linear_act_ref
+from blockfuse.ops.activation import ACTIVATIONS
+from blockfuse.ops.linear_act import linear_act, linear_act_ref
+from blockfuse.ops.mlp import fused_mlp
 
 # (tokens, in features, out features (hidden, for gated: H of the 2H-row weight), activation)
 LINEAR_SHAPES = [(65536, 1152, 4304, "gelu_tanh"), (16384, 4096, 14336, "gelu_tanh"), (16384, 4096, 14336, "swiglu")]
@@ -51,22 +54,14 @@ CPU_LINEAR_SHAPES = [(67, 72, 40, "swiglu")]
 CPU_MLP_SHAPES = [(67, 72, 40, "gelu_tanh")]
 LINEAR_PROVIDERS = ["cublas_gemm", "torch_mm_act", "torch_compile", "linear_act_triton", "linear_act_triton_tma",
                     "linear_act_cublas"]
-MLP_PROVIDERS = ["eager_mlp", "compile_mlp", "fused_mlp", "fused_mlp_triton", "fused_mlp_cublas"]
+MLP_PROVIDERS = ["eager_mlp", "compile_mlp", "fused_mlp", "fused_mlp_triton"]
 LINEAR_MODES = ["fwd", "fwd_train", "fwd+bwd"]
 MLP_MODES = ["fwd_train", "fwd+bwd"]
 
 
-def _act_eager(pre, activation):
-    """The activation as eager PyTorch code would write it, in the input dtype."""
-    name, gated = ACTIVATIONS[activation]
-    gate, up = pre.chunk(2, dim=-1) if gated else (pre, None)
-    out = F.silu(gate) if name == "silu" else F.relu(gate) if name == "relu" else F.gelu(
-        gate, approximate="tanh" if name == "gelu_tanh" else "none")
-    return out if up is None else out * up
-
-
-def _eager_mlp(x, w1, b1, w2, b2, activation):
-    return F.linear(_act_eager(F.linear(x, w1, b1), activation), w2, b2)
+# PyTorch's compositions in the inputs' dtype, as eager code would write them.
+_eager_linear_act = triton_gemm_epilogue.eager_linear_act
+_eager_mlp = triton_gemm_epilogue.eager_mlp
 
 
 def _gemm_flops(tokens, d_in, d_out, activation) -> int:
@@ -156,11 +151,12 @@ def _linear_providers(device):
     compiled = torch.compile(linear_act_ref)
     providers = {
         "cublas_gemm": lambda x, w, b, activation: F.linear(x, w, b),
-        "torch_mm_act": lambda x, w, b, activation: _act_eager(F.linear(x, w, b), activation),
+        "torch_mm_act": _eager_linear_act,
         "torch_compile": lambda x, w, b, activation: compiled(x, w, b, activation),
-        "linear_act_triton": lambda x, w, b, activation: linear_act(x, w, b, activation, path="triton"),
-        "linear_act_triton_tma": lambda x, w, b, activation: linear_act(x, w, b, activation, path="triton_tma"),
-        "linear_act_cublas": lambda x, w, b, activation: linear_act(x, w, b, activation, path="cublas"),
+        "linear_act_triton": lambda x, w, b, activation: triton_gemm_epilogue.linear_act_triton(x, w, b, activation),
+        "linear_act_triton_tma": lambda x, w, b, activation: triton_gemm_epilogue.linear_act_triton(
+            x, w, b, activation, tma=True),
+        "linear_act_cublas": lambda x, w, b, activation: linear_act(x, w, b, activation),
     }
     if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 9:
         providers.pop("linear_act_triton_tma")
@@ -173,8 +169,7 @@ def _mlp_providers(compile_modes):
         name = "compile_mlp" if mode == "default" else f"compile_mlp[{mode}]"
         providers[name] = torch.compile(_eager_mlp, mode=mode)
     providers["fused_mlp"] = lambda *a: fused_mlp(*a[:5], a[5])
-    providers["fused_mlp_triton"] = lambda *a: fused_mlp(*a[:5], a[5], path="triton")
-    providers["fused_mlp_cublas"] = lambda *a: fused_mlp(*a[:5], a[5], path="cublas")
+    providers["fused_mlp_triton"] = lambda *a: triton_gemm_epilogue.fused_mlp_triton(*a[:5], a[5])
     return providers
 
 
@@ -234,17 +229,14 @@ def run(args) -> dict:
                 _run_provider(rows, timer, "mlp", shape, name, mode, fn, inputs, dy, reference, flops)
         del inputs, dy, reference
     return {"environment": environment(device), "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
-            "dtype": "bf16", "auto_rule": {"AUTO_MIN_ROWS": linear_act_module.AUTO_MIN_ROWS,
-                                           "AUTO_BACKWARD": linear_act_module.AUTO_BACKWARD,
-                                           "AUTO_TMA": linear_act_module.AUTO_TMA},
-            "tma_failure": linear_act_module._TMA_FAILURE, "autotuned": _autotuned(),
+            "dtype": "bf16", "tma_failure": triton_gemm_epilogue._TMA_FAILURE, "autotuned": _autotuned(),
             "seconds": round(time.perf_counter() - began, 1), "rows": rows}
 
 
 def _autotuned() -> dict:
     """The tile each autotuned kernel picked, by its autotuning key (empty in the interpreter)."""
-    tuned = {"forward": linear_act_module._fwd_tuned, "dx": linear_act_module._dx_tuned,
-             "mlp_d_pre": linear_act_module._dpre_tuned}
+    tuned = {"forward": triton_gemm_epilogue._fwd_tuned, "dx": triton_gemm_epilogue._dx_tuned,
+             "mlp_d_pre": triton_gemm_epilogue._dpre_tuned}
     return {name: {str(key): str(config) for key, config in kernel.cache.items()} for name, kernel in tuned.items()}
 
 
@@ -265,7 +257,7 @@ def markdown(record) -> str:
              f"triton {env['triton']}, CUDA {env['cuda']}, commit {env['git_commit']} "
              f"(sources {env['source_digest']}), {env['date']}.", "",
              f"Command: `{record['command']}`", "",
-             f"'auto' rule: {record['auto_rule']}; TMA failure: {record['tma_failure']}.", "",
+             f"Triton GEMMs' TMA failure: {record['tma_failure']}.", "",
              "ms: median (do_bench, L2 flushed). vs base: time of the baseline (torch_mm_act for linear, "
              "eager_mlp for mlp; same shape and mode) / this time: above 1 is faster. rel err: against the same "
              "math in fp32 on the same inputs (grads: the largest over inputs and weights).", "",

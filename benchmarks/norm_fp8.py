@@ -22,7 +22,8 @@ inputs), bf16 inputs, times under ``torch.no_grad`` (CUDA-graph replays, the L2 
 
 Bytes a provider must move (per element; the per-row scales and statistics are not counted): x read (2), the
 output written (bf16 2, FP8 1); ``-pre`` and ``-post`` read the residual (2) and write the residual stream (2:
-s, or the post output in bf16 beside its FP8 copy); the gated ops read two inputs (4). The unfused pipeline
+s, or the post output in bf16 beside its FP8 copy; without FP8 the post output is that stream, written once);
+the gated ops read two inputs (4). The unfused pipeline
 moves the fused one's bytes plus the bf16 output's write and read (tensorwise: two reads). Each figure is
 reported as the fraction of a same-size copy: the time of a device copy that moves the provider's bytes
 (``do_bench``, eager, the L2 flushed: captured in a graph a copy may run on a copy engine, slower), timed in
@@ -35,6 +36,7 @@ cast with the kernel's scale (1 at most: the two fp32 outputs differ in the last
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -86,9 +88,9 @@ def make_case(form: str, m: int, n: int, device: str):
 
 def split(form: str, result):
     """(the GEMM input (bf16 y, or (y_fp8, scale)), the residual stream or None) of an op's result."""
-    if form in ("rms-pre", "ln-post"):
+    if form in ("rms-pre", "ln-post") and isinstance(result, (tuple, list)):
         return result[0], result[1]
-    return result, None
+    return result, None  # NOTE: a post-residual norm without FP8 returns its output alone: it is the stream
 
 
 def check(form: str, op, y_ref: torch.Tensor) -> dict:
@@ -139,7 +141,22 @@ def graph_ms(fn) -> float:
     return timing.time_cuda_graph(body, flush, reps=10, samples=7).median
 
 
-def bench(forms, m: int, widths, warps=(None,)) -> list[dict]:
+@contextlib.contextmanager
+def _fp8_tile(norm, tile):
+    """``norm.fp8_forward_tile`` giving ``tile`` = (rows a program, warps) instead of its own, within the block
+    (None: unchanged)."""
+    if tile is None:
+        yield
+        return
+    original = norm.fp8_forward_tile
+    norm.fp8_forward_tile = lambda n: original(n)._replace(block_m=tile[0], num_warps=tile[1])
+    try:
+        yield
+    finally:
+        norm.fp8_forward_tile = original
+
+
+def bench(forms, m: int, widths, warps=(None,), tiles=()) -> list[dict]:
     import blockfuse.fp8
     from blockfuse.ops import norm
     from blockfuse.ops.fp8 import Float8Scaling
@@ -158,25 +175,33 @@ def bench(forms, m: int, widths, warps=(None,)) -> list[dict]:
                 return blockfuse.fp8.quantize(y, recipe=recipe)
 
             x_bytes = 4 if form in ("swiglu", "geglu") else 2  # the gated ops read two inputs
+            # NOTE: without FP8 a post-residual norm's bf16 output is the residual stream: written once (the
+            # FP8 forms write it beside the e4m3 copy, counted in ``extra``).
+            y_bytes = 0 if form.endswith("-post") else 2
             calls = {
-                "bf16": (lambda: op(), x_bytes + 2 + extra, None),
+                "bf16": (lambda: op(), x_bytes + y_bytes + extra, None),
                 "rowwise": (lambda: op("rowwise"), x_bytes + 1 + extra, None),
                 "tensorwise": (lambda: op("tensorwise", scaling), x_bytes + 1 + extra, None),
-                "unfused_rowwise": (lambda: unfused("rowwise"), x_bytes + 2 + extra + 2 + 1, None),
-                "unfused_tensorwise": (lambda: unfused("tensorwise"), x_bytes + 2 + extra + 2 * 2 + 1, None),
+                "unfused_rowwise": (lambda: unfused("rowwise"), x_bytes + y_bytes + extra + 2 + 1, None),
+                "unfused_tensorwise": (lambda: unfused("tensorwise"), x_bytes + y_bytes + extra + 2 * 2 + 1, None),
             }
             if form not in ("swiglu", "geglu"):
                 for w in warps[1:]:  # the norms' FP8 forward with other warp counts (norm.FP8_FWD_MIN_WARPS)
                     calls[f"rowwise_w{w}"] = (calls["rowwise"][0], calls["rowwise"][1], w)
                     calls[f"tensorwise_w{w}"] = (calls["tensorwise"][0], calls["tensorwise"][1], w)
+                for tile in tiles:  # (rows a program, warps): the FP8 forward's tile replaced
+                    for recipe in ("rowwise", "tensorwise"):
+                        calls[f"{recipe}_t{tile[0]}x{tile[1]}"] = (calls[recipe][0], calls[recipe][1], tile)
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
             default_warps = norm.FP8_FWD_MIN_WARPS
             with torch.no_grad():
-                for name, (fn, per_element, min_warps) in calls.items():
-                    norm.FP8_FWD_MIN_WARPS = min_warps or warps[0] or default_warps
+                for name, (fn, per_element, variant) in calls.items():
+                    tile = variant if isinstance(variant, tuple) else None
+                    norm.FP8_FWD_MIN_WARPS = (None if tile else variant) or warps[0] or default_warps
                     try:
-                        ms = graph_ms(fn)
+                        with _fp8_tile(norm, tile):
+                            ms = graph_ms(fn)
                     finally:
                         norm.FP8_FWD_MIN_WARPS = default_warps
                     if per_element not in copies:
@@ -305,6 +330,8 @@ def main() -> None:
     parser.add_argument("--warps", default=None,
                         help="comma-separated minimum warps of the norms' FP8 forward (norm.FP8_FWD_MIN_WARPS): the "
                              "first for the main figures, the others timed beside them as rowwise_wN / tensorwise_wN")
+    parser.add_argument("--tiles", default="", help="comma-separated ROWSxWARPS (e.g. 2x8): the norms' FP8 forward "
+                                                    "with that tile too, timed as rowwise_tROWSxWARPS, ...")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
     args = parser.parse_args()
     if args.registers:
@@ -318,7 +345,8 @@ def main() -> None:
     head = f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}; bf16 inputs"
     print(head, flush=True)
     warps = tuple(int(w) for w in args.warps.split(",")) if args.warps else (None,)
-    rows = bench(forms, args.rows, widths, warps)
+    tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",") if t]
+    rows = bench(forms, args.rows, widths, warps, tiles)
     if args.out is None:
         return
     os.makedirs(args.out, exist_ok=True)

@@ -100,8 +100,7 @@ def time_variant(fn, q, k, dq, dk, flush) -> tuple[float, float]:
 def tile_of(shape, cos) -> str:
     """BLOCK_P and ALIGN that the launcher picks under the current settings (q, k contiguous "bhsd")."""
     batch, seq, hq, hk, d = shape
-    constants = (rotary_module.TILE_ELEMENTS, rotary_module.ELEMENTS_PER_WARP, rotary_module.SPLIT_HEADS)
-    tile = rotary_module._tile(batch * seq, hq, hk, d, 0, sm_count(torch.device(DEVICE)), False, constants)
+    tile = rotary_module._tile(batch * seq, hq, hk, d, 0, sm_count(torch.device(DEVICE)), rotary_module.TILES)
     q_strides, k_strides = (hq * seq * d, d, seq * d, 1), (hk * seq * d, d, seq * d, 1)  # (batch, seq, head, dim)
     table = rotary_module._table_strides(cos, d, False)
     align, _ = rotary_module._cached_alignments(2, (batch, seq, hq, hk), (q_strides, q_strides, k_strides, k_strides),

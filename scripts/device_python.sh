@@ -16,3 +16,10 @@ step() {
     echo "$name exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$name.log"
     tail -4 "$OUT/$name.log"
 }
+
+# write_env: versions, the card and the carried peers' versions into $OUT/env.log.
+write_env() {
+    python3 -m blockfuse env > "$OUT/env.log" 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv >> "$OUT/env.log" 2>&1
+    python3 -c "import torchao; print('torchao', torchao.__version__)" >> "$OUT/env.log" 2>&1
+}

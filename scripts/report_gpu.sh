@@ -4,7 +4,7 @@
 #
 #   bash scripts/report_gpu.sh OUT [REPORT ARGS ...]
 #
-# The report goes to its default folder, benchmarks/results/<date>-<card>-report/ (the path written in
+# The report goes to its default folder, blockfuse-results/<date>-<card>-report/ (the path written in
 # report.md's command), and is packed into OUT/report.tgz with its log (OUT/report.log, the wall time
 # at its end) and OUT/env.log. A run cut short by the limit (LIMIT_S, default 570 s) still leaves the
 # parts done so far: report.md is rewritten after every part.
@@ -18,4 +18,4 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.draw --format=csv >
 start=$SECONDS
 timeout -s INT "${LIMIT_S:-570}" python3 -m blockfuse report "$@" > "$OUT/report.log" 2>&1
 echo "blockfuse report $*: exit $?, $((SECONDS - start)) s wall" | tee -a "$OUT/report.log"
-tar czf "$OUT/report.tgz" benchmarks/results/*-report
+tar czf "$OUT/report.tgz" blockfuse-results/*-report

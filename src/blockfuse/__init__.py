@@ -8,8 +8,8 @@ command line only when imported (tests/test_layers.py)."""
 from blockfuse.ops.bias_dropout_add import bias_dropout_add, bias_dropout_add_ref
 from blockfuse.ops.cross_entropy import linear_cross_entropy, linear_cross_entropy_ref
 from blockfuse.ops.gated import geglu, geglu_ref, swiglu, swiglu_ref
-from blockfuse.ops.linear_act import fused_mlp, fused_mlp_ref, linear_act, linear_act_ref
-from blockfuse.ops.mlp import gated_mlp, gated_mlp_ref
+from blockfuse.ops.linear_act import linear_act, linear_act_ref
+from blockfuse.ops.mlp import fused_mlp, fused_mlp_ref, gated_mlp, gated_mlp_ref
 from blockfuse.ops.norm import (
     layer_norm, layer_norm_gelu, layer_norm_gelu_ref, layer_norm_ref, rms_norm, rms_norm_ref,
 )

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_analyze_parser(commands)
 
-    from blockfuse.bench.full_report import add_report_parser
+    from blockfuse.bench.full_report.command import add_report_parser
 
     add_report_parser(commands)
     return parser

@@ -117,7 +117,7 @@ the MLP's forward is), and do not ``blockfuse.unpatch`` a planned model: the MLP
 weights laid out for the patched one, and ``q_norm`` / ``k_norm`` stay sharded (unpatch warns).
 
 Not covered yet: dropout on the sequence-parallel residual stream of a fused block (blockfuse's ops refuse dropout
-on DTensors), ``SPLIT_QKV_BACKWARD`` (a tensor-parallel block runs the plain QKV Linear), 2-D meshes (FSDP2 + TP), a
+on DTensors), 2-D meshes (FSDP2 + TP), a
 vocabulary-parallel fused loss (``loss=True`` keeps the LM head whole on every rank; ``loss_parallel`` on the
 logits is not wired either), SigLIP / SigLIP-2 models, attention that reshapes by the config's head count
 (older transformers), and a rule for ``blockfuse::gated_mlp_down_fwd`` / ``_bwd`` on DTensors (the MLP runs on

@@ -12,8 +12,7 @@ from blockfuse import runtime
 OPS = ("layer_norm", "rms_norm", "layer_norm_gelu", "rotary", "swiglu", "geglu", "gated_mlp", "linear_act",
        "fused_mlp", "bias_dropout_add")
 # The ops whose GEMMs are not blockfuse's kernels on CUDA (see ops/mlp.py and ops/linear_act.py).
-GEMM_NOTE = ("gated_mlp, linear_act, fused_mlp: GEMMs by cuBLAS on CUDA, blockfuse's kernels between "
-             "them; linear_act / fused_mlp take Triton GEMMs with path='triton'")
+GEMM_NOTE = "gated_mlp, linear_act, fused_mlp: GEMMs by cuBLAS on CUDA, blockfuse's kernels between them"
 
 
 def collect_env() -> dict:

@@ -9,7 +9,7 @@ import torch
 
 from blockfuse.bench import block
 from blockfuse.bench.block_report import targets
-from blockfuse.bench.report import noisy
+from blockfuse.bench.writer import noisy
 from blockfuse.cli import main
 
 
@@ -188,3 +188,29 @@ def test_compile_times_cold_and_warm(tmp_path):
     assert surgical["compile_cold_s"] > 0 and surgical["compile_warm_s"] > 0
     assert "--compile-times" in json.loads((tmp_path / "block-standard.json").read_text())["meta"]["command"]
     assert "compile cold" in (tmp_path / "block-standard.md").read_text()
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_fp8_linear_layers_in_every_provider(recipe):
+    """``linear="fp8:RECIPE"``: each provider's copy has its Linear layers as Float8Linear (the fused blocks' MLP
+    keeps its weights in gated_mlp), the eager bf16 module is untouched, and the errors against fp32 are FP8's:
+    larger than bf16's, yet small. A bad value names the argument."""
+    from blockfuse.nn.fp8 import Float8Linear
+
+    with pytest.raises(ValueError, match="linear: expected bf16, fp8"):
+        block.parse_linear("fp4")
+    base = dict(name="te-4layer", shape=(1, 32, 64), layers=1, dtype=torch.bfloat16, modes=("infer", "fwdbwd"),
+                device=torch.device("cpu"), quick=True, overrides=(("d_model", 64), ("n_heads", 4), ("ffn_hidden", 64)))
+    settings = block.BlockSettings(**base, providers=("eager", "fused"), linear=f"fp8:{recipe}")
+    workload = block._Workload(settings)
+    for provider in ("eager", "fused"):
+        module, _ = workload.provider_module(provider)
+        linears = {name: m for name, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
+        assert linears and all(isinstance(m, Float8Linear) and m.recipe == recipe for m in linears.values()), linears
+    assert not any(isinstance(m, Float8Linear) for m in workload.eager.modules())
+    _, records = block.run_block(settings, show_progress=False)
+    _, bf16_records = block.run_block(block.BlockSettings(**base, providers=("eager",)), show_progress=False)
+    for record in records:
+        assert "error" not in record, record
+        assert bf16_records[0]["rel_err_out"] < record["rel_err_out"] < 0.2
+        assert record["rel_err_grad"] < 0.3

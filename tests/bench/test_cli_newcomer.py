@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from blockfuse.bench import block_report, full_report, report
+from blockfuse.bench import block_report, writer
+from blockfuse.bench.full_report import parts
 from blockfuse.bench.cli import _command
 from blockfuse.cli import build_parser
 from blockfuse.cliutil import RESULTS_FOLDER, UsageError
@@ -125,7 +126,7 @@ def test_ops_shapes_take_either_syntax_and_the_old_list():
 def test_noisy_medians_are_not_headline_ratios():
     steady = {"provider": "eager", "mode": "fwd", "ms": 1.0, "p20": 0.9, "p80": 1.1}
     wide = {"provider": "fused", "mode": "fwd", "ms": 0.35, "p20": 0.3, "p80": 40.2}
-    assert report.noisy(wide) and not report.noisy(steady)
+    assert writer.noisy(wide) and not writer.noisy(steady)
     assert block_report.time_cell(wide, steady) == "0.350 (noisy: p20-p80 0.3-40.2 ms)"
     assert block_report.time_cell(steady, wide) == "1.000 (eager noisy)"
     assert block_report.time_cell(steady, steady) == "1.000 (1.00x)"
@@ -145,7 +146,7 @@ def test_noisy_medians_are_not_headline_ratios():
         {"provider": "eager", "ms": 0.5, "ms_p20": 0.45, "ms_p80": 0.55},
         {"provider": "compile", "ms": 29.25, "ms_p20": 0.72, "ms_p80": 40.2},
         {"provider": "blockfuse", "ms": 0.3475, "ms_p20": 0.33, "ms_p80": 0.36}]}
-    line = full_report.rope_line(rope)
+    line = parts.rope_line(rope)
     assert "compile 29.25 ms (noisy: p20-p80 0.72-40.2 ms)" in line
     assert "x compile" not in line and "blockfuse 0.3475 ms (1.44x eager)" in line
 

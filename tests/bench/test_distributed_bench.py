@@ -99,7 +99,7 @@ def test_bad_options_are_usage_errors(words, message, capsys):
 
 
 def test_the_recorded_command_gives_the_same_settings(tmp_path):
-    from blockfuse.bench import distributed
+    from blockfuse.bench.distributed import settings as distributed
 
     args = build_parser().parse_args([*COMMAND, "--tp", "2", "--parallel", "fsdp+tp,tp", "--memory-fraction", "0.5",
                                       "--no-reference", "--out", str(tmp_path)])
@@ -114,7 +114,8 @@ def test_the_recorded_command_gives_the_same_settings(tmp_path):
 def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
     """The search's arithmetic, each launch replaced by a stand-in: fused fits up to 5 per GPU, compile up to 2,
     eager not even the first batch (the launches themselves need CUDA: --max-batch refuses the CPU)."""
-    from blockfuse.bench import distributed
+    from blockfuse.bench.distributed import max_batch
+    from blockfuse.bench.distributed.settings import Settings
 
     largest = {"fused": 5, "compile": 2, "eager": 0}
     tried = []
@@ -126,11 +127,11 @@ def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
         return {"tokens_per_s": 1000.0 * batch, "ms": 10.0, "peak_mib": 100.0 * batch,
                 "meta": {"card": "card", "cards": ["card", "card"], "torch": "t", "triton": "tr"}}
 
-    monkeypatch.setattr(distributed, "_try_batch", fake)
-    settings = distributed.Settings(name="standard", shape=(2, 16, 128), layers=2, dtype="bf16",
-                                    providers=("compile", "fused", "eager"), parallels=("fsdp",), nproc=2, tp=2,
-                                    memory_fraction=0.5)
-    assert distributed.search_max_batch(settings, tmp_path) == 0
+    monkeypatch.setattr(max_batch, "try_batch", fake)
+    settings = Settings(name="standard", shape=(2, 16, 128), layers=2, dtype="bf16",
+                        providers=("compile", "fused", "eager"), parallels=("fsdp",), nproc=2, tp=2,
+                        memory_fraction=0.5)
+    assert max_batch.search_max_batch(settings, tmp_path) == 0
     assert [b for p, b in tried if p == "fused"] == [2, 4, 8, 6, 5]
     assert [b for p, b in tried if p == "eager"] == [2, 1]
     document = json.loads((tmp_path / "max-batch-standard-x2.json").read_text())

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from blockfuse.bench import block, full_report
+from blockfuse.bench import block
+from blockfuse.bench.full_report import parts as report_parts
 from blockfuse.cli import main
 
 
@@ -26,8 +27,8 @@ def full_run(tmp_path_factory):
 def cheap(monkeypatch):
     """Only the providers that compile nothing: a whole report in a few seconds."""
     monkeypatch.setattr(block, "CPU_PROVIDERS", ("eager", "fused"))
-    monkeypatch.setattr(full_report, "MODEL_PROVIDERS", ("eager", "fused"))
-    monkeypatch.setattr(full_report, "ROPE_PROVIDERS", ("eager", "blockfuse"))
+    monkeypatch.setattr(report_parts, "MODEL_PROVIDERS", ("eager", "fused"))
+    monkeypatch.setattr(report_parts, "ROPE_PROVIDERS", ("eager", "blockfuse"))
 
 
 def test_report_writes_every_part(full_run):
@@ -54,7 +55,7 @@ def test_report_writes_every_part(full_run):
     assert analysis["passes"]["inference"]["gemms"] == 7 and analysis["report"]["meta"]["target"] == "reordered"
 
     blocks = parts["block"]["result"]
-    assert blocks["workload"]["shape"] == list(full_report.CPU_SHAPE)
+    assert blocks["workload"]["shape"] == list(report_parts.CPU_SHAPE)
     assert {r["provider"] for r in blocks["records"]} == set(block.CPU_PROVIDERS)
     assert {r["mode"] for r in blocks["records"]} == set(block.MODES)
     assert all("error" not in r and r["ms"] > 0 for r in blocks["records"])
@@ -64,7 +65,7 @@ def test_report_writes_every_part(full_run):
 
     surgical = parts["surgical"]["result"]
     assert surgical["workload"]["layers"] == 4 and {r["mode"] for r in surgical["records"]} == {"infer"}
-    providers = [p for p in full_report.MODEL_PROVIDERS if p in block.PROVIDERS]
+    providers = [p for p in report_parts.MODEL_PROVIDERS if p in block.PROVIDERS]
     differences = surgical["differences"]["providers"]
     assert list(differences) == providers
     assert differences["eager"]["max_abs_vs_eager"] == 0
@@ -73,8 +74,54 @@ def test_report_writes_every_part(full_run):
         assert 0 < difference["max_abs_vs_fp32"] < 0.5 and 0 < difference["rel_err_vs_fp32"] < 0.05, provider
 
     rope = parts["rope"]["result"]
-    assert [r["provider"] for r in rope["records"]] == list(full_report.ROPE_PROVIDERS)
+    assert [r["provider"] for r in rope["records"]] == list(report_parts.ROPE_PROVIDERS)
     assert all(r["error"] is None and r["mode"] == "fwd" for r in rope["records"])
+
+
+def test_report_ends_with_a_verdict_and_keeps_the_targets_in_the_json(full_run):
+    _, out, printed = full_run
+    markdown = (out / "report.md").read_text()
+    document = json.loads((out / "report.json").read_text())
+    sections = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert sections[-1] == "## Verdict for this card"  # the last word
+    verdict = markdown[markdown.index("## Verdict for this card"):]
+    for question in ("training (forward + backward)", "inference (forward, no grad)", "inference of the 4-layer model",
+                     "memory (peak of a training step)", "RoPE alone (forward)", "error vs fp32", "**On the CPU**"):
+        assert question in verdict, question
+    answers = document["verdict"]["answers"]
+    for key in ("training", "inference", "model_inference", "rope"):
+        answer = answers[key]
+        if answer["provider"] is None:  # every timing of the question noisy on a busy CPU
+            assert answer["why"] == "noisy timings only" and answer["noisy"], (key, answer)
+            continue
+        records = document["parts"][{"training": "block", "inference": "block", "model_inference": "surgical",
+                                     "rope": "rope"}[key]]["result"]["records"]
+        assert answer["value"] == min(r["ms"] for r in records if r["provider"] not in answer["noisy"]
+                                      and r["mode"] == {"training": "fwdbwd", "rope": "fwd"}.get(key, "infer"))
+        assert answer["error"] > 0 and f"**{answer['provider']}**" in verdict, (key, answer)
+    assert answers["memory"]["why"] == "CUDA memory: not measured on the CPU"
+    assert "verdict for this card" in printed
+    # the project's targets: in the JSON for the GPU scripts, not in what a user reads
+    assert document["parts"]["block"]["result"]["targets"] and not document["targets_shown"]
+    for text in ("## Targets", "n/a on the CPU", "**met**", "**missed**", "targets met"):
+        assert text not in markdown and text not in printed, text
+    for name in ("block-reordered.md", "model-te-4layer.md", "ops-rotary.md"):
+        assert "## Targets" not in (out / name).read_text(), name
+
+
+def test_targets_are_shown_when_asked_for(tmp_path, monkeypatch, cheap):
+    monkeypatch.setattr(report_parts, "analyze_part", lambda *args: 1 / 0)  # not what this test is about
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["report", "--quick", "--device", "cpu", "--targets", "--out", str(tmp_path)])
+    assert code == 0
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Targets" in markdown and "a CUDA target, n/a on the CPU" in markdown
+    assert markdown.index("## Targets") < markdown.index("## Verdict for this card")
+    assert "## Targets" in (tmp_path / "block-reordered.md").read_text()
+    assert "target, block: n/a:" in printed.getvalue()
+    assert json.loads((tmp_path / "report.json").read_text())["meta"]["command"].startswith(
+        "blockfuse report --quick --targets --device cpu")
 
 
 def test_report_markdown_stitches_the_parts(full_run):
@@ -105,7 +152,7 @@ def test_a_failing_part_is_reported_and_the_others_still_run(tmp_path, monkeypat
     def broken(*args):
         raise RuntimeError("the analysis [broke]")
 
-    monkeypatch.setattr(full_report, "analyze_part", broken)
+    monkeypatch.setattr(report_parts, "analyze_part", broken)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(["report", "--quick", "--device", "cpu", "--out", str(tmp_path)])
@@ -129,7 +176,7 @@ def test_a_failing_blockfuse_provider_makes_the_exit_code_1(tmp_path, monkeypatc
         return original(self, provider)
 
     monkeypatch.setattr(block._Workload, "provider_module", broken)
-    monkeypatch.setattr(full_report, "analyze_part", lambda *args: 1 / 0)
+    monkeypatch.setattr(report_parts, "analyze_part", lambda *args: 1 / 0)
     with contextlib.redirect_stdout(io.StringIO()):
         code = main(["report", "--quick", "--device", "cpu", "--out", str(tmp_path)])
     assert code == 1
@@ -140,3 +187,40 @@ def test_a_failing_blockfuse_provider_makes_the_exit_code_1(tmp_path, monkeypatc
     assert document["parts"]["rope"]["status"] == "ok"
     markdown = (tmp_path / "report.md").read_text()
     assert "**blockfuse failed** (exit code 1)" in markdown and "fused output difference: `RuntimeError" in markdown
+
+
+def test_the_verdict_picks_the_smallest_steady_figure_with_its_error():
+    """On synthetic CUDA records: the fastest step, forward and RoPE, the leanest peak; a noisy median is left
+    out rather than crowned; a failed part gives no answer."""
+    from blockfuse.bench.full_report import verdict
+
+    def step(provider, ms, peak, err, p80=None):
+        return {"provider": provider, "mode": "fwdbwd", "ms": ms, "p20": ms, "p80": p80 or ms, "peak_mib": peak,
+                "rel_err_grad": err}
+
+    block_records = [step("eager", 10.0, 900.0, 1e-3), step("compile:default", 8.0, 700.0, 2e-3),
+                     step("fused", 6.0, 800.0, 3e-3), step("compile:max-autotune", 1.0, 600.0, 1e-3, p80=9.0),
+                     {"provider": "fused+compile:default", "mode": "fwdbwd", "error": "RuntimeError: no"},
+                     {"provider": "eager", "mode": "infer", "ms": 4.0, "rel_err_out": 1e-3},
+                     {"provider": "fused", "mode": "infer", "ms": 5.0, "rel_err_out": 2e-3}]
+    rope_records = [{"provider": "eager", "mode": "fwd", "ms": 0.3, "rel_err_out": 1e-3},
+                    {"provider": "blockfuse", "mode": "fwd", "ms": 0.1, "rel_err_out": 2e-3}]
+    document = {"meta": {"device": "cuda"}, "parts": {
+        "block": {"status": "ok", "result": {"records": block_records}},
+        "surgical": {"status": "failed", "error": "x"},
+        "rope": {"status": "ok", "result": {"records": rope_records}}}}
+    found = verdict.verdict(document)
+    answers = found["answers"]
+    assert not found["cpu"] and "model_inference" not in answers
+    training = answers["training"]
+    assert (training["provider"], training["value"], training["error"]) == ("fused", 6.0, 3e-3)
+    assert training["vs_eager"] == pytest.approx(10 / 6) and training["noisy"] == ["compile:max-autotune"]
+    assert training["runner_up"] == {"provider": "compile:default", "value": 8.0, "error": 2e-3}
+    assert (answers["inference"]["provider"], answers["inference"]["error"]) == ("eager", 1e-3)
+    memory = answers["memory"]  # a peak is no timing: the noisy run's memory counts
+    assert (memory["provider"], memory["value"], memory["error_of"]) == ("compile:max-autotune", 600.0, "gradients")
+    assert answers["rope"]["provider"] == "blockfuse" and answers["rope"]["vs_eager"] == pytest.approx(3)
+    text = "\n".join(verdict.markdown_lines(found))
+    assert "| training (forward + backward) | **fused** | 6 ms (1.67x eager) | 3.00e-03 (gradients) | " \
+           "compile:default: 8 ms, error 2.00e-03 |" in text
+    assert "On the CPU" not in text and "Left out as noisy (p80 > 2x p20) in some question: compile:max-autotune" in text

@@ -15,9 +15,7 @@ from blockfuse.models import (
     width_overrides,
 )
 from blockfuse.models.blocks import _attend, apply_rotary, rotary_tables
-from tests.helpers import (
-    assert_all_close_to_reference, assert_close_to_reference, assert_compiles_like_eager, relative_error,
-)
+from tests.helpers import assert_all_close_to_reference, assert_close_to_reference, relative_error
 
 TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96}
 
@@ -272,103 +270,6 @@ def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
     del out
     gc.collect()
     assert all(r() is None for r in kept)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("used", ["all", "no-middle", "transposed"])
-def test_split_linear_matches_linear_then_split(dtype, bias, used):
-    """split_linear's backward (one GEMM per block's gradient, dx accumulated) gives the gradients of
-    Linear + split, within twice PyTorch's error against fp64, with a block unused (no gradient: zero
-    rows) and with gradients that arrive as transposed, non-contiguous views."""
-    from blockfuse.models.blocks import split_linear
-
-    generator = torch.Generator().manual_seed(0)
-    widths = (24, 8, 8)
-    x64 = torch.randn(3, 11, 40, generator=generator, dtype=torch.float64)
-    w64 = torch.randn(sum(widths), 40, generator=generator, dtype=torch.float64) / 40**0.5
-    b64 = torch.randn(sum(widths), generator=generator, dtype=torch.float64) if bias else None
-    dys = [torch.randn(3, 11, width, generator=generator, dtype=torch.float64) for width in widths]
-
-    def run(split, cast):
-        leaves = [t.to(cast).requires_grad_() for t in (x64, w64) + ((b64,) if bias else ())]
-        blocks = split(leaves[0], leaves[1], leaves[2] if bias else None)
-        total = 0
-        for index, (block, dy) in enumerate(zip(blocks, dys)):
-            if used == "no-middle" and index == 1:
-                continue
-            if used == "transposed":  # (batch, heads, seq, 4) views, as attention hands them back
-                block = block.unflatten(-1, (-1, 4)).transpose(1, 2).contiguous().transpose(1, 2).flatten(-2)
-            total = total + (block * dy.to(cast)).sum()
-        return torch.autograd.grad(total, leaves)
-
-    def plain(x, w, b):
-        return F.linear(x, w, b).split(widths, dim=-1)
-
-    def ours_(x, w, b):
-        return split_linear(x, w, b, widths)
-
-    ours, theirs, oracle = run(ours_, dtype), run(plain, dtype), run(plain, torch.float64)
-    names = ["dx", "dweight", "dbias"][:len(oracle)]
-    assert_all_close_to_reference(ours, theirs, oracle, names)
-    if used == "no-middle":
-        assert torch.count_nonzero(ours[1][24:32]) == 0
-
-
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_split_linear_compiles_without_graph_breaks(backend):
-    from blockfuse.models.blocks import split_linear
-
-    generator = torch.Generator().manual_seed(1)
-    x = torch.randn(2, 5, 16, generator=generator)
-    w, b = torch.randn(24, 16, generator=generator), torch.randn(24, generator=generator)
-
-    def loss(x, w, b):
-        q, k, v = split_linear(x, w, b, (8, 8, 8))
-        return (q * k).sum() + v.square().sum()
-
-    def run(fn):
-        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
-        return torch.autograd.grad(fn(*leaves), leaves)
-
-    assert_compiles_like_eager(loss, run, ("dx", "dw", "db"), backend=backend, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("key", ["siglip2-head18", "standard", "olmo2-gqa"])
-@pytest.mark.parametrize("split", [True, False])
-def test_fused_block_qkv_backward_concatenates_only_without_split_linear(key, split, monkeypatch):
-    """With ``SPLIT_QKV_BACKWARD`` the QKV projection's backward takes q, k and v's gradients as they
-    come: no aten.cat into a (tokens, q + 2 kv width) gradient (a 432 MiB copy per siglip2 layer);
-    without it, Linear + split's backward makes that one concatenation (the check can see it).
-    Other concatenations (the CPU reference RoPE's rotate-half) are not this test's business."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from blockfuse.models import blocks
-
-    monkeypatch.setattr(blocks, "SPLIT_QKV_BACKWARD", split)
-
-    class Concatenations(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops, self.widths = 0, []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            self.ops += 1
-            if func.overloadpacket is torch.ops.aten.cat:
-                self.widths.append(tuple(t.shape[-1] for t in args[0]))
-            return out
-
-    eager, inputs = _variant(key)
-    fused = convert(eager, "fused")
-    config = fused.config
-    x = inputs[0].detach().clone().requires_grad_()
-    out = fused(x, *inputs[1:])
-    with Concatenations() as seen:
-        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(6)))
-    assert seen.ops > 0
-    qkv = (config.q_width, config.kv_width, config.kv_width)
-    assert (qkv in seen.widths) != split, seen.widths
 
 
 @pytest.mark.parametrize("key", ["siglip2-head18", "standard"])

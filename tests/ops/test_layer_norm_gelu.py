@@ -204,7 +204,8 @@ def test_strided_weight_and_bias(device):
 @pytest.mark.parametrize("needs_grad", ["x", "weight", "bias", "weight+bias", "none"])
 def test_grads_of_some_inputs(needs_grad, device):
     """Only some inputs require grad (frozen parameters, frozen activations, inference): the
-    grads asked for equal those of the full backward, bit for bit, as does the output."""
+    grads asked for equal those of the full backward, bit for bit, as does the output (on a GPU, under
+    no_grad, within a few ulps)."""
     tensors = make_inputs((3, 760), torch.float32, device)
     grad_output = random_tensor((3, 760), torch.float32, device, seed=100)
     full_output, full_grads = forward_backward(lambda *t: layer_norm_gelu(*t), tensors, grad_output)
@@ -219,7 +220,11 @@ def test_grads_of_some_inputs(needs_grad, device):
         computed = torch.autograd.grad(output, [copies[i] for i in chosen], grad_output)
         for index, grad in zip(chosen, computed):
             assert torch.equal(grad, full_grads[index]), GRAD_NAMES[index]
-    assert torch.equal(output.detach(), full_output)
+    if chosen or device == "cpu":
+        assert torch.equal(output.detach(), full_output)
+    else:  # NOTE: under no_grad the forward is compiled without the statistics' stores, and the GPU compiler may
+        # contract its arithmetic differently: within a few fp32 ulps (seen on an H200, as for the norms)
+        torch.testing.assert_close(output, full_output, rtol=4 * 2**-24, atol=4 * 2**-24)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])

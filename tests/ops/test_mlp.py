@@ -1,4 +1,5 @@
-"""Tests of ``gated_mlp``: the gated MLP whose backward recomputes the activation.
+"""Tests of ``gated_mlp``: ``fused_mlp``'s gated forms under their gated names, the MLP whose backward
+recomputes the activation (``tests/ops/test_linear_act.py`` tests ``fused_mlp`` with every activation).
 
 Oracle: PyTorch's composition (two ``F.linear`` around ``act(gate) * up``) in float64 on ``.double()``
 copies; baseline: the same composition in the low dtype. The fused op may be at most about 2x as
@@ -13,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blockfuse.ops.mlp import ACTIVATIONS, gated_mlp, gated_mlp_ref
+from blockfuse.ops.activation import GATED as ACTIVATIONS
+from blockfuse.ops.mlp import gated_mlp, gated_mlp_ref
 from tests.helpers import (
     as_layout, assert_all_close_to_reference, assert_compiles_like_eager, assert_runs_without_interpreter, grads,
     leaves, random_tensor,
@@ -162,7 +164,7 @@ def test_compiled_inference_takes_no_autograd_node(monkeypatch):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_launcher_ops_pass_opcheck():
+def test_launcher_ops_pass_opcheck(device):
     """Schema, fake tensors (symbolic shapes too), declared mutation and AOT dispatch of
     ``blockfuse::gated_mlp_down_fwd`` and of the in-place backward ``gated_mlp_down_bwd_`` (opaque under
     torch.compile: its fake is its own)."""
@@ -172,10 +174,11 @@ def test_launcher_ops_pass_opcheck():
     assert str(_down_forward.op) == "blockfuse.gated_mlp_down_fwd.default"
     assert str(_down_backward.op) == "blockfuse.gated_mlp_down_bwd_.default"
     assert "gated_mlp_down_bwd_" in OPAQUE_LAUNCHERS and "gated_mlp_down_fwd" not in OPAQUE_LAUNCHERS
-    wd, bd = random_tensor((8, 6), seed=3), random_tensor((8,), seed=4)
-    packed, gate, up = random_tensor((5, 12), seed=1), random_tensor((5, 6), seed=2), random_tensor((5, 6), seed=5)
-    dy = random_tensor((5, 8), seed=6)
-    for pre, up_pre, bias, act in ((packed, None, bd, "silu"), (gate, up, None, "gelu")):
+    wd, bd = random_tensor((8, 6), device=device, seed=3), random_tensor((8,), device=device, seed=4)
+    packed, gate, up = (random_tensor(shape, device=device, seed=seed) for shape, seed in (((5, 12), 1), ((5, 6), 2),
+                                                                                             ((5, 6), 5)))
+    dy = random_tensor((5, 8), device=device, seed=6)
+    for pre, up_pre, bias, act in ((packed, None, bd, "swiglu"), (gate, up, None, "geglu_erf"), (gate, None, bd, "relu")):
         torch.library.opcheck(_down_forward.op, (pre, up_pre, wd, bias, act))
         torch.library.opcheck(_down_backward.op, (dy, pre.clone(), None if up_pre is None else up_pre.clone(), wd,
                                                   act, bias is not None))
@@ -185,12 +188,12 @@ def test_launcher_ops_pass_opcheck():
     "change, error, message",
     [
         ({"activation": "relu"}, ValueError, "activation: expected one of"),
-        ({"x": torch.randn(3, 7)}, ValueError, r"gate_up_weight: expected \(2 \* hidden, 7\)"),
+        ({"x": torch.randn(3, 7)}, ValueError, r"gate_up_weight: expected \(out_features, 7\) for the 7 features"),
         ({"down_weight": torch.randn(8, 5)}, ValueError, r"down_weight: expected \(out_features, 6\)"),
         ({"gate_up_bias": torch.randn(11)}, ValueError, r"gate_up_bias: expected shape \(12,\)"),
         ({"down_bias": torch.randn(8, dtype=torch.float64)}, TypeError, "down_bias: expected dtype"),
         ({"x": torch.randn(3, 8, dtype=torch.float16)}, TypeError, "gate_up_weight: expected dtype"),
-        ({"x": torch.ones(3, 8, dtype=torch.int32)}, TypeError, "x: expected a floating-point tensor"),
+        ({"x": torch.ones(3, 8, dtype=torch.int32)}, TypeError, "x: expected a float16, bfloat16, float32"),
         ({"up_bias": torch.randn(6)}, ValueError, "up_bias: given without up_weight"),
         ({"up_weight": torch.randn(12, 8)}, ValueError, r"down_weight: expected \(out_features, 12\)"),
         ({"up_weight": torch.randn(5, 8), "gate_up_weight": torch.randn(6, 8), "gate_up_bias": None},
@@ -264,13 +267,14 @@ def test_eager_backward_is_two_nodes_sharing_the_pre_activation(separate, device
 def test_forward_and_backward_in_blocks(monkeypatch):
     """The forward makes the activation in blocks of rows for the down GEMM; the backward recomputes
     it in blocks of columns and makes the hidden gradient in blocks of rows: 199 tokens in blocks of
-    64 rows (the last one 7), 27 hidden in blocks of 7 columns, same result."""
+    64 rows (the last one 7), 27 hidden in one block of columns (64-aligned), same result."""
+    import dataclasses
+
     import blockfuse.ops.mlp as mlp
 
-    monkeypatch.setattr(mlp, "FORWARD_MIN_ROWS", 2)
-    assert len(mlp.column_blocks(199, mlp.FORWARD_BLOCKS, mlp.FORWARD_MIN_ROWS)) == 4
-    monkeypatch.setattr(mlp, "BACKWARD_MIN_ROWS", 2)
-    monkeypatch.setattr(mlp, "BACKWARD_MIN_COLUMNS", 2)
+    monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, forward_min_rows=2, backward_min_rows=2,
+                                                           backward_min_columns=2))
+    assert len(mlp.column_blocks(199, mlp.BLOCKS.forward, mlp.BLOCKS.forward_min_rows)) == 4
     for separate in (False, True):
         inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True, separate=separate)
         ours = leaves(*inputs)

@@ -1090,13 +1090,12 @@ def test_tiles_are_powers_of_two(tile_elements, monkeypatch):
     columns once asked for a 6-head block when the tile shrank to 1024 elements."""
     import blockfuse.ops.rotary as rotary_module
 
-    monkeypatch.setattr(rotary_module, "TILE_ELEMENTS", tile_elements)
+    tiles = rotary_module.Tiles(tile_elements=tile_elements)
     for tokens in (1, 21, 128, 8192):
         for heads1, heads2 in ((6, 2), (5, 1), (32, 8), (16, 16), (71, 0)):
             for rotary_dim, pass_dim in ((96, 32), (64, 0), (32, 40), (128, 0), (16, 56)):
-                for min_programs, tokens_first in ((1, False), (132, False), (132, True)):
-                    tile = rotary_module._tile(tokens, heads1, heads2, rotary_dim, pass_dim, min_programs,
-                                               tokens_first)
+                for min_programs in (1, 132):
+                    tile = rotary_module._tile(tokens, heads1, heads2, rotary_dim, pass_dim, min_programs, tiles)
                     blocks = (*tile[:5], tile[8])  # every block size and num_warps (tile[5:8]: the grid)
                     assert all(b > 0 and b & (b - 1) == 0 for b in blocks), (tokens, heads1, heads2, rotary_dim,
                                                                               pass_dim, min_programs, tile)
@@ -1105,8 +1104,10 @@ def test_tiles_are_powers_of_two(tile_elements, monkeypatch):
 
 @pytest.mark.usefixtures("requires_triton")
 def test_cached_tile_follows_the_module_constants(monkeypatch, device):
-    """The launcher passes TILE_ELEMENTS, ELEMENTS_PER_WARP and SPLIT_HEADS into the cached tile rule, so
-    a sweep that sets them (benchmarks/rotary_tiles.py) gets their tile, not one cached before."""
+    """The launcher passes TILES into the cached tile rule, so a sweep that sets it
+    (benchmarks/rotary_tiles.py) gets its tile, not one cached before."""
+    import dataclasses
+
     import blockfuse.ops.rotary as rotary_module
 
     launched = []
@@ -1122,36 +1123,12 @@ def test_cached_tile_follows_the_module_constants(monkeypatch, device):
     k = random_tensor((1, 64, 2, 64), torch.float32, device, seed=2)
     angles = random_tensor((64, 32), torch.float32, device, seed=3)
     expected = rotary(q, k, angles.cos(), angles.sin())
-    monkeypatch.setattr(rotary_module, "TILE_ELEMENTS", 4 * rotary_module.TILE_ELEMENTS)
+    monkeypatch.setattr(rotary_module, "TILES", dataclasses.replace(rotary_module.TILES,
+                                                                    tile_elements=4 * rotary_module.TILES.tile_elements))
     got = rotary(q, k, angles.cos(), angles.sin())
     assert launched[1] == 4 * launched[0], launched  # (2 heads of 64 lanes: the tile grows in tokens)
     for a, b in zip(got, expected):
         assert torch.equal(a, b)
-
-GRID_CASES = [
-    Case(),
-    Case(q_heads=5, k_heads=1, interleaved=True, layout="bhsd", out_layout="bshd", rotary_dim=32),
-    Case(batch=2, seq=9, q_heads=8, k_heads=2, head_dim=72, layout="bhsd", positions="ids"),
-]
-
-
-@pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("split_heads, tokens_first", [(True, False), (False, True), (True, True)],
-                         ids=["split_heads", "tokens_first", "both"])
-@pytest.mark.parametrize("case", GRID_CASES, ids=case_id)
-def test_grid_variants(case, split_heads, tokens_first, monkeypatch, device):
-    """The grid shapes the tile sweep compares (one head block a program; bhsd tiles spanning tokens)
-    rotate every head of q and k once, with the same numbers."""
-    import blockfuse.ops.rotary as rotary_module
-
-    monkeypatch.setattr(rotary_module, "SPLIT_HEADS", split_heads)
-    monkeypatch.setattr(rotary_module, "TOKENS_FIRST", tokens_first)
-    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
-    if split_heads:
-        tile = rotary_module._tile(case.batch * case.seq, case.q_heads, case.k_heads, case.rot, 0, 1, tokens_first)
-        assert tile[5] * tile[1] >= case.q_heads and not tile[7], tile
-    check_case(case, torch.float32, device)
-
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"], ids=["eager", "aot_eager", "inductor"])

@@ -119,7 +119,7 @@ def _exercise_every_op(device: str) -> None:
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
         run(lambda q, k: blockfuse.rotary(q, k, cos, sin), q, k)
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
-    # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act on both paths
+    # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act
     x = torch.randn(6, 40, device=device)
     w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
     b_packed, b_down = torch.randn(48, device=device), torch.randn(40, device=device)
@@ -127,10 +127,8 @@ def _exercise_every_op(device: str) -> None:
     run(lambda x, w, wd, u: blockfuse.gated_mlp(x, w, None, wd, None, "geglu", up_weight=u), x, w_packed[:24],
         w_down, w_packed[24:])
     w_fc1, w_fc2 = torch.randn(24, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
-    for path in ("triton", "cublas"):
-        run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh", path=path), x, w_fc1,
-            b_packed[:24], w_fc2)
-        run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu", path=path), x, w_packed)
+    run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh"), x, w_fc1, b_packed[:24], w_fc2)
+    run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu"), x, w_packed)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)

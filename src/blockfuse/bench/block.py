@@ -69,6 +69,20 @@ class BlockSettings:
     overrides: tuple = ()
     # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
     compile_times: tuple[str, ...] = ()
+    # the Linear layers: "bf16" (as built) or "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
+    # provider's copy, before it is compiled; the fused blocks' MLP runs its GEMMs inside gated_mlp: bf16)
+    linear: str = "bf16"
+
+
+LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise")
+
+
+def parse_linear(text: str) -> str:
+    """``bf16``, ``fp8`` (tensorwise) or ``fp8:RECIPE``, as BlockSettings.linear spells it."""
+    value = "fp8:tensorwise" if text == "fp8" else text
+    if value not in LINEAR_CHOICES:
+        raise ValueError(f"linear: expected bf16, fp8 or one of {LINEAR_CHOICES[1:]}, got {text!r}")
+    return value
 
 
 def _compile_mode(provider: str) -> Optional[str]:
@@ -118,17 +132,22 @@ class _Workload:
             self.out_eager = module(self.x, *inputs[1:]).float()  # the max-abs-difference baseline
 
     def provider_module(self, provider: str) -> tuple[nn.Module, Callable]:
-        return provider_module(self.eager, provider)
+        return provider_module(self.eager, provider, self.settings.linear)
 
 
-def provider_module(eager: nn.Module, provider: str) -> tuple[nn.Module, Callable]:
-    """(the provider's module, what to call): a copy of ``eager`` converted and compiled as ``provider`` says."""
+def provider_module(eager: nn.Module, provider: str, linear: str = "bf16") -> tuple[nn.Module, Callable]:
+    """(the provider's module, what to call): a copy of ``eager`` converted and compiled as ``provider`` says,
+    its Linear layers in FP8 when ``linear`` says so (``fp8:RECIPE``)."""
     if provider == MATERIALIZED_ATTENTION:
         module = convert(eager, "eager", attention="eager")  # every block's config says so
     elif provider.startswith("fused"):
         module = convert(eager, "fused")
     else:
         module = copy.deepcopy(eager)
+    if parse_linear(linear) != "bf16":
+        from blockfuse.nn.fp8 import convert as convert_to_fp8
+
+        module = convert_to_fp8(module, recipe=linear.split(":", 1)[1])
     mode = _compile_mode(provider)
     if mode is None:
         return module, module
@@ -188,10 +207,17 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
     parameters = list(module.parameters())
     mark_step = torch.compiler.cudagraph_mark_step_begin if _uses_cudagraphs(provider) else (lambda: None)
 
-    def clear():
+    fp8 = settings.linear != "bf16"
+
+    def clear(training: bool = True):
         leaf.grad = None
         for p in parameters:
             p.grad = None
+        if fp8 and training:  # an optimizer step would make the cached weight casts stale: a step makes its own
+            from blockfuse.nn.fp8 import clear_weight_cache
+
+            for p in parameters:
+                clear_weight_cache(p)
 
     def infer():
         mark_step()
@@ -212,6 +238,7 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
 
     calls = {"infer": infer, "fwd": forward, "bwd": lambda: cleared_forward().backward(work.dy), "fwdbwd": step}
     timed = {mode: (clear, lambda _, call=call: call()) for mode, call in calls.items()}
+    timed["infer"] = (lambda: clear(training=False), timed["infer"][1])  # inference keeps its weight casts
     timed["bwd"] = (cleared_forward, lambda out: out.backward(work.dy))
     records = []
     errors: dict = {}
@@ -350,6 +377,7 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None, show_p
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "labels": {p: LABELS[p] for p in settings.providers if p in LABELS},
         "padding_mask": len(work.inputs) > 1,
+        "linear": settings.linear,
         "forward_gflop": work.flops / 1e9,
         "gemm_ceiling": work.gemm_ceiling,
         "output_fp32_max_abs": float(work.out32.abs().max()),

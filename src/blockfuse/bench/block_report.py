@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from blockfuse.bench import checks as checks_module, writer
+from blockfuse.bench.checks import CPU_TARGET_TEXT
 from blockfuse.bench.block import LABELS, MATERIALIZED_ATTENTION
-from blockfuse.bench.report import NOISE_NOTE, _finite, noisy, pyplot, spread_text
+from blockfuse.bench.writer import NOISE_NOTE, noisy, number, pyplot, spread_text
 
 MODE_TITLES = {"infer": "inference forward", "fwd": "training forward", "bwd": "backward",
                "fwdbwd": "forward + backward"}
@@ -46,25 +47,13 @@ TARGETS_VS_EAGER_OR_COMPILE = {"siglip2": (1.15, 1.2, 0.65, 0.7)}
 ERROR_RATIO = 1.5  # fused bf16 error at most this many times the eager bf16 error (both against fp32)
 
 
-CPU_TARGET_TEXT = "a CUDA target, n/a on the CPU"
-
-
 def targets(workload: dict, records: list[dict], device: str = "cuda") -> list[dict]:
     """Each target of the blocks issue that applies to this workload, with status met / missed / n/a.
     Off CUDA the speed and memory targets are n/a (they are about a GPU); the error checks still count."""
     checks = []
 
     def check(text, value, bound, higher_is_better=True, speed=True):
-        if speed and device != "cuda":
-            checks.append({"status": "n/a", "text": f"{text}: {CPU_TARGET_TEXT}", "bound": bound})
-            return
-        if value is None:
-            checks.append({"status": "n/a", "text": f"{text}: not measured"})
-            return
-        met = value >= bound if higher_is_better else value <= bound
-        sign = ">=" if higher_is_better else "<="
-        checks.append({"status": "met" if met else "missed", "text": f"{text}: {value:.2f} ({sign} {bound})",
-                       "value": value, "bound": bound})
+        checks.append(checks_module.check(text, value, bound, higher_is_better, cuda_only=speed, device=device))
 
     goals = TARGETS.get(workload["name"])
     if goals is not None:
@@ -110,6 +99,16 @@ def targets(workload: dict, records: list[dict], device: str = "cuda") -> list[d
     return checks
 
 
+def targets_lines(workload: dict, records: list[dict], device: str) -> list[str]:
+    """The Markdown lines of ``targets``: a check a line, after a word on the CPU."""
+    checks = targets(workload, records, device)
+    lines = []
+    if device != "cuda" and any(CPU_TARGET_TEXT in t["text"] for t in checks):
+        lines += ["The speed and memory targets are for CUDA: n/a on the CPU (only the error checks count here).",
+                  ""]
+    return lines + writer.checks_lines(checks)
+
+
 CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "gemm_fraction", "peak_mib", "saved_mib", "rel_err_out",
               "max_abs_out", "max_abs_vs_eager", "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s",
               "compile_warm_s", "error")
@@ -117,18 +116,13 @@ CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "gemm_fract
 
 def write_csv(path: Path, records: list[dict]) -> None:
     """One row per provider and mode, the fields of ``CSV_FIELDS`` (empty where not measured)."""
-    import csv
-
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
+    writer.write_csv(path, records, CSV_FIELDS)
 
 
 def against(records: list[dict], baseline: str) -> dict:
     """Per provider other than ``baseline``: each mode's speed-up over it (its ms / the provider's ms)
     and ``peak_ratio``, the provider's peak training memory over its; None where either is missing or
-    either median is noisy (``report.noisy``)."""
+    either median is noisy (``writer.noisy``)."""
     index = _index(records)
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
     base_peak = (index.get((baseline, "fwdbwd")) or {}).get("peak_mib")
@@ -156,15 +150,14 @@ def comparisons(records: list[dict]) -> dict:
 
 
 def write_json(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
-    checks = targets(workload, records, meta.get("device", "cuda"))
-    document = {"meta": meta, "workload": workload, "targets": checks,
-                "comparisons": comparisons(records), "records": records}
-    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+    writer.write_json(path, {"meta": meta, "workload": workload,
+                             "targets": targets(workload, records, meta.get("device", "cuda")),
+                             "comparisons": comparisons(records), "records": records})
 
 
 def time_cell(record: dict, eager: dict | None) -> str:
     """A table cell: "error", "" (not timed), "ms (speed-up against the ``eager`` record)", or, where either
-    median is noisy (``report.noisy``), the ms with its spread and no speed-up."""
+    median is noisy (``writer.noisy``), the ms with its spread and no speed-up."""
     if record.get("error"):
         return "error"
     if record.get("ms") is None:
@@ -175,7 +168,7 @@ def time_cell(record: dict, eager: dict | None) -> str:
         return f"{record['ms']:.3f} (eager noisy)"
     eager_ms = _ms(eager)
     speedup = eager_ms / record["ms"] if eager_ms else None
-    return f"{record['ms']:.3f} ({_fmt(speedup, '.2f')}x)"
+    return f"{record['ms']:.3f} ({number(speedup, '.2f')}x)"
 
 
 def backward_above_step(index: dict, provider: str) -> bool:
@@ -184,11 +177,9 @@ def backward_above_step(index: dict, provider: str) -> bool:
     return backward is not None and step is not None and backward > step
 
 
-def _fmt(value, spec: str) -> str:
-    return "" if value is None else format(value, spec)
-
-
-def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
+def markdown(meta: dict, workload: dict, records: list[dict], with_targets: bool = True) -> str:
+    """The run's Markdown: versions and command, how it was measured, (``with_targets``) the project's
+    targets, the results table and the comparison with materialized attention."""
     index = _index(records)
     providers = _providers(records)
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
@@ -204,6 +195,8 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         f"- command: `{meta['command']}`",
         f"- workload: {workload['layers']} layer(s), input {shape} {workload['dtype']}"
         + (", key-padding mask" if workload.get("padding_mask") else "")
+        + (f", Linear layers {workload['linear']} (blockfuse.fp8.convert; the fused blocks' MLP GEMMs stay bf16)"
+           if workload.get("linear", "bf16") != "bf16" else "")
         + f"; {workload['forward_gflop']:.1f} GFLOP forward (GEMMs + attention)",
         "",
         ("Times: median ms of CUDA events (p20-p80 in the JSON), L2 flushed and gradients cleared before each"
@@ -215,15 +208,10 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         " Errors: ||out - ref|| / ||ref|| against an fp32 eager run with the same weights (grad: every"
         " parameter gradient and the input gradient together). First call: seconds, compile included.",
         "",
-        "## Targets",
-        "",
     ]
-    checks = targets(workload, records, device)
-    if device != "cuda" and any(CPU_TARGET_TEXT in t["text"] for t in checks):
-        lines += ["The speed and memory targets are for CUDA: n/a on the CPU (only the error checks count here).",
-                  ""]
-    lines += [f"- **{t['status']}**: {t['text']}" for t in checks] or ["(none for this workload)"]
-    lines += ["", "## Results", ""]
+    if with_targets:
+        lines += ["## Targets", "", *targets_lines(workload, records, device), ""]
+    lines += ["## Results", ""]
     rate_mode = next((m for m in ("fwdbwd", "fwd", "infer", "bwd") if m in modes), None)
     header = (["provider"] + [f"{m} ms (x eager)" for m in modes]
               + ([f"{rate_mode} TFLOP/s" + (" (of GEMM)" if workload.get("gemm_ceiling") else "")] if rate_mode else [])
@@ -245,20 +233,20 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                 failed = record.get("error") or failed
         if rate_mode:
             rated = index.get((provider, rate_mode)) or {}
-            rate = _fmt(rated.get("gemm_tflops"), ".3g")
+            rate = number(rated.get("gemm_tflops"), ".3g")
             if rated.get("gemm_fraction") is not None:
                 rate += f" ({rated['gemm_fraction']:.0%})"
             row.append("" if rated.get("error") else rate)
         step = index.get((provider, "fwdbwd")) or next((r for r in records if r["provider"] == provider), {})
-        peak = _fmt(step.get("peak_mib"), ".0f") + ("*" if step.get("peak_note") else "")
-        first = "/".join(_fmt(index.get((provider, m), {}).get("first_call_s"), ".1f") for m in modes)
+        peak = number(step.get("peak_mib"), ".0f") + ("*" if step.get("peak_note") else "")
+        first = "/".join(number(index.get((provider, m), {}).get("first_call_s"), ".1f") for m in modes)
         if step.get("compile_cold_s") is not None:
             first += f" (compile cold {step['compile_cold_s']:.1f}, warm {step['compile_warm_s']:.1f})"
-        saved = _fmt(index.get((provider, "fwd"), {}).get("saved_mib"), ".0f")
-        row += [peak, saved, _fmt(step.get("rel_err_out"), ".2e"), _fmt(step.get("rel_err_grad"), ".2e"), first]
+        saved = number(index.get((provider, "fwd"), {}).get("saved_mib"), ".0f")
+        row += [peak, saved, number(step.get("rel_err_out"), ".2e"), number(step.get("rel_err_grad"), ".2e"), first]
         lines.append("| " + " | ".join(row) + " |")
         if failed:
-            lines.append(f"| | `{failed.replace('`', chr(39)).replace('|', '/')}` |" + " |" * (len(header) - 2))
+            lines.append(f"| | {writer.code(failed)} |" + " |" * (len(header) - 2))
     backward_noise = any(backward_above_step(index, p) for p in providers)
     if backward_noise or any(noisy(r) for r in records):
         lines += ["", NOISE_NOTE + (" `bwd > fwdbwd`: the backward alone read slower than forward + backward, "
@@ -291,8 +279,8 @@ def _comparison_lines(records: list[dict], modes: list[str]) -> list[str]:
     index = _index(records)
     for provider, row in compared["providers"].items():
         shaky = {m: noisy(index.get((provider, m))) or noisy(index.get((MATERIALIZED_ATTENTION, m))) for m in modes}
-        cells = [provider] + ["noisy" if shaky[m] else _fmt(row.get(m), ".2f") for m in modes]
-        cells.append(_fmt(row["peak_ratio"], ".2f") + ("*" if row["peak_ratio"] and peaks.get(provider) else ""))
+        cells = [provider] + ["noisy" if shaky[m] else number(row.get(m), ".2f") for m in modes]
+        cells.append(number(row["peak_ratio"], ".2f") + ("*" if row["peak_ratio"] and peaks.get(provider) else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -306,8 +294,8 @@ def _ceiling_text(workload: dict) -> str:
             " measured in the same run)")
 
 
-def write_markdown(path: Path, meta: dict, workload: dict, records: list[dict]) -> None:
-    path.write_text(markdown(meta, workload, records))
+def write_markdown(path: Path, meta: dict, workload: dict, records: list[dict], with_targets: bool = True) -> None:
+    path.write_text(markdown(meta, workload, records, with_targets))
 
 
 def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> bool:
@@ -319,12 +307,11 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     providers = _providers(records)
     modes = [m for m in MODE_TITLES if any(r["mode"] == m for r in records)]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    width = 0.8 / max(len(modes), 1)
+    eager = {mode: _ms(index.get(("eager", mode))) for mode in modes}
+    speedups = {MODE_TITLES[mode]: [eager[mode] / ms if eager[mode] and (ms := _ms(index.get((p, mode)))) else 0
+                                    for p in providers] for mode in modes}
     any_noisy = False
-    for k, mode in enumerate(modes):
-        eager = _ms(index.get(("eager", mode)))
-        values = [eager / _ms(index.get((p, mode))) if eager and _ms(index.get((p, mode))) else 0 for p in providers]
-        bars = axes[0].bar([i + k * width for i in range(len(providers))], values, width, label=MODE_TITLES[mode])
+    for mode, bars in zip(modes, writer.grouped_bars(axes[0], providers, speedups)):
         for bar, provider in zip(bars, providers):
             if noisy(index.get(("eager", mode))) or noisy(index.get((provider, mode))):
                 bar.set_hatch("//")
@@ -332,7 +319,6 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
                 any_noisy = True
     axes[0].axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     axes[0].set_ylabel("speed-up against eager")
-    axes[0].legend(fontsize=8)
     if any_noisy:
         axes[0].set_title("hatched: noisy (p80 > 2x p20), not a reliable ratio", fontsize=8)
     step = [index.get((p, "fwdbwd"), {}) for p in providers]
@@ -340,22 +326,15 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     axes[1].bar(range(len(providers)), peaks, color="tab:purple")
     axes[1].set_ylabel("peak training memory, MiB")
     if meta.get("device", "cuda") != "cuda" and not any(peaks):
-        axes[1].text(0.5, 0.5, "no CUDA memory on CPU", transform=axes[1].transAxes, ha="center", va="center",
-                     fontsize=11, color="gray")
-        axes[1].set_yticks([])
+        writer.missing_panel(axes[1], "no CUDA memory on CPU")
     axes[2].bar(range(len(providers)), [s.get("rel_err_grad") or 0 for s in step], color="tab:red")
     axes[2].set_ylabel("relative error of gradients vs fp32")
-    for ax in axes:
-        ax.set_xticks(range(len(providers)) if ax is not axes[0] else
-                      [i + width * (len(modes) - 1) / 2 for i in range(len(providers))])
+    for ax in axes[1:]:
+        ax.set_xticks(range(len(providers)))
         ax.set_xticklabels(providers, rotation=35, ha="right", fontsize=7)
     shape = "x".join(map(str, workload["shape"]))
-    figure.suptitle(f"{workload['name']} {shape} {workload['dtype']}, {workload['layers']} layer(s): "
-                    f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
+    return writer.save(figure, path, f"{workload['name']} {shape} {workload['dtype']}, {workload['layers']} layer(s): "
+                                     f"{writer.versions_title(meta)}")
 
 
 def command(kind: str, settings, out: Path) -> str:
@@ -376,6 +355,9 @@ def command(kind: str, settings, out: Path) -> str:
         words += ["--layers", str(settings.layers)]
     words += ["--dtype", dtype, "--providers", ",".join(settings.providers), "--modes", ",".join(settings.modes)]
     words += ["--quick"] * settings.quick
+    linear = getattr(settings, "linear", "bf16")
+    if linear != "bf16":
+        words += ["--linear", linear]
     if settings.compile_times:
         compiled = [p for p in settings.providers if ":" in p]
         words += ["--compile-times"] if list(settings.compile_times) == compiled else \
@@ -383,22 +365,27 @@ def command(kind: str, settings, out: Path) -> str:
     return shlex.join(words + ["--out", str(out)])
 
 
-def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: bool = True, say=None):
+def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: bool = True, say=None,
+                  with_targets: bool = True):
     """Runs ``bench.block.run_block`` (``show_progress`` and ``say``: its own) and writes
     ``out/<kind>-<name>.{json,md}`` after every provider, then the CSV and the PNG. ``meta`` gains the
-    command and the elapsed time. Returns ``(workload, records, stem, wrote_plot)``."""
+    command and the elapsed time. The JSON always holds the targets, the Markdown when ``with_targets``.
+    Returns ``(workload, records, stem, wrote_plot)``."""
     import time
 
     from blockfuse.bench import block
 
     meta["command"] = command(kind, settings, out)
-    stem = out / f"{kind}-{settings.name}"
+    linear = getattr(settings, "linear", "bf16")
+    # NOTE: FP8 runs get their own files, and no targets (those are the bf16 blocks' against their peers)
+    stem = out / (f"{kind}-{settings.name}" + ("" if linear == "bf16" else "-" + linear.replace(":", "-")))
+    with_targets = with_targets and linear == "bf16"
     began = time.perf_counter()
 
     def write(workload, records):
         meta["elapsed_s"] = round(time.perf_counter() - began, 1)
         write_json(stem.with_suffix(".json"), meta, workload, records)
-        write_markdown(stem.with_suffix(".md"), meta, workload, records)
+        write_markdown(stem.with_suffix(".md"), meta, workload, records, with_targets)
 
     workload, records = block.run_block(settings, on_update=write, show_progress=show_progress, say=say)
     write(workload, records)

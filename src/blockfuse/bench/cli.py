@@ -133,6 +133,9 @@ def add_bench_parser(subparsers) -> None:
         parser.add_argument("--compile-times", nargs="?", const="all", metavar="PROVIDERS",
                             help="also time each compiled provider's (or these comma-separated ones') first call "
                             "with cold and with warm caches")
+        parser.add_argument("--linear", default="bf16", metavar="KIND",
+                            help="the Linear layers: bf16 (default), fp8 (tensorwise) or fp8:rowwise / fp8:tensorwise "
+                            "(blockfuse.fp8.convert on every provider's copy, before any compile)")
         if model:
             parser.add_argument("--tiny", action="store_true",
                                 help="hf-llama, hf-siglip2 only: the tiny model (2 layers, hidden 64), as without CUDA")
@@ -373,6 +376,10 @@ def run_block(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--shape {format_shape(shape)}: {error}") from None
     layers = args.layers if args.layers is not None else (1 if args.bench_kind == "block" else None)
+    try:
+        linear = block.parse_linear(args.linear)
+    except ValueError as error:
+        raise UsageError(f"--linear: {error}") from None
     settings = block.BlockSettings(
         name=args.name,
         shape=shape,
@@ -384,6 +391,7 @@ def run_block(args: argparse.Namespace) -> int:
         quick=args.quick,
         overrides=overrides,
         compile_times=compile_times,
+        linear=linear,
     )
     meta = runner.environment(device)
     if not cuda:

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from blockfuse.bench import hf_harness, timing
+from blockfuse.bench import hf_harness, timing, writer
 
 MODES = ("prefill", "decode")
 MODE_TITLES = {"prefill": "prefill", "decode": "decode, per new token"}
@@ -191,5 +191,5 @@ def markdown_lines(records: list[dict], new_tokens: int) -> list[str]:
         '`CompileConfig(mode="default")` (no CUDA graphs; the prefill runs eagerly). First call: seconds of '
         "the first generate, compile included.",
         "",
-        *hf_harness.table(COLUMNS, [r for r in records if r["mode"] in MODES]),
+        *writer.record_table(COLUMNS, [r for r in records if r["mode"] in MODES]),
     ]

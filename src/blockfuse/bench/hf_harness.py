@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import csv
 import gc
-import json
 import time
 import traceback
 from dataclasses import dataclass
@@ -23,9 +21,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from blockfuse.bench import timing
+from blockfuse.bench import checks, timing, writer
 from blockfuse.bench.block import _total_relative_error
-from blockfuse.bench.report import _finite, pyplot
 from blockfuse.bench.runner import _describe, relative_error
 
 
@@ -226,16 +223,6 @@ def add_speedups(records: list[dict], baselines: Sequence[str]) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def check(text: str, value, bound: float, higher_is_better: bool, why) -> dict:
-    """One target: status met / missed, or n/a (``value`` None, ``why`` says why)."""
-    if value is None:
-        return {"status": "n/a", "text": f"{text}: not measured ({why})"}
-    met = value >= bound if higher_is_better else value <= bound
-    sign = ">=" if higher_is_better else "<="
-    return {"status": "met" if met else "missed", "text": f"{text}: {value:.2f} ({sign} {bound})",
-            "value": value, "bound": bound}
-
-
 def pairs_to_check(records: list[dict], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The first (eager) pair always, each other (compiled) pair when either of its providers ran."""
     ran = {r["provider"] for r in records}
@@ -256,7 +243,7 @@ def pair_check(records: list[dict], mode: str, ours: str, baseline: str, field: 
     why = why or (missing_mode if not any(r["mode"] == mode for r in records) else None)
     mine, theirs = (index.get((p, mode), {}).get(field) for p in pair)
     value = (theirs / mine if speedup else mine / theirs) if mine and theirs else None
-    return check(text, value, bound, speedup, why or unmeasured or f"{field} missing")
+    return checks.check(text, value, bound, speedup, why=why or unmeasured or f"{field} missing")
 
 
 # ----------------------------------------------------------------------------------------
@@ -264,17 +251,8 @@ def pair_check(records: list[dict], mode: str, ours: str, baseline: str, field: 
 # ----------------------------------------------------------------------------------------
 
 
-def write_csv(path: Path, records: list[dict], fields: Sequence[str]) -> None:
-    """One row per provider and mode, the ``fields`` (empty where not measured)."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
-
-
 def write_json(path: Path, meta: dict, workload: dict, targets: list[dict], records: list[dict]) -> None:
-    document = {"meta": meta, "workload": workload, "targets": targets, "records": records}
-    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+    writer.write_json(path, {"meta": meta, "workload": workload, "targets": targets, "records": records})
 
 
 def torch_before(major: int, minor: int) -> bool:
@@ -283,7 +261,8 @@ def torch_before(major: int, minor: int) -> bool:
 
 
 def number(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    """A cell of the Hugging Face tables: ``writer.number``, "-" where not measured."""
+    return writer.number(value, spec, "-")
 
 
 def error(record: dict, key: str) -> str:
@@ -313,70 +292,6 @@ def time_note(meta: dict) -> str:
             else "Times: median ms of the CPU wall clock (p20-p80).")
 
 
-def failure_cell(error: str) -> str:
-    return f"failed: `{error.replace('`', chr(39)).replace('|', '/')}`"
-
-
-def table(columns: Sequence[tuple[str, Callable[[dict], str]]], records: Sequence[dict]) -> list[str]:
-    """A Markdown table, one row per record: ``columns`` are (header, cell of a record); the first two
-    cells (provider, mode) of a failed record, then its error."""
-    lines = ["| " + " | ".join(header for header, _ in columns) + " |", "|---" * len(columns) + "|"]
-    for record in records:
-        if record.get("error"):
-            cells = [cell(record) for _, cell in columns[:2]] + [failure_cell(record["error"])]
-            cells += [""] * (len(columns) - len(cells))
-        else:
-            cells = [cell(record) for _, cell in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
-@dataclass(frozen=True)
-class Panel:
-    """One panel of ``write_plot``: a record field, bars grouped by mode, per provider."""
-
-    field: str
-    ylabel: str
-    line: float | None = None  # a dashed horizontal line (1.0 for a speed-up)
-    missing: str = "not measured"  # the text of a panel with no value
-
-
-def write_plot(path: Path, title: str, records: list[dict], modes: Sequence[str], mode_titles: dict,
-               panels: Sequence[Panel]) -> bool:
-    """One bar chart per panel, a bar per provider and mode. False when matplotlib is missing."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    index = {(r["provider"], r["mode"]): r for r in records if not r.get("error")}
-    providers = list(dict.fromkeys(r["provider"] for r in records))
-    figure, axes = plt.subplots(1, len(panels), figsize=(max(5.5 * len(panels), 9), 4.2), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        shown = [m for m in modes if any(index.get((p, m), {}).get(panel.field) for p in providers)]
-        width = 0.8 / max(len(shown), 1)
-        for k, mode in enumerate(shown):
-            values = [index.get((p, mode), {}).get(panel.field) or 0 for p in providers]
-            ax.bar([i + k * width for i in range(len(providers))], values, width, label=mode_titles[mode])
-        centres = [i + width * (len(shown) - 1) / 2 for i in range(len(providers))]
-        ax.set_xticks(centres)
-        ax.set_xticklabels(providers, rotation=35, ha="right", fontsize=8)
-        ax.set_ylabel(panel.ylabel)
-        if not shown:
-            ax.text(0.5, 0.5, panel.missing, transform=ax.transAxes, ha="center")
-            ax.set_yticks([])
-            continue
-        if panel.line is not None:
-            ax.axhline(panel.line, color="black", linewidth=0.8, linestyle="--")
-        ax.legend(fontsize=8)
-        for centre, provider in zip(centres, providers):
-            if not any((provider, mode) in index for mode in modes):
-                ax.text(centre, 0.05, "failed", rotation=90, ha="center", va="bottom", fontsize=8)
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
-
-
 def run_and_write(benchmark, settings: Settings, meta: dict, out: Path, show_progress: bool = True):
     """Runs ``benchmark`` (the module ``bench.hf_llama`` or ``hf_siglip2``: its ``NAME``, ``command``,
     ``workload_of``, ``run``, ``targets``, ``markdown``, ``CSV_FIELDS`` and ``write_plot``) with
@@ -398,5 +313,5 @@ def run_and_write(benchmark, settings: Settings, meta: dict, out: Path, show_pro
 
     records = benchmark.run(settings, on_update=write, show_progress=show_progress)
     write(records)
-    write_csv(stem.with_suffix(".csv"), records, benchmark.CSV_FIELDS)
+    writer.write_csv(stem.with_suffix(".csv"), records, benchmark.CSV_FIELDS)
     return workload, records, stem, benchmark.write_plot(stem.with_suffix(".png"), meta, workload, records)

@@ -65,7 +65,7 @@ from typing import Callable
 
 import torch
 
-from blockfuse.bench import hf_generate, hf_harness
+from blockfuse.bench import hf_generate, hf_harness, writer
 from blockfuse.bench.hf_generate import STATIC_COMPILE
 from blockfuse.bench.runner import DTYPES
 
@@ -440,11 +440,11 @@ def _training_table(records: list[dict]) -> list[str]:
     if "fwdbwd" in modes:
         header += ["step x compile", "step x Liger", "peak MiB"]
     header += ["hidden error", "grad error", "worst grad error (parameter)", "graph breaks", "first step s"]
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    rows = []
     for provider in providers:
         failed = next((index[(provider, m)]["error"] for m in modes if index[(provider, m)].get("error")), None)
         if failed:
-            lines.append(f"| {provider} | {hf_harness.failure_cell(failed)} |" + " |" * (len(header) - 2))
+            rows.append([provider, writer.failure_cell(failed)] + [""] * (len(header) - 2))
             continue
         row = [provider]
         for mode in modes:
@@ -459,8 +459,8 @@ def _training_table(records: list[dict]) -> list[str]:
         row += [f"{any_record['rel_err_out']:.2e}", f"{any_record['rel_err_grad']:.2e}",
                 f"{any_record['rel_err_grad_worst']:.2e} `{any_record['grad_worst_parameter']}`",
                 str(any_record.get("graph_breaks", "-")), f"{any_record['first_step_s']:.1f}"]
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
+        rows.append(row)
+    return writer.table(header, rows)
 
 
 LOSS_COLUMNS = (
@@ -541,7 +541,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             " weights. Logits made: whether the output held the (tokens, vocab) logits. First step: seconds,"
             " compile included.",
             "",
-            *hf_harness.table(LOSS_COLUMNS, [r for r in records if r["mode"] in LOSS_MODES]),
+            *writer.record_table(LOSS_COLUMNS, [r for r in records if r["mode"] in LOSS_MODES]),
         ]
     if generation:
         lines += ["", *hf_generate.markdown_lines(records, workload["new_tokens"])]
@@ -552,12 +552,12 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     """Speed-up against hf-eager per mode and (training, with or without the loss) the step's peak memory,
     per provider. False when matplotlib is missing."""
     modes = [m for m in MODES if any(r["mode"] == m for r in records)]
-    panels = [hf_harness.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0)]
+    panels = [writer.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0)]
     if set(modes) & set(TRAINING_MODES + LOSS_MODES):
-        panels.append(hf_harness.Panel("peak_mib", "peak training-step memory, MiB", missing="measured on CUDA only"))
+        panels.append(writer.Panel("peak_mib", "peak training-step memory, MiB", missing="measured on CUDA only"))
     title = (f"Llama, {workload['layers']} layers, hidden {workload['hidden']}, {workload['dtype']}: "
              f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}")
-    return hf_harness.write_plot(path, title, records, modes, MODE_TITLES, panels)
+    return writer.panel_plot(path, title, records, modes, MODE_TITLES, panels)
 
 
 # ----------------------------------------------------------------------------------------
@@ -600,4 +600,3 @@ def run(settings: Settings, on_update: Callable | None = None, show_progress: bo
     return hf_harness.run_providers(NAME, in_run_order(settings.providers), setup,
                                     lambda name: run_provider(name, workloads, settings, group), add_speedups,
                                     on_update, show_progress)
-

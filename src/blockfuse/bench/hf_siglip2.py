@@ -38,7 +38,7 @@ from typing import Callable
 
 import torch
 
-from blockfuse.bench import hf_harness
+from blockfuse.bench import hf_harness, writer
 from blockfuse.bench.runner import DTYPES, relative_error
 
 NAME = "hf-siglip2"
@@ -247,19 +247,19 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         "",
         "## Results",
         "",
-        *hf_harness.table(COLUMNS, records),
+        *writer.record_table(COLUMNS, records),
     ]
     return "\n".join(lines) + "\n"
 
 
 def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> bool:
     """Speed-up against hf-eager and peak memory per mode, per provider. False when matplotlib is missing."""
-    panels = (hf_harness.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0),
-              hf_harness.Panel("peak_mib", "peak memory of a call, MiB", missing="measured on CUDA only"))
+    panels = (writer.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0),
+              writer.Panel("peak_mib", "peak memory of a call, MiB", missing="measured on CUDA only"))
     title = (f"Siglip2VisionModel, {workload['layers']} layers, hidden {workload['hidden']}, pixel_values "
              f"({workload['batch']}, {workload['patches']}, ...) {workload['dtype']}: {meta['card']}, "
              f"torch {meta['torch']}, triton {meta['triton']}")
-    return hf_harness.write_plot(path, title, records, MODES, MODE_TITLES, panels)
+    return writer.panel_plot(path, title, records, MODES, MODE_TITLES, panels)
 
 
 # ----------------------------------------------------------------------------------------
@@ -286,4 +286,3 @@ def run(settings: Settings, on_update: Callable | None = None, show_progress: bo
     return hf_harness.run_providers(NAME, providers, setup,
                                     lambda name: run_provider(name, base, inputs, loss, reference, settings),
                                     add_speedups, on_update, show_progress)
-

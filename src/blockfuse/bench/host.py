@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import cProfile
 import io
-import json
 import pstats
 import time
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from blockfuse.bench import timing
+from blockfuse.bench import timing, writer
 from blockfuse.bench.runner import DTYPES, Case, Reference, Settings, _describe, declared_ops
 from blockfuse.bench.spec import OpBenchmark, compiled
 
@@ -419,12 +418,8 @@ def _fmt(value) -> str:
 
 
 def write_plot(path: Path, meta: dict, records: list[dict]) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = writer.pyplot()
+    if plt is None:
         return False
     index = _index(records)
     ops = list(dict.fromkeys(r["op"] for r in records))
@@ -440,13 +435,8 @@ def write_plot(path: Path, meta: dict, records: list[dict]) -> bool:
         ax.set_xlabel("host us per call")
         ax.set_title(f"{'forward (no grad)' if mode == 'fwd' else 'forward + backward'}")
     axes[0][0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"Host time per call, {meta['card']}, torch {meta['torch']}, triton {meta['triton']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return writer.save(fig, path, f"Host time per call, {writer.versions_title(meta)}")
 
 
 def write_json(path: Path, meta: dict, records: list[dict], launches: list[dict] | None) -> None:
-    path.write_text(json.dumps({"meta": meta, "records": records, "targets": targets(records),
-                                "launch": launches}, indent=1, default=str))
+    writer.write_json(path, {"meta": meta, "records": records, "targets": targets(records), "launch": launches})

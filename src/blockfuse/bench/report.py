@@ -1,13 +1,14 @@
-"""The one report writer: ops.json, ops.md, ops.png and the table printed at the end."""
+"""The op benchmark's report (``blockfuse bench ops``): its targets, ops.json, ops.md, ops.png and the table
+printed at the end; written with ``bench.writer``."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 from blockfuse.analyze.ceilings import GEMM_SIZE
 from blockfuse.bench.spec import MODES, PROVIDERS
+from blockfuse.bench.writer import (NOISE_NOTE, NOISE_RATIO, card_text, checks_lines, noisy, pyplot, save, shape_text,
+                                    spread_text, versions_title, write_json as write_document)
 
 MODE_TITLES = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward+backward"}
 PEERS = ("compile", "liger", "cce")  # blockfuse must be at least as fast as the fastest of these an op declares
@@ -16,42 +17,6 @@ SMALL_SHAPE = [2048, 1024]
 # Ops with a speed-up target of their own: (mode, peer, at least this peer's ms / blockfuse's) at the
 # op's largest shape. RoPE forward+backward against torch.compile (issue 3).
 SPEEDUP_TARGETS = {"rotary": ("fwdbwd", "compile", 1.2)}
-
-
-# NOTE: a median whose p80 is more than this many times its p20 is not a figure to compare: on a small
-# or busy CPU (2 cores: the timed code shares them with the OS and Inductor's threads) a single run reads
-# e.g. p20 0.72 ms, p80 40.2 ms. Such medians are shown with their spread, without a speed-up.
-NOISE_RATIO = 2.0
-
-
-def spread(record) -> tuple[float, float] | None:
-    """(p20, p80) ms of a timed record (ops: ``ms_p20`` / ``ms_p80``; blocks: ``p20`` / ``p80``), or None."""
-    if record is None or record.get("error"):
-        return None
-    low = record.get("ms_p20", record.get("p20"))
-    high = record.get("ms_p80", record.get("p80"))
-    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)) or low <= 0:
-        return None
-    return float(low), float(high)
-
-
-def noisy(record) -> bool:
-    """True when the record's p20-p80 spread is too wide for its median to be compared (``NOISE_RATIO``)."""
-    bounds = spread(record)
-    return bounds is not None and bounds[1] > NOISE_RATIO * bounds[0]
-
-
-def spread_text(record) -> str:
-    low, high = spread(record)
-    return f"noisy: p20-p80 {low:.3g}-{high:.3g} ms"
-
-
-NOISE_NOTE = (f"`noisy`: the p80 time is more than {NOISE_RATIO:g}x the p20 time, so the median is not a reliable "
-              "figure (a small or busy CPU); no speed-up is computed from it.")
-
-
-def shape_text(shape) -> str:
-    return "x".join(str(d) for d in shape)
 
 
 def _index(records) -> dict:
@@ -196,20 +161,9 @@ def targets(records: list[dict], device: str) -> list[dict]:
 # ---------------------------------------------------------------- files
 
 
-def _finite(value):
-    """JSON has no NaN or infinity: write them as strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def write_json(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> None:
-    document = {"meta": meta, "copy": copy, "targets": targets(records, meta["device"]), "records": records}
-    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+    write_document(path, {"meta": meta, "copy": copy, "targets": targets(records, meta["device"]),
+                          "records": records})
 
 
 def _cell(record, copy_known: bool) -> str:
@@ -235,16 +189,9 @@ def _cell(record, copy_known: bool) -> str:
     return " · ".join(parts)
 
 
-def card_text(meta: dict, memory: bool = False) -> str:
-    """``**card** (compute capability, SMs[, GiB])`` of a run's meta, for the reports' first lines."""
-    card = f"**{meta['card']}**"
-    if meta.get("compute_capability"):
-        size = f", {meta['memory_gib']} GiB" if memory else ""
-        card += f" (compute capability {meta['compute_capability']}, {meta['sm_count']} SMs{size})"
-    return card
-
-
-def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
+def markdown(meta: dict, copy: dict | None, records: list[dict], with_targets: bool = True) -> str:
+    """ops.md: versions, command, ceilings, how it was timed, (``with_targets``) the project's targets, a
+    table per op and mode, the errors."""
     index = _index(records)
     copy_known = copy is not None
     card = f"- card: {card_text(meta)}"
@@ -286,12 +233,10 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
         " with its fraction of the GEMM's TFLOP/s above where measured (CUDA)."
         " Last column: the fastest of torch.compile, Liger and Cut Cross-Entropy (those run) divided by blockfuse"
         " (above 1: blockfuse is faster).",
-        "",
-        "## Targets",
-        "",
     ]
-    checked = [f"- **{t['status']}**: {t['text']}" for t in targets(records, meta["device"])]
-    lines += checked or ["The targets are for CUDA: n/a on the CPU."]
+    if with_targets:
+        lines += ["", "## Targets", "", *checks_lines(targets(records, meta["device"]),
+                                                    "The targets are for CUDA: n/a on the CPU.")]
     if any(noisy(r) for r in records):
         lines += ["", NOISE_NOTE]
     for op in _ops(records):
@@ -315,20 +260,8 @@ def markdown(meta: dict, copy: dict | None, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> None:
-    path.write_text(markdown(meta, copy, records))
-
-
-def pyplot():
-    """matplotlib.pyplot on the file-only Agg backend, or None when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
+def write_markdown(path: Path, meta: dict, copy: dict | None, records: list[dict], with_targets: bool = True) -> None:
+    path.write_text(markdown(meta, copy, records, with_targets))
 
 
 def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -> bool:
@@ -373,13 +306,9 @@ def write_plot(path: Path, meta: dict, copy: dict | None, records: list[dict]) -
             ax.set_ylabel(label, fontsize=8)
     from matplotlib.patches import Patch
 
-    figure.suptitle(f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}", fontsize=10)
     figure.legend(handles=[Patch(color=colors[p], label=p) for p in everyone], loc="upper right",
                   ncol=len(everyone), fontsize=8, frameon=False)
-    figure.tight_layout(rect=(0, 0, 1, 0.97))
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
+    return save(figure, path, versions_title(meta), rect=(0, 0, 1, 0.97))
 
 
 def print_table(records: list[dict], copy: dict | None) -> None:

@@ -35,7 +35,6 @@ Files: ``sweep.json`` (every cell), ``sweep.md`` (the targets, the worst cells, 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -45,7 +44,9 @@ from typing import Callable
 import torch
 
 from blockfuse.bench import report, runner, timing
-from blockfuse.bench.report import MODE_TITLES, _finite, noisy, shape_text
+from blockfuse.bench.report import MODE_TITLES
+from blockfuse.bench.writer import card_text, noisy, pyplot, save, shape_text
+from blockfuse.bench.writer import write_json as write_document
 from blockfuse.bench.spec import OpBenchmark, Shape, mode_bytes
 
 WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336)
@@ -265,7 +266,7 @@ def run(
 
 
 def _ms(record: dict | None) -> float | None:
-    """A record's median ms, None where it failed or its median is noisy (``report.noisy``)."""
+    """A record's median ms, None where it failed or its median is noisy (``writer.noisy``)."""
     if record is None or record.get("error") or noisy(record):
         return None
     return record.get("ms") or None
@@ -409,7 +410,7 @@ def markdown(meta: dict, cells: list[dict]) -> str:
     modes = list(meta["settings"]["modes"])
     ops = list(dict.fromkeys(cell["op"] for cell in cells))
     skipped = [cell for cell in cells if cell["skipped"]]
-    card = f"- card: {report.card_text(meta, memory=True)}"
+    card = f"- card: {card_text(meta, memory=True)}"
     lines = [
         "# blockfuse op sweep",
         "",
@@ -483,14 +484,14 @@ def markdown(meta: dict, cells: list[dict]) -> str:
 
 def write_json(path: Path, meta: dict, cells: list[dict]) -> None:
     document = {"meta": meta, "targets": targets(cells, meta["device"]), "cells": cells}
-    path.write_text(json.dumps(_finite(document), indent=1) + "\n")
+    write_document(path, document)
 
 
 def write_heat_map(path: Path, meta: dict, cells: list[dict], op: str) -> bool:
     """One op's heat maps: rows the widths (or head configurations), columns the rows (or seq); blockfuse's
     fraction of a same-size copy in the top panels, its ratio against the faster peer below, a column of
     panels per mode; every cell annotated. Returns False, quietly, when matplotlib is missing."""
-    plt = report.pyplot()
+    plt = pyplot()
     mine = [cell for cell in cells if cell["op"] == op]
     if plt is None or not mine:
         return False
@@ -534,13 +535,8 @@ def write_heat_map(path: Path, meta: dict, cells: list[dict], op: str) -> bool:
             ax.set_xlabel(column_name, fontsize=8)
             ax.set_title(f"{MODE_TITLES[mode]}\n{title}", fontsize=8)
         panels[0].set_ylabel(row_name, fontsize=8)
-    figure.suptitle(f"{op} ({meta['settings']['dtype']}), {meta['card']}, torch {meta['torch']}, triton "
-                    f"{meta['triton']}\n*: largest input below 32 MiB (judged against the peers); grey: none",
-                    fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
+    return save(figure, path, f"{op} ({meta['settings']['dtype']}), {meta['card']}, torch {meta['torch']}, triton "
+                              f"{meta['triton']}\n*: largest input below 32 MiB (judged against the peers); grey: none")
 
 
 def write(out: Path, meta: dict, cells: list[dict], heat_maps: bool = True) -> list[Path]:
@@ -584,4 +580,3 @@ def plan_text(benchmarks: list[OpBenchmark]) -> str:
     lines.append(f"{'total':<25} {counts[0]:>4} cells, --quick {counts[1]:>3}, CPU {counts[2]:>3}")
     lines.append("not swept: " + (", ".join(b.name for b in benchmarks if not kind_of(b)) or "none"))
     return "\n".join(lines)
-

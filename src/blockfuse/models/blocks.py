@@ -34,24 +34,12 @@ from torch import Tensor, nn
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
-from blockfuse.ops.linear_act import fused_mlp
-from blockfuse.ops.activation import column_sum
-from blockfuse.ops.mlp import gated_mlp
+from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, rms_norm
 from blockfuse.ops.rotary import rotary
 from blockfuse.ops.sharding import is_dtensor, local_shard
 
 IMPLS = ("eager", "fused")
-# The fused blocks' QKV projection: True runs it through split_linear, whose backward takes q, k and v's
-# gradients separately (no concatenated (tokens, q + 2 kv) gradient, 432 MiB a siglip2 layer, alive
-# beside the three); False: one Linear and a split, whose backward concatenates them.
-# MEASURED (H200, torch 2.11, bf16; benchmarks/qkv_backward.py, profile_block.py): the peaks of the
-# siglip2 stack (5979 MiB), reordered (265) and olmo2-1b (641) are the same either way (they come at
-# the end of the forward), and split_linear's three narrow weight-gradient GEMMs (N = 1152, K = 65536
-# tokens, split-K) and accumulated dx took about 1.7 ms more GEMM time per siglip2 step than the
-# 0.9 ms of copies they remove; step times differed by less than run-to-run noise. So off by default:
-# worth turning on where the backward holds the peak (e.g. activation checkpointing).
-SPLIT_QKV_BACKWARD = False
 
 
 # ----------------------------------------------------------------------------------------
@@ -403,69 +391,6 @@ def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
     return _RecomputedOutput(y, lambda: F.linear(source, weight, bias))
 
 
-class _SplitLinearFunction(torch.autograd.Function):
-    """``F.linear(x, weight, bias).split(widths, dim=-1)``, with a backward that takes each block's
-    gradient as it comes: no concatenation into one (tokens, sum(widths)) gradient.
-
-    NOTE: a plain Linear + split has its backward concatenate the blocks' gradients (attention's
-    dq, dk, dv) into a new buffer before the GEMMs: for the siglip2 encoder a 432 MiB copy per
-    layer (0.23 ms on an H200), allocated while dq, dk and dv are still alive. Here the weight's
-    gradient is one GEMM per block written into its rows (``out=``), the bias's a GEMV per block,
-    and dx accumulates the blocks' GEMMs (``addmm_``, beta 1). Gradients arrive in whatever layout
-    their producer chose; ``reshape`` to (tokens, width) is a view for the dense (batch, seq, heads,
-    head_dim) ones that attention, RoPE and the norms return."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, widths):
-        ctx.save_for_backward(x, weight)
-        ctx.widths = widths
-        ctx.has_bias = bias is not None
-        return F.linear(x, weight, bias).split(widths, dim=-1)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        x, weight = ctx.saved_tensors
-        needs_x, needs_weight, needs_bias = ctx.needs_input_grad[:3]
-        k = x.shape[-1]
-        x2 = x.reshape(-1, k)
-        rows, start = [], 0
-        for width in ctx.widths:
-            rows.append(slice(start, start + width))
-            start += width
-        g2 = [None if g is None else g.reshape(-1, width) for g, width in zip(grads, ctx.widths)]
-        dx = d_weight = d_bias = None
-        if needs_x:
-            dx2 = None
-            for g, block in zip(g2, rows):
-                if g is not None:
-                    dx2 = torch.mm(g, weight[block]) if dx2 is None else dx2.addmm_(g, weight[block])
-            dx = torch.zeros_like(x) if dx2 is None else dx2.view(x.shape)
-        if needs_weight:
-            d_weight = torch.empty_like(weight)
-            for g, block in zip(g2, rows):
-                if g is None:
-                    d_weight[block].zero_()
-                else:
-                    torch.mm(g.t(), x2, out=d_weight[block])  # straight into its rows
-        if needs_bias and ctx.has_bias:
-            d_bias = weight.new_empty(weight.shape[0])
-            for g, block in zip(g2, rows):
-                if g is None:
-                    d_bias[block].zero_()
-                else:
-                    d_bias[block] = column_sum(g)
-        return dx, d_weight, d_bias, None
-
-
-def split_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], widths: tuple[int, ...]) -> tuple[Tensor, ...]:
-    """``F.linear(x, weight, bias).split(widths, dim=-1)`` (views of one output), whose backward
-    never concatenates the blocks' gradients (see :class:`_SplitLinearFunction`; torch.compile traces
-    it with ``fullgraph=True``). Without grad it is the plain Linear + split."""
-    if not torch.is_grad_enabled():
-        return F.linear(x, weight, bias).split(widths, dim=-1)
-    return _SplitLinearFunction.apply(x, weight, bias, tuple(widths))
-
-
 def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
     """``t.split(widths)`` along the rows; for a fused weight split across ``shards`` ranks (a DTensor
     Shard(0) of the rank-major layout, see :class:`_StackedLinear`) each rank splits its own rows, and
@@ -572,10 +497,9 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
         # (batch, seq, q_width), (batch, seq, kv_width) x 2: strided views of one GEMM's output, no copies
         widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
-        if SPLIT_QKV_BACKWARD and self.shards == 1:
-            q, k, v = split_linear(x, self.qkv_proj.weight, self.qkv_proj.bias, widths)
-        else:
-            q, k, v = self.qkv_proj(x).split(widths, dim=-1)
+        # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
+        # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
+        q, k, v = self.qkv_proj(x).split(widths, dim=-1)
         if cfg.qk_norm:
             q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
         q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
@@ -595,7 +519,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
-        # at [4, 2048, 1024] on an H200; benchmarks/sdpa_layouts.py).
+        # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
@@ -631,9 +555,8 @@ class FusedFeedForward(_StackedLinear):
             # NOTE: one op for the whole MLP so the backward recomputes the activation instead of
             # keeping tokens x hidden alive (ops/mlp.py).
             return gated_mlp(x, *weights, self.config.mlp)
-        # GELU MLP: one op whose forward runs fc1 + bias + GELU as one GEMM (the activation in its
-        # epilogue) and keeps only x and the pre-activation; the backward recomputes the activation
-        # (ops/linear_act.py).
+        # GELU MLP: the same op with an ungated activation; it keeps only x and the pre-activation, and
+        # the backward recomputes the activation (ops/mlp.py).
         return fused_mlp(x, *weights, self.config.mlp)
 
 

@@ -1,4 +1,4 @@
-"""FusedMLP: the two-GEMM MLP ``fc2(act(fc1(x)))`` on ``blockfuse.fused_mlp``.
+"""FusedMLP: the two-GEMM MLP ``fc2(act(fc1(x)))`` on ``blockfuse.fused_mlp``, the one MLP module.
 
 Parameters and state-dict keys are those of the eager MLPs of SigLIP / CLIP / ViT:
 ``fc1.weight`` (hidden, d_model), ``fc1.bias``, ``fc2.weight`` (out_features, hidden), ``fc2.bias``.
@@ -6,7 +6,7 @@ With a gated activation (``swiglu``, ``geglu``, ``geglu_erf``) fc1 holds 2 hidde
 rows then the up rows; a Llama-style state dict (``gate_proj``, ``up_proj``, ``down_proj``) loads
 too, its gate and up weights concatenated into ``fc1`` (the module saves under the fc1/fc2 names).
 
-The backward keeps x and fc1's pre-activation only (see ``ops/linear_act.py``): for a GELU MLP at
+The backward keeps x and fc1's pre-activation only (see ``ops/mlp.py``): for a GELU MLP at
 d 1152, hidden 4304, that is one tokens x hidden tensor where eager PyTorch keeps two (fc1's output
 and the activation).
 """
@@ -18,7 +18,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from blockfuse.ops.linear_act import ACTIVATIONS, fused_mlp
+from blockfuse.ops.activation import ACTIVATIONS, check_activation
+from blockfuse.ops.mlp import fused_mlp
 
 # Llama-style names -> ours, for gated MLPs.
 LLAMA_NAMES = {"gate_proj": "fc1", "up_proj": "fc1", "down_proj": "fc2"}
@@ -27,27 +28,26 @@ _ACTIVATION_CLASSES = {
     "GELUTanh": "gelu_tanh", "PytorchGELUTanh": "gelu_tanh", "NewGELUActivation": "gelu_tanh",
     "GELUActivation": "gelu", "SiLUActivation": "silu", "SiLU": "silu", "ReLU": "relu",
 }
-_GATED_FORMS = {"silu": "swiglu", "gelu_tanh": "geglu", "gelu": "geglu_erf"}
+# A gated MLP's pointwise activation -> the gated activation's name ("silu" -> "swiglu").
+_GATED_FORMS = {activation.pointwise: name for name, activation in ACTIVATIONS.items() if activation.gated}
 
 
 class FusedMLP(nn.Module):
-    """``fc2(act(fc1(x)))``, the activation in fc1's GEMM epilogue and recomputed in the backward.
+    """``fc2(act(fc1(x)))``, the activation recomputed in the backward rather than kept.
 
     ``activation``: ``gelu_tanh`` (default), ``gelu``, ``silu``, ``relu``, or gated ``swiglu`` /
     ``geglu`` / ``geglu_erf`` (fc1 then has ``2 * hidden`` rows). ``out_features`` defaults to
-    ``d_model``. ``path``: the ops' path (``None``: ``blockfuse.ops.linear_act.PATH``).
+    ``d_model``. ``path``: ``blockfuse.fused_mlp``'s (one path; kept for callers that pass it).
     """
 
     def __init__(self, d_model: int, hidden: int, activation: str = "gelu_tanh", bias: bool = True,
                  out_features: Optional[int] = None, path: Optional[str] = None, device=None, dtype=None):
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {list(ACTIVATIONS)}, got {activation!r}")
+        gated = check_activation(activation).gated
         self.d_model, self.hidden = d_model, hidden
         self.activation = activation
         self.out_features = d_model if out_features is None else out_features
         self.path = path
-        gated = ACTIVATIONS[activation][1]
         factory = {"device": device, "dtype": dtype}
         self.fc1 = nn.Linear(d_model, 2 * hidden if gated else hidden, bias=bias, **factory)
         self.fc2 = nn.Linear(hidden, self.out_features, bias=bias, **factory)

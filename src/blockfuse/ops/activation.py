@@ -1,6 +1,11 @@
-"""Pointwise activations and their derivatives, shared by every fused kernel that applies one.
+"""The activations: their one table of names and kernel codes, and their math, shared by every fused kernel.
 
-Each helper takes and returns fp32 values. The GELU helpers implement both of PyTorch's
+:data:`ACTIVATIONS` names every activation an op takes: the pointwise ones (``gelu_tanh``, ``gelu``
+(erf), ``silu``, ``relu``) and the gated ones (``swiglu``, ``geglu``, ``geglu_erf``: ``act(gate) * up``).
+A kernel takes the pointwise function as one constexpr code (:data:`CODES`, 0 for none) and applies it
+with :func:`activate` / :func:`activate_grad`; the references use :func:`activate_ref`.
+
+Each kernel helper takes and returns fp32 values. The GELU helpers implement both of PyTorch's
 forms, ``approximate="tanh"`` and ``approximate="none"`` (erf), so a fused op matches
 ``torch.nn.functional.gelu`` with the same argument.
 
@@ -12,8 +17,10 @@ the host) and the bias gradient of a GEMM (:func:`column_sum`).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
@@ -30,6 +37,32 @@ from blockfuse.runtime import interpreter_enabled
 # 3 * 0.044715 * 2 sqrt(2 / pi) = 0.21406444881780073.
 
 GELU_APPROXIMATIONS = ("tanh", "none")
+
+# The pointwise activations as kernel constants (0: none, e.g. a LayerNorm without its GELU).
+GELU_TANH: tl.constexpr = tl.constexpr(1)
+GELU_ERF: tl.constexpr = tl.constexpr(2)
+SILU: tl.constexpr = tl.constexpr(3)
+RELU: tl.constexpr = tl.constexpr(4)
+CODES = {"gelu_tanh": GELU_TANH.value, "gelu": GELU_ERF.value, "silu": SILU.value, "relu": RELU.value}
+GELU_CODES = {"tanh": GELU_TANH.value, "none": GELU_ERF.value}  # F.gelu's approximate -> the code
+
+
+class Activation(NamedTuple):
+    pointwise: str  # the pointwise function, a key of CODES
+    gated: bool  # act(gate) * up, the input holding the gate columns then the up columns
+
+
+# Every activation an op takes, by name.
+ACTIVATIONS = {
+    "gelu_tanh": Activation("gelu_tanh", False),
+    "gelu": Activation("gelu", False),
+    "silu": Activation("silu", False),
+    "relu": Activation("relu", False),
+    "swiglu": Activation("silu", True),
+    "geglu": Activation("gelu_tanh", True),
+    "geglu_erf": Activation("gelu", True),
+}
+GATED = tuple(name for name, activation in ACTIVATIONS.items() if activation.gated)
 
 # NOTE: a sigmoid written as 1 / (1 + exp(-x)) compiles to about twelve instructions on
 # sm_90: exp2 and the division each get range fix-ups for denormals (compare, select,
@@ -132,6 +165,44 @@ def gelu_grad(x, TANH: tl.constexpr):
         return _gelu_tanh_grad(x)
     else:
         return _gelu_erf_grad(x)
+
+
+@triton.jit
+def activate(z, ACTIVATION: tl.constexpr):
+    """act(z) for an fp32 tile; ``ACTIVATION`` one of :data:`CODES`."""
+    if ACTIVATION == RELU:
+        return tl.maximum(z, 0.0)
+    elif ACTIVATION == SILU:
+        return silu(z)
+    else:
+        return gelu(z, ACTIVATION == GELU_TANH)
+
+
+@triton.jit
+def activate_grad(z, ACTIVATION: tl.constexpr):
+    """act'(z) for an fp32 tile (relu: 0 at 0, as PyTorch)."""
+    if ACTIVATION == RELU:
+        return tl.where(z > 0.0, 1.0, 0.0)
+    elif ACTIVATION == SILU:
+        return silu_grad(z)
+    else:
+        return gelu_grad(z, ACTIVATION == GELU_TANH)
+
+
+def activate_ref(z: Tensor, pointwise: str) -> Tensor:
+    """Pure-PyTorch act(z) of a pointwise activation (a key of :data:`CODES`)."""
+    if pointwise == "relu":
+        return F.relu(z)
+    if pointwise == "silu":
+        return F.silu(z)
+    return F.gelu(z, approximate="tanh" if pointwise == "gelu_tanh" else "none")
+
+
+def check_activation(activation, allowed=ACTIVATIONS) -> Activation:
+    """Validate an activation name (one of ``allowed``) and return its table entry."""
+    if activation not in allowed:
+        raise ValueError(f"activation: expected one of {list(allowed)}, got {activation!r}")
+    return ACTIVATIONS[activation]
 
 
 def check_gelu_approximation(approximate) -> bool:

@@ -34,7 +34,7 @@ from blockfuse.runtime import use_triton
 
 # NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
 # hide memory latency). The forward takes 2048 elements and a warp for every 256 of them: on an
-# H200 (benchmarks/bias_dropout_add_tiles.py) that moved 0.98 of the copy bandwidth at
+# H200 (benchmarks/NOTES.md, "Dropout") that moved 0.98 of the copy bandwidth at
 # [16384, 4096] against 0.94 for 4096 / 1024, and was the fastest at [2048, 1024] too (5.2 against
 # 5.8 us). The backward, which also sums the bias gradient's partials in registers, was fastest at
 # 4096 / 1024 (0.77 of copy against 0.60-0.75). The column block is halved (down to MIN_BLOCK_N)

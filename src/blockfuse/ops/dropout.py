@@ -13,7 +13,7 @@ draws any set of indices and gives the same bits.
 NOTE: 16-bit draws resolve ``p`` to 1/65536 (p = 0.1 drops with probability 0.1000061); in
 exchange one call serves eight elements. One Philox call per element (``tl.rand``) held a
 dropout kernel to 0.31 of the H200's copy bandwidth, one per four to 0.77 with a bias add,
-one per eight reaches 0.99 (benchmarks/dropout_draw.py).
+one per eight reaches 0.99 (benchmarks/NOTES.md, "Dropout").
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 * ``swiglu(gate, up)``: ``silu(gate) * up``
 * ``geglu(gate, up, approximate)``: ``gelu(gate) * up`` (``approximate="tanh"`` or ``"none"``)
 
+Its two elementwise kernels are the one pair every activation pass runs (``act(gate) * up``, or
+``act(gate)`` alone for a pointwise activation): the MLP ops (``ops/mlp.py``, ``ops/linear_act.py``)
+call them between their GEMMs through :func:`launch_gated_forward` / :func:`launch_gated_backward`.
+
 With ``up=None``, ``gate`` is one packed tensor ``[..., 2 * hidden]``, the output of one
 fused gate|up GEMM (gate first, then up); the kernels read its two halves in place and its
 gradient comes back packed the same way. The backward recomputes the activation from the
@@ -16,6 +20,7 @@ Function; the public functionals; the references.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -24,9 +29,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.activation import (
-    check_gelu_approximation, gelu, gelu_grad, launch_shape, program_tile, silu, silu_grad,
-)
+from blockfuse.ops.activation import CODES, activate, activate_grad, check_gelu_approximation, launch_shape, program_tile
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.fp8 import (
     AMAX_FLOOR, E4M3_MAX, FP8_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
@@ -37,24 +40,24 @@ from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
-# Activations, as kernel constants.
-_SILU: tl.constexpr = tl.constexpr(0)
-_GELU_TANH: tl.constexpr = tl.constexpr(1)
-_GELU_ERF: tl.constexpr = tl.constexpr(2)
-_ACTIVATION_CODE = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 
-# NOTE: elements per program tile and per warp. The forward takes small tiles (1024 elements,
-# 8 a thread): more programs in flight cut [2048, 1024] from 5.9 to 5.3 us and cost nothing at
-# [16384, 4096] (95 us either way, the copy time) on an H200 (benchmarks/gated_tiles.py). The
-# backward (three inputs, two outputs, more live registers) was best at 4096 and 16 a thread.
-# Tiles from 1024 to 8192 elements are within 1% of each other at [16384, 4096] and [8192, 14336],
-# where both kernels run at the copy bandwidth. Cache hints for data read once (evict-first loads,
-# ``.cs`` stores) made both 7-12% slower there
-# (benchmarks/results/2026-11-26-nvidia-h200-issue3-final/sweeps/gated_tiles.json).
-FWD_TILE_ELEMENTS = 1024
-BWD_TILE_ELEMENTS = 4096
-FWD_ELEMENTS_PER_WARP = 256
-BWD_ELEMENTS_PER_WARP = 512
+
+@dataclass(frozen=True)
+class Tiles:
+    """Elements per program tile and per warp of the elementwise kernels (activation.launch_shape).
+
+    NOTE: the forward takes small tiles (1024 elements, 8 a thread): more programs in flight cut [2048, 1024]
+    from 5.9 to 5.3 us and cost nothing at [16384, 4096] (the copy time) on an H200. The backward (three
+    inputs, two outputs, more live registers) was best at 4096 and 16 a thread. Both run at the copy
+    bandwidth at the large shapes (benchmarks/NOTES.md, "Gated activations and the MLP")."""
+
+    forward: int = 1024
+    forward_per_warp: int = 256
+    backward: int = 4096
+    backward_per_warp: int = 512
+
+
+TILES = Tiles()
 # The forward with an FP8 output. NOTE: not yet swept on a GPU. Tensorwise takes the forward's elementwise
 # tiles, but of 8192 elements: each program folds its amax into one address with an atomic, and 1024-element
 # tiles would make 64 Ki of them at [16384, 4096] (the forward's tile sizes from 1024 to 8192 ran within 1% of
@@ -73,40 +76,24 @@ FP8_ROW_TILE_ELEMENTS = {"compiled": 4096, "interpreted": 16384}
 
 
 @triton.jit
-def _activate(g, ACTIVATION: tl.constexpr):
-    """act(g) for an fp32 tile."""
-    if ACTIVATION == _SILU:
-        return silu(g)
-    else:
-        return gelu(g, ACTIVATION == _GELU_TANH)
-
-
-@triton.jit
-def _activate_grad(g, ACTIVATION: tl.constexpr):
-    """act'(g) for an fp32 tile."""
-    if ACTIVATION == _SILU:
-        return silu_grad(g)
-    else:
-        return gelu_grad(g, ACTIVATION == _GELU_TANH)
-
-
-@triton.jit
 def _gated_fwd_kernel(
-    G,  # (M, N) gate (packed form: the first half of each packed row)
-    U,  # (M, N) up (packed form: the second half of each packed row)
-    Y,  # (M, N) output act(gate) * up
+    G,  # (M, N) gate (packed form: the first half of each packed row); not GATED: the activation's input
+    U,  # (M, N) up (packed form: the second half of each packed row); not GATED: None
+    Y,  # (M, N) output act(gate) * up; not GATED: act(gate)
     stride_g, stride_u, stride_y,  # row strides (the last dimension is contiguous)
     M, N,
-    ACTIVATION: tl.constexpr,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
     g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    # NOTE: act(g) * u in fp32 and one rounding of the product; PyTorch's composition rounds
-    # act(g) to the input dtype first, so this is slightly more accurate than eager.
-    y = _activate(g, ACTIVATION) * u
+    y = activate(g, ACTIVATION)
+    if GATED:
+        # NOTE: act(g) * u in fp32 and one rounding of the product; PyTorch's composition rounds
+        # act(g) to the input dtype first, so this is slightly more accurate than eager.
+        y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -115,7 +102,7 @@ def _gated_value(G, U, rows, cols, mask, stride_g, stride_u, ACTIVATION: tl.cons
     """act(gate) * up in fp32 for the tile (rows, cols)."""
     g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    return _activate(g, ACTIVATION) * u
+    return activate(g, ACTIVATION) * u
 
 
 @triton.jit
@@ -128,7 +115,7 @@ def _gated_fwd_fp8_kernel(
     AMAX,  # tensorwise: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
     stride_g, stride_u,  # row strides (the last dimension is contiguous)
     M, N, history_len,
-    ACTIVATION: tl.constexpr,
+    ACTIVATION: tl.constexpr,  # activation.CODES
     FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -174,14 +161,15 @@ def _gated_fwd_fp8_kernel(
 @triton.jit
 def _gated_bwd_kernel(
     DY,  # (M, N) gradient of the output
-    G,  # (M, N) gate, as saved by the forward
-    U,  # (M, N) up, as saved by the forward (read only for the gate's gradient)
-    DG,  # (M, N) gradient of gate (packed form: the first half of the packed gradient), or None
-    DU,  # (M, N) gradient of up (packed form: the second half), or None (also with DU_IN_DG)
+    G,  # (M, N) gate, as saved by the forward (not GATED: the activation's input)
+    U,  # (M, N) up, as saved by the forward (read only for the gate's gradient); not GATED: None
+    DG,  # (M, N) gradient of gate (packed form: the first half of the packed gradient), or None; may be G
+    DU,  # (M, N) gradient of up (packed form: the second half), or None (also with DU_IN_DG); may be U
     stride_dy, stride_g, stride_u, stride_dg, stride_du,  # row strides (last dimension contiguous)
     M, N,
     du_offset,  # DU_IN_DG: the column of DG's rows where the up gradient starts
-    ACTIVATION: tl.constexpr,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,  # False: d gate = dy * act'(gate), and no up (HAS_DU False)
     HAS_DG: tl.constexpr,
     HAS_DU: tl.constexpr,
     DU_IN_DG: tl.constexpr,  # the up gradient goes into DG's rows at du_offset (one packed output)
@@ -193,12 +181,15 @@ def _gated_bwd_kernel(
     g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     # NOTE: the activation is recomputed here from gate rather than saved by the forward:
     # a few flops against one tensor less to write, keep and read.
+    # Each element is read before it is written, so an output may be its own input (DG = G, DU = U).
     if HAS_DG:
-        u = tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dg = dy * u * _activate_grad(g, ACTIVATION)
+        dy_gate = dy
+        if GATED:
+            dy_gate = dy * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dg = dy_gate * activate_grad(g, ACTIVATION)
         tl.store(DG + rows[:, None] * stride_dg + cols[None, :], dg.to(DG.dtype.element_ty), mask=mask)
     if HAS_DU:
-        du = dy * _activate(g, ACTIVATION)
+        du = dy * activate(g, ACTIVATION)
         if DU_IN_DG:
             tl.store(DG + rows[:, None] * stride_dg + du_offset + cols[None, :], du.to(DG.dtype.element_ty),
                      mask=mask)
@@ -225,40 +216,41 @@ def _halves(gate: Tensor, up: Optional[Tensor]) -> tuple[Tensor, Tensor, int]:
     return as_rows(gate, hidden), as_rows(up, hidden), hidden
 
 
-def launch_gated_forward(g2: Tensor, u2: Tensor, y2: Tensor, activation: str) -> None:
-    """y2 = act(g2) * u2 for (M, hidden) row views with a contiguous last dimension (two halves of a
-    packed tensor, say). For launchers: ``gated_mlp``'s launchers call it on blocks of rows / columns."""
+def launch_gated_forward(g2: Tensor, u2: Optional[Tensor], y2: Tensor, activation: str) -> None:
+    """y2 = act(g2) * u2 (u2 None: act(g2)) for (M, hidden) row views with a contiguous last dimension (two
+    halves of a packed tensor, say); ``activation`` a pointwise one (a key of ``activation.CODES``). For
+    launchers: the MLP ops' launchers call it on blocks of rows / columns."""
     m, hidden = g2.shape
     if m == 0 or hidden == 0:
         return
-    programs, block_m, block_n, num_warps = launch_shape(m, hidden, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP)
+    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
     _fwd_kernel(
         (programs,),
-        g2, u2, y2, g2.stride(0), u2.stride(0), y2.stride(0), m, hidden,
-        ACTIVATION=_ACTIVATION_CODE[activation], BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+        g2, u2, y2, g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0), m, hidden,
+        ACTIVATION=CODES[activation], GATED=u2 is not None, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
     )
 
 
-def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Tensor, dg2: Optional[Tensor], du2: Optional[Tensor],
-                          activation: str, packed_out: Optional[Tensor] = None) -> None:
+def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Optional[Tensor], dg2: Optional[Tensor],
+                          du2: Optional[Tensor], activation: str, packed_out: Optional[Tensor] = None) -> None:
     """dg2 = dy2 * u2 * act'(g2) and du2 = dy2 * act(g2) (either may be None) for (M, hidden) row
-    views. An output may be its own input (``dg2`` = ``g2``, ``du2`` = ``u2``): each element is read
-    before it is written. ``packed_out``: a (M, 2 hidden) tensor that takes both (dg2 and du2 None):
-    one whole output, so that under torch.compile no kernel writes into views. For launchers, as
-    :func:`launch_gated_forward`."""
+    views; u2 None (a pointwise activation): dg2 = dy2 * act'(g2), and du2 None. An output may be its own
+    input (``dg2`` = ``g2``, ``du2`` = ``u2``): each element is read before it is written. ``packed_out``: a
+    (M, 2 hidden) tensor that takes both (dg2 and du2 None): one whole output, so that under torch.compile
+    no kernel writes into views. For launchers, as :func:`launch_gated_forward`."""
     m, hidden = g2.shape
     if packed_out is not None:
         dg2 = packed_out
     if m == 0 or hidden == 0 or (dg2 is None and du2 is None):
         return
-    programs, block_m, block_n, num_warps = launch_shape(m, hidden, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP)
+    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
     _bwd_kernel(
         (programs,),
         dy2, g2, u2, dg2, du2,
-        dy2.stride(0), g2.stride(0), u2.stride(0),
+        dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
         0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0),
         m, hidden, hidden if packed_out is not None else 0,
-        ACTIVATION=_ACTIVATION_CODE[activation], HAS_DG=dg2 is not None,
+        ACTIVATION=CODES[activation], GATED=u2 is not None, HAS_DG=dg2 is not None,
         HAS_DU=du2 is not None or packed_out is not None, DU_IN_DG=packed_out is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
     )
@@ -279,16 +271,16 @@ def fp8_tile(m: int, n: int, rowwise: bool, compiled: bool) -> tuple[int, int, i
     activation.launch_shape's tiles (NUM_CHUNKS 1)."""
     mode = "compiled" if compiled else "interpreted"
     if not rowwise:
-        _, block_m, block_n, num_warps = launch_shape(m, n, FP8_TILE_ELEMENTS[mode], FWD_ELEMENTS_PER_WARP)
+        _, block_m, block_n, num_warps = launch_shape(m, n, FP8_TILE_ELEMENTS[mode], TILES.forward_per_warp)
         return block_m, block_n, 1, num_warps
     block_n = next_power_of_2(n)
     if block_n > FP8_ROW_LANES[mode]:
-        _, _, block_n, _ = launch_shape(1, n, 1, FWD_ELEMENTS_PER_WARP)  # the column block: waste <= 1/8
+        _, _, block_n, _ = launch_shape(1, n, 1, TILES.forward_per_warp)  # the column block: waste <= 1/8
     num_chunks = cdiv(n, block_n)
     block_m = max(1, FP8_ROW_TILE_ELEMENTS[mode] // block_n) if num_chunks == 1 else 1
     while block_m > 1 and block_m // 2 >= m:
         block_m //= 2
-    num_warps = min(16, max(1, block_m * block_n // FWD_ELEMENTS_PER_WARP))
+    num_warps = min(16, max(1, block_m * block_n // TILES.forward_per_warp))
     return block_m, block_n, num_chunks, num_warps
 
 
@@ -316,7 +308,7 @@ def _gated_forward_fp8(gate: Tensor, up: Optional[Tensor], activation: str, hist
     _fwd_fp8_kernel(
         (programs,),
         g2, u2, q.view(m, hidden), scale, history, amax, g2.stride(0), u2.stride(0), m, hidden, h,
-        ACTIVATION=_ACTIVATION_CODE[activation], FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
+        ACTIVATION=CODES[activation], FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, BLOCK_H=next_power_of_2(h), num_warps=num_warps,
     )
     if not rowwise:

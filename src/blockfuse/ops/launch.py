@@ -38,7 +38,7 @@ from blockfuse.runtime import interpreter_enabled
 # NOTE: the cached launch calls a compiled kernel's ``run`` directly: ``(grid x, y, z, stream,
 # function, packed metadata, launch metadata, enter hook, exit hook, *args)``. That is Triton's
 # internal interface, measured only on Triton 3.6 (an H200 machine's host: 17.8 us a launch against
-# 37.1 through ``kernel[grid](...)``, benchmarks/results/2026-11-26-nvidia-h200-op-path/); other
+# 37.1 through ``kernel[grid](...)``, benchmarks/NOTES.md, "The op path"); other
 # versions take Triton's own launcher. A call that does not fit it falls back for good.
 FAST_LAUNCH = triton.__version__.startswith("3.6.")
 if FAST_LAUNCH:

@@ -1,52 +1,65 @@
-"""Gated MLP ``down(act(gate) * up)`` that keeps only its input and pre-activation for the backward.
+"""The MLP ``fc2(act(fc1(x)))`` that keeps only its input and pre-activation for the backward.
 
-``gated_mlp(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)`` runs one gate|up
-GEMM (or two, for separate gate and up weights: ``up_weight=``), the SwiGLU / GeGLU kernel of
-``ops/gated.py`` and the down GEMM. Autograd would keep
-the activation's output (the down GEMM's input, tokens x hidden) alive until the backward; here the
-backward recomputes it from the saved pre-activation with one more pass of the gated kernel, and
-frees it right after the down weight's gradient:
+``fused_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation)`` is the one MLP op, with any
+activation of ``activation.ACTIVATIONS``, and three forms of the first weight:
 
-* saved: x (tokens x d) and the pre-activation (tokens x 2 hidden), as autograd keeps them anyway;
+* ungated (``gelu_tanh``, ``gelu``, ``silu``, ``relu``): fc1_weight (hidden, d), as SigLIP / CLIP / ViT;
+* gated, packed (``swiglu``, ``geglu``, ``geglu_erf``): fc1_weight (2 hidden, d), the gate rows then the up rows;
+* gated, separate (Hugging Face's gate_proj and up_proj, left as they are): fc1_weight is the gate weight
+  (hidden, d) and ``up_weight=`` / ``up_bias=`` the up projection's.
+
+``gated_mlp(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation)`` is the same op under the
+gated names. It runs the first GEMM(s) (cuBLAS), the activation kernel of ``ops/gated.py`` and the down GEMM.
+Autograd would keep the activation's output (the down GEMM's input, tokens x hidden) alive until the
+backward; here the backward recomputes it from the saved pre-activation with one more pass of the
+activation kernel, and frees it right after the down weight's gradient:
+
+* saved: x (tokens x d) and the pre-activation (tokens x hidden, or 2 hidden), as autograd keeps them anyway;
 * not saved: the activation (tokens x hidden): at [8192 tokens, 8192 hidden] bf16, 128 MiB.
 
-The GEMMs are cuBLAS calls (``torch.nn.functional.linear`` / ``torch.mm``); a later fused
-GEMM + activation epilogue replaces the first GEMM and the gated kernel together. The file reads:
-the two launchers (ops ``blockfuse::gated_mlp_down_fwd`` and ``blockfuse::gated_mlp_down_bwd_``, in
-place and opaque under torch.compile: the gated kernels and the down GEMM, see ``ops/launch.py``); the
-two autograd Functions (the gate|up GEMMs, the rest); the public functional; the reference.
+The file reads: the launchers (ops ``blockfuse::fused_mlp_fwd``, the inference forward;
+``blockfuse::gated_mlp_down_fwd`` and ``blockfuse::gated_mlp_down_bwd_``, in place and opaque under
+torch.compile: the activation kernels and the down GEMM, see ``ops/launch.py``); the two autograd Functions
+(the first GEMMs, the rest); the public functionals; the reference.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from blockfuse.ops.activation import column_sum
+from blockfuse.ops.activation import ACTIVATIONS, GATED, check_activation, column_sum
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.gated import geglu_ref, launch_gated_backward, launch_gated_forward, swiglu_ref
+from blockfuse.ops.gated import launch_gated_backward, launch_gated_forward
 from blockfuse.ops.launch import launcher_op, tracing
+from blockfuse.ops.linear_act import (
+    _shape, activation_ref, check_bias, check_input, check_linear, check_path, linear_act_forward, wants_grad,
+)
 from blockfuse.runtime import use_triton
 
-ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu_tanh", "geglu_erf": "gelu"}
-# The backward recomputes the activation in this many blocks of hidden columns (none narrower than
-# BACKWARD_MIN_COLUMNS) and makes the hidden gradient in as many blocks of rows (none under
-# BACKWARD_MIN_ROWS): smaller GEMMs lose efficiency, so small inputs take one block.
-BACKWARD_BLOCKS = 4
-BACKWARD_MIN_ROWS = 1024
-BACKWARD_MIN_COLUMNS = 512
-# The forward makes the activation (the down GEMM's input) this many blocks of rows at a time, none
-# under FORWARD_MIN_ROWS: only a block of tokens x hidden is alive beside the saved pre-activation.
-FORWARD_BLOCKS = 4
-FORWARD_MIN_ROWS = 1024
+
+@dataclass(frozen=True)
+class Blocks:
+    """How the MLP splits its tokens x hidden intermediates (smaller GEMMs lose efficiency, so small inputs
+    take one block)."""
+
+    forward: int = 4  # the forward makes the activation (the down GEMM's input) in this many blocks of rows,
+    forward_min_rows: int = 1024  # none under this many rows: only a block is alive beside the pre-activation
+    backward: int = 4  # the backward recomputes the activation in this many blocks of hidden columns and makes
+    backward_min_rows: int = 1024  # the hidden gradient in as many blocks of rows, none under these sizes
+    backward_min_columns: int = 512
+
+
+BLOCKS = Blocks()
 
 
 # ----------------------------------------------------------------------------------------
-# Launchers: the gated kernels between the GEMMs, registered as ops without autograd
+# Launchers: the GEMMs and activation kernels, registered as ops without autograd
 # ----------------------------------------------------------------------------------------
 
 
@@ -63,7 +76,7 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
     """``hidden @ down_weight.T + down_bias`` as (tokens, d_out), with ``hidden_of_rows(rows)`` making
     the hidden activation of a slice of rows just before its GEMM.
 
-    NOTE: a block of rows at a time (FORWARD_BLOCKS), so the whole tokens x hidden activation is never
+    NOTE: a block of rows at a time (BLOCKS.forward), so the whole tokens x hidden activation is never
     alive: in a training step it sits beside the saved pre-activation at the forward's peak (64 of the
     `standard` block's 321 MiB on an H200). Rows are independent, so the numbers are the same; each
     block's GEMM still fills the GPU (1024 rows or more)."""
@@ -72,7 +85,7 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
         # into each row block of y would be traced as scatter copies).
         return F.linear(hidden_of_rows(slice(0, tokens)), down_weight, down_bias)
     y2 = like.new_empty((tokens, down_weight.shape[0]))
-    for rows in column_blocks(tokens, FORWARD_BLOCKS, FORWARD_MIN_ROWS):
+    for rows in column_blocks(tokens, BLOCKS.forward, BLOCKS.forward_min_rows):
         hidden = hidden_of_rows(rows)
         linear_into(hidden, down_weight, down_bias, y2[rows])
         del hidden
@@ -96,27 +109,56 @@ def column_blocks(n: int, blocks: int, min_width: int, align: int = 64) -> list[
     return [slice(i * width, n if i == count - 1 else (i + 1) * width) for i in range(count)]
 
 
-def _pre_views(gate_pre: Tensor, up_pre: Optional[Tensor], hidden_size: int) -> tuple[Tensor, Tensor]:
+def _pre_views(gate_pre: Tensor, up_pre: Optional[Tensor], hidden_size: int,
+               gated: bool) -> tuple[Tensor, Optional[Tensor]]:
     """(gate2, up2): (tokens, hidden) views of the gate and up pre-activations: the two halves of the
-    packed (tokens, 2 hidden) one (up_pre None), or the separate ones."""
+    packed (tokens, 2 hidden) one (up_pre None), or the separate ones; ungated: (the pre-activation, None)."""
+    if not gated:
+        return gate_pre, None
     if up_pre is None:
         return gate_pre[:, :hidden_size], gate_pre[:, hidden_size:]
     return gate_pre, up_pre
+
+
+def _optional(t: Optional[Tensor], rows) -> Optional[Tensor]:
+    return None if t is None else t[rows]
+
+
+@launcher_op("fused_mlp_fwd")
+def _fused_mlp_fwd(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], up_weight: Optional[Tensor],
+                   up_bias: Optional[Tensor], fc2_weight: Tensor, fc2_bias: Optional[Tensor], activation: str) -> Tensor:
+    """The MLP's inference forward (nothing kept for a backward): ``fc2(act(fc1(x)))`` (..., d_out). fc1, the
+    activation and fc2 run a block of rows at a time (:func:`down_projection`), so neither the whole
+    pre-activation nor the whole activation is ever alive; ungated GELU-tanh / ReLU in fp16 / bf16 on CUDA
+    run fc1 with the activation in cuBLASLt's epilogue (``ops/linear_act.py``)."""
+    x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+    def hidden_of_rows(rows):
+        if up_weight is None:
+            return linear_act_forward(x2[rows], fc1_weight, fc1_bias, activation, False)[0]
+        gate2, up2 = F.linear(x2[rows], fc1_weight, fc1_bias), F.linear(x2[rows], up_weight, up_bias)
+        hidden = gate2.new_empty(gate2.shape)
+        launch_gated_forward(gate2, up2, hidden, ACTIVATIONS[activation].pointwise)
+        return hidden
+
+    y2 = down_projection(hidden_of_rows, x2.shape[0], fc2_weight, fc2_bias, x)
+    return y2.view(*x.shape[:-1], fc2_weight.shape[0])
 
 
 @launcher_op("gated_mlp_down_fwd")
 def _down_forward(gate_pre: Tensor, up_pre: Optional[Tensor], down_weight: Tensor, down_bias: Optional[Tensor],
                   activation: str) -> Tensor:
     """``down(act(gate) * up)`` (tokens, d_out) from the contiguous (tokens, ...) pre-activations:
-    packed (tokens, 2 hidden) with ``up_pre`` None, or separate (tokens, hidden) ones. ``activation``:
-    the gated kernel's ("silu", "gelu_tanh", "gelu")."""
+    packed (tokens, 2 hidden) with ``up_pre`` None, or separate (tokens, hidden) ones; ungated
+    ``down(act(pre))`` from (tokens, hidden). ``activation``: a name of ``activation.ACTIVATIONS``."""
+    pointwise, gated = ACTIVATIONS[activation]
     hidden_size = down_weight.shape[1]
-    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size, gated)
 
     def hidden_of_rows(rows):  # (rows, hidden); packed: the kernel reads each row's two halves in place
         g2 = gate2[rows]
         h = g2.new_empty((g2.shape[0], hidden_size))
-        launch_gated_forward(g2, up2[rows], h, activation)
+        launch_gated_forward(g2, _optional(up2, rows), h, pointwise)
         return h
 
     return down_projection(hidden_of_rows, gate2.shape[0], down_weight, down_bias, gate_pre)
@@ -142,8 +184,9 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
     access at full size (torch 2.11); a traced version on whole, fresh buffers instead made the
     compiled reordered block's step peak at 441 MiB (H200), and an opaque one into a fresh gradient
     buffer at 409, against 297 in place (benchmarks/memory_block.py)."""
+    pointwise, gated = ACTIVATIONS[activation]
     hidden_size = down_weight.shape[1]
-    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size)
+    gate2, up2 = _pre_views(gate_pre, up_pre, hidden_size, gated)
     tokens = gate2.shape[0]
 
     # NOTE: the activation is recomputed here rather than saved by the forward (one more read of
@@ -151,10 +194,10 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
     # whole step), and a block of hidden columns at a time: each block's down-weight gradient
     # columns are exact (no sum across blocks), and the step's peak holds a quarter of tokens x hidden.
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
-    for cols in column_blocks(hidden_size, BACKWARD_BLOCKS, BACKWARD_MIN_COLUMNS):
+    for cols in column_blocks(hidden_size, BLOCKS.backward, BLOCKS.backward_min_columns):
         g2 = gate2[:, cols]
         hidden = g2.new_empty((tokens, g2.shape[1]))  # (tokens, block columns)
-        launch_gated_forward(g2, up2[:, cols], hidden, activation)
+        launch_gated_forward(g2, None if up2 is None else up2[:, cols], hidden, pointwise)
         torch.mm(dy.t(), hidden, out=d_down_weight[:, cols])  # straight into the column block (ld = hidden)
         del hidden
     d_down_bias = column_sum(dy) if has_down_bias else dy.new_empty((0,))
@@ -162,9 +205,10 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
     # NOTE: the hidden gradient is made and consumed a block of rows at a time: each block's
     # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
-    for rows in column_blocks(tokens, BACKWARD_BLOCKS, BACKWARD_MIN_ROWS, align=1):
+    for rows in column_blocks(tokens, BLOCKS.backward, BLOCKS.backward_min_rows, align=1):
         d_hidden = dy[rows].mm(down_weight)  # (rows, hidden)
-        launch_gated_backward(d_hidden, gate2[rows], up2[rows], gate2[rows], up2[rows], activation)
+        up_rows = _optional(up2, rows)
+        launch_gated_backward(d_hidden, gate2[rows], up_rows, gate2[rows], up_rows, pointwise)
         del d_hidden
     return d_down_weight, d_down_bias
 
@@ -174,7 +218,7 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
 # ----------------------------------------------------------------------------------------
 
 
-# NOTE: the MLP is two autograd nodes, the gate|up GEMM(s) and the rest (activation and down GEMM):
+# NOTE: the MLP is two autograd nodes, the first GEMM(s) (gate|up, or fc1) and the rest (activation and down GEMM):
 # eagerly the engine frees the down part's incoming gradient dy (tokens x d) when that node returns,
 # before the gate|up node allocates its weight gradient and dx, where the MLP's backward peaks
 # (olmo2-1b's block: 673 -> 641 MiB on an H200). The pre-activations never leave the MLP, so the
@@ -227,7 +271,8 @@ class _GateUpFunction(torch.autograd.Function):
 
 
 class _DownFunction(torch.autograd.Function):
-    """act(gate) * up and the down GEMM. ``config``: (the gated kernel's activation, packed)."""
+    """act(gate) * up (ungated: act(pre)) and the down GEMM. ``config``: (the activation's name, packed: no
+    separate up pre-activation, up_pre an empty tensor)."""
 
     @staticmethod
     def forward(ctx, gate_pre, up_pre, down_weight, down_bias, config):
@@ -260,91 +305,92 @@ class _DownFunction(torch.autograd.Function):
 # ----------------------------------------------------------------------------------------
 
 
-def _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias):
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    if not isinstance(x, Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-        raise TypeError(f"x: expected a floating-point tensor, got "
-                        f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
-    if x.dim() < 1:
-        raise ValueError("x: expected at least one dimension (the features), got a scalar")
-    weights = [("gate_up_weight", gate_up_weight), ("down_weight", down_weight)]
+def _check_mlp_args(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weight, up_bias, names,
+                    allowed) -> None:
+    """The arguments of the MLP, named as the caller's functional names them (``names``: first weight, its
+    bias, second weight, its bias); ``activation`` one of ``allowed``."""
+    check_input(x)
+    _, gated = check_activation(activation, allowed)
+    weight_name, bias_name, down_name, down_bias_name = names
+    if up_weight is None and up_bias is not None:
+        raise ValueError(f"up_bias: given without up_weight (packed weights take one {bias_name})")
+    if up_weight is not None and not gated:
+        raise ValueError(f"up_weight: separate up weights need a gated activation, got {activation!r}")
+    hidden = check_linear(x.shape[-1], x, fc1_weight, fc1_bias, gated and up_weight is None, weight_name, bias_name,
+                          activation=activation)
     if up_weight is not None:
-        weights.append(("up_weight", up_weight))
-    elif up_bias is not None:
-        raise ValueError("up_bias: given without up_weight (packed weights take one gate_up_bias)")
-    for name, w in weights:
-        if not isinstance(w, Tensor) or w.dim() != 2:
-            raise ValueError(f"{name}: expected a 2-D tensor (out_features, in_features), got "
-                             f"{tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__}")
-        check_like(name, w, x, "x", shape=False)
-    d, rows = x.shape[-1], gate_up_weight.shape[0]
-    if gate_up_weight.shape[1] != d:
-        expected = "(hidden" if up_weight is not None else "(2 * hidden"
-        raise ValueError(f"gate_up_weight: expected {expected}, {d}) for x's {d} features, "
-                         f"got {tuple(gate_up_weight.shape)}")
-    if up_weight is not None:
-        hidden = rows
-        if tuple(up_weight.shape) != tuple(gate_up_weight.shape):
-            raise ValueError(f"up_weight: expected shape {tuple(gate_up_weight.shape)} like the gate weight "
-                             f"(gate_up_weight), got {tuple(up_weight.shape)}")
-    else:
-        hidden = rows // 2
-        if rows % 2:
-            raise ValueError(f"gate_up_weight: packed weights have 2 * hidden rows (gate then up), got {rows}")
-    if down_weight.shape[1] != hidden:
-        raise ValueError(f"down_weight: expected (out_features, {hidden}) for the hidden size {hidden}, "
-                         f"got {tuple(down_weight.shape)}")
-    for name, b, n in (("gate_up_bias", gate_up_bias, rows), ("up_bias", up_bias, rows),
-                       ("down_bias", down_bias, down_weight.shape[0])):
-        if b is not None:
-            if not isinstance(b, Tensor) or tuple(b.shape) != (n,):
-                raise ValueError(f"{name}: expected shape ({n},), got "
-                                 f"{tuple(b.shape) if isinstance(b, Tensor) else type(b).__name__}")
-            check_like(name, b, x, "x", shape=False)
+        if not isinstance(up_weight, Tensor) or tuple(up_weight.shape) != tuple(fc1_weight.shape):
+            raise ValueError(f"up_weight: expected shape {tuple(fc1_weight.shape)} like the gate weight "
+                             f"({weight_name}), got {_shape(up_weight)}")
+        check_like("up_weight", up_weight, x, "x", shape=False)
+        check_bias(up_bias, hidden, x, "up_bias", f"up_weight's {hidden} rows")
+    check_linear(hidden, x, fc2_weight, fc2_bias, False, down_name, down_bias_name, "the hidden activation")
+
+
+def fused_mlp(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_weight: Tensor,
+              fc2_bias: Optional[Tensor] = None, activation: str = "gelu_tanh", *, up_weight: Optional[Tensor] = None,
+              up_bias: Optional[Tensor] = None, path: Optional[str] = None) -> Tensor:
+    """``linear(act(linear(x, fc1_weight, fc1_bias)), fc2_weight, fc2_bias)``, the one MLP op.
+
+    ``activation``: ``gelu_tanh`` (default), ``gelu``, ``silu``, ``relu``, or gated ``swiglu`` / ``geglu`` /
+    ``geglu_erf``. fc1_weight (hidden, d); gated, packed (2 hidden, d), the gate rows then the up rows; gated
+    with ``up_weight`` (hidden, d) / ``up_bias``: fc1_weight and fc1_bias are the gate projection's.
+    fc2_weight (d_out, hidden). The backward keeps x and fc1's pre-activation only: the activation (fc2's
+    input) is recomputed for fc2's weight gradient, and the pre-activation's gradient is written over the
+    pre-activation (see the module notes). ``path``: as :func:`blockfuse.linear_act`'s (one path).
+    """
+    _check_mlp_args(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weight, up_bias,
+                    ("fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"), ACTIVATIONS)
+    check_path(path)
+    return _run_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weight, up_bias)
 
 
 def gated_mlp(x: Tensor, gate_up_weight: Tensor, gate_up_bias: Optional[Tensor], down_weight: Tensor,
               down_bias: Optional[Tensor] = None, activation: str = "swiglu", *,
               up_weight: Optional[Tensor] = None, up_bias: Optional[Tensor] = None) -> Tensor:
-    """``linear(act(gate) * up, down_weight, down_bias)``; ``activation``: ``"swiglu"`` (SiLU),
-    ``"geglu"`` (GELU tanh) or ``"geglu_erf"``.
+    """``linear(act(gate) * up, down_weight, down_bias)``: :func:`fused_mlp` under the gated names, with
+    ``activation`` ``"swiglu"`` (SiLU, the default), ``"geglu"`` (GELU tanh) or ``"geglu_erf"``.
 
     Packed weights (one gate|up GEMM): gate_up_weight (2 hidden, d), the gate rows then the up rows,
     and gate_up_bias (2 hidden,). Separate weights (Hugging Face's gate_proj and up_proj, left as
     they are): gate_up_weight is the gate weight (hidden, d), gate_up_bias its bias, and
     ``up_weight`` (hidden, d) / ``up_bias`` the up projection's. down_weight (d_out, hidden).
-    The backward recomputes the activation instead of keeping it (see the module notes).
     """
-    _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias)
+    _check_mlp_args(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias,
+                    ("gate_up_weight", "gate_up_bias", "down_weight", "down_bias"), GATED)
+    return _run_mlp(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight, up_bias)
+
+
+def _run_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weight, up_bias) -> Tensor:
     if not use_triton(x):
-        return gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation,
-                             up_weight=up_weight, up_bias=up_bias)
-    act = ACTIVATIONS[activation]
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (
-            x, gate_up_weight, gate_up_bias, up_weight, up_bias, down_weight, down_bias)):
-        gate_pre, up_pre = _GateUpFunction.apply(x, gate_up_weight, gate_up_bias, up_weight, up_bias)
-        y2 = _DownFunction.apply(gate_pre, up_pre, down_weight, down_bias, (act, up_weight is None))
-    else:  # nothing to backpropagate: the GEMM(s) and the launcher, no autograd nodes
-        x2 = _rows(x)
-        gate_pre = F.linear(x2, gate_up_weight, gate_up_bias)
-        up_pre = None if up_weight is None else F.linear(x2, up_weight, up_bias)
-        y2 = _down_forward(gate_pre, up_pre, down_weight, down_bias, act)
-    return y2 if x.dim() == 2 else y2.view(*x.shape[:-1], down_weight.shape[0])
+        return fused_mlp_ref(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weight=up_weight,
+                             up_bias=up_bias)
+    if not wants_grad(x, fc1_weight, fc1_bias, up_weight, up_bias, fc2_weight, fc2_bias):
+        # nothing to backpropagate: the launcher, no autograd nodes
+        return _fused_mlp_fwd(x, fc1_weight, fc1_bias, up_weight, up_bias, fc2_weight, fc2_bias, activation)
+    gate_pre, up_pre = _GateUpFunction.apply(x, fc1_weight, fc1_bias, up_weight, up_bias)
+    y2 = _DownFunction.apply(gate_pre, up_pre, fc2_weight, fc2_bias, (activation, up_weight is None))
+    return y2 if x.dim() == 2 else y2.view(*x.shape[:-1], fc2_weight.shape[0])
 
 
 # ----------------------------------------------------------------------------------------
-# Reference (pure PyTorch): the oracle of the tests, the CPU fallback
+# Reference (pure PyTorch): the oracle of the tests, the CPU fallback, the benchmarks' baseline
 # ----------------------------------------------------------------------------------------
+
+
+def fused_mlp_ref(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], fc2_weight: Tensor,
+                  fc2_bias: Optional[Tensor] = None, activation: str = "gelu_tanh", *,
+                  up_weight: Optional[Tensor] = None, up_bias: Optional[Tensor] = None) -> Tensor:
+    """Pure-PyTorch :func:`fused_mlp`: the GEMMs in x's dtype, the activation in fp32 (fp64 for fp64), as the
+    kernel computes it, rounded to x's dtype."""
+    pre = F.linear(x, fc1_weight, fc1_bias)
+    if up_weight is not None:
+        pre = torch.cat([pre, F.linear(x, up_weight, up_bias)], dim=-1)
+    return F.linear(activation_ref(pre, activation).to(x.dtype), fc2_weight, fc2_bias)
 
 
 def gated_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias=None, activation="swiglu", *,
                   up_weight=None, up_bias=None):
-    """Pure-PyTorch :func:`gated_mlp`: the GEMMs in x's dtype, the activation in fp32 (as the kernel)."""
-    gate = F.linear(x, gate_up_weight, gate_up_bias)
-    up = None if up_weight is None else F.linear(x, up_weight, up_bias)
-    if activation == "swiglu":
-        hidden = swiglu_ref(gate, up)
-    else:
-        hidden = geglu_ref(gate, up, approximate="tanh" if activation == "geglu" else "none")
-    return F.linear(hidden, down_weight, down_bias)
+    """Pure-PyTorch :func:`gated_mlp` (:func:`fused_mlp_ref` under the gated names)."""
+    return fused_mlp_ref(x, gate_up_weight, gate_up_bias, down_weight, down_bias, activation, up_weight=up_weight,
+                         up_bias=up_bias)

@@ -28,7 +28,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.activation import check_gelu_approximation, gelu, gelu_grad
+from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad
+from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
 from blockfuse.ops.fp8 import (
@@ -47,13 +48,10 @@ from blockfuse.runtime import use_triton
 _PRE: tl.constexpr = tl.constexpr(1)
 _POST: tl.constexpr = tl.constexpr(2)
 NONE, PRE, POST = 0, _PRE.value, _POST.value
-# Activations applied after the affine, as kernel constants (0: none).
-_GELU_TANH: tl.constexpr = tl.constexpr(1)
-_GELU_ERF: tl.constexpr = tl.constexpr(2)
-GELU_CODES = {"tanh": _GELU_TANH.value, "none": _GELU_ERF.value}  # F.gelu's approximate -> the code
+# Activations applied after the affine: activation.GELU_CODES (0: none).
 
 # NOTE: the launch rule (``_tile``), measured on an H200 against the power-of-two tile it refined
-# (benchmarks/norm_rule.py; results in benchmarks/results/2026-11-27-nvidia-h200-norm-rule/):
+# (benchmarks/norm_rule.py; results in benchmarks/results/2026-11-27-nvidia-h200-norm-rotary-rules/):
 # * a row is held in registers as one power-of-two tile of next_power_of_2(N) lanes; only rows past
 #   TAIL_FROM_LANES take two power-of-two pieces (``row_pieces``: 11008 -> 8192 + 4096, not 16384): there
 #   the tile is at its 16 warps, so padded lanes cost registers no warp can take over (forward at 11008:
@@ -92,7 +90,7 @@ BWD_STAGES = 3
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
 # at 128 (ptxas' maxnreg) two programs fit, and with EVEN_N nothing spills. Measured on an H200
-# at [16384, 4096] (benchmarks/layer_norm_gelu_tiles.py): backward 0.54 (4 warps, register
+# at [16384, 4096] (benchmarks/NOTES.md, "Norms"): backward 0.54 (4 warps, register
 # prefetch, before the cheaper sigmoid in ops/activation.py) -> 0.74 of copy. Its forward takes the
 # plain norm's tile (one row of 4 warps): 0.83 -> 0.92 once the sigmoid was cheaper.
 ACT_BWD_ELEMENTS_PER_WARP = 512
@@ -292,6 +290,7 @@ def _norm_fwd_body(
         else:
             mean = tl.sum(acc, axis=1) / N
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            shift = tl.zeros([BLOCK_M], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
                 cols = c * BLOCK_N + offs
                 mask = row_mask[:, None] & _column_mask(offs, cols, N, BLOCK_N, EVEN_N)[None, :]
@@ -299,7 +298,12 @@ def _norm_fwd_body(
                                      dropout_p, dropout_scale, MODE, HAS_DROPOUT)
                 diff = tl.where(mask, z - mean[:, None], 0.0)
                 acc += diff * diff
-            var = tl.sum(acc, axis=1) / N
+                shift += tl.sum(diff, axis=1)
+            # The deviations' mean corrects the mean, as for a row in two pieces above: each lane summed
+            # NUM_CHUNKS values in sequence (300 + randn, 20000 wide: 3x PyTorch's error in y on the H200).
+            shift = shift / N
+            var = tl.sum(acc, axis=1) / N - shift * shift
+            mean += shift
     rstd = 1.0 / tl.sqrt(var + eps)
     if STATS:
         if not IS_RMS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 from typing import Optional, Sequence
 
@@ -42,9 +43,17 @@ LAYOUTS = ("bshd", "bhsd")
 # so that many programs fit on a multiprocessor. On an H200 (benchmarks/rotary_tiles.py) this
 # was 2% faster than 4096 / 1024 at [4, 2048, 32, 128] and [8, 4096, 32 (8 kv), 128], and 3% at
 # [1, 128, 16, 64].
-TILE_ELEMENTS = 1024
-ELEMENTS_PER_WARP = 256
-MAX_WARPS = 8
+@dataclass(frozen=True)
+class Tiles:
+    """The launch rule's tuning (``_tile``); benchmarks/rotary_tiles.py sweeps it."""
+
+    tile_elements: int = 1024  # elements (tokens x heads x head_dim) a program tile
+    elements_per_warp: int = 256
+    max_warps: int = 8
+
+
+TILES = Tiles()
+
 # NOTE: the pair axis of a tile is one power-of-two block of next_power_of_2(rotary_dim / 2) pairs (and
 # the pass-through part one of next_power_of_2(head_dim - rotary_dim) elements), masked past the pairs:
 # 44%, 37% and 25% of its lanes idle at head_dim 72, 80 and 96 (36, 40 and 48 pairs in 64 lanes). Tried
@@ -55,11 +64,9 @@ MAX_WARPS = 8
 # chunked 0.33-0.39x at head_dim 72 (forward 0.26-0.29 of copy), 0.26-0.33x at 80, 0.99-1.09x at 96; the
 # padded block 0.98-1.10x at 72 (forward 0.77-0.79 of copy), 1.02-1.10x at 80, 1.06-1.15x at 96. What
 # held head_dim 72 back was mainly its 2-byte loads (the alignment NOTE below), not the masked lanes.
-# Grid shapes (benchmarks/rotary_tiles.py sweeps them): SPLIT_HEADS gives each program one head
-# block of q or k (no loop over heads) once tokens alone fill the GPU; TOKENS_FIRST makes a "bhsd"
-# input's tiles span consecutive tokens of one head, which are adjacent in memory.
-SPLIT_HEADS = False
-TOKENS_FIRST = False
+# NOTE: the grid: a program loops over the heads of its token block (q and k in the same programs once
+# tokens alone fill the GPU). Two other grids measured no faster and went (benchmarks/NOTES.md, "Rotary
+# grid"): one head block a program, and "bhsd" tiles spanning a head's consecutive tokens.
 
 
 # ----------------------------------------------------------------------------------------
@@ -271,25 +278,22 @@ def _power_of_2_below(n: int) -> int:
 
 
 def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: int, min_programs: int,
-          tokens_first: bool = False, constants: Optional[tuple] = None):
+          tiles: Optional[Tiles] = None):
     """(BLOCK_T, BLOCK_H1, BLOCK_H2, BLOCK_P, BLOCK_PASS, splits1, splits2, qk_together, num_warps).
 
-    ``tokens_first``: consecutive tokens of one head are adjacent in memory ("bhsd"), so a tile
-    spans tokens before heads. splits1 / splits2: programs along the grid's second axis that rotate
-    the first / second tensor (qk_together: both in the same programs, splits2 then 0). ``constants``:
-    (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS), the module's when None (the launcher passes them,
-    so that the cached rule follows a sweep that sets them)."""
-    tile_elements, per_warp, split_heads = constants or (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS)
+    splits1 / splits2: programs along the grid's second axis that rotate the first / second tensor
+    (qk_together: both in the same programs, splits2 then 0). ``tiles``: the module's TILES when None (the
+    launcher passes it, so that the cached rule follows a sweep that sets it)."""
+    tiles = TILES if tiles is None else tiles
+    tile_elements, per_warp = tiles.tile_elements, tiles.elements_per_warp
     block_p = next_power_of_2(rotary_dim // 2)
     block_pass = next_power_of_2(pass_dim) if pass_dim else 1
     width = 2 * block_p + (block_pass if pass_dim else 0)
     heads_cap = _power_of_2_below(max(1, tile_elements // width))  # block shapes are powers of 2
-    if tokens_first:
-        heads_cap = 1
     block_h1 = min(next_power_of_2(heads1), heads_cap)
     block_h2 = min(next_power_of_2(max(heads2, 1)), heads_cap)
     # NOTE: few heads (or narrow heads) -> several tokens a program, so a program still
-    # moves about TILE_ELEMENTS a step.
+    # moves about tile_elements a step.
     block_t = _power_of_2_below(max(1, tile_elements // (max(block_h1, block_h2) * width)))
     # min(block_t, next_power_of_2(num_tokens)) in comparisons only: under torch.compile the token
     # count may be symbolic, and a comparison is a range guard (no recompile per sequence length).
@@ -307,16 +311,11 @@ def _tile(num_tokens: int, heads1: int, heads2: int, rotary_dim: int, pass_dim: 
         head_splits *= 2
     token_blocks = cdiv(num_tokens, block_t)
     filled = bool(token_blocks >= min_programs)  # a Python bool also for a symbolic token count
-    qk_together = heads2 == 0 or (filled and not split_heads)
-    if split_heads and filled:
-        # one head block a program: no loop, as an elementwise kernel
-        splits1, splits2 = cdiv(heads1, block_h1), cdiv(heads2, block_h2)
-    else:
-        splits1 = splits2 = head_splits
-    if qk_together:
-        splits2 = 0
+    qk_together = heads2 == 0 or filled
+    splits1 = head_splits
+    splits2 = 0 if qk_together else head_splits
     elements = block_t * max(block_h1, block_h2) * width
-    num_warps = _power_of_2_below(min(MAX_WARPS, max(1, elements // per_warp)))
+    num_warps = _power_of_2_below(min(tiles.max_warps, max(1, elements // per_warp)))
     return block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps
 
 
@@ -401,12 +400,9 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         return
     pass_dim = d - rotary_dim if copy_pass else 0
     min_programs = _min_programs(pairs[0][0].device)
-    # a head's consecutive tokens adjacent in memory (bhsd): tiles span tokens first
-    tokens_first = TOKENS_FIRST and x1_strides[2] > x1_strides[1]
     tile = _cached_tile if num_tokens.__class__ is int else _tile  # a symbolic token count: no cache
     block_t, block_h1, block_h2, block_p, block_pass, splits1, splits2, qk_together, num_warps = tile(
-        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, bool(tokens_first),
-        (TILE_ELEMENTS, ELEMENTS_PER_WARP, SPLIT_HEADS))
+        num_tokens, h1, h2, rotary_dim, pass_dim, min_programs, TILES)
     if position_ids is None:
         pos_strides = (0, 0)
     elif position_ids.dim() == 1:

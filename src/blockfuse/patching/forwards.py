@@ -19,8 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.gated import geglu, swiglu
-from blockfuse.ops.linear_act import fused_mlp
-from blockfuse.ops.mlp import gated_mlp
+from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.rotary import rotary
 from blockfuse.ops.sharding import local_shard
 
