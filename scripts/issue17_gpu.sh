@@ -3,7 +3,7 @@
 #
 #   bash scripts/issue17_gpu.sh OUT
 #
-# `blockfuse bench model ... --nproc N --parallel ...` (src/blockfuse/bench/distributed.py), providers eager,
+# `blockfuse bench model ... --nproc N --parallel ...` (src/blockfuse/bench/distributed/), providers eager,
 # compile (each block under torch.compile), fused, fused+compile; a step is zero grad + forward + MSE loss +
 # backward + AdamW step, bf16 compute, fp32 parameters and optimizer state, 20 steps (3 untimed) unless said:
 #

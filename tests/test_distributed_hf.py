@@ -36,7 +36,7 @@ def _sharded_norm_errors(rank, mesh) -> dict:
     from torch.distributed.tensor import DTensor, Shard
 
     from blockfuse.distributed import HeadShardedRMSNorm
-    from blockfuse.models.blocks import RMSNorm, rms_norm_eager
+    from blockfuse.models.eager import RMSNorm, rms_norm_eager
 
     device, tp = multiprocess.device(), multiprocess.WORLD
     errors = {}

@@ -176,7 +176,7 @@ def test_the_parser_sees_every_kind_of_import():
     seen = {(i.source, i.target, i.where) for i in IMPORTS}
     assert ("blockfuse.ops.norm", "blockfuse.ops.launch", "module") in seen  # from x import y
     assert ("blockfuse.envinfo", "blockfuse.runtime", "module") in seen  # from blockfuse import <module>
-    assert ("blockfuse.models.blocks", "blockfuse.nn", "module") in seen  # import x.y
+    assert ("blockfuse.models.fused", "blockfuse.nn", "module") in seen  # import x.y
     assert ("blockfuse.cli", "blockfuse.envinfo", "function") in seen  # inside a function
     assert ("blockfuse.analyze.kernels", "blockfuse.ops", "function") in seen  # importlib.import_module(f"...")
     assert ("blockfuse.bench.norm", "blockfuse", "function") in seen  # the public face

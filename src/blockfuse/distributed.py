@@ -45,7 +45,7 @@ of rank 0 | q heads of rank 1 | ...] (rank r's q heads are ``r * heads / tp`` to
 kv heads likewise), [gate of rank 0 | up of rank 0 | gate of rank 1 | ...] for the MLP (:func:`rank_major_rows`),
 and that layout is placed ``Shard(0)``: each rank's local weight is exactly the packed weight of a block with its
 heads (hidden columns), so one GEMM gives its q, k and v (gate and up) and the kernels run unchanged on local
-tensors. The module learns its share through ``shards`` (models/blocks.py): the fused attention splits and views
+tensors. The module learns its share through ``shards`` (models/fused.py): the fused attention splits and views
 its local heads, the fused MLP runs its one op on its local weights and leaves the output bias to
 :class:`FeedForwardParallel`, which adds it after the reduction.
 
@@ -75,10 +75,10 @@ and in the backward, with ``g_j = dy_j * w_j``::
     dw_j  = sum over the rows of dy_j * x_j * rstd         (this rank's entries only: ``Shard(0)`` like w)
 
 (:func:`sharded_rms_norm`, an autograd function; both rounding conventions, Llama's and OLMo-2's, as
-:class:`blockfuse.models.blocks.RMSNorm`). One all-reduce of a (tokens, 1) fp32 tensor per norm in each direction,
+:class:`blockfuse.models.eager.RMSNorm`). One all-reduce of a (tokens, 1) fp32 tensor per norm in each direction,
 and no gather: q and k come out of the column-parallel projection with every token on every rank (attention's input
 is gathered along the sequence first), so the group's sum is the whole row's. The eager attention calls its norm
-modules; the fused one calls them through ``models.blocks._norm``, which calls a norm module that is not one of
+modules; the fused one calls them through ``models.fused._norm``, which calls a norm module that is not one of
 ``blockfuse.nn``'s (this one) as a module. QK-norm with LayerNorm (no model has it) is refused.
 
 Hugging Face models (``blockfuse.patch``-ed or not): ``tp_plan`` takes a Llama or OLMo-2 model (``*ForCausalLM``,
@@ -137,9 +137,9 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 import blockfuse.nn
-from blockfuse.models.blocks import (
-    Attention, FeedForward, FusedAttention, FusedFeedForward, TransformerBlock, TransformerStack,
-)
+from blockfuse.models.blocks import TransformerBlock, TransformerStack
+from blockfuse.models.eager import Attention, FeedForward
+from blockfuse.models.fused import FusedAttention, FusedFeedForward
 from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 

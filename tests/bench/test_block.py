@@ -193,7 +193,7 @@ def test_compile_times_cold_and_warm(tmp_path):
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
 def test_fp8_linear_layers_in_every_provider(recipe):
     """``linear="fp8:RECIPE"``: each provider's copy has its Linear layers as Float8Linear (the fused blocks' MLP
-    keeps its weights in gated_mlp), the eager bf16 module is untouched, and the errors against fp32 are FP8's:
+    runs its GEMMs through them too), the eager bf16 module is untouched, and the errors against fp32 are FP8's:
     larger than bf16's, yet small. A bad value names the argument."""
     from blockfuse.nn.fp8 import Float8Linear
 

@@ -141,3 +141,23 @@ def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
     assert found["fused"]["tokens_per_s"] == 5000.0
     text = (tmp_path / "max-batch-standard-x2.md").read_text()
     assert "| fsdp | fused | 5 | 5000 | 2.50 |" in text and "0.5 of each GPU" in text and "torch t" in text
+
+
+def test_peak_memory_by_phase_of_a_step(monkeypatch):
+    """The training loop reads the allocator's peak after the forward, the backward and the optimizer step, each
+    phase's largest over the steps, and the step's peak is the largest of them (fake CUDA counters: no GPU)."""
+    from types import SimpleNamespace
+
+    from blockfuse.bench.distributed import training
+
+    readings = iter(mib * 2**20 for mib in (10, 30, 20, 12, 25, 40))  # step 1: fwd, bwd, opt; step 2
+    resets = []
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: next(readings))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: resets.append(1))
+    world = SimpleNamespace(cuda=True, synchronize=lambda: None)
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses, times, peak, _, phases = training.train(
+        model, optimizer, lambda i: (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), SimpleNamespace(steps=2), world)
+    assert phases == {"forward": 12.0, "backward": 30.0, "optimizer": 40.0} and peak == 40.0
+    assert len(losses) == len(times) == 2 and len(resets) == 1 + 6  # once before the steps, then after each phase

@@ -14,7 +14,7 @@ from blockfuse.models import (
     PRESETS, BlockConfig, TransformerBlock, TransformerStack, build_block, build_model, convert, named_gradients,
     width_overrides,
 )
-from blockfuse.models.blocks import _attend, apply_rotary, rotary_tables
+from blockfuse.models.eager import _attend, apply_rotary, rotary_tables
 from tests.helpers import assert_all_close_to_reference, assert_close_to_reference, relative_error
 
 TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96}
@@ -181,13 +181,14 @@ def test_pre_norm_outputs_are_recomputed_not_kept(key, layers, recomputed, monke
     """A fused pre-norm block keeps neither norm's output for the backward (the QKV GEMM and the MLP
     would): each is recomputed once in the backward from the norm's input, with the same gradients
     (test_fused_stack_matches_eager_stack). Reordered blocks' norms feed the residual, not a GEMM."""
-    from blockfuse.models import blocks
+    from blockfuse.models import blocks, fused as fused_module, recompute as recompute_module
 
     eager, inputs = _variant(key, layers=layers)
     fused = convert(eager, "fused")
     calls = []
-    original = blocks._norm
-    monkeypatch.setattr(blocks, "_norm", lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs))
+    original = fused_module._norm
+    for module in (blocks, fused_module, recompute_module):  # where _norm is looked up: blocks, QK-norm, recomputation
+        monkeypatch.setattr(module, "_norm", lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs))
     x = inputs[0].detach().clone().requires_grad_()
     out = fused(x, *inputs[1:])
     forward_calls = len(calls)
@@ -204,11 +205,11 @@ def test_reordered_attention_projection_is_recomputed_not_kept(layers, monkeypat
     """A fused reordered block does not keep its attention output projection (the post-norm's input)
     for the backward: the backward rebuilds it once per block from the attention output, bit for bit,
     and nothing is recomputed without autograd."""
-    from blockfuse.models import blocks
+    from blockfuse.models import recompute as recompute_module
 
     recomputed = []
 
-    class Recording(blocks._RecomputedOutput):
+    class Recording(recompute_module._RecomputedOutput):
         def __init__(self, y, recompute):
             def counted():
                 rebuilt = recompute()
@@ -220,7 +221,7 @@ def test_reordered_attention_projection_is_recomputed_not_kept(layers, monkeypat
             super().__init__(y, counted)
 
     kept = []
-    monkeypatch.setattr(blocks, "_RecomputedOutput", Recording)
+    monkeypatch.setattr(recompute_module, "_RecomputedOutput", Recording)
     eager, inputs = _variant("reordered", layers=layers)
     fused = convert(eager, "fused")
     x = inputs[0].detach().clone().requires_grad_()
@@ -244,11 +245,11 @@ def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
     import gc
     import weakref
 
-    from blockfuse.models import blocks
+    from blockfuse.models import recompute as recompute_module
 
     kept = []
 
-    class Recording(blocks._RecomputedOutput):
+    class Recording(recompute_module._RecomputedOutput):
         def __init__(self, y, recompute):
             super().__init__(y, recompute)
             pack = self.pack_hook
@@ -261,7 +262,7 @@ def test_recomputed_norm_outputs_leak_nothing(key, monkeypatch):
 
             self.pack_hook = recording
 
-    monkeypatch.setattr(blocks, "_RecomputedOutput", Recording)
+    monkeypatch.setattr(recompute_module, "_RecomputedOutput", Recording)
     eager, inputs = _variant(key, layers=2)
     fused = convert(eager, "fused")
     x = inputs[0].detach().clone().requires_grad_()
@@ -280,10 +281,10 @@ def test_fused_stack_frees_each_branch_once_added(key, monkeypatch):
     through the MLP, where the stack's forward peaks: 288 MiB of the siglip2 encoder's peak.)"""
     import weakref
 
-    from blockfuse.models import blocks
+    from blockfuse.models.fused import FusedAttention, FusedFeedForward
 
     outputs, alive_at_mlp = [], []
-    attention_forward, ffn_forward = blocks.FusedAttention.forward, blocks.FusedFeedForward.forward
+    attention_forward, ffn_forward = FusedAttention.forward, FusedFeedForward.forward
 
     def recording_attention(self, *args, **kwargs):
         out = attention_forward(self, *args, **kwargs)
@@ -296,8 +297,8 @@ def test_fused_stack_frees_each_branch_once_added(key, monkeypatch):
         outputs.append(("mlp", weakref.ref(out)))
         return out
 
-    monkeypatch.setattr(blocks.FusedAttention, "forward", recording_attention)
-    monkeypatch.setattr(blocks.FusedFeedForward, "forward", recording_ffn)
+    monkeypatch.setattr(FusedAttention, "forward", recording_attention)
+    monkeypatch.setattr(FusedFeedForward, "forward", recording_ffn)
     eager, inputs = _variant(key, layers=3)
     fused = convert(eager, "fused")
     x = inputs[0].detach().clone().requires_grad_()

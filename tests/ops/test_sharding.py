@@ -199,7 +199,7 @@ def _rotary_worker(rank, name):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    from blockfuse.models.blocks import rotary_half_tables
+    from blockfuse.models.eager import rotary_half_tables
 
     device = multiprocess.device()
     mesh = init_device_mesh(device, (multiprocess.WORLD,))

@@ -70,7 +70,7 @@ class BlockSettings:
     # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
     compile_times: tuple[str, ...] = ()
     # the Linear layers: "bf16" (as built) or "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
-    # provider's copy, before it is compiled; the fused blocks' MLP runs its GEMMs inside gated_mlp: bf16)
+    # provider's copy, before it is compiled)
     linear: str = "bf16"
 
 

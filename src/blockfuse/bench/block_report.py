@@ -195,7 +195,7 @@ def markdown(meta: dict, workload: dict, records: list[dict], with_targets: bool
         f"- command: `{meta['command']}`",
         f"- workload: {workload['layers']} layer(s), input {shape} {workload['dtype']}"
         + (", key-padding mask" if workload.get("padding_mask") else "")
-        + (f", Linear layers {workload['linear']} (blockfuse.fp8.convert; the fused blocks' MLP GEMMs stay bf16)"
+        + (f", Linear layers {workload['linear']} (blockfuse.fp8.convert)"
            if workload.get("linear", "bf16") != "bf16" else "")
         + f"; {workload['forward_gflop']:.1f} GFLOP forward (GEMMs + attention)",
         "",

@@ -32,9 +32,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blockfuse.models.blocks import (
-    Attention, FeedForward, RMSNorm, TransformerBlock, TransformerStack, layer_norm_eager, rms_norm_eager,
-)
+from blockfuse.models.blocks import TransformerBlock, TransformerStack
+from blockfuse.models.eager import Attention, FeedForward, RMSNorm, layer_norm_eager, rms_norm_eager
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 

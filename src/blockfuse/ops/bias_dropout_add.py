@@ -24,7 +24,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
+from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
 )
@@ -79,9 +79,8 @@ def _bias_dropout_add_fwd_kernel(
     z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         z += tl.load(BIAS + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-    if HAS_DROPOUT:
-        keep = dropout_keep_tile(tl.load(SEED), rows, cols, N, p, HAS_DROPOUT)
-        z = tl.where(keep, z * scale, 0.0)
+    if HAS_DROPOUT:  # NOTE: SEED is None without dropout
+        z = dropout_tile(z, tl.load(SEED), rows, cols, N, p, scale, HAS_DROPOUT)
     z += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     tl.store(OUT + rows[:, None] * stride_out + cols[None, :], z.to(OUT.dtype.element_ty), mask=mask)
 
@@ -129,9 +128,7 @@ def _bias_dropout_add_bwd_kernel(
             next_rows = rows + num_programs * BLOCK_M
             next_mask = (next_rows < M)[:, None] & col_mask[None, :]
             dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
-        if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, p, HAS_DROPOUT)
-            dx = tl.where(keep, dx * scale, 0.0)
+        dx = dropout_tile(dx, seed, rows, cols, N, p, scale, HAS_DROPOUT)
         if WRITE_DX:
             tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         if HAS_BIAS:

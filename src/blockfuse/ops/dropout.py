@@ -97,6 +97,16 @@ def dropout_keep_tile(seed, rows, cols, N, p, DROPOUT: tl.constexpr):
 
 
 @triton.jit
+def dropout_tile(v, seed, rows, cols, N, p, scale, DROPOUT: tl.constexpr):
+    """The (rows, cols) tile ``v`` after dropout: kept elements times ``scale``, the others 0 (the mask of
+    :func:`dropout_keep_tile`); ``v`` as it is when ``DROPOUT`` is 0 (no dropout)."""
+    if DROPOUT:
+        keep = dropout_keep_tile(seed, rows, cols, N, p, DROPOUT)
+        v = tl.where(keep, v * scale, 0.0)
+    return v
+
+
+@triton.jit
 def _keep_mask_kernel(
     SEED,  # int64 [1]: the dropout seed
     MASK,  # bool as int8 [numel]: 1 where kept

@@ -31,7 +31,7 @@ from torch import Tensor
 from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_keep_tile, dropout_scale
+from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.fp8 import (
     E4M3_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
     delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
@@ -122,6 +122,14 @@ def _column_mask(offs, cols, N, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
 
 
 @triton.jit
+def _chunk_columns(c, offs, row_mask, N, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr):
+    """Chunk ``c`` of a row read in chunks: its columns, their mask, and the (rows, columns) tile's mask."""
+    cols = c * BLOCK_N + offs
+    col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
+    return cols, col_mask, row_mask[:, None] & col_mask[None, :]
+
+
+@triton.jit
 def _load_norm_input(
     X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p, dropout_scale,
     MODE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -129,11 +137,18 @@ def _load_norm_input(
     """The fp32 tile that is normalized: ``x``, or ``residual + dropout(x)`` in pre mode."""
     z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if MODE == _PRE:
-        if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-            z = tl.where(keep, z * dropout_scale, 0.0)
-        z += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        z = _residual_plus_dropout(z, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
+                                   HAS_DROPOUT)
     return z
+
+
+@triton.jit
+def _residual_plus_dropout(v, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
+                           HAS_DROPOUT: tl.constexpr):
+    """``residual + dropout(v)`` in fp32 for the (rows, cols) tile ``v``: the pre mode's input, the post mode's
+    output."""
+    v = dropout_tile(v, seed, rows, cols, N, dropout_p, dropout_scale, HAS_DROPOUT)
+    return v + tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -276,8 +291,7 @@ def _norm_fwd_body(
         # large mean, and rows this wide are rare enough that the extra read is cheap.
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for c in range(NUM_CHUNKS):
-            cols = c * BLOCK_N + offs
-            mask = row_mask[:, None] & _column_mask(offs, cols, N, BLOCK_N, EVEN_N)[None, :]
+            cols, _, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
             z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                  dropout_scale, MODE, HAS_DROPOUT)
             if IS_RMS:
@@ -292,8 +306,7 @@ def _norm_fwd_body(
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             shift = tl.zeros([BLOCK_M], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
-                cols = c * BLOCK_N + offs
-                mask = row_mask[:, None] & _column_mask(offs, cols, N, BLOCK_N, EVEN_N)[None, :]
+                cols, _, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N,
                                      dropout_p, dropout_scale, MODE, HAS_DROPOUT)
                 diff = tl.where(mask, z - mean[:, None], 0.0)
@@ -313,9 +326,7 @@ def _norm_fwd_body(
     # Normalize, affine, activation or residual; write.
     if FP8 == 0:
         for c in range(NUM_CHUNKS):
-            cols = c * BLOCK_N + offs
-            col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-            mask = row_mask[:, None] & col_mask[None, :]
+            cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
             if NUM_CHUNKS > 1:
                 z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                      dropout_scale, MODE, HAS_DROPOUT)
@@ -338,9 +349,7 @@ def _norm_fwd_body(
                 # amax before anything is written: x read a third time (mostly from L2), y computed twice.
                 amax = tl.zeros([BLOCK_M], dtype=tl.float32)
                 for c in range(NUM_CHUNKS):
-                    cols = c * BLOCK_N + offs
-                    col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-                    mask = row_mask[:, None] & col_mask[None, :]
+                    cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                     z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                          dropout_scale, MODE, HAS_DROPOUT)
                     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
@@ -373,9 +382,7 @@ def _norm_fwd_body(
             inverse = reciprocal(scale)
             amax = tl.zeros([BLOCK_M], dtype=tl.float32)  # tensorwise: each row's, over every piece
             for c in range(NUM_CHUNKS):
-                cols = c * BLOCK_N + offs
-                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-                mask = row_mask[:, None] & col_mask[None, :]
+                cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 if NUM_CHUNKS > 1:
                     z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                          dropout_scale, MODE, HAS_DROPOUT)
@@ -445,10 +452,8 @@ def _norm_fwd_value(
     if ACTIVATION != 0:
         y = gelu(y, ACTIVATION == _GELU_TANH)
     if MODE == _POST:
-        if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-            y = tl.where(keep, y * dropout_scale, 0.0)
-        y += tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        y = _residual_plus_dropout(y, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
+                                   HAS_DROPOUT)
     return y
 
 
@@ -496,9 +501,7 @@ def _norm_bwd_math(
     an activation."""
     xhat = tl.where(mask, (z - mean[:, None]) * rstd[:, None], 0.0)
     if MODE == _POST:
-        if HAS_DROPOUT:
-            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-            dy = tl.where(keep, dy * dropout_scale, 0.0)
+        dy = dropout_tile(dy, seed, rows, cols, N, dropout_p, dropout_scale, HAS_DROPOUT)
     if ACTIVATION != 0:
         # NOTE: the activation's input is recomputed from x and the statistics (as the
         # forward computed it, in fp32) instead of being saved: one tensor less to write in
@@ -568,8 +571,7 @@ def _store_input_grad(
             dz += tl.load(DS + rows[:, None] * stride_ds + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         if HAS_DROPOUT:
             tl.store(DRES + rows[:, None] * stride_dres + cols[None, :], dz.to(DRES.dtype.element_ty), mask=mask)
-            keep = dropout_keep_tile(seed, rows, cols, N, dropout_p, HAS_DROPOUT)
-            dz = tl.where(keep, dz * dropout_scale, 0.0)
+        dz = dropout_tile(dz, seed, rows, cols, N, dropout_p, dropout_scale, HAS_DROPOUT)
     tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dz.to(DX.dtype.element_ty), mask=mask)
 
 
@@ -704,9 +706,7 @@ def _norm_bwd_kernel(
             c1_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             c2_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
-                cols = c * BLOCK_N + offs
-                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-                mask = row_mask[:, None] & col_mask[None, :]
+                cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
                     dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
@@ -716,9 +716,7 @@ def _norm_bwd_kernel(
             c1 = tl.sum(c1_acc, axis=1) / N
             c2 = tl.sum(c2_acc, axis=1) / N
             for c in range(NUM_CHUNKS):
-                cols = c * BLOCK_N + offs
-                col_mask = _column_mask(offs, cols, N, BLOCK_N, EVEN_N)
-                mask = row_mask[:, None] & col_mask[None, :]
+                cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
                     dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,

@@ -94,6 +94,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                                      number(r.get("peak_mib"), ".0f"), number(memory, ".2f"), f"{r['loss']:.6g}",
                                      number(one.get("losses", [None])[-1], ".6g"), diff, number(one.get("ms"), ".1f"),
                                      number(r.get("speedup_vs_one_gpu"), ".2f")]) + " |")
+        lines += _phase_lines(mine)
         lines += _communication_lines(mine, workload)
     if not cuda:
         lines += ["", "On the CPU (gloo): the figures check the harness and the loss, not the speed; no CUDA memory."]
@@ -101,6 +102,18 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         lines += ["", NOISE_NOTE]
     lines += ["", "Providers: " + "; ".join(f"`{p}`: {text}" for p, text in workload["labels"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _phase_lines(records: list[dict]) -> list[str]:
+    """Where each provider's peak sits: the largest rank's peak in each phase of a step."""
+    rows = []
+    for r in records:
+        by_rank = [p for p in r.get("peak_mib_by_phase_by_rank") or [] if p]
+        if by_rank:
+            peaks = {phase: max(p[phase] for p in by_rank) for phase in by_rank[0]}
+            rows.append(f"- {r['provider']}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()))
+    return ["", "Peak MiB per GPU in each phase of a step (the largest rank's; the step's peak is the largest):",
+            "", *rows] if rows else []
 
 
 def _communication_lines(records: list[dict], workload: dict) -> list[str]:

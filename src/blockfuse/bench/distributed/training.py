@@ -152,18 +152,34 @@ class Optimizer:
             master.grad = None
 
 
+PHASES = ("forward", "backward", "optimizer")
+
+
 def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Settings, world: World):
-    """Trains ``settings.steps`` steps; ``(losses, step ms, peak MiB, step)``: each step's loss (this rank's
-    batch), each step's wall time (synchronized), the peak CUDA memory allocated over the steps (None on the
-    CPU), and the step function (for the profiler)."""
+    """Trains ``settings.steps`` steps; ``(losses, step ms, peak MiB, step, peak MiB by phase)``: each step's loss
+    (this rank's batch), each step's wall time (synchronized), the peak CUDA memory allocated over the steps (None
+    on the CPU), the step function (for the profiler), and the peak of each phase of a step over the steps
+    (PHASES: zero grad + forward + loss, backward, optimizer step; None on the CPU): where the peak sits, e.g.
+    the activations' backward or the optimizer's temporaries (NOTE: the allocator's counters, read on the host
+    between the phases: no synchronization)."""
     import torch.nn.functional as F
+
+    phase_peaks = dict.fromkeys(PHASES, 0.0)
+
+    def phase_done(phase: str) -> None:
+        if world.cuda:
+            phase_peaks[phase] = max(phase_peaks[phase], torch.cuda.max_memory_allocated() / 2**20)
+            torch.cuda.reset_peak_memory_stats()
 
     def step(x, target):
         optimizer.zero_grad()
         out = run(x)  # (batch, seq, d_model)
         loss = F.mse_loss(out.float(), target)
+        phase_done("forward")
         loss.backward()
+        phase_done("backward")
         optimizer.step()
+        phase_done("optimizer")
         return loss.detach()
 
     losses, times = [], []
@@ -178,8 +194,8 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
         world.synchronize()
         times.append((time.perf_counter() - began) * 1e3)
         del x, target
-    peak = torch.cuda.max_memory_allocated() / 2**20 if world.cuda else None
-    return torch.stack(losses).float(), times, peak, step
+    peak = max(phase_peaks.values()) if world.cuda else None
+    return torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None
 
 
 def step_timing(times: list[float], warmup: int) -> dict:
@@ -203,7 +219,7 @@ def train_one_gpu(work: Work, provider: str, data_ranks: int) -> dict:
     if "compile" in provider:
         compile_blocks(model)
     optimizer = Optimizer(model, settings, copies=work.dtype != torch.float32)
-    losses, times, peak, _ = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
+    losses, times, peak, _, _ = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
     batch, seq, _ = settings.shape
     result = {"batch": batch * data_ranks, "losses": [float(v) for v in losses], "peak_mib": peak,
               **step_timing(times, settings.warmup)}
@@ -245,12 +261,14 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
     distribute(model, parallel, provider, work)
     optimizer = Optimizer(model, settings, copies=not fsdp and work.dtype != torch.float32)
     data_ranks, index = world.data_parallel(parallel)
-    losses, times, peak, step = train(model, optimizer, lambda i: work.batch(i, data_ranks, index), settings, world)
+    losses, times, peak, step, phase_peaks = train(model, optimizer, lambda i: work.batch(i, data_ranks, index),
+                                                   settings, world)
     # the global loss: the mean of the data-parallel ranks' (tensor-parallel ranks hold equal ones)
     losses = losses.to(world.device)
     dist.all_reduce(losses)
     losses /= world.size
-    result = {"losses": [float(v) for v in losses.cpu()], "peak_mib": peak, "times": times,
+    result = {"losses": [float(v) for v in losses.cpu()], "peak_mib": peak, "peak_mib_by_phase": phase_peaks,
+              "times": times,
               "reserved_mib": torch.cuda.max_memory_reserved() / 2**20 if world.cuda else None}
     if settings.profile:
         x, target = work.batch(settings.steps, data_ranks, index)

@@ -1,0 +1,238 @@
+"""The fused block's modules: the eager modules' parameters in fused form (one QKV GEMM, one gate|up GEMM)
+running on blockfuse ops, the norm helpers that call the fused norms with a residual form per call, and the
+state-dict hooks (:class:`_StackedLinear`) that save and load the fused weights under the eager names: split when
+saving, concatenated when loading, each rank's rows under tensor parallelism."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import blockfuse.nn
+from blockfuse.models.config import BlockConfig
+from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
+from blockfuse.nn.fp8 import Float8Linear
+from blockfuse.ops.gated import geglu, swiglu
+from blockfuse.ops.mlp import fused_mlp, gated_mlp
+from blockfuse.ops.norm import layer_norm, rms_norm
+from blockfuse.ops.rotary import rotary
+from blockfuse.ops.sharding import is_dtensor, local_shard
+
+
+def _fused_norm(config: BlockConfig, width: int) -> nn.Module:
+    if config.norm == "layer":
+        return blockfuse.nn.LayerNorm(width, eps=config.norm_eps, bias=config.bias)
+    return blockfuse.nn.RMSNorm(width, eps=config.norm_eps, cast_before_weight=config.rms_cast_before_weight)
+
+
+def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
+          training: bool = True):
+    """Calls a blockfuse norm module's functional with a residual form chosen per call. Another norm module
+    (tensor parallelism's head-sharded QK-norm, blockfuse.distributed) is called as it is, without residual."""
+    if isinstance(module, blockfuse.nn.LayerNorm):
+        return layer_norm(x, module.weight, module.bias, module.eps, residual=residual, residual_mode=mode,
+                          dropout_p=p, training=training)
+    if isinstance(module, blockfuse.nn.RMSNorm):
+        return rms_norm(x, module.weight, module.eps, residual=residual, residual_mode=mode, dropout_p=p,
+                        training=training, cast_before_weight=module.cast_before_weight)
+    if residual is not None or p:
+        raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual or dropout")
+    return module(x)
+
+
+def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
+    """``t.split(widths)`` along the rows; for a fused weight split across ``shards`` ranks (a DTensor
+    Shard(0) of the rank-major layout, see :class:`_StackedLinear`) each rank splits its own rows, and
+    each part is a DTensor Shard(0) of that part's weight."""
+    if shards == 1 or not is_dtensor(t):
+        return list(t.split(widths, dim=0))
+    from torch.distributed.tensor import DTensor
+
+    parts = t.to_local().split([width // shards for width in widths], dim=0)
+    return [DTensor.from_local(part, t.device_mesh, t.placements, run_check=False) for part in parts]
+
+
+def _join_rows(name: str, parts: list[Tensor], shards: int, current: Optional[Tensor]) -> Tensor:
+    """The inverse of :func:`_split_rows`: the parts' rows concatenated. Split across ranks (``current``: the
+    fused parameter, a DTensor), each rank's own rows: from parts placed Shard(0) (a sharded state dict), or
+    its 1/shards of whole parts (a full one: ``torch.distributed.checkpoint``'s ``full_state_dict`` hands
+    these names over as they are, since they are no parameter's)."""
+    if shards == 1:
+        return torch.cat(parts)
+    from torch.distributed.tensor import DTensor, Shard
+
+    mesh = current.device_mesh
+    if all(is_dtensor(t) and tuple(t.placements) == (Shard(0),) for t in parts):
+        local = [t.to_local() for t in parts]
+    elif not any(is_dtensor(t) for t in parts):
+        local = [t.chunk(shards, dim=0)[mesh.get_local_rank()] for t in parts]
+    else:
+        got = [tuple(t.placements) if is_dtensor(t) else "a plain tensor" for t in parts]
+        raise ValueError(f"{name}: a tensor-parallel fused weight loads its parts as DTensors placed Shard(0) "
+                         f"(the sharded state dict of the same plan) or as whole tensors, got {got}")
+    return DTensor.from_local(torch.cat(local), mesh, current.placements, run_check=False)
+
+
+class _StackedLinear(nn.Module):
+    """Mixin: a Linear whose rows are the concatenation of several eager Linears, saved and loaded
+    under the eager names (``{prefix}{part}.weight``, ``.bias``).
+
+    Under tensor parallelism (:func:`blockfuse.distributed.tp_plan`) ``shards`` is the number of ranks:
+    rank r's rows of the fused Linear are its 1/shards of every part in order ([its q heads | its k
+    heads | its v heads], [its gate rows | its up rows]), a DTensor Shard(0) of that rank-major layout.
+    Saved, each part is a DTensor Shard(0) of the part's own weight (the eager layout under the same
+    plan), and loading takes the same."""
+
+    shards = 1
+
+    def _register_split(self, fused_name: str, parts: tuple[str, ...], widths_of) -> None:
+        self._split = (fused_name, parts, widths_of)
+        if hasattr(self, "register_state_dict_post_hook"):
+            self.register_state_dict_post_hook(self._split_state)
+        else:  # torch < 2.5
+            self._register_state_dict_hook(self._split_state)
+        self.register_load_state_dict_pre_hook(self._join_state)
+
+    @staticmethod
+    def _split_state(module, state_dict, prefix, local_metadata):
+        fused_name, parts, widths_of = module._split
+        for suffix in ("weight", "bias"):
+            key = f"{prefix}{fused_name}.{suffix}"
+            if key not in state_dict:
+                continue
+            for part, tensor in zip(parts, _split_rows(state_dict.pop(key), widths_of(module), module.shards)):
+                state_dict[f"{prefix}{part}.{suffix}"] = tensor
+
+    @staticmethod
+    def _join_state(module, state_dict, prefix, *args):
+        fused_name, parts, _ = module._split
+        for suffix in ("weight", "bias"):
+            keys = [f"{prefix}{part}.{suffix}" for part in parts]
+            if all(key in state_dict for key in keys):
+                name = f"{prefix}{fused_name}.{suffix}"
+                current = getattr(getattr(module, fused_name), suffix)
+                state_dict[name] = _join_rows(name, [state_dict.pop(key) for key in keys], module.shards, current)
+
+
+class FusedAttention(_FP32Tables, _StackedLinear):
+    """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout; always SDPA
+    (``config.attention`` is the eager block's choice)."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        self.max_seq_len = config.max_seq_len
+        d = config.d_model
+        self.qkv_proj = nn.Linear(d, config.q_width + 2 * config.kv_width, bias=config.bias)
+        self.o_proj = nn.Linear(config.q_width, d, bias=config.bias)
+        if config.qk_norm:
+            self.q_norm = _fused_norm(config, config.q_width)
+            self.k_norm = _fused_norm(config, config.kv_width)
+        if config.rope:
+            self._register_tables()
+        else:
+            self.cos = self.sin = None
+        self._register_split("qkv_proj", ("q_proj", "k_proj", "v_proj"),
+                             lambda m: (m.config.q_width, m.config.kv_width, m.config.kv_width))
+
+    def _make_tables(self):
+        return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
+
+    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
+        (under tensor parallelism, this rank's heads: q_width / shards)."""
+        cfg = self.config
+        batch, seq, _ = x.shape
+        heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
+        # (batch, seq, q_width), (batch, seq, kv_width) x 2: strided views of one GEMM's output, no copies
+        widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
+        # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
+        # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
+        q, k, v = self.qkv_proj(x).split(widths, dim=-1)
+        if cfg.qk_norm:
+            q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
+        q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
+        k = k.view(batch, seq, kv_heads, cfg.head_size)
+        v = v.view(batch, seq, kv_heads, cfg.head_size)
+        if cfg.rope:
+            self._grow_tables(seq)
+            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
+        if cfg.rope and not cfg.qk_norm:
+            # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
+            # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
+            # QK-norm the norms keep qkv anyway (they save their inputs), and without RoPE q and
+            # k are views of it: no copy there (a copy would keep one more (tokens, kv_width)
+            # tensor per layer: 144 MiB a layer for siglip2, seen on an H200).
+            v = v.contiguous()
+        # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
+        # transposed views: cuDNN and flash attention read them without a copy and write their
+        # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
+        # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
+        # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
+        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+        return out.transpose(1, 2).reshape(batch, seq, widths[0])
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        return self.o_proj(self.attend(x, padding_mask))
+
+
+class FusedFeedForward(_StackedLinear):
+    """The MLP on one gate|up GEMM, the packed SwiGLU / GeGLU kernel and the down GEMM (GELU MLP: fc1
+    with GELU in its GEMM's epilogue, fc2), the activation recomputed in the backward. With FP8 Linear
+    layers (``blockfuse.fp8.convert``) the GEMMs run through them instead (:meth:`_forward_fp8`)."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        d, hidden = config.d_model, config.ffn_hidden
+        if config.gated:
+            self.gate_up_proj = nn.Linear(d, 2 * hidden, bias=config.bias)
+            self.down_proj = nn.Linear(hidden, d, bias=config.bias)
+            self._register_split("gate_up_proj", ("gate_proj", "up_proj"), lambda m: (hidden, hidden))
+        else:
+            self.fc1 = nn.Linear(d, hidden, bias=config.bias)
+            self.fc2 = nn.Linear(hidden, d, bias=config.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
+        if isinstance(inner, Float8Linear) or isinstance(outer, Float8Linear):
+            return self._forward_fp8(x, inner, outer)
+        weights = (inner.weight, inner.bias, outer.weight, outer.bias)
+        if self.shards > 1:
+            # Tensor parallelism (blockfuse.distributed): the weights are DTensors; the op runs on this rank's
+            # shards, and the output projection's bias is left to the plan, which adds it once to the sum of
+            # the ranks' partial outputs.
+            weights = (local_shard(inner.weight), local_shard(inner.bias), local_shard(outer.weight), None)
+        if self.config.gated:
+            # NOTE: one op for the whole MLP so the backward recomputes the activation instead of
+            # keeping tokens x hidden alive (ops/mlp.py).
+            return gated_mlp(x, *weights, self.config.mlp)
+        # GELU MLP: the same op with an ungated activation; it keeps only x and the pre-activation, and
+        # the backward recomputes the activation (ops/mlp.py).
+        return fused_mlp(x, *weights, self.config.mlp)
+
+    def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module) -> Tensor:
+        """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
+        (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Without
+        gradients and with a rowwise FP8 down projection, the gated kernel writes its output in e4m3 with each
+        row's scale in the same pass and the down projection takes it as it is (no cast pass).
+
+        NOTE: not ``gated_mlp``, whose GEMMs are bf16 cuBLAS calls inside one op: here autograd keeps the
+        activation's output for the down projection's backward (tokens x hidden, as eager does), so the FP8
+        MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
+        if self.shards > 1:
+            raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
+        pre = inner(x)
+        mlp = self.config.mlp
+        if mlp == "gelu_tanh":
+            return outer(F.gelu(pre, approximate="tanh"))
+        gated = swiglu if mlp == "swiglu" else geglu
+        needs_grad = torch.is_grad_enabled() and (pre.requires_grad or outer.weight.requires_grad)
+        if not needs_grad and isinstance(outer, Float8Linear) and outer.recipe == "rowwise":
+            q, scale = gated(pre, fp8="rowwise")
+            return outer(q, scale)
+        return outer(gated(pre))
+

@@ -1,0 +1,89 @@
+"""Saved-tensor hooks of the fused block: a tensor that its ops would keep for the backward (a pre-norm's
+output, a reordered block's attention output projection) is not kept, and the backward recomputes it from
+tensors kept anyway. Eager autograd only."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from blockfuse.models.fused import _norm
+from blockfuse.ops.sharding import is_dtensor
+
+
+class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
+    """While active, a tensor ``y`` that the ops of the block save for their backward is not kept:
+    the backward rebuilds it with ``recompute()`` from tensors that are kept anyway. Two uses:
+
+    * a pre-norm's output (the QKV GEMM's input, the MLP's input), recomputed from the norm's input
+      ``s``, which the norm keeps: one (tokens, d_model) tensor less per norm, for one more norm
+      forward in the backward. The recomputation normalizes ``s`` as rounded to its dtype (the
+      fused add + norm kernel normalized the fp32 sum): the same rounding the norm's own backward
+      works with.
+    * a reordered block's attention output projection (the post-norm's input, which that norm
+      saves), recomputed from the attention output, which the projection keeps for its weight's
+      gradient: one (tokens, d_model) tensor less through the MLP's backward, where the block's
+      peak is, for one (tokens, q_width) x (q_width, d_model) GEMM more. The same cuBLAS call on the
+      same operands gives the same numbers.
+
+    Views of ``y`` (a GEMM saves its input reshaped to 2-D) are rebuilt on the recomputed tensor.
+    Eager only: under torch.compile the hooks would cost graph breaks, and Inductor plans its own
+    recomputation."""
+
+    def __init__(self, y: Tensor, recompute):
+        storage = y.untyped_storage()
+        pointer, size = storage.data_ptr(), storage.nbytes()
+
+        def pack(t: Tensor):
+            if is_dtensor(t):  # a DTensor (tensor parallelism, blockfuse.distributed) is never the plain y
+                return t.detach()
+            kept = t.untyped_storage()
+            if kept.data_ptr() != pointer or kept.nbytes() != size:
+                # NOTE: detached, not t itself: an op that saves its own output (attention does)
+                # would otherwise hold node -> t -> t.grad_fn -> node, a cycle through C++ nodes
+                # that Python's collector cannot free (every training forward's graph leaked).
+                return t.detach()
+            return (t.shape, t.stride(), t.storage_offset())  # no reference to y: it can be freed
+
+        def unpack(packed):
+            if isinstance(packed, Tensor):
+                return packed
+            shape, stride, offset = packed
+            with torch.no_grad():
+                return recompute().as_strided(shape, stride, offset)
+
+        super().__init__(pack, unpack)
+
+
+def _recording_eagerly(source: Tensor) -> bool:
+    """Autograd records this forward eagerly (not under torch.compile) and ``source`` takes part, as a plain
+    tensor (a DTensor of sequence parallelism has no storage of its own to recognize)."""
+    return (torch.is_grad_enabled() and not torch.compiler.is_compiling() and source.requires_grad
+            and not is_dtensor(source))
+
+
+def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
+    """The ``_RecomputedOutput`` context for ``y = norm(s)`` when autograd records the block
+    eagerly; a context that does nothing otherwise."""
+    if not _recording_eagerly(s):
+        return contextlib.nullcontext()
+    # NOTE: the hook holds s detached, for the same reason as pack's detach (no cycle through
+    # s.grad_fn); s's storage then lives as long as the hook, as the norm's own saved s does.
+    source = s.detach()
+    return _RecomputedOutput(y, lambda: _norm(norm, source))
+
+
+def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
+    """The ``_RecomputedOutput`` context for ``y = linear(a)`` when autograd records the block
+    eagerly; a context that does nothing otherwise. ``a`` and the weights are held detached (the
+    projection keeps the same storages for its own backward)."""
+    if not _recording_eagerly(a) or is_dtensor(linear.weight):
+        # a row-parallel projection (blockfuse.distributed): y is the ranks' reduced sum, not linear(a)
+        return contextlib.nullcontext()
+    source, weight = a.detach(), linear.weight.detach()
+    bias = None if linear.bias is None else linear.bias.detach()
+    return _RecomputedOutput(y, lambda: F.linear(source, weight, bias))
+

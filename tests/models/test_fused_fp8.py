@@ -1,0 +1,115 @@
+"""The fused blocks with FP8 Linear layers (``blockfuse.fp8.convert`` on a fused block): every projection, the
+MLP's included, runs through ``fp8_linear``; the result is the eager FP8 block's, forward and backward, within
+FP8's own error; without gradients a rowwise MLP hands its activation's FP8 output to the down projection."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+
+import blockfuse.fp8
+import blockfuse.nn.fp8 as nn_fp8
+from blockfuse.models import PRESETS, TransformerBlock
+from blockfuse.models.blocks import convert
+from tests.helpers import relative_error
+
+PRESET_NAMES = ("olmo2-1b", "te-4layer")  # SwiGLU + RMSNorm + QK-norm; SwiGLU + LayerNorm + bias
+
+
+def blocks(preset: str, recipe: str):
+    config = replace(PRESETS[preset].config, d_model=64, n_heads=4, ffn_hidden=128)
+    torch.manual_seed(0)
+    eager = TransformerBlock(config, "eager").bfloat16()
+    return (eager, blockfuse.fp8.convert(copy.deepcopy(eager), recipe=recipe),
+            blockfuse.fp8.convert(convert(eager, "fused"), recipe=recipe))
+
+
+@pytest.fixture
+def fp8_calls(monkeypatch):
+    """The input dtypes of every fp8_linear call a Float8Linear makes."""
+    calls = []
+    original = nn_fp8.fp8_linear
+
+    def counting(x, *args, **kwargs):
+        calls.append(x.dtype)
+        return original(x, *args, **kwargs)
+
+    monkeypatch.setattr(nn_fp8, "fp8_linear", counting)
+    return calls
+
+
+@pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls):
+    eager, eager_fp8, fused_fp8 = blocks(preset, recipe)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(1)).bfloat16()
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(2)).bfloat16()
+    oracle = copy.deepcopy(eager).float()
+    x32 = x.float().requires_grad_()
+    out32 = oracle(x32)
+    out32.backward(dy.float())
+
+    results = {}
+    for name, module in (("bf16", eager), ("eager fp8", eager_fp8), ("fused fp8", fused_fp8)):
+        leaf = x.clone().requires_grad_()
+        fp8_calls.clear()
+        out = module(leaf)
+        out.backward(dy)
+        results[name] = (relative_error(out, out32), relative_error(leaf.grad, x32.grad), len(fp8_calls))
+    assert results["fused fp8"][2] == 4  # QKV, output, gate|up, down: every GEMM in FP8
+    assert results["eager fp8"][2] == 7  # q, k, v, output, gate, up, down
+    assert results["eager fp8"][0] > 2 * results["bf16"][0]  # FP8's error, not bf16's
+    for index in (0, 1):  # output and input gradient: FP8's error, not more
+        assert results["fused fp8"][index] <= 1.5 * results["eager fp8"][index], results
+
+
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_rowwise_inference_hands_the_activations_fp8_output_on(preset, fp8_calls):
+    """Without gradients the gated kernel writes e4m3 and its row scales; the down projection takes them (an
+    FP8 input, no cast pass); the output is the training forward's within an FP8 rounding of the activation."""
+    _, _, fused_fp8 = blocks(preset, "rowwise")
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
+    with torch.no_grad():
+        inference = fused_fp8(x)
+    assert fp8_calls.count(torch.float8_e4m3fn) == 1 and len(fp8_calls) == 4
+    fp8_calls.clear()
+    training = fused_fp8(x.clone().requires_grad_())
+    assert torch.float8_e4m3fn not in fp8_calls
+    assert relative_error(inference, training.detach()) < 3e-2
+
+
+def test_fp8_mlp_under_tensor_parallelism_is_refused():
+    _, _, fused_fp8 = blocks("olmo2-1b", "tensorwise")
+    fused_fp8.ffn.shards = 2
+    with pytest.raises(NotImplementedError, match="FP8 Linear layers under tensor parallelism"):
+        fused_fp8(torch.randn(1, 8, 64).bfloat16())
+
+
+@pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
+def test_fused_fp8_block_compiles_fullgraph(recipe):
+    """``torch.compile(fullgraph=True)`` of a fused FP8 block (aot_eager: the same kernels) gives eager's training
+    output bit for bit, and its input gradient and no-grad output within FP8's error."""
+    _, _, fused_fp8 = blocks("olmo2-1b", recipe)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(4)).bfloat16()
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(fused_fp8, backend="aot_eager", fullgraph=True)
+        results = []
+        for run in (fused_fp8, compiled):
+            leaf = x.clone().requires_grad_()
+            out = run(leaf)
+            out.float().sum().backward()
+            with torch.no_grad():
+                results.append((out.detach(), leaf.grad, run(x)))
+    finally:
+        torch._dynamo.reset()
+    (out, grad, inference), (compiled_out, compiled_grad, compiled_inference) = results
+    assert torch.equal(out, compiled_out)
+    # NOTE: traced, a small tensor's casts and ops may run their references inside the graph (runtime.use_triton),
+    # other fp32 sums, and an FP8 value may then land a step away (the backward's e5m2 gradients, and without
+    # gradients the decode path): within FP8's own error, not more
+    assert relative_error(compiled_grad, grad) < 5e-2
+    assert relative_error(compiled_inference, inference) < 5e-2
