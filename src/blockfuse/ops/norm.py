@@ -51,7 +51,7 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 # Activations applied after the affine: activation.GELU_CODES (0: none).
 
 # NOTE: the launch rule (``_tile``), measured on an H200 against the power-of-two tile it refined
-# (benchmarks/norm_rule.py; results in benchmarks/results/2026-11-27-nvidia-h200-norm-rotary-rules/):
+# (benchmarks/norm_rule.py; results in benchmarks/results/launch-rules/):
 # * a row is held in registers as one power-of-two tile of next_power_of_2(N) lanes; only rows past
 #   TAIL_FROM_LANES take two power-of-two pieces (``row_pieces``: 11008 -> 8192 + 4096, not 16384): there
 #   the tile is at its 16 warps, so padded lanes cost registers no warp can take over (forward at 11008:
