@@ -46,7 +46,9 @@ def _copy_ms(nbytes, settings):  # a fake copy: 1 GB/s, 1e6 bytes a millisecond
 def test_the_grid_has_the_issue_cells():
     declared = runner.declared_ops()
     swept = [b for b in declared if sweep.kind_of(b)]
-    assert {b.name for b in declared} - {b.name for b in swept} == {"linear_cross_entropy"}
+    # the GEMM-bound ops, declared on (tokens, d, vocab or hidden), are not swept
+    assert {b.name for b in declared} - {b.name for b in swept} == {"linear_cross_entropy", "linear_act", "fused_mlp",
+                                                                  "gated_mlp"}
     assert {b.name for b in swept} >= {"rms_norm", "layer_norm", "add_rms_norm", "add_layer_norm", "layer_norm_gelu",
                                        "layer_norm_post", "rotary", "swiglu", "geglu", "swiglu_packed",
                                        "bias_dropout_add"}
@@ -210,12 +212,12 @@ def test_cells_that_do_not_fit_or_miss_the_budget_are_skipped(tmp_path):
 
 
 def test_the_budget_is_shared_among_the_ops():
-    def slow(bench, shape, settings):
-        time.sleep(0.2)
+    def slow(bench, shape, settings):  # NOTE: margins for a loaded machine (xdist): a share is 3+ cells' sleep
+        time.sleep(0.5)
         return _fake_measure(_times())(bench, shape, settings)
 
     grid = sweep.Grid(widths=(72, 80), rows=(3, 5), head_dims=(64, 72), heads=((2, 1),), seqs=(4, 8), batch=1)
-    cells = sweep.run([RMS, ROTARY], _settings(), grid, budget_s=1.0, show_progress=False, measure=slow,
+    cells = sweep.run([RMS, ROTARY], _settings(), grid, budget_s=2.0, show_progress=False, measure=slow,
                       time_copy=_copy_ms)
     ran = {op: [c for c in cells if c["op"] == op and not c["skipped"]] for op in ("rms_norm", "rotary")}
     assert len(cells) == 8 and ran["rms_norm"] and ran["rotary"]  # the first op did not take it all

@@ -254,10 +254,10 @@ class Case:
 
 def declared_ops() -> list[OpBenchmark]:
     """Every declared op benchmark. A new op adds its module's BENCHMARKS here."""
-    from blockfuse.bench import bias_dropout_add, cross_entropy, gated, norm, rotary
+    from blockfuse.bench import bias_dropout_add, cross_entropy, gated, mlp, norm, rotary
 
     return [*norm.BENCHMARKS, *rotary.BENCHMARKS, *gated.BENCHMARKS, *bias_dropout_add.BENCHMARKS,
-            *cross_entropy.BENCHMARKS]
+            *cross_entropy.BENCHMARKS, *mlp.BENCHMARKS]
 
 
 def shapes_of(bench: OpBenchmark, settings: Settings) -> tuple[Shape, ...]:

@@ -8,7 +8,8 @@ The grid. An op's declared shapes say which grid it sweeps (``KINDS``):
   rows ``ROWS``, 14 x 3 = 42 cells each;
 * RoPE, declared on (batch, seq, q_heads, kv_heads, head_dim): head_dim ``HEAD_DIMS`` x (heads, kv heads)
   ``HEADS`` x seq ``SEQS`` at batch ``ROTARY_BATCH``, 6 x 3 x 2 = 36 cells;
-* other ops (the GEMM-bound fused cross-entropy, on (tokens, d, vocab)) are not swept.
+* the GEMM-bound ops (the fused cross-entropy on (tokens, d, vocab), ``linear_act`` and the MLPs on (tokens,
+  d, hidden)) are not swept.
 
 Ten (rows, hidden) ops and RoPE: 10 x 42 + 36 = 456 cells, each timed in every mode (forward and
 forward+backward by default). ``--quick`` sweeps ``QUICK`` (the widths 768, 1152, 2560, 4096, 4304, 11008
