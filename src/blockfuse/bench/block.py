@@ -28,6 +28,8 @@ from blockfuse.bench import timing
 from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
 from blockfuse.models.surgical import compile_surgically
+from blockfuse.nn.fp8 import clear_weight_cache
+from blockfuse.nn.fp8 import convert as convert_to_fp8
 
 MODES = ("infer", "fwd", "bwd", "fwdbwd")
 DEFAULT_MODES = ("infer", "fwd", "fwdbwd")  # bwd is about fwdbwd - fwd: asked for by name
@@ -145,8 +147,6 @@ def provider_module(eager: nn.Module, provider: str, linear: str = "bf16") -> tu
     else:
         module = copy.deepcopy(eager)
     if parse_linear(linear) != "bf16":
-        from blockfuse.nn.fp8 import convert as convert_to_fp8
-
         module = convert_to_fp8(module, recipe=linear.split(":", 1)[1])
     mode = _compile_mode(provider)
     if mode is None:
@@ -214,8 +214,6 @@ def _measure_provider(work: _Workload, provider: str) -> list[dict]:
         for p in parameters:
             p.grad = None
         if fp8 and training:  # an optimizer step would make the cached weight casts stale: a step makes its own
-            from blockfuse.nn.fp8 import clear_weight_cache
-
             for p in parameters:
                 clear_weight_cache(p)
 

@@ -355,9 +355,8 @@ def command(kind: str, settings, out: Path) -> str:
         words += ["--layers", str(settings.layers)]
     words += ["--dtype", dtype, "--providers", ",".join(settings.providers), "--modes", ",".join(settings.modes)]
     words += ["--quick"] * settings.quick
-    linear = getattr(settings, "linear", "bf16")
-    if linear != "bf16":
-        words += ["--linear", linear]
+    if settings.linear != "bf16":
+        words += ["--linear", settings.linear]
     if settings.compile_times:
         compiled = [p for p in settings.providers if ":" in p]
         words += ["--compile-times"] if list(settings.compile_times) == compiled else \
@@ -376,10 +375,10 @@ def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: boo
     from blockfuse.bench import block
 
     meta["command"] = command(kind, settings, out)
-    linear = getattr(settings, "linear", "bf16")
     # NOTE: FP8 runs get their own files, and no targets (those are the bf16 blocks' against their peers)
-    stem = out / (f"{kind}-{settings.name}" + ("" if linear == "bf16" else "-" + linear.replace(":", "-")))
-    with_targets = with_targets and linear == "bf16"
+    fp8 = settings.linear != "bf16"
+    stem = out / (f"{kind}-{settings.name}" + ("-" + settings.linear.replace(":", "-") if fp8 else ""))
+    with_targets = with_targets and not fp8
     began = time.perf_counter()
 
     def write(workload, records):
