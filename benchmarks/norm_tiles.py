@@ -1,6 +1,7 @@
 """Tile / warp / program-count sweep for the norm kernels, and a CUDA correctness check.
 
-Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR]
+Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
+    [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
 Times the launchers directly (no autograd) with CUDA-graph replays and the L2 flushed
 before each call, so the numbers are the kernels' own; the op benchmark
 (`blockfuse bench ops`) measures what a user sees.
@@ -163,50 +164,84 @@ def profile_backward(shape, is_rms, mode):
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=6)
 
 
+FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"), "ln-post": (False, "post")}
+
+
+def _parse_shapes(text):
+    return [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
+
+
+def _parse_grid(text, width):
+    """'a,b;c,d;...' -> the product of the ';'-separated axes (each of ``width`` axes a list of ints)."""
+    axes = [[int(v) for v in axis.split(",")] for axis in text.split(";")]
+    if len(axes) != width:
+        raise SystemExit(f"a grid of {width} ';'-separated axes was expected, got {text!r}")
+    return list(itertools.product(*axes))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--shapes", default=",".join(f"{m}x{n}" for m, n in SHAPES), help="rows x width, comma-separated")
+    ap.add_argument("--forms", default="rms,ln,ln-pre", help=f"comma-separated, of {sorted(FORMS)}")
+    ap.add_argument("--fwd", default="4096,8192;256,512,1024,2048",
+                    help="forward grid: tile elements ; elements a warp ('' skips the forward)")
+    ap.add_argument("--bwd", default="4096,8192;128,256,512;1,2,3;3",
+                    help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages")
+    ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
+    ap.add_argument("--no-wide-cap", action="store_true",
+                    help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
-    failures = check_correctness()
+    failures = [] if args.no_check else check_correctness()
     print("correctness failures:", len(failures))
     for f in failures:
         print("  ", f)
+    if args.no_wide_cap:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        norm._num_programs = lambda x, row_blocks, block_n, per_sm: max(1, min(row_blocks, sms * per_sm))
     bw = eager_copy_bandwidth()
     print(f"copy bandwidth {bw:.0f} GB/s")
     rows = []
-    fwd_configs = list(itertools.product([4096, 8192], [256, 512, 1024, 2048]))
-    bwd_configs = list(itertools.product([4096, 8192], [128, 256, 512], [1, 2, 3]))
+    fwd_configs = _parse_grid(args.fwd, 2) if args.fwd else []
+    bwd_configs = _parse_grid(args.bwd, 4) if args.bwd else []
     defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
-                norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM)
-    print(profile_backward((16384, 4096), False, "none"))
-    for shape in SHAPES:
-        for is_rms, mode in [(True, "none"), (False, "none"), (False, "pre")]:
-            op = "rms" if is_rms else "ln"
+                norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES)
+    for shape in _parse_shapes(args.shapes):
+        for op in args.forms.split(","):
+            is_rms, mode = FORMS[op]
             for tile, epw in fwd_configs:
                 norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, epw
                 ms, nbytes = time_forward(shape, is_rms, mode)
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="fwd", tile=tile, epw=epw, pps=None,
-                                 ms=ms, frac=nbytes / ms / 1e6 / bw))
-            for tile, epw, pps in bwd_configs:
-                norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM = tile, epw, pps
+                                 stages=None, ms=ms, frac=nbytes / ms / 1e6 / bw))
+            for tile, epw, pps, stages in bwd_configs:
+                (norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM,
+                 norm.BWD_STAGES) = tile, epw, pps, stages
                 ms, nbytes = time_backward(shape, is_rms, mode)
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd", tile=tile, epw=epw, pps=pps,
-                                 ms=ms, frac=nbytes / ms / 1e6 / bw))
+                                 stages=stages, ms=ms, frac=nbytes / ms / 1e6 / bw))
             (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
-             norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM) = defaults
+             norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES) = defaults
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
-            sel = [r for r in rows if r["shape"] == shape and r["op"] == op and r["mode"] == mode]
-            fb = max((r for r in sel if r["pass_"] == "fwd"), key=lambda r: r["frac"])
-            bb = max((r for r in sel if r["pass_"] == "bwd"), key=lambda r: r["frac"])
-            print(f"{shape} {op} {mode:4s} default fwd {f_bytes / f_ms / 1e6 / bw:.2f} bwd "
-                  f"{b_bytes / b_ms / 1e6 / bw:.2f} | best fwd {fb['frac']:.2f} (tile {fb['tile']} epw "
-                  f"{fb['epw']}) best bwd {bb['frac']:.2f} (tile {bb['tile']} epw {bb['epw']} pps {bb['pps']})")
+            sel = [r for r in rows if r["shape"] == shape and r["op"] == op]
+            line = (f"{shape} {op:7s} default fwd {f_bytes / f_ms / 1e6 / bw:.2f} bwd "
+                    f"{b_bytes / b_ms / 1e6 / bw:.2f}")
+            fwd_rows = [r for r in sel if r["pass_"] == "fwd"]
+            bwd_rows = [r for r in sel if r["pass_"] == "bwd"]
+            if fwd_rows:
+                fb = max(fwd_rows, key=lambda r: r["frac"])
+                line += f" | best fwd {fb['frac']:.2f} (tile {fb['tile']} epw {fb['epw']})"
+            if bwd_rows:
+                bb = max(bwd_rows, key=lambda r: r["frac"])
+                line += (f" | best bwd {bb['frac']:.2f} (tile {bb['tile']} epw {bb['epw']} pps {bb['pps']} "
+                         f"stages {bb['stages']})")
+            print(line, flush=True)
     if args.out:
         with open(f"{args.out}/norm_tiles.json", "w") as fh:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                           copy_gbps=bw, failures=failures, rows=rows), fh, indent=1)
+                           copy_gbps=bw, failures=failures, rows=rows, argv=sys.argv[1:]), fh, indent=1)
     return 1 if failures else 0
 
 

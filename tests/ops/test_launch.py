@@ -76,6 +76,26 @@ def test_launcher_runs_its_body_eagerly_and_its_op_under_compile(monkeypatch, de
     torch._dynamo.reset()
 
 
+@pytest.mark.usefixtures("requires_triton")
+def test_absent_outputs_are_one_cached_tensor_eagerly_and_new_through_the_op(device):
+    """A launcher called directly hands out one cached empty tensor for its absent outputs (no allocation on the
+    host path); through its op (torch.compile, DTensor) they are new, distinct tensors (an op's outputs may not
+    alias each other), and an exception in the body leaves the direct mode."""
+    from blockfuse.ops import norm
+
+    x = torch.randn(3, 40, device=device)
+    args = (x, None, None, None, None, 1e-6, norm.NONE, 0.0, True, False, 0, False)  # RMSNorm, no s, mean, rstd
+    first, second = norm._norm_fwd(*args), norm._norm_fwd(*args)
+    assert first[1].numel() == 0 and first[1].device == x.device
+    assert first[1] is first[2] is first[3] is second[1]
+    through_op = norm._norm_fwd.op(*args)[1:]
+    assert all(t.numel() == 0 for t in through_op)
+    assert len({id(t) for t in through_op}) == 3 and all(t is not first[1] for t in through_op)
+    with pytest.raises(ValueError, match="residual_mode"):
+        norm._norm_fwd(x, None, None, None, None, 1e-6, norm.PRE, 0.0, True, False, 1, False)
+    assert launch._direct.depth == 0
+
+
 def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
     """Every distinct launcher call (by op and argument description) that the op tests' kinds of calls
     make, with its real arguments."""

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from blockfuse.ops.activation import GATED as ACTIVATIONS
-from blockfuse.ops.mlp import gated_mlp, gated_mlp_ref
+from blockfuse.ops.mlp import fused_mlp, gated_mlp, gated_mlp_ref
 from tests.helpers import (
     as_layout, assert_all_close_to_reference, assert_compiles_like_eager, assert_runs_without_interpreter, grads,
     leaves, random_tensor,
@@ -182,6 +182,49 @@ def test_launcher_ops_pass_opcheck(device):
         torch.library.opcheck(_down_forward.op, (pre, up_pre, wd, bias, act))
         torch.library.opcheck(_down_backward.op, (dy, pre.clone(), None if up_pre is None else up_pre.clone(), wd,
                                                   act, bias is not None))
+    from blockfuse.ops.mlp import _gate_up_forward
+
+    assert "mlp_gate_up_fwd" in OPAQUE_LAUNCHERS
+    x2, wg, wu, bg = (random_tensor(shape, device=device, seed=seed) for shape, seed in (((5, 6), 7), ((12, 6), 8),
+                                                                                         ((6, 6), 9), ((12,), 10)))
+    for args in ((x2, wg, bg, None, None), (x2, wg[:6], None, wu, bg[:6])):
+        torch.library.opcheck(_gate_up_forward.op, args)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation, separate", [("gelu_tanh", False), ("swiglu", False), ("geglu", True)])
+def test_compiled_gradients_survive_inductor_padding(activation, separate, device):
+    """Inductor pads the row stride of buffers wider than ``padding_stride_threshold`` elements to 128 bytes
+    (comprehensive padding; on the CPU only when asked, as here). The pre-activation the backward overwrites
+    must keep its dense layout: padded, Inductor once copied it into itself and every gradient was garbage
+    (see ``_gate_up_forward``). Compiled with Inductor, the MLP gives eager's gradients."""
+    import torch._inductor.config as inductor_config
+
+    hidden = 1076 if device == "cuda" else 100  # padded: above the threshold and not a multiple of 64 elements
+    inputs = _inputs((64,), 48, hidden, 48, torch.float32, device, True, separate=separate)
+    if activation == "gelu_tanh":  # ungated: fc1 of hidden rows
+        x, wgu, bgu, wd, bd = inputs
+        inputs = (x, wgu[:hidden].contiguous(), bgu[:hidden].contiguous(), wd, bd)
+    dy = random_tensor((64, 48), torch.float32, device, seed=6)
+
+    def call(x, wgu, bgu, wd, bd, *up):
+        extra = dict(up_weight=up[0], up_bias=up[1]) if up else {}
+        return fused_mlp(x, wgu, bgu, wd, bd, activation, **extra)
+
+    def run(fn):
+        parameters = leaves(*inputs)
+        out = fn(*parameters)
+        return [out, *grads(out, parameters, dy)]
+
+    torch._dynamo.reset()
+    try:
+        with inductor_config.patch(comprehensive_padding=True, disable_padding_cpu=False,
+                                   padding_stride_threshold=16 if device == "cpu" else 1024):
+            compiled = run(torch.compile(call, fullgraph=True))
+    finally:
+        torch._dynamo.reset()
+    for i, (mine, expected) in enumerate(zip(compiled, run(call), strict=True)):
+        torch.testing.assert_close(mine, expected, rtol=1e-4, atol=1e-5, msg=lambda m, i=i: f"output {i}: {m}")
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,8 @@ autograd Function; the public functionals; the references.
 
 from __future__ import annotations
 
+import functools
+
 from typing import NamedTuple, Optional
 
 import torch
@@ -549,6 +551,12 @@ def clear_weight_cache(weight: Tensor) -> None:
 # ----------------------------------------------------------------------------------------
 
 
+# Whether this torch's CPU ``_scaled_mm`` takes rowwise scales: torch 2.13 does, 2.11 does not ("only supports
+# per-tensor scaling for CPU backend"). A version, not a probe: a probe call traced by torch.compile meets a fake
+# _scaled_mm, which takes anything.
+CPU_ROWWISE_SCALED_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
+
 def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_dtype: torch.dtype,
                    bias: Optional[Tensor], rowwise: bool, fast_accum: bool) -> Tensor:
     """``(a * a_scale) @ (b * b_scale).T + bias`` in ``out_dtype`` for row-major FP8 ``a`` (M, K) and
@@ -560,6 +568,18 @@ def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_d
     into the GEMM's epilogue where ``_scaled_mm`` takes it (a bf16 / fp16 output of the bias's dtype)
     and is added after it otherwise (fp32 outputs)."""
     gemm_dtype = torch.bfloat16 if rowwise else out_dtype
+    if rowwise and not a.is_cuda and not CPU_ROWWISE_SCALED_MM:
+        # This torch's CPU _scaled_mm takes tensorwise scales only (torch 2.11: "only supports per-tensor
+        # scaling for CPU backend"): eagerly, the same product in fp32, rounded once to the GEMM's bf16.
+        if torch.compiler.is_compiling():
+            # NOTE: compiled (aot_eager, torch 2.11) a fused FP8 block's input gradient came out as if the
+            # branches had none, where eager's was right; refused rather than trusted.
+            raise NotImplementedError(
+                f"fp8_linear: recipe 'rowwise' on the CPU under torch.compile needs torch >= 2.13 (this is "
+                f"{torch.__version__}, whose CPU _scaled_mm takes tensorwise scales only); run it eagerly, use "
+                f"recipe='tensorwise', or a GPU")
+        y = ((a.float() * a_scale) @ (b.float() * b_scale).t()).to(gemm_dtype).to(out_dtype)
+        return y if bias is None else y + bias.to(out_dtype)
     fused = bias is not None and gemm_dtype != torch.float32 and bias.dtype == gemm_dtype
     y = torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale.t() if rowwise else b_scale,
                          bias=bias if fused else None, out_dtype=gemm_dtype, use_fast_accum=fast_accum)

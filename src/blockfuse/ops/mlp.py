@@ -37,6 +37,7 @@ from blockfuse.ops.activation import ACTIVATIONS, GATED, check_activation, colum
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import launch_gated_backward, launch_gated_forward
 from blockfuse.ops.launch import launcher_op, tracing
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.ops.linear_act import (
     _shape, activation_ref, check_bias, check_input, check_linear, check_path, linear_act_forward, wants_grad,
 )
@@ -246,6 +247,29 @@ def _gate_up_backward(d_gate_pre, d_up_pre, x, gate_weight, up_weight, has_gate_
     return dx.view(x.shape), d_gate_weight, d_gate_bias, d_up_weight, d_up_bias
 
 
+def _gate_up_fake(x2: Tensor, gate_weight: Tensor, gate_bias: Optional[Tensor], up_weight: Optional[Tensor],
+                  up_bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    up_shape = (0,) if up_weight is None else (x2.shape[0], up_weight.shape[0])
+    return x2.new_empty((x2.shape[0], gate_weight.shape[0])), x2.new_empty(up_shape)
+
+
+@launcher_op("mlp_gate_up_fwd", fake=_gate_up_fake)
+def _gate_up_forward(x2: Tensor, gate_weight: Tensor, gate_bias: Optional[Tensor], up_weight: Optional[Tensor],
+                     up_bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    """The gate|up GEMM(s) of (tokens, d) x: (gate_pre, up_pre), up_pre an empty tensor for packed weights.
+
+    NOTE: an opaque op under torch.compile so that the pre-activations, which the down node's backward
+    overwrites with their gradients, keep the dense (tokens, n) layout the fake gives them. As an ``addmm``
+    Inductor pads the row stride of a saved output wider than 1024 elements to 128 bytes (4304 -> 4352:
+    comprehensive padding), and then, to hand the mutating backward op its copy, reused the padded buffer
+    for a dense one and copied it into itself (torch 2.11 and 2.13): rows overlapped, and every gradient
+    above the MLP was garbage (SigLIP-2's 4304-wide MLP, relative error 0.8-3.9; tests/ops/test_mlp.py
+    reproduces it on the CPU with padding switched on)."""
+    gate_pre = F.linear(x2, gate_weight, gate_bias)
+    up_pre = x2.new_empty((0,)) if up_weight is None else F.linear(x2, up_weight, up_bias)
+    return gate_pre, up_pre
+
+
 class _GateUpFunction(torch.autograd.Function):
     """The gate|up GEMM (packed weights: up_weight None, and the up output an empty tensor) or the
     two GEMMs (separate weights), with (tokens, ...) outputs.
@@ -257,8 +281,12 @@ class _GateUpFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, gate_weight, gate_bias, up_weight, up_bias):
         x2 = _rows(x)
-        gate_pre = F.linear(x2, gate_weight, gate_bias)
-        up_pre = x.new_empty((0,)) if up_weight is None else F.linear(x2, up_weight, up_bias)
+        if is_dtensor(x2) or is_dtensor(gate_weight):
+            # DTensors (a tensor-parallel plan's sharded weights) run DTensor's own linear: no sharding rule
+            # for the op
+            gate_pre, up_pre = _gate_up_forward.body(x2, gate_weight, gate_bias, up_weight, up_bias)
+        else:
+            gate_pre, up_pre = _gate_up_forward(x2, gate_weight, gate_bias, up_weight, up_bias)
         ctx.save_for_backward(x, gate_weight, up_weight)
         ctx.has_biases = (gate_bias is not None, up_bias is not None)
         ctx.set_materialize_grads(False)

@@ -756,12 +756,17 @@ class Tile(NamedTuple):
 
     def constexprs(self, n: int, tail: bool = True) -> dict:
         """The forward kernels' tile constexprs (``tail=False``: the backward's, which has no tail: the rule
-        gives it none)."""
-        shape = dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_CHUNKS=self.num_chunks,
-                     EVEN_N=self.tail or n % self.block_n == 0)
-        if not tail:
-            return shape
-        return dict(shape, TAIL=self.tail, BLOCK_T=self.block_t)
+        gives it none). Cached (a dict a call costs the host path); callers unpack it, never change it."""
+        return _tile_constexprs(self, n, tail)
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_constexprs(tile: Tile, n: int, tail: bool) -> dict:
+    shape = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NUM_CHUNKS=tile.num_chunks,
+                 EVEN_N=tile.tail or n % tile.block_n == 0)
+    if not tail:
+        return shape
+    return dict(shape, TAIL=tile.tail, BLOCK_T=tile.block_t)
 
 
 def row_pieces(n: int) -> tuple[int, int]:
@@ -844,7 +849,7 @@ def _norm_fwd(
         if not is_rms:
             mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
         rstd = x.new_empty(x.shape[:-1], dtype=torch.float32)
-    outputs = (y, *(empty_if_none(t, x) for t in (s, mean, rstd)))
+    outputs = (y, empty_if_none(s, x), empty_if_none(mean, x), empty_if_none(rstd, x))
     if m == 0:
         return outputs
     y2 = y.view(-1, n)
@@ -952,7 +957,7 @@ def _norm_bwd(
         dw = z.new_empty((n,), dtype=param_dtype)
     if has_bias:
         db = z.new_empty((n,), dtype=bias.dtype if bias is not None else param_dtype)
-    outputs = (dx, *(empty_if_none(t, z) for t in (dres, dw, db)))
+    outputs = (dx, empty_if_none(dres, z), empty_if_none(dw, z), empty_if_none(db, z))
     if m == 0:
         for grad in (dw, db):
             if grad is not None:
