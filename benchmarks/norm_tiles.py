@@ -2,6 +2,10 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
+    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"]
+
+``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
+alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
 Times the launchers directly (no autograd) with CUDA-graph replays and the L2 flushed
 before each call, so the numbers are the kernels' own; the op benchmark
 (`blockfuse bench ops`) measures what a user sees.
@@ -10,6 +14,7 @@ before each call, so the numbers are the kernels' own; the op benchmark
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import sys
@@ -164,6 +169,25 @@ def profile_backward(shape, is_rms, mode):
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=6)
 
 
+@contextlib.contextmanager
+def forced_chunks(chunk: int, tile_elements: int, elements_per_warp: int):
+    """Both kernels read every row in chunks of ``chunk`` lanes, ``tile_elements`` lanes a program and
+    ``elements_per_warp`` a warp (the wide-row path of the rule, forced at any width)."""
+    names = ("FWD_MAX_LANES", "BWD_MAX_LANES", "BWD_MAX_LANES_PRE", "CHUNK_CHOICES", "CHUNK_TILE_ELEMENTS",
+             "FWD_ELEMENTS_PER_WARP", "BWD_ELEMENTS_PER_WARP")
+    saved = {name: getattr(norm, name) for name in names}
+    values = (1, 1, 1, (chunk,), tile_elements, elements_per_warp, elements_per_warp)
+    try:
+        for name, value in zip(names, values):
+            setattr(norm, name, value)
+        norm._tile.cache_clear()  # the rule reads CHUNK_CHOICES and CHUNK_TILE_ELEMENTS, not its arguments
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(norm, name, value)
+        norm._tile.cache_clear()
+
+
 FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"), "ln-post": (False, "post")}
 
 
@@ -188,6 +212,8 @@ def main():
                     help="forward grid: tile elements ; elements a warp ('' skips the forward)")
     ap.add_argument("--bwd", default="4096,8192;128,256,512;1,2,3;3",
                     help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages")
+    ap.add_argument("--chunked", default="",
+                    help="chunked grid, forward and backward: chunk widths ; tile elements ; elements a warp")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -203,6 +229,7 @@ def main():
     bw = eager_copy_bandwidth()
     print(f"copy bandwidth {bw:.0f} GB/s")
     rows = []
+    chunked_configs = _parse_grid(args.chunked, 3) if args.chunked else []
     fwd_configs = _parse_grid(args.fwd, 2) if args.fwd else []
     bwd_configs = _parse_grid(args.bwd, 4) if args.bwd else []
     defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
@@ -223,6 +250,12 @@ def main():
                                  stages=stages, ms=ms, frac=nbytes / ms / 1e6 / bw))
             (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
              norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES) = defaults
+            for chunk, tile, epw in chunked_configs:
+                with forced_chunks(chunk, tile, epw):
+                    for pass_, timer in (("fwd-chunked", time_forward), ("bwd-chunked", time_backward)):
+                        ms, nbytes = timer(shape, is_rms, mode)
+                        rows.append(dict(shape=shape, op=op, mode=mode, pass_=pass_, tile=tile, epw=epw, pps=None,
+                                         stages=None, chunk=chunk, ms=ms, frac=nbytes / ms / 1e6 / bw))
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]
@@ -237,6 +270,12 @@ def main():
                 bb = max(bwd_rows, key=lambda r: r["frac"])
                 line += (f" | best bwd {bb['frac']:.2f} (tile {bb['tile']} epw {bb['epw']} pps {bb['pps']} "
                          f"stages {bb['stages']})")
+            for pass_ in ("fwd-chunked", "bwd-chunked"):
+                chunked_rows = [r for r in sel if r["pass_"] == pass_]
+                if chunked_rows:
+                    cb = max(chunked_rows, key=lambda r: r["frac"])
+                    line += (f" | best {pass_} {cb['frac']:.2f} (chunk {cb['chunk']} tile {cb['tile']} "
+                             f"epw {cb['epw']})")
             print(line, flush=True)
     if args.out:
         with open(f"{args.out}/norm_tiles.json", "w") as fh:

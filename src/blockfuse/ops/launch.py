@@ -416,7 +416,7 @@ def as_rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
     """
     if t is None:
         return None
-    t2 = t.reshape(-1, n)
+    t2 = t if t.dim() == 2 and t.shape[1] == n else t.reshape(-1, n)  # (M, n) as it is: a view costs host time
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
