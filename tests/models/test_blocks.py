@@ -541,6 +541,34 @@ def test_bad_arguments(call, error, message):
         call()
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("name", ["reordered", "olmo2-1b", "siglip2"])
+def test_fused_block_compiles_under_inductor_padding(name, device):
+    """Inductor pads row strides wider than its threshold to 128 bytes (comprehensive padding: on a GPU past
+    1024 elements, here on the CPU switched on at 16). A fused block compiled with Inductor over padded
+    intermediates (SigLIP-2's 269-wide MLP here, 4304 at full size) gives the eager fused block's output and
+    gradients: padded, the MLP's in-place backward once read garbage (ops/mlp.py, ``_gate_up_forward``)."""
+    import torch._inductor.config as inductor_config
+
+    if device != "cpu":
+        pytest.skip("the GPU's threshold needs full-size widths: test_fused_block_on_cuda_is_as_accurate_as_eager")
+    shape = (2, 24, 72)
+    eager, inputs = build_block(name, shape, torch.float32, device, **width_overrides(name, shape[-1]))
+    fused = convert(eager, "fused")
+    dy = torch.randn(shape, generator=torch.Generator().manual_seed(5))
+    expected_out, expected = _step(fused, inputs, dy)
+    torch._dynamo.reset()
+    try:
+        with inductor_config.patch(comprehensive_padding=True, disable_padding_cpu=False, padding_stride_threshold=16):
+            out, grads = _step(torch.compile(fused, fullgraph=True), inputs, dy)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(out, expected_out, rtol=1e-5, atol=1e-5)
+    for key, grad in expected.items():  # absolute floor: k_proj's bias gradient is zero but for rounding
+        torch.testing.assert_close(grads[key], grad, rtol=1e-4, atol=1e-4 * grad.abs().max().item() + 1e-6,
+                                   msg=lambda m, key=key: f"{key}: {m}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["reordered", "standard", "olmo2-1b", "siglip2"])
 def test_fused_block_on_cuda_is_as_accurate_as_eager(name):
