@@ -68,14 +68,16 @@ def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls):
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_rowwise_inference_hands_the_activations_fp8_output_on(preset, fp8_calls):
-    """Without gradients the gated kernel writes e4m3 and its row scales; the down projection takes them (an
-    FP8 input, no cast pass); the output is the training forward's within an FP8 rounding of the activation."""
+def test_rowwise_inference_hands_the_fp8_outputs_on(preset, fp8_calls):
+    """Without gradients the gated kernel, and in a pre-norm block each norm before a projection (QKV, gate|up),
+    write e4m3 and its row scales; the projections take them (FP8 inputs, no cast pass); the output is the
+    training forward's within an FP8 rounding of those inputs."""
     _, _, fused_fp8 = blocks(preset, "rowwise")
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
     with torch.no_grad():
         inference = fused_fp8(x)
-    assert fp8_calls.count(torch.float8_e4m3fn) == 1 and len(fp8_calls) == 4
+    handed_on = 3 if fused_fp8.config.placement == "pre" else 1  # the reordered block's norms follow the GEMMs
+    assert fp8_calls.count(torch.float8_e4m3fn) == handed_on and len(fp8_calls) == 4
     fp8_calls.clear()
     training = fused_fp8(x.clone().requires_grad_())
     assert torch.float8_e4m3fn not in fp8_calls

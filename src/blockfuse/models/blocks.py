@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import Attention, FeedForward, _eager_norm
-from blockfuse.models.fused import FusedAttention, FusedFeedForward, _fused_norm, _norm
+from blockfuse.models.fused import FusedAttention, FusedFeedForward, _fused_norm, _norm, fp8_input_recipe
 from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 
@@ -133,15 +133,26 @@ class TransformerBlock(nn.Module):
         residual, branch = parts
         parts.clear()
         p, training = self.config.dropout, self.training
+        # NOTE: in front of rowwise FP8 projections without autograd, each norm writes its output in e4m3 with
+        # the rows' scales and the projection takes them as they are: no cast pass over the norm's output.
+        fp8 = fp8_input_recipe(self.attn.qkv_proj)
         if branch is None:
-            h0, y = residual, _norm(self.attn_norm, residual)
+            h0, y = residual, _norm(self.attn_norm, residual, fp8=fp8)
         else:
-            y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
+            y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training, fp8=fp8)
         del residual, branch
-        with _without_saved_norm_output(y, self.attn_norm, h0):
-            attended = self.attn(y, padding_mask)
-        y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
+        if fp8:
+            q, scale = y  # (batch, seq, d_model) e4m3, (batch, seq, 1) fp32
+            attended = self.attn(q, padding_mask, scale)
+            del q, scale
+        else:
+            with _without_saved_norm_output(y, self.attn_norm, h0):
+                attended = self.attn(y, padding_mask)
+        fp8 = fp8_input_recipe(self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1)
+        y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training, fp8=fp8)
         del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
+        if fp8:
+            return h, self.ffn(*y)
         with _without_saved_norm_output(y, self.ffn_norm, h):
             return h, self.ffn(y)
 

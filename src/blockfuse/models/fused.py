@@ -29,18 +29,32 @@ def _fused_norm(config: BlockConfig, width: int) -> nn.Module:
 
 
 def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
-          training: bool = True):
-    """Calls a blockfuse norm module's functional with a residual form chosen per call. Another norm module
-    (tensor parallelism's head-sharded QK-norm, blockfuse.distributed) is called as it is, without residual."""
+          training: bool = True, fp8: Optional[str] = None):
+    """Calls a blockfuse norm module's functional with a residual form chosen per call (``fp8``: its output
+    in e4m3 with the scales, as the functionals return it). Another norm module (tensor parallelism's
+    head-sharded QK-norm, blockfuse.distributed) is called as it is, without residual."""
     if isinstance(module, blockfuse.nn.LayerNorm):
         return layer_norm(x, module.weight, module.bias, module.eps, residual=residual, residual_mode=mode,
-                          dropout_p=p, training=training)
+                          dropout_p=p, training=training, fp8=fp8)
     if isinstance(module, blockfuse.nn.RMSNorm):
         return rms_norm(x, module.weight, module.eps, residual=residual, residual_mode=mode, dropout_p=p,
-                        training=training, cast_before_weight=module.cast_before_weight)
-    if residual is not None or p:
-        raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual or dropout")
+                        training=training, cast_before_weight=module.cast_before_weight, fp8=fp8)
+    if residual is not None or p or fp8:
+        raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual, dropout or "
+                        "FP8 output")
     return module(x)
+
+
+def fp8_input_recipe(consumer: nn.Module) -> Optional[str]:
+    """``"rowwise"`` when the norm before ``consumer`` should write its output in e4m3 with each row's scale
+    (the norm's FP8 output, no cast pass before the GEMM): ``consumer`` is a rowwise :class:`Float8Linear` and
+    autograd is off (the FP8 output is forward only). Else None: the norm writes x's dtype and the layer casts.
+
+    NOTE: rowwise only. A tensorwise layer's scale is its own cast's amax of the tensor; the norm's tensorwise
+    output scales by a delayed amax history instead, another recipe's numbers."""
+    if isinstance(consumer, Float8Linear) and consumer.recipe == "rowwise" and not torch.is_grad_enabled():
+        return "rowwise"
+    return None
 
 
 def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
@@ -141,9 +155,10 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def _make_tables(self):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
-    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None) -> Tensor:
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
-        (under tensor parallelism, this rank's heads: q_width / shards)."""
+        (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale``: x is the e4m3 output of
+        the norm before it with these rowwise scales (:func:`fp8_input_recipe`), for an FP8 QKV projection."""
         cfg = self.config
         batch, seq, _ = x.shape
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
@@ -151,7 +166,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
         # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
         # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
-        q, k, v = self.qkv_proj(x).split(widths, dim=-1)
+        qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale)
+        q, k, v = qkv.split(widths, dim=-1)
         if cfg.qk_norm:
             q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
         q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
@@ -175,8 +191,9 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
-        return self.o_proj(self.attend(x, padding_mask))
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
+                x_scale: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        return self.o_proj(self.attend(x, padding_mask, x_scale))
 
 
 class FusedFeedForward(_StackedLinear):
@@ -196,10 +213,14 @@ class FusedFeedForward(_StackedLinear):
             self.fc1 = nn.Linear(d, hidden, bias=config.bias)
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None) -> Tensor:
+        """``x_scale``: x is the e4m3 output of the norm before it with these rowwise scales
+        (:func:`fp8_input_recipe`), for an FP8 first projection."""
         inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
         if isinstance(inner, Float8Linear) or isinstance(outer, Float8Linear):
-            return self._forward_fp8(x, inner, outer)
+            return self._forward_fp8(x, inner, outer, x_scale)
+        if x_scale is not None:
+            raise ValueError("x_scale: an FP8 input needs FP8 Linear layers (blockfuse.fp8.convert)")
         weights = (inner.weight, inner.bias, outer.weight, outer.bias)
         if self.shards > 1:
             # Tensor parallelism (blockfuse.distributed): the weights are DTensors; the op runs on this rank's
@@ -214,7 +235,7 @@ class FusedFeedForward(_StackedLinear):
         # the backward recomputes the activation (ops/mlp.py).
         return fused_mlp(x, *weights, self.config.mlp)
 
-    def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module) -> Tensor:
+    def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None) -> Tensor:
         """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
         (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Without
         gradients and with a rowwise FP8 down projection, the gated kernel writes its output in e4m3 with each
@@ -225,7 +246,7 @@ class FusedFeedForward(_StackedLinear):
         MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
         if self.shards > 1:
             raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
-        pre = inner(x)
+        pre = inner(x) if x_scale is None else inner(x, x_scale)
         mlp = self.config.mlp
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))
