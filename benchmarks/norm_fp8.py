@@ -285,7 +285,7 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
     signature = {"X": BF16, "W": BF16, "Q": E4M3, "Q_SCALE": F32, "stride_x": "i32", "stride_res": "i32",
                  "stride_y": "i32", "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
                  "dropout_scale": "fp32", "history_len": "i32"}
-    nones = {"SEED": None}
+    nones = {"SEED": None, "MEAN": None, "RSTD": None}
     for name, present, kind in (("B", not is_rms, BF16), ("RES", mode != norm.NONE, BF16),
                                 ("S", mode == norm.PRE, BF16), ("Y", mode == norm.POST, BF16),
                                 ("HISTORY", recipe == "tensorwise", F32), ("AMAX", recipe == "tensorwise", F32)):
@@ -294,7 +294,7 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
         else:
             nones[name] = None
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
-                      ACTIVATION=activation, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
+                      ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
                       BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1)
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs},
                             ["X", "W", "Q", "stride_x", "N"], num_warps=num_warps)

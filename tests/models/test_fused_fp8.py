@@ -14,6 +14,7 @@ import blockfuse.fp8
 import blockfuse.nn.fp8 as nn_fp8
 import blockfuse.ops.fp8 as fp8_ops
 from blockfuse.models import PRESETS, TransformerBlock
+import blockfuse.models.blocks as blocks_module
 from blockfuse.models.blocks import convert
 from tests.helpers import relative_error
 
@@ -30,15 +31,18 @@ def blocks(preset: str, recipe: str):
 
 @pytest.fixture
 def fp8_calls(monkeypatch):
-    """The input dtypes of every fp8_linear call a Float8Linear makes."""
+    """The input dtypes of every FP8 GEMM call a Float8Linear makes (``fp8_linear``, or ``fp8_linear_quantized``
+    for an input a norm quantized)."""
     calls = []
-    original = nn_fp8.fp8_linear
 
-    def counting(x, *args, **kwargs):
-        calls.append(x.dtype)
-        return original(x, *args, **kwargs)
+    def counting(original):
+        def call(x, *args, **kwargs):
+            calls.append(x.dtype)
+            return original(x, *args, **kwargs)
+        return call
 
-    monkeypatch.setattr(nn_fp8, "fp8_linear", counting)
+    for name in ("fp8_linear", "fp8_linear_quantized"):
+        monkeypatch.setattr(nn_fp8, name, counting(getattr(nn_fp8, name)))
     return calls
 
 
@@ -68,20 +72,58 @@ def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls):
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_rowwise_inference_hands_the_fp8_outputs_on(preset, fp8_calls):
-    """Without gradients the gated kernel, and in a pre-norm block each norm before a projection (QKV, gate|up),
-    write e4m3 and its row scales; the projections take them (FP8 inputs, no cast pass); the output is the
-    training forward's within an FP8 rounding of those inputs."""
+def test_rowwise_blocks_hand_the_fp8_outputs_on(preset, fp8_calls):
+    """In a pre-norm block each norm before a projection (QKV, gate|up) writes e4m3 and its row scales, and without
+    gradients the gated kernel too; the projections take them (FP8 inputs, no cast pass). The reordered block's
+    norms follow its GEMMs: only the down projection's input. Inference is the training forward's within an FP8
+    rounding."""
     _, _, fused_fp8 = blocks(preset, "rowwise")
+    pre = fused_fp8.config.placement == "pre"
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
     with torch.no_grad():
         inference = fused_fp8(x)
-    handed_on = 3 if fused_fp8.config.placement == "pre" else 1  # the reordered block's norms follow the GEMMs
-    assert fp8_calls.count(torch.float8_e4m3fn) == handed_on and len(fp8_calls) == 4
+    assert fp8_calls.count(torch.float8_e4m3fn) == (3 if pre else 1) and len(fp8_calls) == 4
     fp8_calls.clear()
     training = fused_fp8(x.clone().requires_grad_())
-    assert torch.float8_e4m3fn not in fp8_calls
+    assert fp8_calls.count(torch.float8_e4m3fn) == (2 if pre else 0) and len(fp8_calls) == 4
     assert relative_error(inference, training.detach()) < 3e-2
+
+
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_training_through_the_norms_fp8_outputs(preset, monkeypatch):
+    """A training step of a rowwise FP8 block whose norms hand their e4m3 outputs to the projections (the input
+    gradient comes back through the norm's stand-in, ``fp8_linear_quantized``) against the same block casting a
+    bf16 norm output in each layer: output, input gradient and every parameter gradient within FP8's error, and
+    no further from fp32 than the casting block."""
+    from blockfuse.models import fused as fused_module
+    from blockfuse.models import named_gradients
+
+    eager, _, fused_fp8 = blocks(preset, "rowwise")
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(6)).bfloat16()
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(7)).bfloat16()
+    oracle = copy.deepcopy(eager).float()
+    x32 = x.float().requires_grad_()
+    oracle(x32).backward(dy.float())
+    reference = {"x": x32.grad, **named_gradients(oracle)}
+
+    def step():
+        fused_fp8.zero_grad(set_to_none=True)
+        leaf = x.clone().requires_grad_()
+        out = fused_fp8(leaf)
+        out.backward(dy)
+        return out.detach(), {"x": leaf.grad, **named_gradients(fused_fp8)}
+
+    wired_out, wired = step()
+    monkeypatch.setattr(fused_module, "fp8_input_recipe", lambda consumer, x: None)
+    monkeypatch.setattr(blocks_module, "fp8_input_recipe", lambda consumer, x: None)
+    cast_out, cast = step()
+    assert relative_error(wired_out, cast_out) < 5e-2
+    assert set(wired) == set(cast) == set(reference)
+    for name in reference:
+        if reference[name].abs().max() == 0:
+            continue
+        assert relative_error(wired[name], cast[name]) < 0.1, name
+        assert relative_error(wired[name], reference[name]) <= 1.5 * relative_error(cast[name], reference[name]) + 1e-2, name
 
 
 def test_fp8_mlp_under_tensor_parallelism_is_refused():

@@ -590,3 +590,56 @@ def test_bad_arguments_raise_clear_errors(device):
             call()
         assert message in str(raised.value), (message, str(raised.value))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# An input quantized by the op before the layer, in a training step
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_quantized_input_sends_its_gradient_to_the_proxy(device):
+    """``fp8_linear_quantized(q, scale, proxy, ...)``: the input's gradient goes to ``proxy`` and equals what
+    ``fp8_linear`` gives x itself (the same dgrad); the weight gradient is the same within FP8's error (its x
+    columns cast from q rather than from x)."""
+    x, weight, bias = operands((3, 7, 64), 48, torch.bfloat16, device, seed=300)
+    dy = random_tensor((3, 7, 48), torch.bfloat16, seed=303).to(device)
+    q, scale = quantize(x, recipe="rowwise")
+    results = []
+    for quantized in (False, True):
+        leaf, w, b = (t.detach().clone().requires_grad_() for t in (x, weight, bias))
+        if quantized:
+            out = fp8.fp8_linear_quantized(q, scale, leaf, w, b)
+        else:
+            out = fp8_linear(leaf, w, b, recipe="rowwise")
+        out.backward(dy)
+        results.append((out.detach(), leaf.grad, w.grad, b.grad))
+    (out, dx, dw, db), (q_out, q_dx, q_dw, q_db) = results
+    assert q_dx.shape == x.shape and q_dx.dtype == x.dtype
+    assert torch.equal(q_dx, dx) and torch.equal(q_db, db)
+    assert relative_error(q_out, out) < 5e-2 and relative_error(q_dw, dw) < 5e-2
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_quantized_input_with_a_zero_stride_proxy(device):
+    """The proxy may hold no storage of its own (the norms' stand-in: zeros expanded to the input's shape)."""
+    x, weight, bias = operands((5, 64), 32, torch.bfloat16, device, seed=310)
+    q, scale = quantize(x, recipe="rowwise")
+    dy = random_tensor((5, 32), torch.bfloat16, seed=311).to(device)
+    grads = []
+    for stand_in in (torch.zeros((), dtype=torch.bfloat16, device=device), torch.zeros_like(x)):
+        stand_in.requires_grad_()
+        fp8.fp8_linear_quantized(q, scale, stand_in.expand(x.shape), weight, bias).backward(dy)
+        grads.append(stand_in.grad)
+    expanded, whole = grads
+    assert whole.shape == x.shape and bool((whole != 0).any())
+    torch.testing.assert_close(expanded.float(), whole.float().sum(), rtol=1e-2, atol=1e-2)
+
+
+def test_quantized_input_bad_arguments():
+    x, weight, bias = operands((5, 64), 32, torch.bfloat16, "cpu", seed=320)
+    q, scale = quantize_ref(x, recipe="rowwise")
+    with pytest.raises(ValueError, match=r"proxy: expected the input's shape \(5, 64\)"):
+        fp8.fp8_linear_quantized(q, scale, x[:4], weight, bias)
+    with pytest.raises(ValueError, match="x_scale"):
+        fp8.fp8_linear_quantized(q, scale[:4], x, weight, bias)

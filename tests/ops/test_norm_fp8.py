@@ -529,10 +529,10 @@ def test_the_launcher_passes_opcheck(device):
         pytest.skip("the interpreter's custom op")
     x, w, b, r = inputs((6, 72), seed=31, residual=True)
     scaling = Float8Scaling.new(4)
-    for residual, mode, history, amax in ((None, norm.NONE, None, None), (r, norm.PRE, *scaling),
-                                          (r, norm.POST, None, None)):
+    for residual, mode, history, amax, stats in ((None, norm.NONE, None, None, False), (r, norm.PRE, *scaling, True),
+                                                 (r, norm.POST, None, None, True)):
         torch.library.opcheck(torch.ops.blockfuse.norm_fwd_fp8.default,
-                              (x, w, b, residual, None, 1e-5, mode, 0.0, False, False, 0, history, amax),
+                              (x, w, b, residual, None, 1e-5, mode, 0.0, False, False, 0, history, amax, stats),
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
@@ -570,8 +570,14 @@ def test_every_fp8_launch_compiles_for_sm90(monkeypatch, device):
             blockfuse.swiglu(gate, fp8=recipe, fp8_scaling=scaling)
             gate, up = random_tensor((3, 9000), seed=4), random_tensor((3, 9000), seed=5)
             blockfuse.geglu(gate, up, fp8=recipe, fp8_scaling=scaling)
+        # a training step's forms: the statistics too, and an FP8 input's columns cast from it (with its row scales)
+        x, w, b, r = inputs((3, 760), torch.bfloat16, seed=9, residual=True)
+        norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, norm.PRE, 0.0, False, False, 0, None, None, True)
+        q, scale = fp8.quantize(x, recipe="rowwise")
+        fp8._fp8_quantize(q, E4M3, True, False, True, 16, scale.reshape(-1))
     kernels = {record["kernel"] for record in launches.values()}
-    assert {"_norm_fwd_fp8_kernel", "_gated_fwd_fp8_kernel", "_fp8_roll_kernel"} <= kernels, kernels
+    assert {"_norm_fwd_fp8_kernel", "_gated_fwd_fp8_kernel", "_fp8_roll_kernel", "_fp8_cast_kernel",
+            "_fp8_amax_kernel"} <= kernels, kernels
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", test_sm90_compile.COMPILE_SCRIPT],
                             input=json.dumps(list(launches.values())), env=env, cwd=Path(__file__).resolve().parents[2],
@@ -638,3 +644,22 @@ def test_under_no_grad_a_parameter_that_requires_grad_is_fine(device):
             q, scale = blockfuse.layer_norm(x, w, b, fp8="rowwise")
         assert q.dtype == E4M3 and not q.requires_grad
     assert fp8.FP8_OUTPUT_CODES == {"rowwise": 1, "tensorwise": 2}
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("mode", [norm.NONE, norm.PRE, norm.POST], ids=["none", "pre", "post"])
+def test_statistics_of_the_fp8_forward_are_the_plain_forwards(is_rms, mode, device):
+    """With ``stats`` the FP8 forward writes the statistics a training step's backward reads (the fused blocks'
+    norms in front of FP8 projections): the plain forward's, bit for bit, at a width with a tail."""
+    x, w, b, r = inputs((7, 200), seed=41, residual=True, device=device)
+    b = None if is_rms else b
+    r = None if mode == norm.NONE else r
+    fp8_outputs = norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, None, None, True)
+    plain = norm._norm_fwd(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, True)
+    mean, rstd = fp8_outputs[4:]
+    assert torch.equal(rstd, plain[3]) and rstd.shape == x.shape[:-1]
+    assert torch.equal(mean, plain[2]) if not is_rms else mean.numel() == 0
+    without = norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, None, None, False)
+    assert without[4].numel() == 0 and without[5].numel() == 0
+    assert torch.equal(without[0].view(torch.uint8), fp8_outputs[0].view(torch.uint8))

@@ -36,7 +36,9 @@ from torch import Tensor, nn
 
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import Attention, FeedForward, _eager_norm
-from blockfuse.models.fused import FusedAttention, FusedFeedForward, _fused_norm, _norm, fp8_input_recipe
+from blockfuse.models.fused import (
+    FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_fp8, fp8_input_recipe,
+)
 from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 
@@ -133,26 +135,33 @@ class TransformerBlock(nn.Module):
         residual, branch = parts
         parts.clear()
         p, training = self.config.dropout, self.training
-        # NOTE: in front of rowwise FP8 projections without autograd, each norm writes its output in e4m3 with
-        # the rows' scales and the projection takes them as they are: no cast pass over the norm's output.
-        fp8 = fp8_input_recipe(self.attn.qkv_proj)
-        if branch is None:
-            h0, y = residual, _norm(self.attn_norm, residual, fp8=fp8)
-        else:
-            y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training, fp8=fp8)
-        del residual, branch
+        # NOTE: in front of rowwise FP8 projections each norm writes its output in e4m3 with the rows' scales and
+        # the projection takes them as they are: no cast pass, and in training no output in x's dtype at all
+        # (the projection keeps its FP8 input for the weight gradient; the norm, its input and statistics).
+        fp8 = fp8_input_recipe(self.attn.qkv_proj, residual)
         if fp8:
-            q, scale = y  # (batch, seq, d_model) e4m3, (batch, seq, 1) fp32
-            attended = self.attn(q, padding_mask, scale)
-            del q, scale
+            if branch is None:
+                h0, (normed, _) = residual, _norm_fp8(self.attn_norm, residual)
+            else:
+                normed, h0 = _norm_fp8(self.attn_norm, branch, residual, "pre", p, training)
+            del residual, branch
+            attended = self.attn(normed[0], padding_mask, *normed[1:])
+            del normed
         else:
+            if branch is None:
+                h0, y = residual, _norm(self.attn_norm, residual)
+            else:
+                y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
+            del residual, branch
             with _without_saved_norm_output(y, self.attn_norm, h0):
                 attended = self.attn(y, padding_mask)
-        fp8 = fp8_input_recipe(self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1)
-        y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training, fp8=fp8)
+            del y
+        if fp8_input_recipe(self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0):
+            normed, h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training)
+            del attended, h0
+            return h, self.ffn(*normed)
+        y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
         del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
-        if fp8:
-            return h, self.ffn(*y)
         with _without_saved_norm_output(y, self.ffn_norm, h):
             return h, self.ffn(y)
 

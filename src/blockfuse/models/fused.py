@@ -17,9 +17,10 @@ from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
-from blockfuse.ops.norm import layer_norm, rms_norm
+from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
 from blockfuse.ops.rotary import rotary
 from blockfuse.ops.sharding import is_dtensor, local_shard
+from blockfuse.runtime import use_triton
 
 
 def _fused_norm(config: BlockConfig, width: int) -> nn.Module:
@@ -45,16 +46,29 @@ def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode:
     return module(x)
 
 
-def fp8_input_recipe(consumer: nn.Module) -> Optional[str]:
+def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
     """``"rowwise"`` when the norm before ``consumer`` should write its output in e4m3 with each row's scale
-    (the norm's FP8 output, no cast pass before the GEMM): ``consumer`` is a rowwise :class:`Float8Linear` and
-    autograd is off (the FP8 output is forward only). Else None: the norm writes x's dtype and the layer casts.
+    (:func:`_norm_fp8`: no cast pass before the GEMM, and in a training step no output in x's dtype):
+    ``consumer`` is a rowwise :class:`Float8Linear` and the norm runs its kernels on ``x``. Else None: the norm
+    writes x's dtype and the layer casts.
 
     NOTE: rowwise only. A tensorwise layer's scale is its own cast's amax of the tensor; the norm's tensorwise
     output scales by a delayed amax history instead, another recipe's numbers."""
-    if isinstance(consumer, Float8Linear) and consumer.recipe == "rowwise" and not torch.is_grad_enabled():
+    if isinstance(consumer, Float8Linear) and consumer.recipe == "rowwise" and use_triton(x):
         return "rowwise"
     return None
+
+
+def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
+              training: bool = True):
+    """:func:`_norm` with the output for one rowwise FP8 projection: ``((q, scale, proxy), stream)``
+    (:func:`blockfuse.ops.norm.norm_for_fp8_projection`; pass all three to the :class:`Float8Linear`)."""
+    if isinstance(module, blockfuse.nn.LayerNorm):
+        return norm_for_fp8_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training, False)
+    if isinstance(module, blockfuse.nn.RMSNorm):
+        return norm_for_fp8_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
+                                       module.cast_before_weight)
+    raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's has no FP8 output")
 
 
 def _split_rows(t: Tensor, widths: tuple[int, ...], shards: int) -> list[Tensor]:
@@ -155,10 +169,12 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def _make_tables(self):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
-    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None) -> Tensor:
+    def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
+               x_proxy: Optional[Tensor] = None) -> Tensor:
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
-        (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale``: x is the e4m3 output of
-        the norm before it with these rowwise scales (:func:`fp8_input_recipe`), for an FP8 QKV projection."""
+        (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale`` / ``x_proxy``: x is the
+        e4m3 output of the norm before it with these rowwise scales and its stand-in for autograd
+        (:func:`_norm_fp8`), for an FP8 QKV projection."""
         cfg = self.config
         batch, seq, _ = x.shape
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
@@ -166,7 +182,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
         # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
         # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
-        qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale)
+        qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
         q, k, v = qkv.split(widths, dim=-1)
         if cfg.qk_norm:
             q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
@@ -191,9 +207,9 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
-                x_scale: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
-        return self.o_proj(self.attend(x, padding_mask, x_scale))
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
+                x_proxy: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
+        return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy))
 
 
 class FusedFeedForward(_StackedLinear):
@@ -213,12 +229,12 @@ class FusedFeedForward(_StackedLinear):
             self.fc1 = nn.Linear(d, hidden, bias=config.bias)
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
 
-    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None) -> Tensor:
-        """``x_scale``: x is the e4m3 output of the norm before it with these rowwise scales
-        (:func:`fp8_input_recipe`), for an FP8 first projection."""
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, x_proxy: Optional[Tensor] = None) -> Tensor:
+        """``x_scale`` / ``x_proxy``: x is the e4m3 output of the norm before it with these rowwise scales and
+        its stand-in for autograd (:func:`_norm_fp8`), for an FP8 first projection."""
         inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
         if isinstance(inner, Float8Linear) or isinstance(outer, Float8Linear):
-            return self._forward_fp8(x, inner, outer, x_scale)
+            return self._forward_fp8(x, inner, outer, x_scale, x_proxy)
         if x_scale is not None:
             raise ValueError("x_scale: an FP8 input needs FP8 Linear layers (blockfuse.fp8.convert)")
         weights = (inner.weight, inner.bias, outer.weight, outer.bias)
@@ -235,7 +251,8 @@ class FusedFeedForward(_StackedLinear):
         # the backward recomputes the activation (ops/mlp.py).
         return fused_mlp(x, *weights, self.config.mlp)
 
-    def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None) -> Tensor:
+    def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None,
+                     x_proxy: Optional[Tensor] = None) -> Tensor:
         """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
         (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Without
         gradients and with a rowwise FP8 down projection, the gated kernel writes its output in e4m3 with each
@@ -246,7 +263,7 @@ class FusedFeedForward(_StackedLinear):
         MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
         if self.shards > 1:
             raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
-        pre = inner(x) if x_scale is None else inner(x, x_scale)
+        pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         mlp = self.config.mlp
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))

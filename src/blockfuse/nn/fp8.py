@@ -12,8 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.fp8 import (
-    RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_ref, fp8_supported, quantize,
-    quantize_ref,
+    RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref,
+    fp8_supported, quantize, quantize_ref,
 )
 
 __all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "quantize", "quantize_ref",
@@ -33,6 +33,9 @@ class Float8Linear(nn.Linear):
     parameters, state dict and ``isinstance(module, nn.Linear)``. ``forward(x)``, or ``forward(x_fp8,
     x_scale)`` for an input already in e4m3 with its scale (see :func:`blockfuse.fp8.quantize`).
 
+    ``forward(x_fp8, x_scale, proxy)`` (rowwise): in a training step, ``proxy`` stands for the e4m3 input in
+    autograd and takes its gradient (:func:`blockfuse.ops.fp8.fp8_linear_quantized`; the fused blocks' norms).
+
     ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
     parameter kept; see :func:`blockfuse.fp8_linear`).
@@ -44,7 +47,12 @@ class Float8Linear(nn.Linear):
         self.recipe = _check_recipe(recipe)
         self.weight_cache = weight_cache
 
-    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None) -> Tensor:
+        if proxy is not None:
+            if self.recipe != "rowwise":
+                raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "
+                                 f"recipe is {self.recipe!r}")
+            return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache)
         return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe=self.recipe,
                           weight_cache=self.weight_cache)
 

@@ -258,8 +258,20 @@ def _fp8_rowwise_kernel(
 
 
 @triton.jit
+def _load_input(X, X_SCALE, rows, cols, row_mask, col_mask, stride_m, stride_n):
+    """The fp32 (rows, cols) tile of the input: X's values, times each row's scale for an FP8 X with X_SCALE
+    (an input another op quantized, cast again along its columns: no fp32 copy of it in memory)."""
+    x = tl.load(X + rows[:, None].to(tl.int64) * stride_m + cols[None, :] * stride_n,
+                mask=row_mask[:, None] & col_mask[None, :], other=0.0).to(tl.float32)
+    if X_SCALE is not None:
+        x = x * tl.load(X_SCALE + rows, mask=row_mask, other=0.0)[:, None]
+    return x
+
+
+@triton.jit
 def _fp8_amax_kernel(
     X,  # (M, N) input, any strides
+    X_SCALE,  # (M,) fp32 scale of each row of an FP8 X (x = X * X_SCALE), or None
     TENSOR_AMAX,  # (1,) fp32 max |x| of the whole tensor (zero-initialized), or None
     ROW_AMAX,  # (M,) fp32 max |x| of each row (zero-initialized), or None
     COL_AMAX,  # (N,) fp32 max |x| of each column (zero-initialized), or None
@@ -277,9 +289,8 @@ def _fp8_amax_kernel(
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < M
     col_mask = cols < N
-    x = tl.load(X + rows[:, None].to(tl.int64) * stride_m + cols[None, :] * stride_n,
-                mask=row_mask[:, None] & col_mask[None, :], other=0.0)
-    a = tl.abs(x.to(tl.float32))
+    x = _load_input(X, X_SCALE, rows, cols, row_mask, col_mask, stride_m, stride_n)
+    a = tl.abs(x)
     if HAS_TENSOR:
         tl.atomic_max(TENSOR_AMAX, tl.max(tl.max(a, axis=1), axis=0), sem="relaxed")
     if HAS_ROW:
@@ -291,6 +302,7 @@ def _fp8_amax_kernel(
 @triton.jit
 def _fp8_cast_kernel(
     X,  # (M, N) input, any strides
+    X_SCALE,  # (M,) fp32 scale of each row of an FP8 X (x = X * X_SCALE), or None
     AMAX,  # tensorwise: (1,) amax of the tensor; rowwise: (M,) amax of each row (Y's scales)
     COL_AMAX,  # rowwise: (N,) amax of each column (YT's scales); tensorwise: None
     Y,  # (M, N) FP8 output, row-major; or None
@@ -312,8 +324,7 @@ def _fp8_cast_kernel(
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < M
     col_mask = cols < N
-    x = tl.load(X + rows[:, None].to(tl.int64) * stride_m + cols[None, :] * stride_n,
-                mask=row_mask[:, None] & col_mask[None, :], other=0.0).to(tl.float32)
+    x = _load_input(X, X_SCALE, rows, cols, row_mask, col_mask, stride_m, stride_n)
     # NOTE: YT's tile is transposed in fp32, before its cast (a layout change through shared memory), so
     # that its stores run along YT's rows.
     if ROWWISE:
@@ -384,8 +395,9 @@ def _launch_rowwise(x: Tensor, y: Tensor, y_scale: Tensor, e5m2: bool) -> None:
 
 @launcher_op("fp8_quantize")
 def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
-                  pad: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                  pad: int, x_scale: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(y, y_scale, yt, yt_scale)`` for ``x`` (M, N) of any strides; an output not asked for is empty.
+    ``x_scale``: x is FP8 with these (M,) row scales (its values x * x_scale; not with rowwise rows alone).
 
     ``rows``: ``y`` (M, N) row-major, x quantized by rows (rowwise: ``y_scale`` (M, 1)) or as a whole
     (a 0-d ``y_scale``). ``transposed``: ``yt`` (N, MP) row-major with MP = M rounded up to ``pad``,
@@ -399,7 +411,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
     y_scale = x.new_empty((m, 1) if rowwise else (), dtype=torch.float32) if rows else None
     yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
     yt_scale = x.new_empty((n, 1) if rowwise else (), dtype=torch.float32) if transposed else None
-    if rowwise and rows and not transposed:
+    if rowwise and rows and not transposed and x_scale is None:
         if m > 0:
             _launch_rowwise(x, y, y_scale, e5m2)
     else:
@@ -408,26 +420,29 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
         row_amax = torch.zeros((m,), device=x.device, dtype=torch.float32) if rowwise and rows else None
         col_amax = torch.zeros((n,), device=x.device, dtype=torch.float32) if rowwise and transposed else None
         if m > 0 and n > 0:
-            _amax_kernel((cdiv(m, block_m), cdiv(n, block_n)), x, tensor_amax, row_amax, col_amax,
+            _amax_kernel((cdiv(m, block_m), cdiv(n, block_n)), x, x_scale, tensor_amax, row_amax, col_amax,
                          x.stride(0), x.stride(1), m, n, HAS_TENSOR=tensor_amax is not None,
                          HAS_ROW=row_amax is not None, HAS_COL=col_amax is not None,
                          BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
         # At least one program on each axis: an empty x still gets its scales (of the floor).
         grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
-        _cast_kernel(grid, x, row_amax if rowwise else tensor_amax, col_amax, y, y_scale, yt, yt_scale,
+        _cast_kernel(grid, x, x_scale, row_amax if rowwise else tensor_amax, col_amax, y, y_scale, yt, yt_scale,
                      x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
                      HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
 
 
-def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
-                 pad: int) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
+                 x_scale: Optional[Tensor] = None) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor],
+                                                            Optional[Tensor]]:
     """:func:`_fp8_quantize` where the kernels run (``runtime.use_triton``), its reference elsewhere;
-    outputs not asked for are None."""
+    outputs not asked for are None. ``x_scale``: x is FP8 with these (M, 1) row scales."""
     if use_triton(x):
-        outputs = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad)
+        outputs = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad,
+                                None if x_scale is None else x_scale.reshape(-1))
     else:
-        outputs = _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad)
+        outputs = _quantize_2d_ref(x if x_scale is None else x.float() * x_scale, dtype, rowwise, rows, transposed,
+                                   pad)
     y, y_scale, yt, yt_scale = outputs
     return (y if rows else None, y_scale if rows else None, yt if transposed else None,
             yt_scale if transposed else None)
@@ -607,8 +622,8 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     if x2.dtype == torch.float8_e4m3fn:
         x_q, x_s = x2, x_scale
         xt_q = xt_s = None
-        if weight_grad and rowwise:  # x's columns need scales of their own: from x dequantized
-            _, _, xt_q, xt_s = _quantize_2d(x_q.float() * x_s, torch.float8_e4m3fn, True, False, True, GEMM_MULTIPLE)
+        if weight_grad and rowwise:  # x's columns need scales of their own: from x dequantized as it is read
+            _, _, xt_q, xt_s = _quantize_2d(x_q, torch.float8_e4m3fn, True, False, True, GEMM_MULTIPLE, x_s)
         elif weight_grad:
             xt_q, xt_s = _transposed(x_q, GEMM_MULTIPLE), x_s
     else:
@@ -622,14 +637,20 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
 
 
 class _Fp8LinearFunction(torch.autograd.Function):
+    """``proxy``: None, or the tensor that stands for an FP8 ``x2`` in autograd (see :func:`fp8_linear_quantized`):
+    x's gradient is then returned as the proxy's."""
+
     @staticmethod
-    def forward(ctx, x2, x_scale, weight, bias, config):
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy):
         rowwise, out_dtype, x_grad, weight_grad, cache = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache)
         ctx.save_for_backward(*saved)
         ctx.config = config
-        ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
+        ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
+        ctx.weight_dtype = weight.dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.proxy = proxy is not None
+        ctx.proxy_shape = None if proxy is None else proxy.shape
         return y
 
     @staticmethod
@@ -643,7 +664,9 @@ class _Fp8LinearFunction(torch.autograd.Function):
         dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.needs_input_grad[3] else None
-        return dx, None, dw, db, None
+        if ctx.proxy:
+            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None
+        return dx, None, dw, db, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -768,12 +791,32 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     multiple of 16 (:func:`fp8_supported`) runs a plain ``F.linear`` in x's dtype instead.
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
+    return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None)
+
+
+def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weight: Tensor,
+                         bias: Optional[Tensor] = None, *, weight_cache: bool = True) -> Tensor:
+    """:func:`fp8_linear` (rowwise) of an input quantized by the op before it, in a training step: ``q``
+    (..., in_features) e4m3 and its rows' ``scale`` (..., 1), as the norms write them
+    (``ops/norm.py``, :func:`norm_for_fp8_projection`), and ``proxy``, the tensor standing for that input in
+    autograd (its shape; None without autograd): the input's gradient (FP8 dgrad, in the proxy's dtype) is
+    returned as the proxy's. The weight gradient casts q's columns from q itself (1 byte an element read)."""
+    if proxy is not None and tuple(proxy.shape) != tuple(q.shape):
+        raise ValueError(f"proxy: expected the input's shape {tuple(q.shape)}, got {tuple(proxy.shape)}")
+    _check_fp8_linear_args(q, weight, bias, scale, "rowwise")
+    return _fp8_linear(q, weight, bias, scale, True, weight_cache, proxy)
+
+
+def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Optional[Tensor], rowwise: bool,
+                weight_cache: bool, proxy: Optional[Tensor]) -> Tensor:
     k, n = x.shape[-1], weight.shape[0]
     fp8_input = x.dtype == torch.float8_e4m3fn
     if not fp8_supported(k, n):
         # NOTE: no FP8 GEMM for these sizes on a GPU (and padding K or N would copy x or the output every
         # call): the layer runs in high precision, as torchao leaves such layers alone.
         x_high = dequantize(x, x_scale, weight.dtype) if fp8_input else x
+        if proxy is not None:  # the values of x, the gradient to the proxy
+            x_high = x_high.detach() + (proxy - proxy.detach()).to(x_high.dtype)
         return F.linear(x_high, weight.to(x_high.dtype), None if bias is None else bias.to(x_high.dtype))
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k)
@@ -785,11 +828,11 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
         # Unit strides: _scaled_mm checks the strides of a (M, 1) scale, its size-1 dimension's too.
         x_scale = x_scale.reshape(-1).unsqueeze(1) if rowwise else x_scale.reshape(())
     grad = torch.is_grad_enabled()
-    x_grad = grad and x.requires_grad
+    x_grad = grad and (x.requires_grad if proxy is None else proxy.requires_grad)
     weight_grad = grad and weight.requires_grad
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config)
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy)
     else:
         y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache)
     return y.view(*lead, n)

@@ -198,6 +198,8 @@ def _norm_fwd_fp8_kernel(
     HISTORY,  # tensorwise: (H,) fp32 amaxes of earlier calls, newest first; rowwise: None
     AMAX,  # tensorwise: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
     SEED,  # (1,) int64 dropout seed, or None
+    MEAN,  # (M,) fp32 row means (LayerNorm with STATS), or None
+    RSTD,  # (M,) fp32 reciprocal standard deviations (STATS), or None
     stride_x, stride_res, stride_y, stride_s,  # row strides (the last dimension is contiguous)
     M, N, eps, dropout_p, dropout_scale,
     history_len,  # H (tensorwise)
@@ -208,6 +210,7 @@ def _norm_fwd_fp8_kernel(
     HAS_DROPOUT: tl.constexpr,
     CAST_BEFORE_WEIGHT: tl.constexpr,
     ACTIVATION: tl.constexpr,
+    STATS: tl.constexpr,  # write the statistics a backward reads (a block's training step)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
@@ -217,10 +220,10 @@ def _norm_fwd_fp8_kernel(
     FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
 ):
-    # The body with an FP8 output: forward only, so no statistics (constexprs as in _norm_fwd_kernel).
-    _norm_fwd_body(X, RES, W, B, Y, S, None, None, SEED, Q, Q_SCALE, HISTORY, AMAX, stride_x, stride_res, stride_y,
+    # The body with an FP8 output (constexprs as in _norm_fwd_kernel).
+    _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX, stride_x, stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
-                   HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, False, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
+                   HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
                    BLOCK_T, FP8, BLOCK_H)
 
 
@@ -886,15 +889,17 @@ def fp8_forward_tile(n: int) -> Tile:
 def _norm_fwd_fp8(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
     eps: float, residual_form: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, activation: int,
-    history: Optional[Tensor], amax: Optional[Tensor],
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The norms' forward with an FP8 output (forward only: no statistics): returns ``(y_fp8, scale, s, y)``.
+    history: Optional[Tensor], amax: Optional[Tensor], stats: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The norms' forward with an FP8 output: returns ``(y_fp8, scale, s, y, mean, rstd)``.
     ``y_fp8``: the output in e4m3, shaped like x; ``scale``: fp32, rowwise (``history`` None) one a row,
     ``(*x.shape[:-1], 1)``, tensorwise 0-d from ``history`` (delayed scaling: ops/fp8.py), this call's amax
     then rolled into ``history`` (``amax``: its zeroed (1,) scratch). ``s`` in pre mode and ``y`` (the output
-    in x's dtype) in post mode, the residual stream; else empty. ``residual_form``: NONE, PRE or POST (NOTE: not
-    named ``mode``, which a mutating op's arguments cannot be: torch's auto_functionalized passes them as keywords
-    to a function of its own with a ``mode`` parameter). Arguments otherwise as :func:`_norm_fwd`."""
+    in x's dtype) in post mode, the residual stream; else empty. ``mean`` (LayerNorm) and ``rstd`` with ``stats``
+    only (a training step's backward reads them: models/fused.py's FP8 projections), else empty.
+    ``residual_form``: NONE, PRE or POST (NOTE: not named ``mode``, which a mutating op's arguments cannot be:
+    torch's auto_functionalized passes them as keywords to a function of its own with a ``mode`` parameter).
+    Arguments otherwise as :func:`_norm_fwd`."""
     mode = residual_form
     if activation and mode != NONE:
         raise ValueError("residual_mode: an activation after the norm is fused only without a residual")
@@ -907,7 +912,9 @@ def _norm_fwd_fp8(
     scale = x.new_empty((*x.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
     s = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == PRE else None
     y = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == POST else None
-    outputs = (q, scale, empty_if_none(s, x), empty_if_none(y, x))
+    mean = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats and not is_rms else None
+    rstd = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats else None
+    outputs = (q, scale, empty_if_none(s, x), empty_if_none(y, x), empty_if_none(mean, x), empty_if_none(rstd, x))
     if m == 0:
         if not rowwise:
             scale.copy_(delayed_scale_ref(history))
@@ -920,11 +927,11 @@ def _norm_fwd_fp8(
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, q.view(-1, n), scale, history, amax, seed if dropout_p > 0 else None,
-        x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2),
+        mean, rstd, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2),
         m, n, eps, dropout_p, dropout_scale(dropout_p), h,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
+        STATS=stats, **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
         BLOCK_H=next_power_of_2(h), num_warps=tile.num_warps,
     )
     if not rowwise:
@@ -1007,36 +1014,89 @@ class _NormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, residual, seed, config):
-        eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
         y, s, mean, rstd = _norm_fwd(x, weight, bias, residual, seed, *config, True)
-        s = s if mode == PRE else None
-        mean = None if is_rms else mean
-        # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
-        # its residual stream) rather than x and residual. An activation's backward also reads the bias.
-        ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, rstd, seed)
-        ctx.config = config
-        ctx.has_bias = bias is not None
-        ctx.set_materialize_grads(False)
-        return y, s
+        return y, _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
 
     @staticmethod
     def backward(ctx, dy, ds):
-        z, weight, bias, mean, rstd, seed = ctx.saved_tensors
-        _, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
-        if dy is None:
-            dy = torch.zeros_like(z)
-        grads = _norm_bwd(dy, ds if mode == PRE else None, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode,
-                          dropout_p, is_rms, cast_before_weight, activation)
-        dx, dres, dw, db = grads
-        if mode == POST:
-            dresidual = dy  # the add passes the gradient straight through
-        elif mode == PRE:
-            dresidual = dres if dropout_p > 0 else dx
-        else:
-            dresidual = None
-        db = db if ctx.has_bias else None
-        dw = None if weight is None else dw
-        return dx, dw, db, dresidual, None, None
+        return _norm_backward(ctx, dy, ds)
+
+
+class _NormFp8Function(torch.autograd.Function):
+    """A norm whose normalized output feeds one FP8 projection in a training step (models/fused.py): the forward
+    writes it in e4m3 with each row's scale and the statistics, and nothing in x's dtype but the residual stream.
+    Returns ``(out, s, q, scale)``: ``out`` stands for the normalized output in autograd, ``y`` itself in post
+    mode (the residual stream, which the projection reads), else a tensor of its shape with no storage of its own
+    (zero strides), which :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes beside ``q``: the projection's
+    input gradient comes back here as its gradient. ``s``: pre mode's residual stream, else None; ``q`` and
+    ``scale`` take no gradient."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, residual, seed, config):
+        eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
+        q, scale, s, y, mean, rstd = _norm_fwd_fp8(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
+                                                   cast_before_weight, activation, None, None, True)
+        s = _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
+        ctx.mark_non_differentiable(q, scale)
+        out = y if mode == POST else x.new_zeros(()).expand(x.shape)
+        return out, s, q, scale
+
+    @staticmethod
+    def backward(ctx, dy, ds, dq, dscale):
+        return _norm_backward(ctx, dy, ds)
+
+
+def _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd) -> Optional[Tensor]:
+    """What both Functions' backward reads; returns ``s`` (None unless the mode is PRE)."""
+    _, mode, _, is_rms, _, activation = config
+    s = s if mode == PRE else None
+    mean = None if is_rms else mean
+    # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
+    # its residual stream) rather than x and residual. An activation's backward also reads the bias.
+    ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, rstd, seed)
+    ctx.config = config
+    ctx.has_bias = bias is not None
+    ctx.set_materialize_grads(False)
+    return s
+
+
+def _norm_backward(ctx, dy, ds):
+    z, weight, bias, mean, rstd, seed = ctx.saved_tensors
+    _, mode, dropout_p, is_rms, cast_before_weight, activation = ctx.config
+    if dy is None:
+        dy = torch.zeros_like(z)
+    grads = _norm_bwd(dy, ds if mode == PRE else None, z, weight, bias, ctx.has_bias, mean, rstd, seed, mode,
+                      dropout_p, is_rms, cast_before_weight, activation)
+    dx, dres, dw, db = grads
+    if mode == POST:
+        dresidual = dy  # the add passes the gradient straight through
+    elif mode == PRE:
+        dresidual = dres if dropout_p > 0 else dx
+    else:
+        dresidual = None
+    db = db if ctx.has_bias else None
+    dw = None if weight is None else dw
+    return dx, dw, db, dresidual, None, None
+
+
+def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropout_p, training, is_rms,
+                            cast_before_weight=False):
+    """The norm (LayerNorm, or RMSNorm with ``is_rms``; residual forms as :func:`layer_norm`'s) whose output one
+    rowwise FP8 projection reads: ``((q, scale, proxy), stream)``. ``q`` (e4m3, x's shape) and ``scale`` (fp32,
+    ``(*x.shape[:-1], 1)``) are the normalized output and its rows' scales, written by the one pass; ``stream``
+    the residual stream (pre mode's ``s``, post mode's output), None without a residual. ``proxy``: None without
+    autograd; in a training step what :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes for the input's
+    gradient (see :class:`_NormFp8Function`). For blocks (models/fused.py); needs the Triton path."""
+    _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
+    p = float(dropout_p) if training else 0.0
+    mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
+    seed = draw_seed(x.device) if p > 0 else None
+    config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, residual)):
+        out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config)
+        return (q, scale, out), (out if mode == POST else s)
+    q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, None, None, False)
+    return (q, scale, None), (s if mode == PRE else y if mode == POST else None)
 
 
 def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
@@ -1050,8 +1110,8 @@ def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps
     if fp8 is not None:
         # Forward only (checked by the functionals): the launcher, no autograd.
         history, amax = (None, None) if fp8 == "rowwise" else fp8_scaling
-        q, scale, s, y = _norm_fwd_fp8(x, weight, bias, residual, seed, float(eps), mode, p, is_rms, cast_before_weight,
-                                       activation, history, amax)
+        q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, float(eps), mode, p, is_rms,
+                                             cast_before_weight, activation, history, amax, False)
         if mode == NONE:
             return q, scale
         return (q, scale), (s if mode == PRE else y)
