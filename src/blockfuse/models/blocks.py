@@ -138,7 +138,8 @@ class TransformerBlock(nn.Module):
         # NOTE: in front of rowwise FP8 projections each norm writes its output in e4m3 with the rows' scales and
         # the projection takes them as they are: no cast pass, and in training no output in x's dtype at all
         # (the projection keeps its FP8 input for the weight gradient; the norm, its input and statistics).
-        fp8 = fp8_input_recipe(self.attn.qkv_proj, residual)
+        # (a module swapped in for the fused attention or MLP, a benchmark's say, takes its input as it is)
+        fp8 = isinstance(self.attn, FusedAttention) and fp8_input_recipe(self.attn.qkv_proj, residual)
         if fp8:
             if branch is None:
                 h0, (normed, _) = residual, _norm_fp8(self.attn_norm, residual)
@@ -156,7 +157,8 @@ class TransformerBlock(nn.Module):
             with _without_saved_norm_output(y, self.attn_norm, h0):
                 attended = self.attn(y, padding_mask)
             del y
-        if fp8_input_recipe(self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0):
+        if isinstance(self.ffn, FusedFeedForward) and fp8_input_recipe(
+                self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0):
             normed, h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training)
             del attended, h0
             return h, self.ffn(*normed)
