@@ -649,7 +649,6 @@ class _Fp8LinearFunction(torch.autograd.Function):
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
         ctx.weight_dtype = weight.dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.proxy = proxy is not None
         ctx.proxy_shape = None if proxy is None else proxy.shape
         return y
 
@@ -664,7 +663,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
         dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.needs_input_grad[3] else None
-        if ctx.proxy:
+        if ctx.proxy_shape is not None:
             return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None
         return dx, None, dw, db, None, None
 

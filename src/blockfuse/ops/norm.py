@@ -1088,25 +1088,32 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
     autograd; in a training step what :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes for the input's
     gradient (see :class:`_NormFp8Function`). For blocks (models/fused.py); needs the Triton path."""
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
-    p = float(dropout_p) if training else 0.0
-    mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
-    seed = draw_seed(x.device) if p > 0 else None
+    p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
     config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, residual)):
+    if _needs_grad(x, weight, bias, residual):
         out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config)
         return (q, scale, out), (out if mode == POST else s)
     q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, None, None, False)
     return (q, scale, None), (s if mode == PRE else y if mode == POST else None)
 
 
-def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
-              activation=0, fp8=None, fp8_scaling=None):
+def _call_form(x, residual, residual_mode, dropout_p, training) -> tuple[float, int, Optional[Tensor]]:
+    """(dropout probability, residual mode code, dropout seed or None) of one call."""
     p = float(dropout_p) if training else 0.0
     if p > 0 and is_dtensor(x):
         raise ValueError("dropout_p: dropout on a DTensor is not supported yet (each rank's shard would draw the "
                          "same mask); pass dropout_p=0 or training=False")
     mode = NONE if residual is None else (PRE if residual_mode == "pre" else POST)
-    seed = draw_seed(x.device) if p > 0 else None
+    return p, mode, draw_seed(x.device) if p > 0 else None
+
+
+def _needs_grad(*tensors: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, is_rms, cast_before_weight,
+              activation=0, fp8=None, fp8_scaling=None):
+    p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
     if fp8 is not None:
         # Forward only (checked by the functionals): the launcher, no autograd.
         history, amax = (None, None) if fp8 == "rowwise" else fp8_scaling
@@ -1116,9 +1123,7 @@ def _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps
             return q, scale
         return (q, scale), (s if mode == PRE else y)
     config = (float(eps), mode, p, is_rms, cast_before_weight, activation)
-    if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
-                                    or (bias is not None and bias.requires_grad)
-                                    or (residual is not None and residual.requires_grad)):
+    if _needs_grad(x, weight, bias, residual):
         y, s = _NormFunction.apply(x, weight, bias, residual, seed, config)
         return (y, s) if mode == PRE else y
     outputs = _norm_fwd(x, weight, bias, residual, seed, *config, False)
