@@ -66,6 +66,12 @@ FORMS = {"ln": (False, 0, 0), "rms": (True, 0, 0), "ln-pre": (False, norm.PRE, 0
          "ln-gelu": (False, 0, norm.GELU_CODES["tanh"])}
 
 
+def _aligned(signature: dict, integers: list[str]) -> list[str]:
+    """The arguments a GPU launch specializes as multiples of 16: every pointer (PyTorch's allocations are
+    aligned) and ``integers`` (row strides and widths that are multiples of 16 at the widths measured)."""
+    return [name for name, kind in signature.items() if kind.startswith("*")] + integers
+
+
 def rule_stats(n: int, form: str) -> dict:
     """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it."""
     is_rms, mode, activation = FORMS[form]
@@ -89,9 +95,9 @@ def rule_stats(n: int, form: str) -> dict:
     nones.update({} if mode == norm.PRE else {"S": None})
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n)},
-                            ["X", "W", "Y", "stride_x", "stride_y", "N"], num_warps=tile.num_warps)
-    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
-    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
+                            _aligned(signature, ["stride_x", "stride_y", "N"]), num_warps=tile.num_warps)
+    registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
+    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
     per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
     max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
     tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
@@ -109,17 +115,21 @@ def rule_stats(n: int, form: str) -> dict:
     if activation and tile.num_chunks == 1:
         options["maxnreg"] = norm.ACT_BWD_MAXNREG
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
-                            {**nones, **common, "HAS_DS": mode == norm.PRE, "STAGES": norm.BWD_STAGES,
+                            {**nones, **common, "HAS_DS": mode == norm.PRE,
+                             "STAGES": norm.ACT_BWD_STAGES if activation else norm._bwd_stages(
+                                 tile, n, 2, norm.BWD_PROGRAMS_PER_SM if tile.block_n <= 4096 else 1,
+                                 3 if mode == norm.PRE else 2),
                              "DIRECT": False, **tile.constexprs(n, tail=False)},
-                            ["DY", "Z", "W", "DX", "PARTIAL", "stride_dy", "stride_z", "stride_dx", "N"], **options)
-    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
-    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack)
+                            _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"]), **options)
+    registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
+    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
     return out
 
 
 def rule_main(widths) -> None:
-    print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | backward tile | regs | stack |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | backward tile | regs | "
+          "stack | barriers |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         for form in FORMS:
             stats = rule_stats(n, form)
@@ -128,7 +138,7 @@ def rule_main(widths) -> None:
                 t = stats[way]["tile"]
                 tail = f" + {t['block_t']}" if t["tail"] else ""
                 cells.append(f"{t['block_m']} x {t['block_n']}{tail}, {t['num_chunks']}, {t['num_warps']} | "
-                             f"{stats[way]['registers']} | {stats[way]['stack']}")
+                             f"{stats[way]['registers']} | {stats[way]['stack']} | {stats[way]['barriers']}")
             print(f"| {n} | {form} | {cells[0]} | {cells[1]} |", flush=True)
 
 

@@ -1,6 +1,7 @@
 """What is alive at the peak of a block's training step: allocations grouped by the line that made them.
 
     python benchmarks/memory_block.py reordered --impl fused [--compile default] [--layers 1] [--encoder] [--top 15]
+        [--linear fp8:tensorwise|fp8:rowwise|torchao:tensorwise|torchao:rowwise]
 
 Under ``--compile`` an allocation made by Inductor's generated code is shown with that code's line.
 
@@ -44,9 +45,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--layers", type=int, default=None, help="default: 1, or the preset's for --encoder")
     parser.add_argument("--encoder", action="store_true", help="siglip2: the whole encoder on NaFlex inputs")
+    parser.add_argument("--linear", default="bf16", help="the Linear layers, as `blockfuse bench block --linear`")
     args = parser.parse_args()
     layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
-    module, inputs = build(args.name, args.impl, layers, args.encoder)
+    if args.linear == "bf16":
+        module, inputs = build(args.name, args.impl, layers, args.encoder)
+    else:  # the bench's own conversions (to fused, then blockfuse.fp8.convert or torchao's) of the eager module
+        from blockfuse.bench.block import provider_module
+
+        eager, inputs = build(args.name, "eager", layers, args.encoder)
+        module, _ = provider_module(eager, "fused" if args.impl == "fused" else "eager", args.linear)
+        del eager
     run = torch.compile(module, mode=args.compile) if args.compile else module
     x = inputs[0].detach().requires_grad_()
     dy = torch.randn_like(module(x, *inputs[1:]).detach())  # the output's shape (the encoder's differs)
@@ -84,7 +93,8 @@ def main() -> None:
     groups: dict[str, list[int]] = defaultdict(list)
     for size, where in peak_live.values():
         groups[where].append(size)
-    label = f"{args.name}{' encoder' if args.encoder else ''} layers={layers} impl={args.impl} compile={args.compile}"
+    label = (f"{args.name}{' encoder' if args.encoder else ''} layers={layers} impl={args.impl} compile={args.compile} "
+             f"linear={args.linear}")
     print(f"{label}: peak {peak / 2**20:.0f} MiB allocated during the step above {before / 2**20:.0f} MiB")
     for where, sizes in sorted(groups.items(), key=lambda item: -sum(item[1]))[: args.top]:
         print(f"{sum(sizes) / 2**20:8.1f} MiB {len(sizes):3d}x  {where}")

@@ -231,8 +231,9 @@ def register_stats(widths, warps_options=(4,)) -> None:
 
     norm_forms = {"rms": (True, norm.NONE, 0), "ln": (False, norm.NONE, 0), "ln-pre": (False, norm.PRE, 0),
                   "ln-post": (False, norm.POST, 0), "ln-gelu": (False, norm.NONE, norm.GELU_CODES["tanh"])}
-    print("| width | op | recipe | tile (m x n + tail, chunks, warps) | regs | stack | plain kernel regs | stack |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| width | op | recipe | tile (m x n + tail, chunks, warps) | regs | stack | barriers | plain kernel regs | "
+          "stack |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         tile = _forward_tile(norm, n, 1)  # the plain forward's
         tail = f" + {tile.block_t}" if tile.tail else ""
@@ -261,7 +262,7 @@ def register_stats(widths, warps_options=(4,)) -> None:
                                     ["G", "U", "Q", "stride_g", "stride_u", "N"], num_warps=warps)
             registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
             print(f"| {n} | swiglu | {recipe} | {block_m} x {block_n}, {chunks}, {warps} | {registers} | {stack} | "
-                  f"| |", flush=True)
+                  f"| | |", flush=True)
 
 
 BF16, F32, E4M3 = "*bf16", "*fp32", "*fp8e4nv"
@@ -296,10 +297,11 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
                       BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1)
-    compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs},
-                            ["X", "W", "Q", "stride_x", "N"], num_warps=num_warps)
-    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
-    return registers, stack
+    aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
+    compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
+                            num_warps=num_warps)
+    registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
+    return registers, f"{stack} | {opcodes['BAR']}"
 
 
 def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation):

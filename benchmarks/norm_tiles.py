@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import sys
 
 import torch
@@ -211,7 +212,7 @@ def main():
     ap.add_argument("--fwd", default="4096,8192;256,512,1024,2048",
                     help="forward grid: tile elements ; elements a warp ('' skips the forward)")
     ap.add_argument("--bwd", default="4096,8192;128,256,512;1,2,3;3",
-                    help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages")
+                    help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages (0: the rule)")
     ap.add_argument("--chunked", default="",
                     help="chunked grid, forward and backward: chunk widths ; tile elements ; elements a warp")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
@@ -244,7 +245,7 @@ def main():
                                  stages=None, ms=ms, frac=nbytes / ms / 1e6 / bw))
             for tile, epw, pps, stages in bwd_configs:
                 (norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM,
-                 norm.BWD_STAGES) = tile, epw, pps, stages
+                 norm.BWD_STAGES) = tile, epw, pps, stages or None  # stages 0: the rule (_bwd_stages)
                 ms, nbytes = time_backward(shape, is_rms, mode)
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd", tile=tile, epw=epw, pps=pps,
                                  stages=stages, ms=ms, frac=nbytes / ms / 1e6 / bw))
@@ -278,7 +279,8 @@ def main():
                              f"epw {cb['epw']})")
             print(line, flush=True)
     if args.out:
-        with open(f"{args.out}/norm_tiles.json", "w") as fh:
+        os.makedirs(args.out, exist_ok=True)
+    with open(f"{args.out}/norm_tiles.json", "w") as fh:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
                            copy_gbps=bw, failures=failures, rows=rows, argv=sys.argv[1:]), fh, indent=1)
     return 1 if failures else 0

@@ -190,6 +190,22 @@ def test_compile_times_cold_and_warm(tmp_path):
     assert "compile cold" in (tmp_path / "block-standard.md").read_text()
 
 
+def test_torchao_linear_layers_for_the_baseline_providers():
+    """``linear="torchao:RECIPE"``: the eager / compiled providers' Linear layers become torchao's Float8Linear
+    (the issue's FP8 baseline); a fused provider is refused with a message that names the option."""
+    pytest.importorskip("torchao.float8")
+    from torchao.float8.float8_linear import Float8Linear as TorchaoFloat8Linear
+
+    base = dict(name="te-4layer", shape=(1, 32, 64), layers=1, dtype=torch.bfloat16, modes=("infer",),
+                device=torch.device("cpu"), quick=True, overrides=(("d_model", 64), ("n_heads", 4), ("ffn_hidden", 64)))
+    workload = block._Workload(block.BlockSettings(**base, providers=("eager",), linear="torchao:tensorwise"))
+    module, _ = workload.provider_module("eager")
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(isinstance(m, TorchaoFloat8Linear) for m in linears)
+    with pytest.raises(ValueError, match="torchao:tensorwise: the fused providers take blockfuse's FP8 layers"):
+        workload.provider_module("fused")
+
+
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
 def test_fp8_linear_layers_in_every_provider(recipe):
     """``linear="fp8:RECIPE"``: each provider's copy has its Linear layers as Float8Linear (the fused blocks' MLP

@@ -21,10 +21,12 @@ from tests.helpers import relative_error
 PRESET_NAMES = ("olmo2-1b", "te-4layer")  # SwiGLU + RMSNorm + QK-norm; SwiGLU + LayerNorm + bias
 
 
-def blocks(preset: str, recipe: str):
+def blocks(preset: str, recipe: str, device: str = "cpu"):
+    """The bf16 eager block, it with FP8 Linear layers, and the fused block with them, on ``device`` (the tests'
+    ``device`` fixture: CUDA where there is one, so a GPU run checks the kernels; else the CPU interpreter)."""
     config = replace(PRESETS[preset].config, d_model=64, n_heads=4, ffn_hidden=128)
     torch.manual_seed(0)
-    eager = TransformerBlock(config, "eager").bfloat16()
+    eager = TransformerBlock(config, "eager").bfloat16().to(device)
     return (eager, blockfuse.fp8.convert(copy.deepcopy(eager), recipe=recipe),
             blockfuse.fp8.convert(convert(eager, "fused"), recipe=recipe))
 
@@ -48,10 +50,10 @@ def fp8_calls(monkeypatch):
 
 @pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls):
-    eager, eager_fp8, fused_fp8 = blocks(preset, recipe)
-    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(1)).bfloat16()
-    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(2)).bfloat16()
+def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls, device):
+    eager, eager_fp8, fused_fp8 = blocks(preset, recipe, device)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(1)).bfloat16().to(device)
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(2)).bfloat16().to(device)
     oracle = copy.deepcopy(eager).float()
     x32 = x.float().requires_grad_()
     out32 = oracle(x32)
@@ -72,14 +74,14 @@ def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls):
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_rowwise_blocks_hand_the_fp8_outputs_on(preset, fp8_calls):
+def test_rowwise_blocks_hand_the_fp8_outputs_on(preset, fp8_calls, device, requires_triton):
     """In a pre-norm block each norm before a projection (QKV, gate|up) writes e4m3 and its row scales, and without
     gradients the gated kernel too; the projections take them (FP8 inputs, no cast pass). The reordered block's
     norms follow its GEMMs: only the down projection's input. Inference is the training forward's within an FP8
     rounding."""
-    _, _, fused_fp8 = blocks(preset, "rowwise")
+    _, _, fused_fp8 = blocks(preset, "rowwise", device)
     pre = fused_fp8.config.placement == "pre"
-    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)).bfloat16().to(device)
     with torch.no_grad():
         inference = fused_fp8(x)
     assert fp8_calls.count(torch.float8_e4m3fn) == (3 if pre else 1) and len(fp8_calls) == 4
@@ -90,7 +92,7 @@ def test_rowwise_blocks_hand_the_fp8_outputs_on(preset, fp8_calls):
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_training_through_the_norms_fp8_outputs(preset, monkeypatch):
+def test_training_through_the_norms_fp8_outputs(preset, monkeypatch, device, requires_triton, fp8_calls):
     """A training step of a rowwise FP8 block whose norms hand their e4m3 outputs to the projections (the input
     gradient comes back through the norm's stand-in, ``fp8_linear_quantized``) against the same block casting a
     bf16 norm output in each layer: output, input gradient and every parameter gradient within FP8's error, and
@@ -98,9 +100,9 @@ def test_training_through_the_norms_fp8_outputs(preset, monkeypatch):
     from blockfuse.models import fused as fused_module
     from blockfuse.models import named_gradients
 
-    eager, _, fused_fp8 = blocks(preset, "rowwise")
-    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(6)).bfloat16()
-    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(7)).bfloat16()
+    eager, _, fused_fp8 = blocks(preset, "rowwise", device)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(6)).bfloat16().to(device)
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(7)).bfloat16().to(device)
     oracle = copy.deepcopy(eager).float()
     x32 = x.float().requires_grad_()
     oracle(x32).backward(dy.float())
@@ -113,7 +115,10 @@ def test_training_through_the_norms_fp8_outputs(preset, monkeypatch):
         out.backward(dy)
         return out.detach(), {"x": leaf.grad, **named_gradients(fused_fp8)}
 
+    fp8_calls.clear()
     wired_out, wired = step()
+    # the wired step must take the norms' FP8 outputs, else the comparison below compares a path with itself
+    assert fp8_calls.count(torch.float8_e4m3fn) == (2 if eager.config.placement == "pre" else 0)
     monkeypatch.setattr(fused_module, "fp8_input_recipe", lambda consumer, x: None)
     monkeypatch.setattr(blocks_module, "fp8_input_recipe", lambda consumer, x: None)
     cast_out, cast = step()

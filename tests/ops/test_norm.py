@@ -465,6 +465,35 @@ def test_large_width(shape, dtype, mode, variant, device):
     check_against_pytorch(VARIANTS[variant], inputs, mode if mode != "none" else "pre")
 
 
+@pytest.mark.parametrize("n", [72, 760, 1024, 1152, 2048, 2560, 2880, 4096, 4304, 5120, 6144, 8192, 14336])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_backward_pipeline_depth_rule(n, element_size):
+    """The backward's pipeline depth from bytes: the tuned depth at a full 4096-lane bf16 row (3 stages, 2
+    programs a multiprocessor); deeper where the tile pads (4304 in 8192 lanes: 5); never past the stage buffers'
+    budget or BWD_MAX_STAGES; at least BWD_BYTES_IN_FLIGHT real bytes in flight a multiprocessor unless a limit
+    stops it."""
+    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+    per_sm = norm.BWD_PROGRAMS_PER_SM if tile.block_n <= 4096 else 1
+    stages = norm._bwd_stages(tile, n, element_size, per_sm)
+    padded = 2 * tile.block_m * tile.block_n * element_size
+    real = 2 * tile.block_m * n * element_size
+    assert 2 <= stages <= norm.BWD_MAX_STAGES
+    assert per_sm * stages * padded <= max(norm.BWD_SMEM_BYTES, 2 * per_sm * padded)
+    limited = stages in (norm.BWD_MAX_STAGES, norm.BWD_SMEM_BYTES // (per_sm * padded))
+    assert limited or per_sm * (stages - 1) * real >= norm.BWD_BYTES_IN_FLIGHT
+    assert per_sm * (stages - 2) * real < norm.BWD_BYTES_IN_FLIGHT  # the fewest that do
+    if element_size == 2:
+        assert stages == {4096: 3, 2048: 3, 4304: 5, 8192: 3}.get(n, stages)
+    # pre mode streams ds too: its buffers are counted, and it keeps the 3 stages measured there
+    pre = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))
+    if pre.num_chunks == 1:
+        per_sm = norm.BWD_PROGRAMS_PER_SM if pre.block_n <= 4096 else 1
+        pre_stages = norm._bwd_stages(pre, n, element_size, per_sm, 3)
+        assert per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES or pre_stages == 2
+        if element_size == 2 and n >= 1024:
+            assert pre_stages == 3, (n, pre_stages)
+
+
 @pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])
 def test_launch_rule(n):
     """The tile rule, from the width alone: rows up to TAIL_FROM_LANES padded take one power-of-two tile;

@@ -651,15 +651,22 @@ def test_under_no_grad_a_parameter_that_requires_grad_is_fine(device):
 @pytest.mark.parametrize("mode", [norm.NONE, norm.PRE, norm.POST], ids=["none", "pre", "post"])
 def test_statistics_of_the_fp8_forward_are_the_plain_forwards(is_rms, mode, device):
     """With ``stats`` the FP8 forward writes the statistics a training step's backward reads (the fused blocks'
-    norms in front of FP8 projections): the plain forward's, bit for bit, at a width with a tail."""
+    norms in front of FP8 projections): the plain forward's, at a width with a tail, within a few fp32 roundings.
+    NOTE: not bit for bit on a GPU: the two kernels' tiles get different register layouts (the FP8 one loads the
+    weight in the tile's shape, ops/norm.py's _column_vector), so their row sums add in another order (sm_90:
+    rstd a few ulps apart). The backward reads the statistics the FP8 forward normalized with, its own."""
     x, w, b, r = inputs((7, 200), seed=41, residual=True, device=device)
     b = None if is_rms else b
     r = None if mode == norm.NONE else r
     fp8_outputs = norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, None, None, True)
     plain = norm._norm_fwd(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, True)
     mean, rstd = fp8_outputs[4:]
-    assert torch.equal(rstd, plain[3]) and rstd.shape == x.shape[:-1]
-    assert torch.equal(mean, plain[2]) if not is_rms else mean.numel() == 0
+    assert rstd.shape == x.shape[:-1] and rstd.dtype == plain[3].dtype == torch.float32
+    torch.testing.assert_close(rstd, plain[3], rtol=1e-6, atol=0)  # fp32's unit roundoff is 6e-8
+    if is_rms:
+        assert mean.numel() == 0
+    else:  # the mean of 200 values of scale 1: a few roundings of the sum, relative to the row's spread
+        torch.testing.assert_close(mean, plain[2], rtol=0, atol=1e-6)
     without = norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, None, None, False)
     assert without[4].numel() == 0 and without[5].numel() == 0
     assert torch.equal(without[0].view(torch.uint8), fp8_outputs[0].view(torch.uint8))

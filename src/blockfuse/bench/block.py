@@ -71,20 +71,35 @@ class BlockSettings:
     overrides: tuple = ()
     # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
     compile_times: tuple[str, ...] = ()
-    # the Linear layers: "bf16" (as built) or "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
-    # provider's copy, before it is compiled)
+    # the Linear layers: "bf16" (as built), "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
+    # provider's copy, before it is compiled) or "torchao:tensorwise" / "torchao:rowwise" (torchao's float8
+    # training, the FP8 baseline a PyTorch user picks; not for the fused providers)
     linear: str = "bf16"
 
 
-LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise")
+LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise", "torchao:tensorwise", "torchao:rowwise")
 
 
 def parse_linear(text: str) -> str:
-    """``bf16``, ``fp8`` (tensorwise) or ``fp8:RECIPE``, as BlockSettings.linear spells it."""
+    """``bf16``, ``fp8`` (tensorwise), ``fp8:RECIPE`` or ``torchao:RECIPE``, as BlockSettings.linear spells it."""
     value = "fp8:tensorwise" if text == "fp8" else text
     if value not in LINEAR_CHOICES:
         raise ValueError(f"linear: expected bf16, fp8 or one of {LINEAR_CHOICES[1:]}, got {text!r}")
     return value
+
+
+def _torchao_float8(module: nn.Module, recipe: str, provider: str) -> nn.Module:
+    """``module`` with its Linear layers swapped by ``torchao.float8.convert_to_float8_training`` (``recipe``:
+    torchao's recipe name). The fused providers run their projections through blockfuse's own layers (their MLP
+    calls its GEMMs inside one op), so torchao's would not see them: refused."""
+    if provider.startswith("fused"):
+        raise ValueError(f"linear torchao:{recipe}: the fused providers take blockfuse's FP8 layers "
+                         f"(fp8:{recipe}); torchao's compare with eager, compile and surgical")
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    except ImportError as error:
+        raise RuntimeError(f"linear torchao:{recipe} needs torchao (pip install torchao): {error}") from None
+    return convert_to_float8_training(module, config=Float8LinearConfig.from_recipe_name(recipe))
 
 
 def _compile_mode(provider: str) -> Optional[str]:
@@ -139,15 +154,18 @@ class _Workload:
 
 def provider_module(eager: nn.Module, provider: str, linear: str = "bf16") -> tuple[nn.Module, Callable]:
     """(the provider's module, what to call): a copy of ``eager`` converted and compiled as ``provider`` says,
-    its Linear layers in FP8 when ``linear`` says so (``fp8:RECIPE``)."""
+    its Linear layers in FP8 when ``linear`` says so (``fp8:RECIPE``, or torchao's: ``torchao:RECIPE``)."""
     if provider == MATERIALIZED_ATTENTION:
         module = convert(eager, "eager", attention="eager")  # every block's config says so
     elif provider.startswith("fused"):
         module = convert(eager, "fused")
     else:
         module = copy.deepcopy(eager)
-    if parse_linear(linear) != "bf16":
-        module = convert_to_fp8(module, recipe=linear.split(":", 1)[1])
+    kind, _, recipe = parse_linear(linear).partition(":")
+    if kind == "fp8":
+        module = convert_to_fp8(module, recipe=recipe)
+    elif kind == "torchao":
+        module = _torchao_float8(module, recipe, provider)
     mode = _compile_mode(provider)
     if mode is None:
         return module, module

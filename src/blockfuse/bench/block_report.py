@@ -195,7 +195,8 @@ def markdown(meta: dict, workload: dict, records: list[dict], with_targets: bool
         f"- command: `{meta['command']}`",
         f"- workload: {workload['layers']} layer(s), input {shape} {workload['dtype']}"
         + (", key-padding mask" if workload.get("padding_mask") else "")
-        + (f", Linear layers {workload['linear']} (blockfuse.fp8.convert)"
+        + (f", Linear layers {workload['linear']} ("
+           + ("torchao.float8" if workload["linear"].startswith("torchao") else "blockfuse.fp8.convert") + ")"
            if workload.get("linear", "bf16") != "bf16" else "")
         + f"; {workload['forward_gflop']:.1f} GFLOP forward (GEMMs + attention)",
         "",

@@ -135,7 +135,9 @@ def add_bench_parser(subparsers) -> None:
                             "with cold and with warm caches")
         parser.add_argument("--linear", default="bf16", metavar="KIND",
                             help="the Linear layers: bf16 (default), fp8 (tensorwise) or fp8:rowwise / fp8:tensorwise "
-                            "(blockfuse.fp8.convert on every provider's copy, before any compile)")
+                            "(blockfuse.fp8.convert on every provider's copy, before any compile), or "
+                            "torchao:tensorwise / torchao:rowwise (torchao's float8 training, the baseline; "
+                            "eager, compile and surgical providers)")
         if model:
             parser.add_argument("--tiny", action="store_true",
                                 help="hf-llama, hf-siglip2 only: the tiny model (2 layers, hidden 64), as without CUDA")

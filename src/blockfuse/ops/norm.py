@@ -83,9 +83,22 @@ FWD_ELEMENTS_PER_WARP = 1024
 BWD_ELEMENTS_PER_WARP = 512
 # Backward pipeline depth: tl.range's pipeliner copies the loads STAGES - 1 row blocks ahead into
 # shared memory (cp.async): more bytes in flight than the register prefetch of the next row block
-# that the kernel used before, without the registers. 3 stages took the plain LayerNorm backward at
-# [16384, 4096] from 0.78 (register prefetch) to 0.87 of copy on an H200 (2 stages: 0.66, 4: 0.81).
-BWD_STAGES = 3
+# that the kernel used before, without the registers. The depth is chosen from bytes (_bwd_stages): the
+# fewest stages that keep BWD_BYTES_IN_FLIGHT bytes of real columns (z and dy) in flight a multiprocessor,
+# at most BWD_MAX_STAGES, and no more than BWD_SMEM_BYTES of stage buffers a multiprocessor (padded lanes take
+# their slots there too). Where it was measured (H200, CUDA-graph timing, benchmarks/norm_tiles.py):
+# * [16384, 4096] bf16 (2 programs a multiprocessor, 16 KiB of z and dy a row block): 3 stages, 64 KiB in
+#   flight; the plain LayerNorm backward went from 0.78 (register prefetch) to 0.87 of copy (2 stages: 0.66,
+#   4: 0.81, 96 KiB: past the point where more in flight pays, the buffers cost occupancy);
+# * widths that pad their tile hold fewer real bytes a stage (4304 in 8192 lanes: 53%), so the fixed 3 stages
+#   left less in flight. The rule's 4-5 stages against 3, backward at [8192, N], LayerNorm / RMSNorm, of a 1 GiB
+#   copy: 2880 0.64 / 0.72 -> 0.69 / 0.76, 4304 0.57 / 0.65 -> 0.57 / 0.72, 5120 0.67 / 0.73 -> 0.68 / 0.84,
+#   1152 0.42 / 0.51 -> 0.42 / 0.56; where it gives 3 stages (4096, 2048, 8192 bf16) the kernel is unchanged
+#   (benchmarks/results/launch-rules/5-stages/).
+BWD_BYTES_IN_FLIGHT = 64 * 1024
+BWD_MAX_STAGES = 5
+BWD_SMEM_BYTES = 160 * 1024
+BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py's grid sets it)
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
@@ -357,7 +370,7 @@ def _norm_fwd_body(
                                          dropout_scale, MODE, HAS_DROPOUT)
                     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
                                         dropout_p, dropout_scale, X.dtype.element_ty, MODE, HAS_W, HAS_B,
-                                        HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+                                        HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, True)
                     amax = tl.maximum(amax, row_amax(y, mask))
                 row_scale = scale_of(amax, E4M3_MAX)
                 scale = row_scale[:, None]
@@ -437,21 +450,43 @@ def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLO
 
 
 @triton.jit
+def _column_vector(P, rows, cols, mask):
+    """A per-column vector (the weight or bias) at ``cols``, in fp32, loaded in the shape of the rows' tile
+    (BLOCK_M, BLOCK_N): each row's copy comes from L1.
+
+    NOTE: loaded as a (BLOCK_N,) or (1, BLOCK_N) vector the compiler gives it a layout of its own (fewer elements
+    a thread), and then moves it, or the whole tile computed from it, through shared memory into the other
+    layout: a convert_layout of up to BLOCK_M * BLOCK_N fp32 with its barriers in every program (the LayerNorm +
+    FP8 forward at 4096 wide, sm_90: 13 barriers against 5 this way; at 1152, two rows a program, two whole-tile
+    moves, one of them before the FP8 store)."""
+    return tl.load(P + (rows[:, None] * 0 + cols[None, :]), mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _norm_fwd_value(
     z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p, dropout_scale,
     OUT_DTYPE: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TILE_VECTORS: tl.constexpr,
 ):
     """The forward's output ``y`` in fp32 for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
-    normalized input); ``OUT_DTYPE``, the output's dtype, is what CAST_BEFORE_WEIGHT rounds to."""
+    normalized input); ``OUT_DTYPE``, the output's dtype, is what CAST_BEFORE_WEIGHT rounds to. TILE_VECTORS: the
+    weight and bias loaded in the tile's shape (:func:`_column_vector`; the FP8 forward, whose layouts they
+    otherwise moved; the plain forward's vectors already share its layout there, and loaded in the tile's shape
+    they cost it registers: 80 -> 96 post-residual at 4096, sm_90)."""
     y = (z - mean[:, None]) * rstd[:, None]
     if HAS_W:
-        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if TILE_VECTORS:
+            w = _column_vector(W, rows, cols, mask)
+        else:
+            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
         if CAST_BEFORE_WEIGHT:
             y = y.to(OUT_DTYPE).to(tl.float32)
-        y = y * w[None, :]
+        y = y * w
     if HAS_B:
-        y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        if TILE_VECTORS:
+            y += _column_vector(B, rows, cols, mask)
+        else:
+            y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     if ACTIVATION != 0:
         y = gelu(y, ACTIVATION == _GELU_TANH)
     if MODE == _POST:
@@ -472,7 +507,7 @@ def _norm_fwd_write(
         tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
                         dropout_scale, Y.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
-                        ACTIVATION)
+                        ACTIVATION, False)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -487,7 +522,8 @@ def _norm_fwd_write_stream(
     if MODE == _PRE:
         tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
-                        dropout_scale, OUT_DTYPE, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+                        dropout_scale, OUT_DTYPE, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
+                        True)
     if MODE == _POST:
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     return y
@@ -818,6 +854,23 @@ def _stages(stages: int, row_blocks: int, programs: int) -> int:
     return stages if row_blocks >= stages * programs else 1
 
 
+def _bwd_stages(tile: Tile, n: int, element_size: int, per_sm: int, streams: int = 2) -> int:
+    """The plain backward's pipeline depth for rows of ``n`` in ``tile`` (one tile a row block), ``per_sm``
+    programs a multiprocessor, ``streams`` tensors read a row block (z and dy; and ds in pre mode, which the
+    pipeliner stages too): enough row blocks in flight for BWD_BYTES_IN_FLIGHT real bytes a multiprocessor, within
+    BWD_MAX_STAGES and BWD_SMEM_BYTES (see the NOTE above BWD_BYTES_IN_FLIGHT).
+
+    NOTE: counted with two streams in pre mode too, the rule gave the pre-residual LayerNorm backward at
+    [8192, 1152] 5 stages (72 KiB of buffers a program): 0.78 -> 0.67 of copy in the sweep
+    (benchmarks/results/sweep/2026-11-27-h200/); with its three it keeps 3 stages there and at 4096."""
+    if BWD_STAGES is not None:
+        return BWD_STAGES
+    real = streams * tile.block_m * n * element_size
+    padded = streams * tile.block_m * tile.block_n * element_size
+    stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
+    return max(2, min(stages, BWD_MAX_STAGES, BWD_SMEM_BYTES // (per_sm * padded)))
+
+
 def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
     if x.is_cuda:
         per_sm = per_sm if block_n <= 4096 else 1
@@ -977,8 +1030,12 @@ def _norm_bwd(
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
-    g = 1 if direct else _num_programs(z, row_blocks, block_n,
-                                       ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM)
+    per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
+    g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
+    if activation:
+        stages = ACT_BWD_STAGES
+    else:
+        stages = _bwd_stages(tile, n, z.element_size(), per_sm if block_n <= 4096 else 1, 3 if ds is not None else 2)
     partial = None
     if (has_w or has_bias) and not direct:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -994,7 +1051,7 @@ def _norm_bwd(
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n, tail=False),
-        STAGES=_stages(ACT_BWD_STAGES if activation else BWD_STAGES, row_blocks, g), DIRECT=direct,
+        STAGES=_stages(stages, row_blocks, g), DIRECT=direct,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
