@@ -12,29 +12,11 @@ trace to find the moment of peak allocated memory, and prints the live allocatio
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 
 import torch
 
+from blockfuse.bench.memory import snapshot_call
 from profile_block import build  # benchmarks/: the script's own folder is on sys.path
-
-
-def _source_line(path: str, line: int) -> str:
-    import linecache
-
-    return linecache.getline(path, line).strip()[:90]
-
-
-def _frame(frames) -> str:
-    """The innermost frame in blockfuse or torch.nn/autograd code, or in Inductor's generated code (with
-    its text: the buffer it allocates): the line responsible."""
-    for frame in frames:
-        name = frame.get("filename", "")
-        if "torchinductor" in name:
-            return f"inductor {name.split('/')[-1]}:{frame.get('line')} {_source_line(name, frame.get('line', 0))}"
-        if "blockfuse" in name or "torch/nn/modules" in name:
-            return f"{name.split('/')[-1]}:{frame.get('line')} {frame.get('name')}"
-    return "(autograd engine / C++)" if frames else "(no stack)"
 
 
 def main() -> None:
@@ -71,33 +53,12 @@ def main() -> None:
     x.grad = None
     for p in module.parameters():
         p.grad = None
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.memory._record_memory_history(max_entries=100000)
-    step()
-    torch.cuda.synchronize()
-    snapshot = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    events = [e for trace in snapshot["device_traces"] for e in trace if e["action"] in ("alloc", "free_completed")]
-    live: dict[int, tuple[int, str]] = {}
-    current = peak = 0
-    peak_live: dict[int, tuple[int, str]] = {}
-    for event in events:
-        if event["action"] == "alloc":
-            live[event["addr"]] = (event["size"], _frame(event.get("frames", [])))
-            current += event["size"]
-        elif event["addr"] in live:
-            current -= live.pop(event["addr"])[0]
-        if current > peak:
-            peak, peak_live = current, dict(live)
-    groups: dict[str, list[int]] = defaultdict(list)
-    for size, where in peak_live.values():
-        groups[where].append(size)
+    result = snapshot_call(step, top=args.top)
     label = (f"{args.name}{' encoder' if args.encoder else ''} layers={layers} impl={args.impl} compile={args.compile} "
              f"linear={args.linear}")
-    print(f"{label}: peak {peak / 2**20:.0f} MiB allocated during the step above {before / 2**20:.0f} MiB")
-    for where, sizes in sorted(groups.items(), key=lambda item: -sum(item[1]))[: args.top]:
-        print(f"{sum(sizes) / 2**20:8.1f} MiB {len(sizes):3d}x  {where}")
+    print(f"{label}: peak {result['peak_mib']:.0f} MiB allocated during the step above {result['before_mib']:.0f} MiB")
+    for group in result["at_peak"]:
+        print(f"{group['mib']:8.1f} MiB {group['count']:3d}x  {group['where']}")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,21 @@ def test_the_recorded_command_gives_the_same_settings(tmp_path):
         ("fsdp+tp", "tp"), 2, False, 0.5)
 
 
+def test_memory_snapshot_option(tmp_path, capsys):
+    """``--memory-snapshot`` is spelled out in the recorded command; on a machine without CUDA it is a usage
+    error that says why."""
+    from dataclasses import replace
+
+    from blockfuse.bench.distributed import settings as distributed
+
+    settings = distributed.settings_from(build_parser().parse_args([*COMMAND, "--parallel", "fsdp"]))
+    assert "--memory-snapshot" not in distributed.command(settings, tmp_path)
+    assert "--memory-snapshot" in shlex.split(distributed.command(replace(settings, memory_snapshot=True), tmp_path))
+    if not torch.cuda.is_available():
+        assert main(["bench", "model", "standard", "--nproc", "2", "--parallel", "fsdp", "--memory-snapshot"]) == 2
+        assert "--memory-snapshot: records the CUDA caching allocator: needs CUDA" in capsys.readouterr().err
+
+
 def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
     """The search's arithmetic, each launch replaced by a stand-in: fused fits up to 5 per GPU, compile up to 2,
     eager not even the first batch (the launches themselves need CUDA: --max-batch refuses the CPU)."""

@@ -46,6 +46,8 @@ def _record(work: Work, parallel: str, provider: str, reference: Optional[dict],
     record["tokens_per_s"] = record["tokens_per_step"] / (record["ms"] * 1e-3)
     first, last = sharded["losses"][0], sharded["losses"][-1]
     record["loss_moved"] = abs(first - last) / abs(first) if first else None
+    if sharded.get("memory_snapshot") is not None:
+        record["memory_snapshot"] = sharded["memory_snapshot"]  # rank 0's
     if sharded.get("communication") is not None:
         record["communication"] = sharded["communication"]
         planned = planned_collectives(parallel, work.layers)

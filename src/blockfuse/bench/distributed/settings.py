@@ -48,6 +48,7 @@ class Settings:
     memory_fraction: Optional[float] = None
     profile: bool = False
     reference: bool = True
+    memory_snapshot: bool = False
     overrides: tuple = ()
 
 
@@ -74,12 +75,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="--parallel: one more step under the torch profiler per provider: rank 0's trace and "
                         "the communication kernels it ran")
+    parser.add_argument("--memory-snapshot", action="store_true",
+                        help="--parallel: rank 0 records the CUDA allocator's history from each provider's build "
+                        "on, then one more step: what is alive at its peak and after it, by the line that allocated "
+                        "it (recording slows the timed steps: time without it)")
     parser.add_argument("--no-reference", dest="reference", action="store_const", const=False,
                         help="--parallel: skip rank 0's one-GPU run (no loss difference)")
 
 
 _OWN_OPTIONS = ("tp", "steps", "warmup", "optimizer", "lr", "seed", "memory_fraction", "max_batch", "profile",
-                "reference")
+                "memory_snapshot", "reference")
 
 
 def _given(args, name: str) -> bool:
@@ -117,7 +122,7 @@ def settings_from(args) -> Settings:
         if getattr(args, flag, None):
             raise UsageError(f"--{flag.replace('_', '-')} is for the single-process benchmark; with --parallel "
                              "the options are --steps, --warmup, --optimizer, --lr, --seed, --providers, "
-                             "--memory-fraction, --max-batch, --profile")
+                             "--memory-fraction, --max-batch, --profile, --memory-snapshot")
     if args.name not in PRESETS:
         raise UsageError(f"--parallel: unknown preset {args.name!r}; choose from {' '.join(PRESETS)}")
     if args.parallel is None:
@@ -148,6 +153,8 @@ def settings_from(args) -> Settings:
         raise UsageError(f"--memory-fraction: expected a fraction in (0, 1], got {args.memory_fraction}")
     if args.max_batch and not torch.cuda.is_available():
         raise UsageError("--max-batch: searches the batch that fits in GPU memory: needs CUDA")
+    if getattr(args, "memory_snapshot", False) and not torch.cuda.is_available():
+        raise UsageError("--memory-snapshot: records the CUDA caching allocator: needs CUDA")
     if not chosen["lr"] > 0:
         raise UsageError(f"--lr: expected a positive rate, got {chosen['lr']}")
     cuda = torch.cuda.is_available()
@@ -169,7 +176,8 @@ def settings_from(args) -> Settings:
         raise UsageError(f"--layers: expected at least 1, got {args.layers}")
     return Settings(name=args.name, shape=tuple(shape), layers=args.layers, dtype=args.dtype, providers=providers,
                     parallels=parallels, nproc=nproc, tp=tp, memory_fraction=args.memory_fraction,
-                    profile=args.profile, reference=args.reference is not False, overrides=overrides, **chosen)
+                    profile=args.profile, reference=args.reference is not False, overrides=overrides,
+                    memory_snapshot=bool(getattr(args, "memory_snapshot", False)), **chosen)
 
 
 def command(settings: Settings, out: Optional[Path]) -> str:
@@ -186,7 +194,8 @@ def command(settings: Settings, out: Optional[Path]) -> str:
               "--seed", str(settings.seed)]
     if settings.memory_fraction is not None:
         words += ["--memory-fraction", f"{settings.memory_fraction:g}"]
-    words += ["--profile"] * settings.profile + ["--no-reference"] * (not settings.reference)
+    words += ["--profile"] * settings.profile + ["--memory-snapshot"] * settings.memory_snapshot
+    words += ["--no-reference"] * (not settings.reference)
     if out is not None:
         words += ["--out", str(out)]
     return shlex.join(words)

@@ -95,6 +95,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                                      number(one.get("losses", [None])[-1], ".6g"), diff, number(one.get("ms"), ".1f"),
                                      number(r.get("speedup_vs_one_gpu"), ".2f")]) + " |")
         lines += _phase_lines(mine)
+        lines += _snapshot_lines(mine)
         lines += _communication_lines(mine, workload)
     if not cuda:
         lines += ["", "On the CPU (gloo): the figures check the harness and the loss, not the speed; no CUDA memory."]
@@ -114,6 +115,17 @@ def _phase_lines(records: list[dict]) -> list[str]:
             rows.append(f"- {r['provider']}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()))
     return ["", "Peak MiB per GPU in each phase of a step (the largest rank's; the step's peak is the largest):",
             "", *rows] if rows else []
+
+
+def _snapshot_lines(records: list[dict]) -> list[str]:
+    """``--memory-snapshot``: rank 0's live allocations at one step's peak and after it, by allocating line."""
+    from blockfuse.bench.memory import snapshot_lines
+
+    rows = [line for r in records if r.get("memory_snapshot")
+            for line in snapshot_lines(r["provider"], r["memory_snapshot"])]
+    if not rows:
+        return []
+    return ["", "One more step with rank 0's CUDA allocations recorded (`--memory-snapshot`):", "", *rows]
 
 
 def _communication_lines(records: list[dict], workload: dict) -> list[str]:

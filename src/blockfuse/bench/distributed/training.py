@@ -198,6 +198,18 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
     return torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None
 
 
+def memory_snapshot(step: Callable[[], object], world: World) -> Optional[dict]:
+    """Every rank runs ``step`` once more (its collectives need them all); rank 0, recording the CUDA allocator's
+    history since the model was built (:func:`train_sharded`), returns what was alive at the step's peak and after
+    it, by allocating line (:func:`blockfuse.bench.memory.snapshot_call`); the other ranks return None."""
+    from blockfuse.bench.memory import snapshot_call
+
+    if world.rank != 0:
+        step()
+        return None
+    return snapshot_call(step, recording=True)
+
+
 def step_timing(times: list[float], warmup: int) -> dict:
     from blockfuse.bench.timing import summarize
 
@@ -209,6 +221,7 @@ def release(world: World) -> None:
     gc.collect()
     torch._dynamo.reset()  # the provider's graphs go with it
     if world.cuda:
+        torch.cuda.memory._record_memory_history(enabled=None)  # --memory-snapshot's, if a failure left it on
         torch.cuda.empty_cache()
 
 
@@ -256,6 +269,10 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
 
     settings, world = work.settings, work.world
     fsdp = parallel in ("fsdp", "fsdp+tp")
+    if settings.memory_snapshot and world.rank == 0:
+        from blockfuse.bench.memory import start_recording
+
+        start_recording()  # every allocation's stack from the model's build on: what outlives a step, and why
     # FSDP2's policy casts float32 parameters; elsewhere the module computes in the dtype with float32 copies
     model = work.module(provider, torch.float32 if fsdp else work.dtype)
     distribute(model, parallel, provider, work)
@@ -273,6 +290,9 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
     if settings.profile:
         x, target = work.batch(settings.steps, data_ranks, index)
         result["communication"] = communication(lambda: step(x, target), world, trace)
+    if settings.memory_snapshot:
+        x, target = work.batch(settings.steps, data_ranks, index)
+        result["memory_snapshot"] = memory_snapshot(lambda: step(x, target), world)
     del model, optimizer
     release(world)
     return result
