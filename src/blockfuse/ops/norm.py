@@ -865,6 +865,11 @@ def _bwd_stages(tile: Tile, n: int, element_size: int, per_sm: int, streams: int
     (benchmarks/results/sweep/2026-11-27-h200/); with its three it keeps 3 stages there and at 4096."""
     if BWD_STAGES is not None:
         return BWD_STAGES
+    return _bwd_stages_rule(tile, n, element_size, per_sm, streams)
+
+
+@functools.lru_cache(maxsize=None)
+def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams: int) -> int:
     real = streams * tile.block_m * n * element_size
     padded = streams * tile.block_m * tile.block_n * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
