@@ -35,6 +35,24 @@ def test_replay_finds_the_peak_and_what_outlives_the_call():
         "(autograd engine / C++)"
 
 
+def test_live_blocks_of_a_snapshot():
+    """Allocated blocks of the asked device, by allocating line (either torch's ``frames`` or older ``history``);
+    free blocks and other devices' are left out."""
+    frames = [{"filename": "/x/torch/distributed/fsdp/_fully_shard/_fsdp_param.py", "line": 5, "name": "alloc"}]
+    snapshot = {"segments": [
+        {"device": 0, "address": 100, "blocks": [
+            {"state": "active_allocated", "size": 64, "frames": frames},
+            {"state": "inactive", "size": 32},
+            {"state": "active_allocated", "size": 16, "history": [{"frames": frames}]},
+            {"state": "active_allocated", "size": 8}]},
+        {"device": 1, "address": 200, "blocks": [{"state": "active_allocated", "size": 1000, "frames": frames}]}]}
+    blocks = memory.live_blocks(snapshot, 0)
+    assert sorted(size for size, _ in blocks.values()) == [8, 16, 64]
+    groups = memory.grouped(blocks, top=5)
+    assert groups[0]["where"] == "_fsdp_param.py:5 alloc" and groups[0]["count"] == 2
+    assert groups[1]["where"] == "(no stack)"
+
+
 def test_snapshot_lines_name_the_lines_and_sizes():
     snapshot = {"before_mib": 4100.0, "peak_mib": 5600.0, "after_mib": 2048.0, "alive_mib": 6148.0,
                 "at_peak": [{"mib": 256.0, "count": 8, "where": "mlp.py:268 _gate_up_forward"}],

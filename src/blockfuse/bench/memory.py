@@ -60,6 +60,21 @@ def _block_frames(block: dict) -> list[dict]:
     return history[-1].get("frames", []) if history else []
 
 
+def live_blocks(snapshot: dict, device: int) -> dict:
+    """``{(segment, index): (size, where)}`` of every allocated block of ``device`` in an allocator snapshot
+    (``torch.cuda.memory._snapshot()``), where: the line that allocated it (:func:`_frame`; "(no stack)" for a
+    block allocated while the history was off)."""
+    blocks = {}
+    for segment in snapshot.get("segments", []):
+        if segment.get("device", device) != device:
+            continue
+        for index, block in enumerate(segment.get("blocks", [])):
+            if block.get("state") == "active_allocated":
+                blocks[(segment.get("address", id(segment)), index)] = (block.get("size", 0),
+                                                                         _frame(_block_frames(block)))
+    return blocks
+
+
 RECORD_ENTRIES = 2_000_000  # the trace's ring buffer: a 1B model's training steps make ~10^4 events each
 
 
@@ -97,13 +112,7 @@ def snapshot_call(call: Callable[[], object], top: int = 12, recording: bool = F
     events = [e for e in (traces[device][skip:] if device < len(traces) else [])
               if e["action"] in ("alloc", "free_completed")]
     peak, at_peak, after, alive = replay(events)
-    everything = {}
-    for segment in snapshot["segments"]:
-        if segment.get("device", device) != device:
-            continue
-        for index, block in enumerate(segment["blocks"]):
-            if block["state"] == "active_allocated":
-                everything[(segment["address"], index)] = (block["size"], _frame(_block_frames(block)))
+    everything = live_blocks(snapshot, device)
     return {"before_mib": before / 2**20, "peak_mib": peak / 2**20, "at_peak": grouped(at_peak, top),
             "after_mib": after / 2**20, "after": grouped(alive, top),
             "alive_mib": sum(size for size, _ in everything.values()) / 2**20, "alive": grouped(everything, top)}
