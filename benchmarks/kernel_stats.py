@@ -117,7 +117,7 @@ def rule_stats(n: int, form: str) -> dict:
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE,
                              "STAGES": norm.ACT_BWD_STAGES if activation else norm._bwd_stages(
-                                 tile, n, 2, norm.BWD_PROGRAMS_PER_SM if tile.block_n <= 4096 else 1,
+                                 tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM),
                                  3 if mode == norm.PRE else 2),
                              "DIRECT": False, **tile.constexprs(n, tail=False)},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"]), **options)

@@ -473,7 +473,7 @@ def test_backward_pipeline_depth_rule(n, element_size):
     budget or BWD_MAX_STAGES; at least BWD_BYTES_IN_FLIGHT real bytes in flight a multiprocessor unless a limit
     stops it."""
     tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    per_sm = norm.BWD_PROGRAMS_PER_SM if tile.block_n <= 4096 else 1
+    per_sm = norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM)
     stages = norm._bwd_stages(tile, n, element_size, per_sm)
     padded = 2 * tile.block_m * tile.block_n * element_size
     real = 2 * tile.block_m * n * element_size
@@ -487,7 +487,7 @@ def test_backward_pipeline_depth_rule(n, element_size):
     # pre mode streams ds too: its buffers are counted, and it keeps the 3 stages measured there
     pre = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))
     if pre.num_chunks == 1:
-        per_sm = norm.BWD_PROGRAMS_PER_SM if pre.block_n <= 4096 else 1
+        per_sm = norm._programs_per_sm(pre.block_n, norm.BWD_PROGRAMS_PER_SM)
         pre_stages = norm._bwd_stages(pre, n, element_size, per_sm, 3)
         assert per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES or pre_stages == 2
         if element_size == 2 and n >= 1024:

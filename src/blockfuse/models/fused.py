@@ -30,19 +30,17 @@ def _fused_norm(config: BlockConfig, width: int) -> nn.Module:
 
 
 def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
-          training: bool = True, fp8: Optional[str] = None):
-    """Calls a blockfuse norm module's functional with a residual form chosen per call (``fp8``: its output
-    in e4m3 with the scales, as the functionals return it). Another norm module (tensor parallelism's
-    head-sharded QK-norm, blockfuse.distributed) is called as it is, without residual."""
+          training: bool = True):
+    """Calls a blockfuse norm module's functional with a residual form chosen per call. Another norm module
+    (tensor parallelism's head-sharded QK-norm, blockfuse.distributed) is called as it is, without residual."""
     if isinstance(module, blockfuse.nn.LayerNorm):
         return layer_norm(x, module.weight, module.bias, module.eps, residual=residual, residual_mode=mode,
-                          dropout_p=p, training=training, fp8=fp8)
+                          dropout_p=p, training=training)
     if isinstance(module, blockfuse.nn.RMSNorm):
         return rms_norm(x, module.weight, module.eps, residual=residual, residual_mode=mode, dropout_p=p,
-                        training=training, cast_before_weight=module.cast_before_weight, fp8=fp8)
-    if residual is not None or p or fp8:
-        raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual, dropout or "
-                        "FP8 output")
+                        training=training, cast_before_weight=module.cast_before_weight)
+    if residual is not None or p:
+        raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual or dropout")
     return module(x)
 
 

@@ -876,10 +876,15 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     return max(2, min(stages, BWD_MAX_STAGES, BWD_SMEM_BYTES // (per_sm * padded)))
 
 
+def _programs_per_sm(block_n: int, per_sm: int) -> int:
+    """The backward's programs a multiprocessor: ``per_sm`` for tiles up to 4096 lanes, one for wider ones
+    (the comment above FWD_TILE_ELEMENTS)."""
+    return per_sm if block_n <= 4096 else 1
+
+
 def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
     if x.is_cuda:
-        per_sm = per_sm if block_n <= 4096 else 1
-        return max(1, min(row_blocks, sm_count(x.device) * per_sm))
+        return max(1, min(row_blocks, sm_count(x.device) * _programs_per_sm(block_n, per_sm)))
     return max(1, min(row_blocks, 4))
 
 
@@ -1040,7 +1045,7 @@ def _norm_bwd(
     if activation:
         stages = ACT_BWD_STAGES
     else:
-        stages = _bwd_stages(tile, n, z.element_size(), per_sm if block_n <= 4096 else 1, 3 if ds is not None else 2)
+        stages = _bwd_stages(tile, n, z.element_size(), _programs_per_sm(block_n, per_sm), 3 if ds is not None else 2)
     partial = None
     if (has_w or has_bias) and not direct:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
