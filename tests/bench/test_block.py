@@ -50,14 +50,15 @@ def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
     assert code == 0
     document = json.loads((tmp_path / "model-siglip2.json").read_text())
     assert document["workload"]["layers"] == 2 and document["workload"]["padding_mask"]
-    assert document["workload"]["gemm_ceiling"] is None  # measured on CUDA only
+    ceiling = document["workload"]["gemm_ceiling"]  # measured on CUDA only
+    assert ceiling["tflops"] > 0 if torch.cuda.is_available() else ceiling is None
     records = {(r["provider"], r["mode"]): r for r in document["records"]}
     for provider in ("eager", "fused"):
         backward, step = records[(provider, "bwd")], records[(provider, "fwdbwd")]
         assert backward["ms"] > 0 and "error" not in backward
         # the backward's FLOPs are twice the forward's, the step's three times
         assert backward["gemm_tflops"] * backward["ms"] == pytest.approx(2 / 3 * step["gemm_tflops"] * step["ms"])
-        assert 0 < backward["rel_err_grad"] < 0.05 and "gemm_fraction" not in backward
+        assert 0 < backward["rel_err_grad"] < 0.05 and ("gemm_fraction" in backward) == torch.cuda.is_available()
     assert "bwd ms (x eager)" in (tmp_path / "model-siglip2.md").read_text()
 
 

@@ -26,8 +26,9 @@ def _cycle_garbage(step) -> tuple[int, collections.Counter]:
     try:
         step()
         gc.collect()
-        storages = [o for o in gc.garbage if isinstance(o, torch.UntypedStorage)]
-        tensors = [o for o in gc.garbage if isinstance(o, torch.Tensor)]
+        # meta storages (a fake tensor's, of some tracing the step set off in torch's own caches) hold no memory
+        storages = [o for o in gc.garbage if isinstance(o, torch.UntypedStorage) and o.device.type != "meta"]
+        tensors = [o for o in gc.garbage if isinstance(o, torch.Tensor) and o.device.type != "meta"]
         size = sum(s.nbytes() for s in storages) + sum(t.untyped_storage().nbytes() for t in tensors)
         names = collections.Counter(getattr(o, "__qualname__", type(o).__name__) for o in gc.garbage
                                     if callable(o) or isinstance(o, torch.autograd.function.FunctionCtx))

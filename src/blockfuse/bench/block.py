@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.bench import timing
+from blockfuse.bench.memory import release_provider
 from blockfuse.bench.runner import _describe, relative_error
 from blockfuse.models import build_model, convert, named_gradients
 from blockfuse.models.surgical import compile_surgically
@@ -418,9 +419,7 @@ def run_block(settings: BlockSettings, on_update: Callable | None = None, show_p
             tell(step, f"{provider}, modes {','.join(settings.modes)}")
             progress.update(task, description=f"{settings.name}: {provider}")
             records.extend(_measure_provider(work, provider))
-            torch._dynamo.reset()  # the provider's graphs (and CUDA-graph pools) go with it
-            if settings.device.type == "cuda":
-                torch.cuda.empty_cache()
+            release_provider(settings.device.type == "cuda")  # its graphs, CUDA-graph pools and modules go
             if on_update is not None:
                 on_update(workload, records)
             progress.advance(task)

@@ -5,11 +5,23 @@ call and replays the trace. Used by ``benchmarks/memory_block.py`` (one block) a
 
 from __future__ import annotations
 
+import gc
 import linecache
 from collections import defaultdict
 from typing import Callable
 
 import torch
+
+
+def release_provider(cuda: bool) -> None:
+    """Frees what a benchmarked provider left behind before the next one is built: Dynamo's caches (its graphs,
+    CUDA-graph pools, and the compiled modules), then the cyclic collector (a module, its hooks and an FSDP2
+    state refer to each other: only the collector frees them, and it may not run on its own for a while), then
+    the allocator's cached blocks. The caller drops its own references first."""
+    torch._dynamo.reset()
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
 
 
 def _frame(frames: list[dict]) -> str:

@@ -4,8 +4,8 @@ optimizer state (``Optimizer``), and the timed steps (``train``), sharded and on
 
 from __future__ import annotations
 
-import gc
 import time
+import weakref
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -218,11 +218,11 @@ def step_timing(times: list[float], warmup: int) -> dict:
 
 
 def release(world: World) -> None:
-    gc.collect()
-    torch._dynamo.reset()  # the provider's graphs go with it
+    from blockfuse.bench.memory import release_provider
+
     if world.cuda:
         torch.cuda.memory._record_memory_history(enabled=None)  # --memory-snapshot's, if a failure left it on
-        torch.cuda.empty_cache()
+    release_provider(world.cuda)
 
 
 def train_one_gpu(work: Work, provider: str, data_ranks: int) -> dict:
@@ -237,9 +237,22 @@ def train_one_gpu(work: Work, provider: str, data_ranks: int) -> dict:
     result = {"batch": batch * data_ranks, "losses": [float(v) for v in losses], "peak_mib": peak,
               **step_timing(times, settings.warmup)}
     result["tokens_per_s"] = batch * data_ranks * seq / (result["ms"] * 1e-3)
+    alive = weakref.ref(model)
     del model, optimizer
-    release(world)
+    released(alive, world, provider)
     return result
+
+
+def released(model: weakref.ref, world: World, provider: str) -> None:
+    """Frees what a provider's run holds once its caller has let go of the model (``model``: a weak reference to
+    it); raises if the model outlives this (something still refers to it): its parameters and optimizer state
+    would count in the next provider's peak. Under FSDP2 that happened (the training step's closure, kept past
+    the release, held the model): fused eager, measured after compile, carried compile's 2 GB of float32 shards
+    and gradients through every phase."""
+    release(world)
+    if model() is not None:
+        raise RuntimeError(f"{provider}: its model is still referenced after its run; its memory would count in the "
+                           "next provider's peak")
 
 
 def distribute(model, parallel: str, provider: str, work: Work) -> None:
@@ -293,6 +306,7 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
     if settings.memory_snapshot:
         x, target = work.batch(settings.steps, data_ranks, index)
         result["memory_snapshot"] = memory_snapshot(lambda: step(x, target), world)
-    del model, optimizer
-    release(world)
+    alive = weakref.ref(model)
+    del model, optimizer, step  # (the step's closure holds the model too)
+    released(alive, world, provider)
     return result
