@@ -592,6 +592,18 @@ def _norm_bwd_chunk(
 
 
 @triton.jit
+def _add_pairs(a1, a2, b1, b2):
+    return a1 + b1, a2 + b2
+
+
+@triton.jit
+def _row_sums(a, b):
+    """Both rows' sums of two tiles in one reduction: one exchange between warps, where two ``tl.sum`` calls make
+    two (LayerNorm's backward, sm_90: 4 -> 3 barriers a row block; benchmarks/results/launch-rules/6-paired-sums)."""
+    return tl.reduce((a, b), axis=1, combine_fn=_add_pairs)
+
+
+@triton.jit
 def _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS: tl.constexpr):
     """d(normalized input) from the row means c1 = mean(xhat * w * dy) and c2 = mean(w * dy)."""
     if IS_RMS:
@@ -633,10 +645,12 @@ def _norm_bwd_rows(
     xhat, xhat_w, dy, wdy = _norm_bwd_math(
         z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
         MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
-    c1 = tl.sum(xhat * wdy, axis=1) / N
-    c2 = c1
-    if not IS_RMS:
-        c2 = tl.sum(wdy, axis=1) / N
+    if IS_RMS:
+        c1 = tl.sum(xhat * wdy, axis=1) / N
+        c2 = c1
+    else:
+        c1, c2 = _row_sums(xhat * wdy, wdy)
+        c1, c2 = c1 / N, c2 / N
     dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
     _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
                       stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -752,8 +766,8 @@ def _norm_bwd_kernel(
                     DX.dtype.element_ty)
                 c1_acc += xhat * wdy
                 c2_acc += wdy
-            c1 = tl.sum(c1_acc, axis=1) / N
-            c2 = tl.sum(c2_acc, axis=1) / N
+            c1, c2 = _row_sums(c1_acc, c2_acc)
+            c1, c2 = c1 / N, c2 / N
             for c in range(NUM_CHUNKS):
                 cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
