@@ -81,6 +81,8 @@ def test_fsdp_and_tp_on_two_processes_match_one(tmp_path):
     assert meta["command"] in text and f"torch {meta['torch']}" in text and f"triton {meta['triton']}" in text
     assert "## fsdp (dp 2 x tp 1)" in text and "## tp (dp 1 x tp 2)" in text
     assert "| fused |" in text and "Communication in one profiled step" in text
+    for record in records:  # the allocator's counts: CUDA only
+        assert all((counts is None) != torch.cuda.is_available() for counts in record["allocator_per_step_by_rank"])
 
 
 @pytest.mark.parametrize("words, message", [
@@ -160,19 +162,27 @@ def test_max_batch_search_doubles_then_bisects(tmp_path, monkeypatch):
 
 def test_peak_memory_by_phase_of_a_step(monkeypatch):
     """The training loop reads the allocator's peak after the forward, the backward and the optimizer step, each
-    phase's largest over the steps, and the step's peak is the largest of them (fake CUDA counters: no GPU)."""
+    phase's largest over the steps, and the step's peak is the largest of them; and the allocator's cudaMalloc /
+    cudaFree / retry counts over the timed steps, a step (fake CUDA counters: no GPU)."""
     from types import SimpleNamespace
 
     from blockfuse.bench.distributed import training
 
-    readings = iter(mib * 2**20 for mib in (10, 30, 20, 12, 25, 40))  # step 1: fwd, bwd, opt; step 2
+    readings = iter(mib * 2**20 for mib in (10, 30, 20, 12, 25, 40, 11, 22, 33))  # steps 1-3: fwd, bwd, opt
     resets = []
+    counts = iter([{"num_device_alloc": 5, "num_device_free": 1, "num_alloc_retries": 0},  # after the warm-up step
+                   {"num_device_alloc": 9, "num_device_free": 5, "num_alloc_retries": 2}])  # after the last
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: next(readings))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: resets.append(1))
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda *args: next(counts))
     world = SimpleNamespace(cuda=True, synchronize=lambda: None)
     model = torch.nn.Linear(4, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses, times, peak, _, phases = training.train(
-        model, optimizer, lambda i: (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), SimpleNamespace(steps=2), world)
+    losses, times, peak, _, phases, allocator = training.train(
+        model, optimizer, lambda i: (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), SimpleNamespace(steps=3, warmup=1),
+        world)
     assert phases == {"forward": 12.0, "backward": 30.0, "optimizer": 40.0} and peak == 40.0
-    assert len(losses) == len(times) == 2 and len(resets) == 1 + 6  # once before the steps, then after each phase
+    assert len(losses) == len(times) == 3 and len(resets) == 1 + 9  # once before the steps, then after each phase
+    # two timed steps; a counter the allocator does not keep counts 0
+    assert allocator == {"num_device_alloc": 2.0, "num_device_free": 2.0, "num_alloc_retries": 1.0,
+                         "num_sync_all_streams": 0.0}

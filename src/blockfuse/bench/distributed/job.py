@@ -41,6 +41,7 @@ def _record(work: Work, parallel: str, provider: str, reference: Optional[dict],
               "ms_by_rank": [r["ms"] for r in ranks], "peak_mib_by_rank": [r["peak_mib"] for r in ranks],
               "peak_mib": max((r["peak_mib"] for r in ranks if r["peak_mib"] is not None), default=None),
               "peak_mib_by_phase_by_rank": [r["peak_mib_by_phase"] for r in ranks],
+              "allocator_per_step_by_rank": [r["allocator_per_step"] for r in ranks],
               "reserved_mib": max((r["reserved_mib"] for r in ranks if r["reserved_mib"] is not None), default=None),
               "losses": sharded["losses"], "loss": sharded["losses"][-1]}
     record["tokens_per_s"] = record["tokens_per_step"] / (record["ms"] * 1e-3)
@@ -85,7 +86,8 @@ def _run_provider(work: Work, parallel: str, provider: str, references: dict, tr
     if error is not None:
         return {"parallel": parallel, "provider": provider, "error": error}
     mine = {**step_timing(sharded["times"], settings.warmup), "peak_mib": sharded["peak_mib"],
-            "peak_mib_by_phase": sharded["peak_mib_by_phase"], "reserved_mib": sharded["reserved_mib"]}
+            "peak_mib_by_phase": sharded["peak_mib_by_phase"], "reserved_mib": sharded["reserved_mib"],
+            "allocator_per_step": sharded["allocator_per_step"]}
     ranks = [None] * world.size
     dist.all_gather_object(ranks, mine)
     # NOTE: one GPU after the sharded run, whose peak memory it so cannot touch; the other ranks wait.

@@ -95,6 +95,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                                      number(one.get("losses", [None])[-1], ".6g"), diff, number(one.get("ms"), ".1f"),
                                      number(r.get("speedup_vs_one_gpu"), ".2f")]) + " |")
         lines += _phase_lines(mine)
+        lines += _allocator_lines(mine)
         lines += _snapshot_lines(mine)
         lines += _communication_lines(mine, workload)
     if not cuda:
@@ -115,6 +116,19 @@ def _phase_lines(records: list[dict]) -> list[str]:
             rows.append(f"- {r['provider']}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()))
     return ["", "Peak MiB per GPU in each phase of a step (the largest rank's; the step's peak is the largest):",
             "", *rows] if rows else []
+
+
+def _allocator_lines(records: list[dict]) -> list[str]:
+    """The caching allocator's host-costly events a timed step, per provider (the largest rank's)."""
+    rows = []
+    for r in records:
+        by_rank = [a for a in r.get("allocator_per_step_by_rank") or [] if a]
+        if by_rank:
+            worst = {name: max(a[name] for a in by_rank) for name in by_rank[0]}
+            rows.append(f"- {r['provider']}: " + ", ".join(f"{name} {count:g}" for name, count in worst.items()))
+    return ["", "The CUDA allocator a timed step (the largest rank's; `cudaMalloc` / `cudaFree` calls, retries after a "
+            "failed allocation, which free the cache and synchronize, and all-stream synchronizations: each stalls "
+            "the host):", "", *rows] if rows else []
 
 
 def _snapshot_lines(records: list[dict]) -> list[str]:

@@ -156,12 +156,13 @@ PHASES = ("forward", "backward", "optimizer")
 
 
 def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Settings, world: World):
-    """Trains ``settings.steps`` steps; ``(losses, step ms, peak MiB, step, peak MiB by phase)``: each step's loss
-    (this rank's batch), each step's wall time (synchronized), the peak CUDA memory allocated over the steps (None
-    on the CPU), the step function (for the profiler), and the peak of each phase of a step over the steps
+    """Trains ``settings.steps`` steps; ``(losses, step ms, peak MiB, step, peak MiB by phase, allocator)``: each
+    step's loss (this rank's batch), each step's wall time (synchronized), the peak CUDA memory allocated over the
+    steps (None on the CPU), the step function (for the profiler), the peak of each phase of a step over the steps
     (PHASES: zero grad + forward + loss, backward, optimizer step; None on the CPU): where the peak sits, e.g.
     the activations' backward or the optimizer's temporaries (NOTE: the allocator's counters, read on the host
-    between the phases: no synchronization)."""
+    between the phases: no synchronization), and the allocator's host-costly events a timed step
+    (:func:`allocator_counters`; None on the CPU)."""
     import torch.nn.functional as F
 
     phase_peaks = dict.fromkeys(PHASES, 0.0)
@@ -186,7 +187,10 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
     world.synchronize()
     if world.cuda:
         torch.cuda.reset_peak_memory_stats()
+    counters = None
     for index in range(settings.steps):
+        if index == settings.warmup and world.cuda:
+            counters = allocator_counters()
         x, target = batches(index)
         world.synchronize()
         began = time.perf_counter()
@@ -195,7 +199,23 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
         times.append((time.perf_counter() - began) * 1e3)
         del x, target
     peak = max(phase_peaks.values()) if world.cuda else None
-    return torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None
+    allocator = None
+    if counters is not None:
+        timed = settings.steps - settings.warmup
+        allocator = {name: (count - counters[name]) / timed for name, count in allocator_counters().items()}
+    return torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None, allocator
+
+
+ALLOCATOR_COUNTERS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
+
+
+def allocator_counters() -> dict:
+    """The CUDA caching allocator's counts of what costs the host: ``cudaMalloc`` / ``cudaFree`` calls, retries
+    (an allocation that failed, freed every cached block and synchronized the device), and synchronizations of
+    every stream. Read before and after the timed steps: a step that allocates from the device each time stalls
+    its host there."""
+    stats = torch.cuda.memory_stats()
+    return {name: stats.get(name, 0) for name in ALLOCATOR_COUNTERS}
 
 
 def memory_snapshot(step: Callable[[], object], world: World) -> Optional[dict]:
@@ -232,7 +252,7 @@ def train_one_gpu(work: Work, provider: str, data_ranks: int) -> dict:
     if "compile" in provider:
         compile_blocks(model)
     optimizer = Optimizer(model, settings, copies=work.dtype != torch.float32)
-    losses, times, peak, _, _ = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
+    losses, times, peak, *_ = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
     batch, seq, _ = settings.shape
     result = {"batch": batch * data_ranks, "losses": [float(v) for v in losses], "peak_mib": peak,
               **step_timing(times, settings.warmup)}
@@ -291,13 +311,14 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
     distribute(model, parallel, provider, work)
     optimizer = Optimizer(model, settings, copies=not fsdp and work.dtype != torch.float32)
     data_ranks, index = world.data_parallel(parallel)
-    losses, times, peak, step, phase_peaks = train(model, optimizer, lambda i: work.batch(i, data_ranks, index),
-                                                   settings, world)
+    losses, times, peak, step, phase_peaks, allocator = train(
+        model, optimizer, lambda i: work.batch(i, data_ranks, index), settings, world)
     # the global loss: the mean of the data-parallel ranks' (tensor-parallel ranks hold equal ones)
     losses = losses.to(world.device)
     dist.all_reduce(losses)
     losses /= world.size
     result = {"losses": [float(v) for v in losses.cpu()], "peak_mib": peak, "peak_mib_by_phase": phase_peaks,
+              "allocator_per_step": allocator,
               "times": times,
               "reserved_mib": torch.cuda.max_memory_reserved() / 2**20 if world.cuda else None}
     if settings.profile:
