@@ -592,15 +592,14 @@ def _norm_bwd_chunk(
 
 
 @triton.jit
-def _add_pairs(a1, a2, b1, b2):
-    return a1 + b1, a2 + b2
-
-
-@triton.jit
 def _row_sums(a, b):
-    """Both rows' sums of two tiles in one reduction: one exchange between warps, where two ``tl.sum`` calls make
-    two (LayerNorm's backward, sm_90: 4 -> 3 barriers a row block; benchmarks/results/launch-rules/6-paired-sums)."""
-    return tl.reduce((a, b), axis=1, combine_fn=_add_pairs)
+    """Both rows' sums of two tiles in one reduction: the tiles joined on a new minor axis and summed over the
+    row, so the warps exchange their partial sums once, where two ``tl.sum`` calls exchange twice (LayerNorm's
+    backward, sm_90: 4 -> 2 barriers a row block in the loop; benchmarks/results/launch-rules/6-paired-sums).
+
+    NOTE: not ``tl.reduce((a, b), combine_fn=...)``, which compiles the same on the GPU but runs its combine
+    function element by element in Triton's interpreter: 25x slower there, the CPU tests' time."""
+    return tl.split(tl.sum(tl.join(a, b), axis=1))
 
 
 @triton.jit
