@@ -597,8 +597,8 @@ def _row_sums(a, b):
     row, so the warps exchange their partial sums once, where two ``tl.sum`` calls exchange twice (LayerNorm's
     backward, sm_90: 4 -> 2 barriers a row block in the loop; benchmarks/results/launch-rules/6-paired-sums).
 
-    NOTE: not ``tl.reduce((a, b), combine_fn=...)``, which compiles the same on the GPU but runs its combine
-    function element by element in Triton's interpreter: 25x slower there, the CPU tests' time."""
+    NOTE: not ``tl.reduce((a, b), combine_fn=...)``, which reduces once on the GPU too (3 barriers) but runs
+    its combine function element by element in Triton's interpreter: 25x slower there, the CPU tests' time."""
     return tl.split(tl.sum(tl.join(a, b), axis=1))
 
 
