@@ -7,10 +7,14 @@ row strides and N, as the launch specializes them), then the cubin is disassembl
     python benchmarks/kernel_stats.py [--activation tanh|none|off] [--warps 8] [--maxnreg 128] \\
         [--stages 3] [--n 4096] [--even-n] [--dump FILE]
     python benchmarks/kernel_stats.py --rule [--widths 768,1152,...]
+    python benchmarks/kernel_stats.py --loop [--widths 1152,4096,4304] [--forms ln,rms]
 
 ``--rule``: both norm kernels as the launchers tile them (``norm._tile``) for each width and form
 (LayerNorm, RMSNorm, pre-residual LayerNorm, post-residual LayerNorm, LayerNorm + GELU): registers and
 stack bytes a thread, so that a launch rule that spills shows before any GPU time.
+
+``--loop``: the backward's loop over row blocks, instructions issued per useful row element (see ``loop_main``):
+at padded widths the padded lanes execute too, and past about 43 an element the issue rate bounds the kernel.
 
 Prints registers per thread, stack (spill) bytes and the most frequent SASS opcodes of the LayerNorm
 (+ GELU) backward kernel. Used to pick the changes in ops/activation.py and ops/norm.py before
@@ -121,9 +125,51 @@ def rule_stats(n: int, form: str) -> dict:
                                  3 if mode == norm.PRE else 2),
                              "DIRECT": False, **tile.constexprs(n, tail=False)},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"]), **options)
-    registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
-    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
+    registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
+    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass)
     return out
+
+
+_ADDRESS = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)")
+
+
+def loop_body(sass: str) -> list[str]:
+    """The opcodes of the last loop in a disassembly (the instructions from a branch's earlier target to the
+    branch): a persistent kernel's loop over row blocks."""
+    lines = sass.splitlines()
+    instructions = [(int(m.group(1), 16), m.group(3), line) for line in lines if (m := _ADDRESS.match(line))]
+    labels = {}
+    for index, line in enumerate(lines):
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        following = next((m for m in map(_ADDRESS.match, lines[index + 1:]) if m), None)
+        if label and following:
+            labels[label.group(1)] = int(following.group(1), 16)
+    body = []
+    for address, opcode, line in instructions:
+        target = re.search(r"\((\.L_x_\d+)\)", line) if opcode == "BRA" else None
+        if target and labels.get(target.group(1), address + 1) < address:
+            start = labels[target.group(1)]
+            body = [op for at, op, _ in instructions if start <= at <= address]
+    return body
+
+
+def loop_main(widths, forms) -> None:
+    """Instructions the backward's loop issues per useful row element: a thread's loop instructions times the
+    program's threads, over the row elements an iteration covers (padded lanes excluded). A multiprocessor
+    issues at most 128 thread-instructions a cycle; at an H200's copy bandwidth the backward's 6 bytes an element
+    (z, dy, dx in bf16) arrive at about 3 elements a multiprocessor a cycle, so past about 43 instructions an
+    element the issue rate, not memory, bounds the kernel."""
+    print("| width | form | backward tile (m x n, warps) | loop instructions a thread | a useful element | "
+          "most frequent |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n in widths:
+        for form in forms:
+            stats = rule_stats(n, form)["bwd"]
+            tile, body = stats["tile"], loop_body(stats["sass"])
+            per_element = len(body) * tile["num_warps"] * 32 / (tile["block_m"] * n)
+            common = ", ".join(f"{op} {count}" for op, count in collections.Counter(body).most_common(4))
+            print(f"| {n} | {form} | {tile['block_m']} x {tile['block_n']}, {tile['num_warps']} | {len(body)} | "
+                  f"{per_element:.1f} | {common} |", flush=True)
 
 
 def rule_main(widths) -> None:
@@ -145,6 +191,9 @@ def rule_main(widths) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rule", action="store_true", help="both kernels as the launchers tile each width")
+    parser.add_argument("--loop", action="store_true",
+                        help="the backward's loop instructions per useful element, as the launchers tile each width")
+    parser.add_argument("--forms", default=",".join(FORMS), help="--loop: comma-separated forms")
     parser.add_argument("--widths", default=",".join(map(str, RULE_WIDTHS)))
     parser.add_argument("--activation", choices=("tanh", "none", "off"), default="tanh",
                         help="GELU form after the norm (off: plain LayerNorm)")
@@ -157,6 +206,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.rule:
         rule_main([int(w) for w in args.widths.split(",")])
+        return
+    if args.loop:
+        loop_main([int(w) for w in args.widths.split(",")], args.forms.split(","))
         return
     block_n = triton.next_power_of_2(args.n)
     signature = {"DY": "*bf16", "Z": "*bf16", "W": "*bf16", "B": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32",
