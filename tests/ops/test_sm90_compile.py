@@ -179,3 +179,22 @@ def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
     registers, stack = (int(v) for v in re.search(r"registers (\d+), stack (\d+) B", result.stdout).groups())
     assert registers <= norm.ACT_BWD_MAXNREG and stack == 0, result.stdout
     assert norm.ACT_BWD_PROGRAMS_PER_SM * warps * 32 * norm.ACT_BWD_MAXNREG <= 65536
+
+
+def test_kernel_stats_counts_the_backward_loop_per_useful_element():
+    """``benchmarks/kernel_stats.py --loop`` finds the norm backward's loop in the sm_90 SASS and counts its
+    instructions per useful row element: a padded tile (4304 in 8192 lanes) runs its padded lanes too, so it
+    issues far more an element than the tile that fits (4096)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--loop", "--widths", "4096,4304",
+         "--forms", "ln"], env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {int(m.group(1)): (int(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"^\| (\d+) \| ln \| [^|]+ \| (\d+) \| ([\d.]+) \|", result.stdout, re.M)}
+    assert set(rows) == {4096, 4304}, result.stdout
+    assert all(count > 50 for count, _ in rows.values()), rows  # a loop body, not an empty match
+    assert rows[4304][1] > 1.5 * rows[4096][1], rows
