@@ -81,8 +81,9 @@ def test_fsdp_and_tp_on_two_processes_match_one(tmp_path):
     assert meta["command"] in text and f"torch {meta['torch']}" in text and f"triton {meta['triton']}" in text
     assert "## fsdp (dp 2 x tp 1)" in text and "## tp (dp 1 x tp 2)" in text
     assert "| fused |" in text and "Communication in one profiled step" in text
-    for record in records:  # the allocator's counts: CUDA only
+    for record in records:  # the allocator's counts and the state's memory: CUDA only
         assert all((counts is None) != torch.cuda.is_available() for counts in record["allocator_per_step_by_rank"])
+        assert all((mib is None) != torch.cuda.is_available() for mib in record["state_mib_by_rank"])
 
 
 @pytest.mark.parametrize("words, message", [
@@ -175,14 +176,31 @@ def test_peak_memory_by_phase_of_a_step(monkeypatch):
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: next(readings))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: resets.append(1))
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda *args: next(counts))
+    allocated = iter(mib * 2**20 for mib in (7, 9))  # when the two timed steps begin
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *args: next(allocated))
     world = SimpleNamespace(cuda=True, synchronize=lambda: None)
     model = torch.nn.Linear(4, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses, times, peak, _, phases, allocator = training.train(
+    trained = training.train(
         model, optimizer, lambda i: (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), SimpleNamespace(steps=3, warmup=1),
         world)
-    assert phases == {"forward": 12.0, "backward": 30.0, "optimizer": 40.0} and peak == 40.0
-    assert len(losses) == len(times) == 3 and len(resets) == 1 + 9  # once before the steps, then after each phase
+    assert trained.phase_peaks == {"forward": 12.0, "backward": 30.0, "optimizer": 40.0} and trained.peak == 40.0
+    assert len(trained.losses) == len(trained.times) == 3
+    assert len(resets) == 1 + 9  # once before the steps, then after each phase
     # two timed steps; a counter the allocator does not keep counts 0
-    assert allocator == {"num_device_alloc": 2.0, "num_device_free": 2.0, "num_alloc_retries": 1.0,
-                         "num_sync_all_streams": 0.0}
+    assert trained.allocator == {"num_device_alloc": 2.0, "num_device_free": 2.0, "num_alloc_retries": 1.0,
+                                 "num_sync_all_streams": 0.0}
+    assert trained.state_mib == 9.0  # the largest when a timed step began
+
+
+def test_the_peak_above_the_state_a_step_begins_with():
+    """The Markdown's lines of what each provider's step adds to the memory it begins with (the largest rank's)
+    and the ratio to compile's; nothing on the CPU (no figures)."""
+    from blockfuse.bench.distributed.tables import _above_state_lines
+
+    records = [{"provider": "compile", "peak_mib_by_rank": [9669, 9600], "state_mib_by_rank": [4289, 4289]},
+               {"provider": "fused", "peak_mib_by_rank": [8309, 8250], "state_mib_by_rank": [4273, 4100]}]
+    lines = _above_state_lines(records)
+    assert lines[-2:] == ["- compile: 5380 MiB (1.00x compile)", "- fused: 4150 MiB (0.77x compile)"]
+    assert _above_state_lines([{"provider": "fused", "peak_mib_by_rank": [None, None],
+                                "state_mib_by_rank": [None, None]}]) == []

@@ -42,6 +42,7 @@ def _record(work: Work, parallel: str, provider: str, reference: Optional[dict],
               "peak_mib": max((r["peak_mib"] for r in ranks if r["peak_mib"] is not None), default=None),
               "peak_mib_by_phase_by_rank": [r["peak_mib_by_phase"] for r in ranks],
               "allocator_per_step_by_rank": [r["allocator_per_step"] for r in ranks],
+              "state_mib_by_rank": [r["state_mib"] for r in ranks],
               "reserved_mib": max((r["reserved_mib"] for r in ranks if r["reserved_mib"] is not None), default=None),
               "losses": sharded["losses"], "loss": sharded["losses"][-1]}
     record["tokens_per_s"] = record["tokens_per_step"] / (record["ms"] * 1e-3)
@@ -87,7 +88,7 @@ def _run_provider(work: Work, parallel: str, provider: str, references: dict, tr
         return {"parallel": parallel, "provider": provider, "error": error}
     mine = {**step_timing(sharded["times"], settings.warmup), "peak_mib": sharded["peak_mib"],
             "peak_mib_by_phase": sharded["peak_mib_by_phase"], "reserved_mib": sharded["reserved_mib"],
-            "allocator_per_step": sharded["allocator_per_step"]}
+            "allocator_per_step": sharded["allocator_per_step"], "state_mib": sharded["state_mib"]}
     ranks = [None] * world.size
     dist.all_gather_object(ranks, mine)
     # NOTE: one GPU after the sharded run, whose peak memory it so cannot touch; the other ranks wait.

@@ -95,6 +95,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                                      number(one.get("losses", [None])[-1], ".6g"), diff, number(one.get("ms"), ".1f"),
                                      number(r.get("speedup_vs_one_gpu"), ".2f")]) + " |")
         lines += _phase_lines(mine)
+        lines += _above_state_lines(mine)
         lines += _allocator_lines(mine)
         lines += _snapshot_lines(mine)
         lines += _communication_lines(mine, workload)
@@ -116,6 +117,25 @@ def _phase_lines(records: list[dict]) -> list[str]:
             rows.append(f"- {r['provider']}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()))
     return ["", "Peak MiB per GPU in each phase of a step (the largest rank's; the step's peak is the largest):",
             "", *rows] if rows else []
+
+
+def _above_state_lines(records: list[dict], reference: str = "compile") -> list[str]:
+    """What each provider's step adds to the memory a step begins with (parameters, gradients, optimizer state,
+    the batch: alike for every provider), the largest rank's, and its ratio to ``reference``'s: the activations'
+    share of the peak, which a shared base dilutes in the ratio of whole peaks."""
+    above = {}
+    for r in records:
+        pairs = [(peak, state) for peak, state in zip(r.get("peak_mib_by_rank") or [], r.get("state_mib_by_rank") or [])
+                 if peak is not None and state is not None]
+        if pairs:
+            above[r["provider"]] = max(peak - state for peak, state in pairs)
+    if not above:
+        return []
+    base = above.get(reference)
+    rows = [f"- {provider}: {mib:.0f} MiB" + (f" ({mib / base:.2f}x {reference})" if base else "")
+            for provider, mib in above.items()]
+    return ["", "Peak MiB per GPU above the memory a step begins with (parameters, gradients, optimizer state, batch): "
+            "what the step adds, activations and temporaries:", "", *rows]
 
 
 def _allocator_lines(records: list[dict]) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import weakref
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
@@ -155,14 +155,28 @@ class Optimizer:
 PHASES = ("forward", "backward", "optimizer")
 
 
-def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Settings, world: World):
-    """Trains ``settings.steps`` steps; ``(losses, step ms, peak MiB, step, peak MiB by phase, allocator)``: each
-    step's loss (this rank's batch), each step's wall time (synchronized), the peak CUDA memory allocated over the
-    steps (None on the CPU), the step function (for the profiler), the peak of each phase of a step over the steps
-    (PHASES: zero grad + forward + loss, backward, optimizer step; None on the CPU): where the peak sits, e.g.
-    the activations' backward or the optimizer's temporaries (NOTE: the allocator's counters, read on the host
-    between the phases: no synchronization), and the allocator's host-costly events a timed step
-    (:func:`allocator_counters`; None on the CPU)."""
+class Trained(NamedTuple):
+    """What :func:`train` measured. ``losses``: each step's loss (this rank's batch); ``times``: each step's wall
+    time in ms (synchronized); ``peak``: the peak CUDA memory allocated over the steps in MiB (None on the CPU);
+    ``step``: the step function (for the profiler and the snapshot); ``phase_peaks``: the peak of each phase of a
+    step over the steps (PHASES: zero grad + forward + loss, backward, optimizer step; None on the CPU): where the
+    peak sits, e.g. the activations' backward or the optimizer's temporaries (NOTE: the allocator's counters, read
+    on the host between the phases: no synchronization); ``allocator``: the allocator's host-costly events a timed
+    step (:func:`allocator_counters`; None on the CPU); ``state_mib``: the memory allocated when a timed step
+    begins (parameters, their gradients, the optimizer's state, the batch; the largest over the timed steps;
+    None on the CPU), so that ``peak - state_mib`` is what the step itself adds: activations and temporaries."""
+
+    losses: torch.Tensor
+    times: list
+    peak: Optional[float]
+    step: Callable
+    phase_peaks: Optional[dict]
+    allocator: Optional[dict]
+    state_mib: Optional[float]
+
+
+def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Settings, world: World) -> Trained:
+    """Trains ``settings.steps`` steps (the first ``settings.warmup`` untimed): :class:`Trained`."""
     import torch.nn.functional as F
 
     phase_peaks = dict.fromkeys(PHASES, 0.0)
@@ -187,12 +201,14 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
     world.synchronize()
     if world.cuda:
         torch.cuda.reset_peak_memory_stats()
-    counters = None
+    counters, state = None, None
     for index in range(settings.steps):
         if index == settings.warmup and world.cuda:
             counters = allocator_counters()
         x, target = batches(index)
         world.synchronize()
+        if index >= settings.warmup and world.cuda:
+            state = max(state or 0.0, torch.cuda.memory_allocated() / 2**20)
         began = time.perf_counter()
         losses.append(step(x, target))
         world.synchronize()
@@ -203,7 +219,8 @@ def train(run: Callable, optimizer: Optimizer, batches: Callable, settings: Sett
     if counters is not None:
         timed = settings.steps - settings.warmup
         allocator = {name: (count - counters[name]) / timed for name, count in allocator_counters().items()}
-    return torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None, allocator
+    return Trained(torch.stack(losses).float(), times, peak, step, phase_peaks if world.cuda else None, allocator,
+                   state)
 
 
 ALLOCATOR_COUNTERS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
@@ -252,7 +269,9 @@ def train_one_gpu(work: Work, provider: str, data_ranks: int) -> dict:
     if "compile" in provider:
         compile_blocks(model)
     optimizer = Optimizer(model, settings, copies=work.dtype != torch.float32)
-    losses, times, peak, *_ = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
+    trained = train(model, optimizer, lambda i: work.batch(i, data_ranks, None), settings, world)
+    losses, times, peak = trained.losses, trained.times, trained.peak
+    del trained  # (its step holds the model)
     batch, seq, _ = settings.shape
     result = {"batch": batch * data_ranks, "losses": [float(v) for v in losses], "peak_mib": peak,
               **step_timing(times, settings.warmup)}
@@ -311,15 +330,15 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
     distribute(model, parallel, provider, work)
     optimizer = Optimizer(model, settings, copies=not fsdp and work.dtype != torch.float32)
     data_ranks, index = world.data_parallel(parallel)
-    losses, times, peak, step, phase_peaks, allocator = train(
-        model, optimizer, lambda i: work.batch(i, data_ranks, index), settings, world)
+    trained = train(model, optimizer, lambda i: work.batch(i, data_ranks, index), settings, world)
+    losses, step = trained.losses, trained.step
     # the global loss: the mean of the data-parallel ranks' (tensor-parallel ranks hold equal ones)
     losses = losses.to(world.device)
     dist.all_reduce(losses)
     losses /= world.size
-    result = {"losses": [float(v) for v in losses.cpu()], "peak_mib": peak, "peak_mib_by_phase": phase_peaks,
-              "allocator_per_step": allocator,
-              "times": times,
+    result = {"losses": [float(v) for v in losses.cpu()], "peak_mib": trained.peak,
+              "peak_mib_by_phase": trained.phase_peaks, "allocator_per_step": trained.allocator,
+              "state_mib": trained.state_mib, "times": trained.times,
               "reserved_mib": torch.cuda.max_memory_reserved() / 2**20 if world.cuda else None}
     if settings.profile:
         x, target = work.batch(settings.steps, data_ranks, index)
@@ -328,6 +347,6 @@ def train_sharded(work: Work, parallel: str, provider: str, trace: Optional[Path
         x, target = work.batch(settings.steps, data_ranks, index)
         result["memory_snapshot"] = memory_snapshot(lambda: step(x, target), world)
     alive = weakref.ref(model)
-    del model, optimizer, step  # (the step's closure holds the model too)
+    del model, optimizer, step, trained  # (the step's closure holds the model too)
     released(alive, world, provider)
     return result
