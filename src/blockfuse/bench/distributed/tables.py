@@ -107,14 +107,20 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _phase_lines(records: list[dict]) -> list[str]:
-    """Where each provider's peak sits: the largest rank's peak in each phase of a step."""
+def _largest_by_rank(records: list[dict], key: str) -> list[tuple[str, dict]]:
+    """``(provider, {name: the largest rank's value})`` of each record whose ranks report the dict ``key``."""
     rows = []
     for r in records:
-        by_rank = [p for p in r.get("peak_mib_by_phase_by_rank") or [] if p]
+        by_rank = [values for values in r.get(key) or [] if values]
         if by_rank:
-            peaks = {phase: max(p[phase] for p in by_rank) for phase in by_rank[0]}
-            rows.append(f"- {r['provider']}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()))
+            rows.append((r["provider"], {name: max(values[name] for values in by_rank) for name in by_rank[0]}))
+    return rows
+
+
+def _phase_lines(records: list[dict]) -> list[str]:
+    """Where each provider's peak sits: the largest rank's peak in each phase of a step."""
+    rows = [f"- {provider}: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items())
+            for provider, peaks in _largest_by_rank(records, "peak_mib_by_phase_by_rank")]
     return ["", "Peak MiB per GPU in each phase of a step (the largest rank's; the step's peak is the largest):",
             "", *rows] if rows else []
 
@@ -140,12 +146,8 @@ def _above_state_lines(records: list[dict], reference: str = "compile") -> list[
 
 def _allocator_lines(records: list[dict]) -> list[str]:
     """The caching allocator's host-costly events a timed step, per provider (the largest rank's)."""
-    rows = []
-    for r in records:
-        by_rank = [a for a in r.get("allocator_per_step_by_rank") or [] if a]
-        if by_rank:
-            worst = {name: max(a[name] for a in by_rank) for name in by_rank[0]}
-            rows.append(f"- {r['provider']}: " + ", ".join(f"{name} {count:g}" for name, count in worst.items()))
+    rows = [f"- {provider}: " + ", ".join(f"{name} {count:g}" for name, count in counts.items())
+            for provider, counts in _largest_by_rank(records, "allocator_per_step_by_rank")]
     return ["", "The CUDA allocator a timed step (the largest rank's; `cudaMalloc` / `cudaFree` calls, retries after a "
             "failed allocation, which free the cache and synchronize, and all-stream synchronizations: each stalls "
             "the host):", "", *rows] if rows else []
