@@ -1,7 +1,7 @@
 """Where a block's time goes: the GPU kernels of one training step (or forward), per provider, in one process.
 
     python benchmarks/profile_block.py reordered [--providers fused,compile:default] [--mode fwdbwd]
-        [--layers 1] [--encoder] [--top 25] [--cpu] [--python STEPS] [--json FILE]
+        [--layers 1] [--encoder] [--linear fp8:tensorwise] [--top 25] [--cpu] [--python STEPS] [--json FILE]
 
 For each provider (``eager``, ``fused``, ``compile:MODE`` = eager under torch.compile, ``fused+compile:MODE``)
 prints the profiler's CUDA kernels of one step after warm-up (total time, calls) and splits the kernel time
@@ -60,14 +60,27 @@ def python_profile(step, calls: int, top: int) -> None:
 
 
 def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
-                     python: int = 0) -> dict:
+                     python: int = 0, linear: str = "bf16") -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
     compile_mode = provider.split(":", 1)[1] if ":" in provider else None
-    module, inputs = build(name, impl, layers, encoder)
-    run = torch.compile(module, mode=compile_mode) if compile_mode else module
+    if linear == "bf16":
+        module, inputs = build(name, impl, layers, encoder)
+        run = torch.compile(module, mode=compile_mode) if compile_mode else module
+    else:  # FP8 Linear layers, as `blockfuse bench block --linear` makes them (and compiles them)
+        from blockfuse.bench.block import parse_linear, provider_module
+
+        eager, inputs = build(name, "eager", layers, encoder)
+        module, run = provider_module(eager, provider, parse_linear(linear))
+        del eager
     x = inputs[0].detach().requires_grad_()
+    fp8_training = linear.startswith("fp8") and mode == "fwdbwd"
 
     def step():
+        if fp8_training:  # as bench block: an optimizer step would make the cached weight casts stale
+            from blockfuse.nn.fp8 import clear_weight_cache
+
+            for p in module.parameters():
+                clear_weight_cache(p)
         if mode == "infer":
             with torch.no_grad():
                 return run(x, *inputs[1:])
@@ -124,18 +137,20 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="also the host side: ops by self CPU time, and wall ms per step")
     parser.add_argument("--python", type=int, default=0, metavar="STEPS",
                         help="also cProfile this many steps: the Python functions by own time")
+    parser.add_argument("--linear", default="bf16", help="bf16, fp8:RECIPE or torchao:RECIPE (bench block's --linear)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
     rows = []
     for provider in args.providers.split(","):
         rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu,
-                                     args.python))
+                                     args.python, args.linear))
         gc.collect()  # the provider's module and activations, before the next one allocates
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"name": args.name, "mode": args.mode, "layers": layers, "encoder": args.encoder,
+            json.dump({"name": args.name, "mode": args.mode, "layers": layers, "linear": args.linear,
+                       "encoder": args.encoder,
                        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 

@@ -134,8 +134,10 @@ def test_torch_compile_fullgraph_forward_and_backward(recipe, device):
         out.backward(grad_output)
         return [out.detach(), leaf.grad, module.weight.grad.clone(), module.bias.grad.clone()]
 
-    assert_compiles_like_eager(module, run, ["out", "dx", "dweight", "dbias"], backend="aot_eager", exact=True,
-                               rtol=0, atol=0, explain_args=[x])
+    # Bit for bit, but the bias gradient: eagerly it comes from the cast's pass over dy (fp32 partial sums);
+    # traced at this size the backward takes the reference (runtime.use_triton's small-input rule), dy.sum(0).
+    assert_compiles_like_eager(module, run, ["out", "dx", "dweight", "dbias"], backend="aot_eager",
+                               rtol=[0, 0, 0, 1e-5], atol=[0, 0, 0, 1e-5], explain_args=[x])
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@
   ==========  ==================================  ======================================
 
   Rowwise scales run along the contraction dimension of each GEMM, so each operand is cast once
-  per GEMM; the gradients stay e4m3 there, as in torchao's rowwise recipe. x may come in already
+  per GEMM; the gradients stay e4m3 there, as in torchao's rowwise recipe. The bias gradient (dy's
+  column sums) comes from the pass that reads dy for its amax (tensorwise), not from a third read. x may come in already
   quantized (``x_scale`` given): a norm's FP8 output feeds the GEMM without a cast pass.
 * FP8 outputs of other ops ("quantize as you write"): the norms (``rms_norm``, ``layer_norm`` in every
   form, ``layer_norm_gelu``) and the gated activations (``swiglu``, ``geglu``) take ``fp8="rowwise"``
@@ -74,7 +75,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, tracing
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing
+from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import interpreter_enabled, use_triton
 
 # The largest finite value of each FP8 format.
@@ -100,6 +102,11 @@ GEMM_MULTIPLE = 16
 # rows up to 8192 elements (two passes over chunks past that, the second from L2). The interpreter
 # pays per program, so it takes larger tiles.
 TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLOCK_N, num_warps)
+# The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
+# keep AMAX_PROGRAMS_PER_SM programs a multiprocessor, at most AMAX_MAX_ROW_ITERS (the interpreter, which
+# counts no multiprocessors: 2, so the tests run the loop and its masked last tiles).
+AMAX_PROGRAMS_PER_SM = 8
+AMAX_MAX_ROW_ITERS = {"compiled": 8, "interpreted": 2}
 ROW_TILE_ELEMENTS = {"compiled": 8192, "interpreted": 32768}
 ROW_CHUNK = {"compiled": 8192, "interpreted": 4096}
 
@@ -275,28 +282,45 @@ def _fp8_amax_kernel(
     TENSOR_AMAX,  # (1,) fp32 max |x| of the whole tensor (zero-initialized), or None
     ROW_AMAX,  # (M,) fp32 max |x| of each row (zero-initialized), or None
     COL_AMAX,  # (N,) fp32 max |x| of each column (zero-initialized), or None
+    COL_SUM,  # (cdiv(M, BLOCK_M * ROW_ITERS), N) fp32 sum of x's columns over each program's rows, or None
     stride_m, stride_n, M, N,
     HAS_TENSOR: tl.constexpr,
     HAS_ROW: tl.constexpr,
     HAS_COL: tl.constexpr,
+    HAS_SUM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ROW_ITERS: tl.constexpr,  # row tiles a program takes, one after the other (1 with HAS_ROW)
 ):
-    # NOTE: each program reduces its tile, then folds its partial maxima in with one atomic max each
+    # NOTE: each program reduces its rows, then folds its partial maxima in with one atomic max each
     # (the tiny reduction, done by the memory system; no second kernel). A max is exact in any order,
     # so the result is reproducible bit for bit; relaxed ordering, as nothing reads them before the kernel ends.
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    # A program takes ROW_ITERS row tiles and keeps elementwise maxima (and sums) across them in registers, so
+    # the reductions across the tile's warps (shared memory and barriers) run once per program, not once per
+    # tile: with the column sums, one a tile made this pass twice as slow (H200, te-4layer's layers).
+    first = tl.program_id(0) * (BLOCK_M * ROW_ITERS)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < M
     col_mask = cols < N
-    x = _load_input(X, X_SCALE, rows, cols, row_mask, col_mask, stride_m, stride_n)
-    a = tl.abs(x)
+    a = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for i in range(ROW_ITERS):
+        rows = first + i * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        x = _load_input(X, X_SCALE, rows, cols, row_mask, col_mask, stride_m, stride_n)
+        a_tile = tl.abs(x)
+        a = tl.maximum(a, a_tile)
+        if HAS_SUM:
+            total += x
+        if HAS_ROW:  # (ROW_ITERS is 1 then: the rows' maxima once)
+            tl.atomic_max(ROW_AMAX + rows, tl.max(a_tile, axis=1), mask=row_mask, sem="relaxed")
     if HAS_TENSOR:
         tl.atomic_max(TENSOR_AMAX, tl.max(tl.max(a, axis=1), axis=0), sem="relaxed")
-    if HAS_ROW:
-        tl.atomic_max(ROW_AMAX + rows, tl.max(a, axis=1), mask=row_mask, sem="relaxed")
     if HAS_COL:
         tl.atomic_max(COL_AMAX + cols, tl.max(a, axis=0), mask=col_mask, sem="relaxed")
+    if HAS_SUM:
+        # NOTE: the bias gradient of an FP8 layer (x is its output gradient) from the pass that reads x for
+        # its amax anyway: partial sums a program, added in a fixed order by ops/reduce.py (reproducible).
+        tl.store(COL_SUM + tl.program_id(0).to(tl.int64) * N + cols, tl.sum(total, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -393,11 +417,23 @@ def _launch_rowwise(x: Tensor, y: Tensor, y_scale: Tensor, e5m2: bool) -> None:
                     CHUNKS=cdiv(n, block_n), num_warps=num_warps)
 
 
+def _amax_row_iters(x: Tensor, tiles: int) -> int:
+    """Row tiles a program of the amax pass takes (a power of two): ``tiles`` tiles in all, spread so that
+    at least AMAX_PROGRAMS_PER_SM programs a multiprocessor remain (see AMAX_MAX_ROW_ITERS)."""
+    if not x.is_cuda:
+        return AMAX_MAX_ROW_ITERS["interpreted"]
+    wanted = max(1, tiles // (AMAX_PROGRAMS_PER_SM * sm_count(x.device)))
+    return min(AMAX_MAX_ROW_ITERS["compiled"], 1 << (wanted.bit_length() - 1))
+
+
 @launcher_op("fp8_quantize")
 def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
-                  pad: int, x_scale: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``(y, y_scale, yt, yt_scale)`` for ``x`` (M, N) of any strides; an output not asked for is empty.
-    ``x_scale``: x is FP8 with these (M,) row scales (its values x * x_scale; not with rowwise rows alone).
+                  pad: int, x_scale: Optional[Tensor] = None,
+                  sum_dtype: Optional[torch.dtype] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(y, y_scale, yt, yt_scale, col_sum)`` for ``x`` (M, N) of any strides; an output not asked for is
+    empty. ``x_scale``: x is FP8 with these (M,) row scales (its values x * x_scale; not with rowwise rows
+    alone). ``sum_dtype``: also ``col_sum``, x summed over its rows in fp32 and written in this dtype (a
+    layer's bias gradient, from the amax pass; only where that pass runs: not for rowwise rows alone).
 
     ``rows``: ``y`` (M, N) row-major, x quantized by rows (rowwise: ``y_scale`` (M, 1)) or as a whole
     (a 0-d ``y_scale``). ``transposed``: ``yt`` (N, MP) row-major with MP = M rounded up to ``pad``,
@@ -411,25 +447,39 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
     y_scale = x.new_empty((m, 1) if rowwise else (), dtype=torch.float32) if rows else None
     yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
     yt_scale = x.new_empty((n, 1) if rowwise else (), dtype=torch.float32) if transposed else None
+    col_sum = None
+    if sum_dtype is not None and rowwise and rows:
+        raise ValueError("sum_dtype: the column sum comes from an amax pass over several row tiles a program; with "
+                         "rowwise rows it has none (rows alone) or one tile a program (see _fused_column_sum)")
     if rowwise and rows and not transposed and x_scale is None:
         if m > 0:
             _launch_rowwise(x, y, y_scale, e5m2)
     else:
         block_m, block_n, num_warps = TILE[_mode(x)]
+        iters = 1 if rowwise and rows else _amax_row_iters(x, cdiv(m, block_m) * cdiv(n, block_n))
+        partial = None
+        if sum_dtype is not None:
+            col_sum = x.new_empty((n,), dtype=sum_dtype)
+            partial = x.new_empty((1, cdiv(m, block_m * iters), n), dtype=torch.float32)
         tensor_amax = None if rowwise else torch.zeros((1,), device=x.device, dtype=torch.float32)
         row_amax = torch.zeros((m,), device=x.device, dtype=torch.float32) if rowwise and rows else None
         col_amax = torch.zeros((n,), device=x.device, dtype=torch.float32) if rowwise and transposed else None
         if m > 0 and n > 0:
-            _amax_kernel((cdiv(m, block_m), cdiv(n, block_n)), x, x_scale, tensor_amax, row_amax, col_amax,
-                         x.stride(0), x.stride(1), m, n, HAS_TENSOR=tensor_amax is not None,
-                         HAS_ROW=row_amax is not None, HAS_COL=col_amax is not None,
-                         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+            _amax_kernel((cdiv(m, block_m * iters), cdiv(n, block_n)), x, x_scale, tensor_amax, row_amax, col_amax,
+                         partial, x.stride(0), x.stride(1), m, n, HAS_TENSOR=tensor_amax is not None,
+                         HAS_ROW=row_amax is not None, HAS_COL=col_amax is not None, HAS_SUM=partial is not None,
+                         BLOCK_M=block_m, BLOCK_N=block_n, ROW_ITERS=iters, num_warps=num_warps)
+            if partial is not None:
+                sum_partials(partial, col_sum, None)
+        elif col_sum is not None:
+            col_sum.zero_()  # no rows: the sum of nothing
         # At least one program on each axis: an empty x still gets its scales (of the floor).
         grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
         _cast_kernel(grid, x, x_scale, row_amax if rowwise else tensor_amax, col_amax, y, y_scale, yt, yt_scale,
                      x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
                      HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
-    return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
+    return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
+            empty_if_none(col_sum, x))
 
 
 def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
@@ -437,15 +487,37 @@ def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, trans
                                                             Optional[Tensor]]:
     """:func:`_fp8_quantize` where the kernels run (``runtime.use_triton``), its reference elsewhere;
     outputs not asked for are None. ``x_scale``: x is FP8 with these (M, 1) row scales."""
+    return _quantize_2d_sum(x, dtype, rowwise, rows, transposed, pad, x_scale)[:4]
+
+
+def _fused_column_sum(rowwise: bool, rows: bool) -> bool:
+    """Whether the amax pass sums x's columns too (a layer's bias gradient). NOTE: not with rowwise rows: rows
+    alone have no amax pass, and with the transposed cast the pass takes one row tile a program (each tile's
+    rows need their own maxima), where a column sum a tile (a reduction across the tile's warps) cost more than
+    the separate sum it replaced (H200: the rowwise Linear stack's step 25.8 -> 26.5 ms; tensorwise, eight row
+    tiles a program, 23.2 -> 22.8 ms)."""
+    return not (rowwise and rows)
+
+
+def _quantize_2d_sum(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
+                     x_scale: Optional[Tensor] = None, sum_dtype: Optional[torch.dtype] = None):
+    """:func:`_quantize_2d`, and fifth x's column sum in ``sum_dtype`` (None when it is None): from the kernels'
+    amax pass where it runs, else ``x.sum(0)`` in fp32."""
+    fused_sum = sum_dtype is not None and _fused_column_sum(rowwise, rows)
     if use_triton(x):
-        outputs = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad,
-                                None if x_scale is None else x_scale.reshape(-1))
+        y, y_scale, yt, yt_scale, col_sum = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad,
+                                                          None if x_scale is None else x_scale.reshape(-1),
+                                                          sum_dtype if fused_sum else None)
     else:
-        outputs = _quantize_2d_ref(x if x_scale is None else x.float() * x_scale, dtype, rowwise, rows, transposed,
-                                   pad)
-    y, y_scale, yt, yt_scale = outputs
+        y, y_scale, yt, yt_scale = _quantize_2d_ref(x if x_scale is None else x.float() * x_scale, dtype, rowwise,
+                                                    rows, transposed, pad)
+        fused_sum = False
+    if sum_dtype is None:
+        col_sum = None
+    elif not fused_sum:
+        col_sum = x.sum(0, dtype=torch.float32).to(sum_dtype)
     return (y if rows else None, y_scale if rows else None, yt if transposed else None,
-            yt_scale if transposed else None)
+            yt_scale if transposed else None, col_sum)
 
 
 # ----------------------------------------------------------------------------------------
@@ -659,10 +731,11 @@ class _Fp8LinearFunction(torch.autograd.Function):
         # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
         # as torchao's rowwise recipe: per-row scales leave little range to cover.
         grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
-        dy_q, dy_s, dyt_q, dyt_s = _quantize_2d(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE)
+        # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
+        dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE,
+                                                        None, ctx.bias_dtype if ctx.needs_input_grad[3] else None)
         dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
-        db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.needs_input_grad[3] else None
         if ctx.proxy_shape is not None:
             return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None
         return dx, None, dw, db, None, None
