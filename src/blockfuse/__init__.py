@@ -14,6 +14,7 @@ from blockfuse.ops.norm import (
     layer_norm, layer_norm_gelu, layer_norm_gelu_ref, layer_norm_ref, rms_norm, rms_norm_ref,
 )
 from blockfuse.ops.rotary import rotary, rotary_ref
+from blockfuse.ops import copy as _copy  # noqa: F401,E402  (registers blockfuse::copy_rows, the fused blocks' v copy)
 from blockfuse import nn  # noqa: E402  (nn imports the ops above)
 from blockfuse.patching import patch, unpatch  # noqa: E402  (patches Hugging Face models with nn and the ops)
 

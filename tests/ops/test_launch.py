@@ -150,7 +150,8 @@ from blockfuse.ops import launch
 # NOTE: no GPU here, and a CPU-only torch cannot run some view ops on fake CUDA tensors: the inputs are
 # meta tensors, which trace the same way (the launchers' tile rules take their non-CUDA branches).
 DTYPES = {"torch.float32": torch.float32, "torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16,
-          "torch.int64": torch.int64, "torch.int32": torch.int32, "torch.int8": torch.int8, "torch.bool": torch.bool}
+          "torch.int64": torch.int64, "torch.int32": torch.int32, "torch.int8": torch.int8, "torch.bool": torch.bool,
+          "torch.float8_e4m3fn": torch.float8_e4m3fn, "torch.float8_e5m2": torch.float8_e5m2}
 
 class Captured(Exception):
     pass

@@ -22,9 +22,11 @@ import torch
 
 import blockfuse
 from blockfuse.ops import launch
+from blockfuse.ops.copy import contiguous_rows
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
-           torch.int32: "i32", torch.int8: "i8", torch.bool: "i1"}
+           torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
+           torch.float8_e5m2: "fp8e5"}
 
 COMPILE_SCRIPT = r"""
 import importlib, json, sys
@@ -119,6 +121,7 @@ def _exercise_every_op(device: str) -> None:
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
         run(lambda q, k: blockfuse.rotary(q, k, cos, sin), q, k)
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
+        run(lambda qkv: contiguous_rows(qkv[..., 32:].view(2, 5, 2, 8)), torch.randn(2, 5, 48, dtype=dtype, device=device))
     # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act
     x = torch.randn(6, 40, device=device)
     w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
@@ -129,6 +132,10 @@ def _exercise_every_op(device: str) -> None:
     w_fc1, w_fc2 = torch.randn(24, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
     run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh"), x, w_fc1, b_packed[:24], w_fc2)
     run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu"), x, w_packed)
+    # FP8: the casts (amax passes with and without the bias gradient's column sums) and the linear layer
+    xf, wf, bf = torch.randn(40, 32, device=device), torch.randn(16, 32, device=device) / 5, torch.randn(16, device=device)
+    for recipe in ("tensorwise", "rowwise"):
+        run(lambda x, w, b, recipe=recipe: blockfuse.fp8_linear(x, w, b, recipe=recipe), xf, wf, bf)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)

@@ -15,6 +15,7 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
+from blockfuse.ops.copy import contiguous_rows
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
@@ -196,7 +197,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             # QK-norm the norms keep qkv anyway (they save their inputs), and without RoPE q and
             # k are views of it: no copy there (a copy would keep one more (tokens, kv_width)
             # tensor per layer: 144 MiB a layer for siglip2, seen on an H200).
-            v = v.contiguous()
+            v = contiguous_rows(v)  # NOTE: Tensor.contiguous's strided copy ran at a third of the bandwidth
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
