@@ -81,6 +81,12 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
 
             for p in module.parameters():
                 clear_weight_cache(p)
+        # NOTE: gradients set to None before each step, as bench block and an optimizer's zero_grad do; left in place,
+        # each step added its gradients into the last one's (one add kernel a parameter: 50 launches, 0.37 ms, in
+        # te-4layer's profiles before this)
+        x.grad = None
+        for p in module.parameters():
+            p.grad = None
         if mode == "infer":
             with torch.no_grad():
                 return run(x, *inputs[1:])

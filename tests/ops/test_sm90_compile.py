@@ -22,7 +22,7 @@ import torch
 
 import blockfuse
 from blockfuse.ops import launch
-from blockfuse.ops.copy import contiguous_rows
+from blockfuse.ops.rotary import rotary_copying_v
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
@@ -121,7 +121,8 @@ def _exercise_every_op(device: str) -> None:
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
         run(lambda q, k: blockfuse.rotary(q, k, cos, sin), q, k)
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
-        run(lambda qkv: contiguous_rows(qkv[..., 32:].view(2, 5, 2, 8)), torch.randn(2, 5, 48, dtype=dtype, device=device))
+        run(lambda qkv: rotary_copying_v(*(p.view(2, 5, 2, 8) for p in qkv.split(16, dim=-1)), cos, sin),
+            torch.randn(2, 5, 48, dtype=dtype, device=device))
     # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act
     x = torch.randn(6, 40, device=device)
     w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5

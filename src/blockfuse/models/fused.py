@@ -15,11 +15,10 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
-from blockfuse.ops.copy import contiguous_rows
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
-from blockfuse.ops.rotary import rotary
+from blockfuse.ops.rotary import rotary, rotary_copying_v
 from blockfuse.ops.sharding import is_dtensor, local_shard
 from blockfuse.runtime import use_triton
 
@@ -188,16 +187,19 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
         k = k.view(batch, seq, kv_heads, cfg.head_size)
         v = v.view(batch, seq, kv_heads, cfg.head_size)
-        if cfg.rope:
-            self._grow_tables(seq)
-            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
         if cfg.rope and not cfg.qk_norm:
             # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
             # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
             # QK-norm the norms keep qkv anyway (they save their inputs), and without RoPE q and
             # k are views of it: no copy there (a copy would keep one more (tokens, kv_width)
-            # tensor per layer: 144 MiB a layer for siglip2, seen on an H200).
-            v = contiguous_rows(v)  # NOTE: Tensor.contiguous's strided copy ran at a third of the bandwidth
+            # tensor per layer: 144 MiB a layer for siglip2, seen on an H200). The copy is made
+            # by the rotary op, in its Function (ops/copy.py: Tensor.contiguous's strided copy ran
+            # at a third of the bandwidth, and a Function of its own cost the host more).
+            self._grow_tables(seq)
+            q, k, v = rotary_copying_v(q, k, v, self.cos, self.sin, layout="bshd")
+        elif cfg.rope:
+            self._grow_tables(seq)
+            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with

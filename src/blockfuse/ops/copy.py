@@ -1,4 +1,4 @@
-"""A strided view's rows copied into a contiguous tensor at the copy bandwidth: ``contiguous_rows(t)``.
+"""A strided view's rows copied into a contiguous tensor at the copy bandwidth: ``copy_rows(t)``.
 
 The fused attention takes v out of the packed QKV GEMM's output as a view whose rows are strided (each row a
 slice of a wider row) and copies it, so attention's saved v does not keep the whole QKV output alive
@@ -7,7 +7,10 @@ on an H200 it moved te-4layer's v ((8, 2048, 16, 128) bf16, rows 6144 wide) at a
 bandwidth (0.33 ms for four layers; ``benchmarks/results/fp8/4-bias-2026-11-27-h200/``). Here each program
 copies a tile of whole rows with vector loads and stores.
 
-The backward is the identity: the gradient of a copy is the incoming gradient itself (no copy).
+No autograd here: the gradient of a copy is the incoming gradient itself, and the one caller (the rotary
+Function, which copies v beside rotating q and k) passes it through, so the copy adds no autograd node: as a
+Function of its own it cost the host about 60 us a layer (fwd + bwd), which made te-4layer's bf16 fused step
+0.7-1.9% slower on an H200 for the 0.2 ms of GPU time it saved over four layers.
 """
 
 from __future__ import annotations
@@ -83,27 +86,14 @@ def _rows_of(t: Tensor) -> Optional[tuple[tuple[int, int], int]]:
     return (m, n), row_stride
 
 
-class _CopyRows(torch.autograd.Function):
-    """NOTE: the (M, N) view is taken inside the forward, out of autograd's sight: the gradient then goes to ``t``
-    as the incoming gradient itself, where a differentiable ``as_strided`` would build its gradient over the
-    whole base tensor (the packed QKV output) and scatter into it."""
-
-    @staticmethod
-    def forward(ctx, t, rows_shape, row_stride):
-        return _copy_rows(t.as_strided(rows_shape, (row_stride, 1))).view(t.shape)
-
-    @staticmethod
-    def backward(ctx, dy):
-        return dy, None, None
-
-
-def contiguous_rows(t: Tensor) -> Tensor:
-    """``t.contiguous()``, with autograd, for a view whose rows are slices of wider rows (e.g. one head group of a
-    packed QKV output): copied by blockfuse's kernel where the kernels run and ``t``'s rows have one stride, by
+def copy_rows(t: Tensor) -> Tensor:
+    """``t.contiguous()`` outside autograd (the caller's Function carries the gradient; see
+    ``ops/rotary.py``'s v): blockfuse's kernel where the kernels run and ``t``'s rows have one stride,
     ``Tensor.contiguous`` otherwise. A contiguous ``t`` is returned as it is (as ``Tensor.contiguous`` does)."""
     if t.is_contiguous():
         return t
     rows = _rows_of(t) if use_triton(t) else None
     if rows is None:
         return t.contiguous()
-    return _CopyRows.apply(t, *rows)
+    shape, row_stride = rows
+    return _copy_rows(t.as_strided(shape, (row_stride, 1))).view(t.shape)

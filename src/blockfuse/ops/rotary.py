@@ -32,6 +32,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
+from blockfuse.ops.copy import copy_rows
 from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
@@ -528,7 +529,8 @@ class _RotaryFunction(torch.autograd.Function):
     cos / sin get no gradient."""
 
     @staticmethod
-    def forward(ctx, q, k, cos, sin, position_ids, config):
+    def forward(ctx, q, k, cos, sin, position_ids, config, v=None):
+        """``v``: also returned, copied contiguous (:func:`rotary_copying_v`); its gradient passes through."""
         seq_offset, rotary_dim, interleaved, layout, out_layout, inplace = config
         if inplace:
             _rotary_fwd_(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout)
@@ -543,17 +545,19 @@ class _RotaryFunction(torch.autograd.Function):
         # local gradient like its local input.
         ctx.strides = (_dense_strides(_local(q)), _dense_strides(_local(k)))
         ctx.set_materialize_grads(False)
+        if v is not None:
+            return q_out, k_out, copy_rows(v)
         return q_out, k_out
 
     @staticmethod
-    def backward(ctx, dq_out, dk_out):
+    def backward(ctx, dq_out, dk_out, dv=None):
         cos, sin, position_ids = ctx.saved_tensors
         seq_offset, rotary_dim, interleaved, layout, out_layout, _ = ctx.config
         dq_out = dq_out if ctx.needs_input_grad[0] else None
         dk_out = dk_out if ctx.needs_input_grad[1] else None
         dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
                              out_layout, *ctx.strides)
-        return None if dq_out is None else dq, None if dk_out is None else dk, None, None, None, None
+        return None if dq_out is None else dq, None if dk_out is None else dk, None, None, None, None, dv
 
 
 # ----------------------------------------------------------------------------------------
@@ -741,6 +745,21 @@ def rotary(
         torch.autograd.graph.increment_version((q, k))
         return q, k
     return _rotary_fwd(q, k, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout, out_layout)
+
+
+def rotary_copying_v(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, *,
+                     layout: str = "bshd") -> tuple[Tensor, Tensor, Tensor]:
+    """``(*rotary(q, k, cos, sin, layout=layout), v.contiguous())`` with v's copy made inside the rotary op's
+    autograd Function (its gradient passed through), by :func:`blockfuse.ops.copy.copy_rows`: the fused
+    attention's v out of the packed QKV output, without an autograd node of its own (``ops/copy.py`` says why).
+    Tensors that take the reference path, DTensors, or a v without a gradient to carry: the plain calls."""
+    if (not use_triton(q) or is_dtensor(q) or is_dtensor(v) or not torch.is_grad_enabled()
+            or not (q.requires_grad and k.requires_grad and v.requires_grad)):
+        return (*rotary(q, k, cos, sin, layout=layout), v.contiguous() if is_dtensor(v) else copy_rows(v))
+    rotary_dim, out_layout = _check_rotary_args(q, k, cos, sin, False, None, 0, layout, None, False, None)
+    if cos.requires_grad or sin.requires_grad:
+        cos, sin = cos.detach(), sin.detach()
+    return _RotaryFunction.apply(q, k, cos, sin, None, (0, rotary_dim, False, layout, out_layout, False), v)
 
 
 # ----------------------------------------------------------------------------------------
