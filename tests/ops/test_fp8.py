@@ -230,7 +230,8 @@ def test_the_launcher_passes_opcheck(device):
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
     # and with the column sum (a bias gradient) from the amax pass
     torch.library.opcheck(torch.ops.blockfuse.fp8_quantize.default,
-                          (x, E5M2, False, True, True, 16, None, torch.bfloat16), test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+                          (x, E5M2, False, True, True, 16, None, torch.bfloat16),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -134,7 +134,8 @@ def _exercise_every_op(device: str) -> None:
     run(lambda x, w1, b1, w2: blockfuse.fused_mlp(x, w1, b1, w2, None, "gelu_tanh"), x, w_fc1, b_packed[:24], w_fc2)
     run(lambda x, w: blockfuse.linear_act(x, w, None, "swiglu"), x, w_packed)
     # FP8: the casts (amax passes with and without the bias gradient's column sums) and the linear layer
-    xf, wf, bf = torch.randn(40, 32, device=device), torch.randn(16, 32, device=device) / 5, torch.randn(16, device=device)
+    xf, wf = torch.randn(40, 32, device=device), torch.randn(16, 32, device=device) / 5
+    bf = torch.randn(16, device=device)
     for recipe in ("tensorwise", "rowwise"):
         run(lambda x, w, b, recipe=recipe: blockfuse.fp8_linear(x, w, b, recipe=recipe), xf, wf, bf)
     wide = torch.randn(2, 20000, device=device)
