@@ -9,7 +9,8 @@ copies a tile of whole rows with vector loads and stores.
 
 No autograd here: the gradient of a copy is the incoming gradient itself, and the one caller (the rotary
 Function, which copies v beside rotating q and k) passes it through, so the copy adds no autograd node: as a
-Function of its own it cost the host about 60 us a layer (fwd + bwd), and te-4layer's bf16 fused step measured
+Function of its own it added an autograd node a layer (an empty one costs these hosts 69-99 us fwd + bwd,
+benchmarks/NOTES.md, "The op path"; this one's cost was not timed alone), and te-4layer's bf16 fused step measured
 0.7-1.9% slower with it in both rounds of one H200 call (within that host's spread, but one way) for the 0.2 ms of
 GPU time it saved over four layers.
 """
