@@ -123,7 +123,8 @@ def rule_stats(n: int, form: str) -> dict:
                              "STAGES": norm.ACT_BWD_STAGES if activation else norm._bwd_stages(
                                  tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM),
                                  3 if mode == norm.PRE else 2),
-                             "DIRECT": False, **tile.constexprs(n, tail=False)},
+                             "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
+                             **tile.constexprs(n, tail=False)},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"]), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass)
@@ -219,7 +220,9 @@ def main() -> None:
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False)
+                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False,
+                      TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
+                      and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
     compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,
                             ["DY", "Z", "W", "B", "MEAN", "RSTD", "DX", "PARTIAL", "stride_dy", "stride_z",

@@ -4,9 +4,12 @@ the hints and against torch.compile's RoPE, forward and forward+backward, at hea
 {64, 72, 80, 96, 128, 256} x (heads, kv heads) {(32, 32), (32, 8), (16, 4)} at [batch 4, seq 4096]: bf16,
 "bhsd", Hugging Face's per-token tables, as ``blockfuse bench ops --sweep`` runs the op.
 
-Variants (``--variants``, default old,new,compile):
-* ``old``: the launcher before the hints (``_cached_alignments`` -> (1, 1): ALIGN = TABLE_ALIGN = 1);
-* ``new``: the launcher as shipped;
+Variants (``--variants``, default padded,new,compile):
+* ``old``: the launcher before the hints (``_cached_alignments`` -> (1, 1): ALIGN = TABLE_ALIGN = 1; the flat
+  kernel off too);
+* ``padded``: the launcher with the flat kernel off (``_flat_tile`` -> None): the padded pair axis, hints on,
+  as shipped before the flat kernel;
+* ``new``: the launcher as shipped (the flat kernel where ``_flat_tile`` takes the shape);
 * ``compile``: ``torch.compile(rotary_ref)``, a fresh static-shape compile per shape (the sweep's baseline).
 The pairs in power-of-two chunks with at most 1/8 of the lanes masked were tried and measured slower (see
 the NOTE beside TILE_ELEMENTS in ops/rotary.py); the variant is gone with the code.
@@ -45,7 +48,8 @@ BATCH, SEQ = 4, 4096
 DEVICE = "cuda"
 # variant -> the module attributes it sets while it runs (None: torch.compile)
 VARIANTS = {
-    "old": {"_cached_alignments": lambda *key: (1, 1)},
+    "old": {"_cached_alignments": lambda *key: (1, 1), "_flat_tile": lambda *a: None},
+    "padded": {"_flat_tile": lambda *a: None},
     "new": {},
     "compile": None,
 }
@@ -98,13 +102,17 @@ def time_variant(fn, q, k, dq, dk, flush) -> tuple[float, float]:
 
 
 def tile_of(shape, cos) -> str:
-    """BLOCK_P and ALIGN that the launcher picks under the current settings (q, k contiguous "bhsd")."""
+    """The tile the launcher picks under the current settings (q, k contiguous "bhsd"): the flat kernel's
+    "G{BLOCK_G}/{head splits}", else BLOCK_P and ALIGN of the padded one."""
     batch, seq, hq, hk, d = shape
     tile = rotary_module._tile(batch * seq, hq, hk, d, 0, sm_count(torch.device(DEVICE)), rotary_module.TILES)
     q_strides, k_strides = (hq * seq * d, d, seq * d, 1), (hk * seq * d, d, seq * d, 1)  # (batch, seq, head, dim)
     table = rotary_module._table_strides(cos, d, False)
     align, _ = rotary_module._cached_alignments(2, (batch, seq, hq, hk), (q_strides, q_strides, k_strides, k_strides),
                                                 cos.dtype.itemsize, (1, seq), (table, table))
+    flat = rotary_module._flat_tile(seq, d // 2, hq, hk, batch, sm_count(torch.device(DEVICE)))
+    if flat is not None:  # (None under a variant that turns the flat kernel off)
+        return f"G{flat[0]}/{flat[1]}"
     return f"{tile[3]} a{align}"
 
 
@@ -115,7 +123,7 @@ def main() -> None:
     parser.add_argument("--heads", default=",".join(f"{h}:{k}" for h, k in HEADS), help="q:kv pairs")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--seq", type=int, default=SEQ)
-    parser.add_argument("--variants", default="old,new,compile", help=f"from {','.join(VARIANTS)}")
+    parser.add_argument("--variants", default="padded,new,compile", help=f"from {','.join(VARIANTS)}")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]

@@ -494,6 +494,21 @@ def test_backward_pipeline_depth_rule(n, element_size):
             assert pre_stages == 3, (n, pre_stages)
 
 
+@pytest.mark.parametrize("n", [72, 1152, 4096, 4304, 8192, 11008, 14336, 20000])
+def test_backward_two_fma_rule(n):
+    """dz's two-multiply-add form only where a thread's registers are not capped at 128: tiles of at most
+    BWD_TWO_FMA_MAX_WARPS warps without the GELU form (its maxnreg); the 16-warp tile of rows past 8192 lanes
+    keeps the three-instruction form, which spilled half as much there (ops/norm.py's NOTE). Both forms run in
+    this file's accuracy tests (5 x 11008 takes the 16-warp tile)."""
+    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+    assert norm._two_fma(tile, 0) == (tile.num_warps <= norm.BWD_TWO_FMA_MAX_WARPS)
+    assert not norm._two_fma(tile, norm.GELU_CODES["tanh"])
+    if 8192 < norm.next_power_of_2(n) <= norm.BWD_MAX_LANES:
+        assert tile.num_warps == 16 and not norm._two_fma(tile, 0)
+    if n <= 8192:
+        assert norm._two_fma(tile, 0)
+
+
 @pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])
 def test_launch_rule(n):
     """The tile rule, from the width alone: rows up to TAIL_FROM_LANES padded take one power-of-two tile;

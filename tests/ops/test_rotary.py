@@ -357,6 +357,63 @@ def test_only_some_grads(device):
     assert all(torch.equal(a, b.detach()) for a, b in zip(plain, full_out))
 
 
+FLAT_CASES = [
+    Case(),  # head_dim 72: 36 pairs, GQA 6 / 2, half table
+    Case(head_dim=80, seq=13, layout="bhsd", table="per-token", batch=2),  # 40 pairs, HF's (batch, seq, r) table
+    Case(head_dim=96, seq=9, table="full", positions="ids", layout="bhsd", out_layout="bshd"),  # 48 pairs
+    Case(head_dim=72, seq=11, rotary_dim=56, table="half", positions="offset"),  # 28 pairs, 16 passed through
+    Case(head_dim=200, seq=5, q_heads=3, k_heads=3, table="full-lowp", positions="ids-1d", grad_layout="transposed"),
+]
+
+
+@pytest.mark.parametrize("splits", [1, 4], ids=["one-split", "heads-split"])
+@pytest.mark.parametrize("case", FLAT_CASES, ids=case_id)
+def test_flat_kernel(case, splits, device, monkeypatch):
+    """Rotate-half at pair counts that are not powers of two runs the flat kernel (no padded pair lanes), with
+    the heads in one program or split over the grid (forced here: a CPU has one "multiprocessor"); against the
+    float64 oracle like every other case, forward and backward. A partial rotary with a pass-through part
+    takes the padded kernel, which copies that part."""
+    from blockfuse.ops import rotary as module
+
+    launched = []
+    launch_flat = module._launch_flat
+    monkeypatch.setattr(module, "_launch_flat", lambda *a: launched.append(a[-1]) or launch_flat(*a))
+    monkeypatch.setattr(module, "FLAT_PROGRAMS_PER_SM", 0 if splits == 1 else 4096)
+    monkeypatch.setattr(module, "FLAT_HEADS_PER_PROGRAM", 10**6 if splits == 1 else 1)
+    check_case(case, torch.bfloat16, device)
+    if case.rot < case.head_dim:
+        assert not launched, "a partial rotary with a pass-through part took the flat kernel"
+        return
+    assert launched, "the flat kernel did not run"
+    assert {tile[1] > 1 for tile in launched} == {splits > 1}, f"head splits {[t[1] for t in launched]}"
+
+
+def test_flat_tile_rule():
+    """Where the flat kernel applies: pair counts that are not powers of two, in runs of 4 or more, with at
+    least FLAT_MIN_TILE (token, pair) elements a batch row; its tile shrinks for short rows, its heads split
+    until the grid fills the GPU and a program rotates at most FLAT_HEADS_PER_PROGRAM heads, never past the
+    heads there are."""
+    from blockfuse.ops.rotary import FLAT_HEADS_PER_PROGRAM, FLAT_MIN_TILE, FLAT_PROGRAMS_PER_SM, FLAT_TILE, _flat_tile
+
+    assert _flat_tile(4096, 64, 32, 8, 4, 132) is None  # head_dim 128: the padded kernel pads nothing
+    assert _flat_tile(4096, 35, 32, 8, 4, 132) is None  # head_dim 70: pairs in runs of 1 (2-byte accesses)
+    assert _flat_tile(1, 36, 32, 8, 4, 132) is None  # decoding: 36 elements a batch row
+    for heads1, heads2 in ((32, 32), (32, 8), (16, 4), (2, 1)):
+        block_g, splits, warps = _flat_tile(4096, 36, heads1, heads2, 4, 132)
+        assert block_g == FLAT_TILE and warps >= 1
+        blocks = -(-4096 * 36 // block_g) * 4
+        per_program = -(-heads1 // splits) + -(-heads2 // splits)
+        assert splits <= max(heads1, heads2)
+        assert splits == max(heads1, heads2) or (
+            blocks * splits >= FLAT_PROGRAMS_PER_SM * 132 and per_program <= FLAT_HEADS_PER_PROGRAM)
+        half_splits = splits // 2
+        assert splits == 1 or blocks * half_splits < FLAT_PROGRAMS_PER_SM * 132 or (
+            -(-heads1 // half_splits) + -(-heads2 // half_splits) > FLAT_HEADS_PER_PROGRAM)
+    assert _flat_tile(7, 36, 6, 2, 1, 132)[0] == 256  # 252 elements: the smallest power of two tile covering them
+    assert _flat_tile(FLAT_MIN_TILE // 36 + 1, 36, 2, 1, 1, 10**6)[1] == 2  # splits stop at the heads
+    assert _flat_tile(1000, 36, 32, 8, 4, 132)[0] == FLAT_TILE
+
+
 def test_tables_get_no_gradient(device):
     """cos / sin are constant buffers: even when they require grad none flows to them (documented),
     on the kernel path and in the reference alike, and dq, dk are unaffected."""

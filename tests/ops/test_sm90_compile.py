@@ -123,6 +123,12 @@ def _exercise_every_op(device: str) -> None:
         run(lambda q, k: blockfuse.rotary(q, k, cos[:, :4], sin[:, :4], interleaved=True, out_layout="bhsd"), q, k)
         run(lambda qkv: rotary_copying_v(*(p.view(2, 5, 2, 8) for p in qkv.split(16, dim=-1)), cos, sin),
             torch.randn(2, 5, 48, dtype=dtype, device=device))
+        # 12 pairs a head (not a power of two), 12 tokens: the flat kernel (ops/rotary.py's _flat_tile)
+        q = torch.randn(1, 12, 2, 24, dtype=dtype, device=device)
+        k = torch.randn(1, 12, 1, 24, dtype=dtype, device=device)
+        cos, sin = torch.randn(12, 12, device=device), torch.randn(12, 12, device=device)
+        run(lambda q, k: blockfuse.rotary(q, k, cos, sin, layout="bhsd", out_layout="bshd"), q.transpose(1, 2),
+            k.transpose(1, 2))
     # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act
     x = torch.randn(6, 40, device=device)
     w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
@@ -158,7 +164,7 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
               if record["kernel"] == "_norm_bwd_kernel"}
     assert {1, 3} <= stages, stages
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
-            "_gated_bwd_kernel", "_rotary_kernel", "_bias_dropout_add_fwd_kernel",
+            "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
             "_bias_dropout_add_bwd_kernel"} <= kernels, kernels
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),

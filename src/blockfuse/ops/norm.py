@@ -80,7 +80,19 @@ FWD_TILE_ELEMENTS = 4096
 BWD_TILE_ELEMENTS = 4096
 BWD_PROGRAMS_PER_SM = 2
 FWD_ELEMENTS_PER_WARP = 1024
-BWD_ELEMENTS_PER_WARP = 512
+BWD_ELEMENTS_PER_WARP = 1024
+# NOTE: the plain backward's warps and dz's form, measured together on an H200 (torch 2.11, triton 3.6; the
+# backward launcher alone, CUDA-graph replays, benchmarks/results/launch-rules/7-two-fma/): 1024 elements a warp
+# (32 a thread) against the 512 before, and dz as two multiply-adds on per-row constants (_input_grad), lifted
+# LayerNorm's backward at every width up to 8192 lanes, of a same-size copy: 1152 0.45 -> 0.51, 2560 0.65 ->
+# 0.69, 4304 0.62 -> 0.67, 5120 0.74 -> 0.81, 4096 and 8192 within 0.01 (RMSNorm 0.00-0.02 up). sm_90 SASS of
+# the loop (benchmarks/kernel_stats.py --loop): 22.5 -> 20.8 instructions an element at 4096, 47.9 -> 44.1 at
+# 4304 with 512 a warp (and one select an element less: _norm_bwd_math's NOTE). But the two-FMA form keeps
+# more of the tile live (LayerNorm at [8192, 1152], 8 warps: 118 -> 161 registers a thread, as triton 3.9
+# compiles it); where ptxas must fit 128 registers (16 warps: 512 threads; the GELU form's cap) it spilled
+# 360 -> 776 bytes a thread at 16384 lanes and the LayerNorm backward at [8192, 11008] fell from 0.34 to 0.08
+# of copy. So the two-FMA form only up to BWD_TWO_FMA_MAX_WARPS warps and without a register cap.
+BWD_TWO_FMA_MAX_WARPS = 8
 # Backward pipeline depth: tl.range's pipeliner copies the loads STAGES - 1 row blocks ahead into
 # shared memory (cp.async): more bytes in flight than the register prefetch of the next row block
 # that the kernel used before, without the registers. The depth is chosen from bytes (_bwd_stages): the
@@ -537,8 +549,12 @@ def _norm_bwd_math(
 ):
     """One fp32 tile of the backward: (xhat, xhat as the weight saw it, d(affine output) (dy
     after dropout, or times the activation's derivative), w * that). ``b`` is read only with
-    an activation."""
-    xhat = tl.where(mask, (z - mean[:, None]) * rstd[:, None], 0.0)
+    an activation.
+
+    NOTE: xhat is not masked: on masked lanes it is -mean * rstd (z loaded as 0; 0 on rows past M, whose
+    statistics load as 0), but dy loads as 0 there, so every product with it (the row sums, dz's terms, the
+    weight and bias gradients) is 0 and masked stores drop the rest. One select an element less."""
+    xhat = (z - mean[:, None]) * rstd[:, None]
     if MODE == _POST:
         dy = dropout_tile(dy, seed, rows, cols, N, dropout_p, dropout_scale, HAS_DROPOUT)
     if ACTIVATION != 0:
@@ -603,8 +619,17 @@ def _row_sums(a, b):
 
 
 @triton.jit
-def _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS: tl.constexpr):
-    """d(normalized input) from the row means c1 = mean(xhat * w * dy) and c2 = mean(w * dy)."""
+def _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS: tl.constexpr, TWO_FMA: tl.constexpr):
+    """d(normalized input) = (wdy - xhat * c1 - c2) * rstd from the row means c1 = mean(xhat * w * dy) and
+    c2 = mean(w * dy). TWO_FMA: as ``wdy * rstd + (xhat * (-c1 * rstd) + (-c2 * rstd))`` on per-row constants,
+    two multiply-adds an element once the compiler contracts them, where the form above takes three
+    instructions; but ptxas keeps more of the tile live for it (the launcher's NOTE above BWD_TWO_FMA_MAX_WARPS)."""
+    if TWO_FMA:
+        c1r = -c1 * rstd
+        if IS_RMS:
+            return wdy * rstd[:, None] + xhat * c1r[:, None]
+        c2r = -c2 * rstd
+        return wdy * rstd[:, None] + (xhat * c1r[:, None] + c2r[:, None])
     if IS_RMS:
         return (wdy - xhat * c1[:, None]) * rstd[:, None]
     return (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
@@ -630,7 +655,7 @@ def _norm_bwd_rows(
     z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
     stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TWO_FMA: tl.constexpr,
 ):
     """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
     gradient) and returns the weight and bias gradient accumulators with this block added."""
@@ -650,7 +675,7 @@ def _norm_bwd_rows(
     else:
         c1, c2 = _row_sums(xhat * wdy, wdy)
         c1, c2 = c1 / N, c2 / N
-    dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
+    dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
     _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
                       stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
     if HAS_W:
@@ -708,6 +733,7 @@ def _norm_bwd_kernel(
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
+    TWO_FMA: tl.constexpr,  # dz's form (_input_grad; the launcher's rule: _two_fma)
 ):
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
@@ -741,7 +767,7 @@ def _norm_bwd_kernel(
             dw_acc, db_acc = _norm_bwd_rows(
                 z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
                 stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W, HAS_B,
-                HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
+                HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA)
         _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
                             DIRECT)
     else:
@@ -773,7 +799,7 @@ def _norm_bwd_kernel(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
                     dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
                     DX.dtype.element_ty)
-                dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS)
+                dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
                 if HAS_W:
@@ -859,6 +885,12 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
         tile_lanes = block_m * block_n
     num_warps = next_power_of_2(cdiv(tile_lanes, elements_per_warp))
     return Tile(block_m, block_n, num_chunks, min(16, max(4, num_warps)), tail > 0, max(tail, 1))
+
+
+def _two_fma(tile: Tile, activation: int) -> bool:
+    """dz's form in the backward (see the NOTE above BWD_TWO_FMA_MAX_WARPS): two multiply-adds where a thread
+    may hold more than 128 registers (at most BWD_TWO_FMA_MAX_WARPS warps, no register cap)."""
+    return not activation and tile.num_warps <= BWD_TWO_FMA_MAX_WARPS
 
 
 def _stages(stages: int, row_blocks: int, programs: int) -> int:
@@ -1074,7 +1106,7 @@ def _norm_bwd(
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n, tail=False),
-        STAGES=_stages(stages, row_blocks, g), DIRECT=direct,
+        STAGES=_stages(stages, row_blocks, g), DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )

@@ -64,7 +64,10 @@ TILES = Tiles()
 # benchmarks/rotary_head_dims.py, two runs), forward+backward against torch.compile, both with the hints:
 # chunked 0.33-0.39x at head_dim 72 (forward 0.26-0.29 of copy), 0.26-0.33x at 80, 0.99-1.09x at 96; the
 # padded block 0.98-1.10x at 72 (forward 0.77-0.79 of copy), 1.02-1.10x at 80, 1.06-1.15x at 96. What
-# held head_dim 72 back was mainly its 2-byte loads (the alignment NOTE below), not the masked lanes.
+# held head_dim 72 back first was its 2-byte loads (the alignment NOTE below); then the masked lanes: the flat
+# kernel (_rotary_flat_kernel, no pair axis to pad) took these head dims to 1.08-1.32x (forward 0.87-1.01 of
+# copy; benchmarks/results/launch-rules/8-flat-rope/). The padded block stays for power-of-two pair counts,
+# interleaved pairs, a pass-through part and short rows.
 # NOTE: the grid: a program loops over the heads of its token block (q and k in the same programs once
 # tokens alone fill the GPU). Two other grids measured no faster and went (benchmarks/NOTES.md, "Rotary
 # grid"): one head block a program, and "bhsd" tiles spanning a head's consecutive tokens.
@@ -238,11 +241,147 @@ def _rotary_kernel(
                       R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
 
 
+@triton.jit
+def _rotate_pairs_flat(
+    X, Y, cos, sin, b, s, mask, pair, first, step, H, stride_xb, stride_xs, stride_xh, stride_yb, stride_ys,
+    stride_yh, HALF: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr,
+):
+    """Rotates heads ``first``, ``first + step``, ... of one tensor for this program's (token, pair) run:
+    ``s`` and ``pair`` (BLOCK_G,) are each element's sequence index and pair, ``cos`` / ``sin`` their fp32
+    angles. The head's row of a token must be contiguous (unit stride along head_dim)."""
+    x_s = s * stride_xs
+    y_s = s * stride_ys
+    if WIDE:
+        x_s = s.to(tl.int64) * stride_xs
+        y_s = s.to(tl.int64) * stride_ys
+    if ALIGN > 1:
+        x_s = tl.multiple_of(x_s, ALIGN)
+        y_s = tl.multiple_of(y_s, ALIGN)
+    x_first = x_s + pair
+    y_first = y_s + pair
+    for h in range(first, H, step):
+        x_head = b * stride_xb + tl.cast(h, tl.int64) * stride_xh
+        y_head = b * stride_yb + tl.cast(h, tl.int64) * stride_yh
+        if ALIGN > 1:
+            x_head = tl.multiple_of(x_head, ALIGN)
+            y_head = tl.multiple_of(y_head, ALIGN)
+        x1 = tl.load(X + x_head + x_first, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(X + x_head + (x_first + HALF), mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + y_head + y_first, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=mask)
+        tl.store(Y + y_head + (y_first + HALF), (x2 * cos + x1 * sin).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rotary_flat_kernel(
+    X1, Y1, X2, Y2, COS, SIN, POS,  # as _rotary_kernel's; every head_dim and table column stride is 1
+    stride_x1b, stride_x1s, stride_x1h, stride_y1b, stride_y1s, stride_y1h,
+    stride_x2b, stride_x2s, stride_x2h, stride_y2b, stride_y2s, stride_y2h,
+    stride_cos_b, stride_cos_r, stride_sin_b, stride_sin_r, stride_pos_b, stride_pos_s,
+    S, H1, H2, seq_offset, table_rows,
+    HALF: tl.constexpr,  # pairs a head: rotary_dim / 2
+    BACKWARD: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    WIDE: tl.constexpr,  # sequence offsets need int64
+    ALIGN: tl.constexpr,
+    TABLE_ALIGN: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+):
+    # NOTE: rotate-half at a pair count that is not a power of two (head_dim 72: 36 pairs) without padded
+    # lanes: a program's tile is BLOCK_G consecutive (token, pair) elements of one batch row, flattened, so
+    # every lane holds a pair (the power-of-two pair axis of _rotary_kernel leaves 44% of its lanes idle at
+    # 36 pairs). Its angles are loaded once and reused for every head it rotates (axis 2 of the grid splits
+    # the heads, so that short sequences still fill the GPU). The token and pair of an element are a division
+    # by the constant HALF; runs of gcd(HALF, 16) pairs are contiguous, so loads and stores stay vectorized.
+    b = tl.program_id(1).to(tl.int64)
+    g = tl.program_id(0) * BLOCK_G + tl.arange(0, BLOCK_G)
+    s = g // HALF
+    pair = g % HALF
+    mask = s < S
+    if HAS_POS:
+        row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=mask, other=0).to(tl.int32)
+    else:
+        row = s + seq_offset
+    in_table = (row >= 0) & (row < table_rows)
+    table_mask = mask & in_table
+    cos_row = b * stride_cos_b + row * stride_cos_r
+    sin_row = b * stride_sin_b + row * stride_sin_r
+    if TABLE_ALIGN > 1:
+        cos_row = tl.multiple_of(cos_row, TABLE_ALIGN)
+        sin_row = tl.multiple_of(sin_row, TABLE_ALIGN)
+    cos = tl.load(COS + cos_row + pair, mask=table_mask, other=0.0).to(tl.float32)
+    sin = tl.load(SIN + sin_row + pair, mask=table_mask, other=0.0).to(tl.float32)
+    cos = tl.where(in_table, cos, float("nan"))
+    sin = tl.where(in_table, sin, float("nan"))
+    if BACKWARD:
+        sin = -sin
+    split = tl.program_id(2)
+    splits = tl.num_programs(2)
+    _rotate_pairs_flat(X1, Y1, cos, sin, b, s, mask, pair, split, splits, H1, stride_x1b, stride_x1s, stride_x1h,
+                       stride_y1b, stride_y1s, stride_y1h, HALF, ALIGN, WIDE)
+    _rotate_pairs_flat(X2, Y2, cos, sin, b, s, mask, pair, split, splits, H2, stride_x2b, stride_x2s, stride_x2h,
+                       stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE)
+
+
 # ----------------------------------------------------------------------------------------
 # Launchers
 # ----------------------------------------------------------------------------------------
 
 _kernel = Kernel(_rotary_kernel)
+_flat_kernel = Kernel(_rotary_flat_kernel)
+
+# The flat kernel's tile: FLAT_TILE (token, pair) elements a program, FLAT_ELEMENTS_PER_WARP a warp; at least
+# FLAT_MIN_TILE (shorter sequences take _rotary_kernel). Heads split over the grid until it has
+# FLAT_PROGRAMS_PER_SM programs a multiprocessor (a full residency of 4-warp programs: each holds one head's
+# loads in flight at a time, so the multiprocessor's bytes in flight come from its programs' count) and until a
+# program rotates at most FLAT_HEADS_PER_PROGRAM heads of q and k together: a program's heads run one after the
+# other, load, rotate, store, so a long walk leaves its multiprocessor waiting on one head's loads at a time.
+# Measured on an H200 with 4 splits (benchmarks/results/launch-rules/8-flat-rope/, head_dim 72, [4, 4096]): 5
+# heads a program (16/4) 0.91 of copy forward, 10 (32/8) 0.81, 16 (32/32) 0.77.
+FLAT_TILE = 1024
+FLAT_ELEMENTS_PER_WARP = 256
+FLAT_MIN_TILE = 128
+FLAT_PROGRAMS_PER_SM = 16
+FLAT_HEADS_PER_PROGRAM = 4
+
+
+def _flat_tile(seq, half: int, heads1: int, heads2: int, batch, min_programs: int) -> Optional[tuple[int, int, int]]:
+    """(BLOCK_G, head splits, warps) of the flat kernel for a batch row of ``seq`` tokens x ``half`` pairs and
+    ``heads1`` + ``heads2`` heads (q and k), or None where it does not apply: a pair count that is a power of
+    two (the pair axis of _rotary_kernel pads nothing there), pairs not in runs of at least 4 (2-byte
+    accesses), or fewer than FLAT_MIN_TILE (token, pair) elements a batch row. Comparisons only on ``seq`` and
+    ``batch`` (symbolic under torch.compile: range guards, no recompile per length)."""
+    if half & (half - 1) == 0 or half % 4 or seq * half < FLAT_MIN_TILE:
+        return None
+    block_g = FLAT_TILE
+    while block_g > FLAT_MIN_TILE and block_g // 2 >= seq * half:
+        block_g //= 2
+    blocks = cdiv(seq * half, block_g) * batch
+    splits = 1
+    while splits < max(heads1, heads2) and (blocks * splits < FLAT_PROGRAMS_PER_SM * min_programs or cdiv(
+            heads1, splits) + cdiv(heads2, splits) > FLAT_HEADS_PER_PROGRAM):
+        splits *= 2
+    warps = max(1, min(8, block_g // FLAT_ELEMENTS_PER_WARP))
+    return block_g, splits, warps
+
+
+def _launch_flat(pairs, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
+                 sin_strides, sizes, half, backward, align, table_align, tile) -> None:
+    """_rotary_flat_kernel over ``pairs`` (see :func:`_launch`): ``strides`` their (batch, seq, head, dim)
+    strides, x1, y1, x2, y2."""
+    (b, s, h1, h2), (block_g, splits, warps) = sizes, tile
+    x1, y1 = pairs[0]
+    x2, y2 = pairs[1] if len(pairs) > 1 else pairs[0]
+    seq_strides = [abs(t[1]) for t in strides] + [abs(cos_strides[1]), abs(sin_strides[1])]
+    wide = bool((s + seq_offset + 1) * (max(seq_strides) + 1) >= 2**31)
+    _flat_kernel(
+        (cdiv(s * half, block_g), b, splits),
+        x1, y1, x2, y2, cos, sin, position_ids,
+        *strides[0][:3], *strides[1][:3], *strides[2][:3], *strides[3][:3],
+        cos_strides[0], cos_strides[1], sin_strides[0], sin_strides[1], *pos_strides,
+        s, h1, h2, seq_offset, table_rows,
+        HALF=half, BACKWARD=backward, HAS_POS=position_ids is not None, WIDE=wide, ALIGN=align,
+        TABLE_ALIGN=table_align, BLOCK_G=block_g, num_warps=warps,
+    )
 
 
 def _logical(t: Tensor, layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -419,6 +558,15 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         align, table_align = _cached_alignments(*key)
     except TypeError:  # symbolic sizes or strides (unhashable): no cache
         align, table_align = _alignments(*key)
+    strides = (x1_strides, y1_strides, x2_strides, y2_strides)
+    flat = None
+    if not interleaved and pass_dim == 0 and cos_strides[2] == 1 and sin_strides[2] == 1 and all(
+            t[3] == 1 for t in strides[:2 * len(pairs)]):
+        flat = _flat_tile(s, rotary_dim // 2, h1, h2, b, min_programs)
+    if flat is not None:
+        _launch_flat(pairs, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
+                     sin_strides, (b, s, h1, h2), rotary_dim // 2, backward, align, table_align, flat)
+        return
     _kernel(
         (cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
