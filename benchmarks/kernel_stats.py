@@ -99,7 +99,8 @@ def rule_stats(n: int, form: str) -> dict:
     nones.update({} if mode == norm.PRE else {"S": None})
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n)},
-                            _aligned(signature, ["stride_x", "stride_y", "N"]), num_warps=tile.num_warps)
+                            _aligned(signature, ["stride_x", "stride_y", "N"]), num_warps=tile.num_warps,
+                            **({"maxnreg": norm._fwd_maxnreg(tile)} if norm._fwd_maxnreg(tile) else {}))
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
     per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP

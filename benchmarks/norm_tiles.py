@@ -215,6 +215,9 @@ def main():
                     help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages (0: the rule)")
     ap.add_argument("--chunked", default="",
                     help="chunked grid, forward and backward: chunk widths ; tile elements ; elements a warp")
+    ap.add_argument("--fwd-maxnreg", default="",
+                    help="comma-separated register caps of the forward's 16-warp programs (norm.FWD_WIDE_MAXNREG; "
+                    "0: none), each timed on the rule's tile")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -257,6 +260,16 @@ def main():
                         ms, nbytes = timer(shape, is_rms, mode)
                         rows.append(dict(shape=shape, op=op, mode=mode, pass_=pass_, tile=tile, epw=epw, pps=None,
                                          stages=None, chunk=chunk, ms=ms, frac=nbytes / ms / 1e6 / bw))
+            default_cap = getattr(norm, "FWD_WIDE_MAXNREG", None)  # (None: code from before the cap)
+            for cap in [int(c) for c in args.fwd_maxnreg.split(",") if c]:
+                norm.FWD_WIDE_MAXNREG = cap or None
+                ms, nbytes = time_forward(shape, is_rms, mode)
+                rows.append(dict(shape=shape, op=op, mode=mode, pass_="fwd-maxnreg", maxnreg=cap, ms=ms,
+                                 frac=nbytes / ms / 1e6 / bw))
+                print(f"{shape} {op:7s} forward, 16-warp register cap {cap or 'none'}: "
+                      f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
+            if args.fwd_maxnreg:
+                norm.FWD_WIDE_MAXNREG = default_cap
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]

@@ -311,10 +311,11 @@ def test_float32_parameters_with_low_precision_input(mode, variant, dtype, devic
     check_against_pytorch(VARIANTS[variant], inputs, "pre")
 
 
-@pytest.mark.parametrize("width", [760, 20000])
+@pytest.mark.parametrize("width", [760, 11008, 20000])
 def test_layer_norm_of_input_with_large_mean(width, device):
     """x = 300 + randn: a variance taken as E[x^2] - E[x]^2 in fp32 loses ~3 digits here, where
-    PyTorch (Welford / two-pass) does not. 20000 covers the chunked path."""
+    PyTorch (Welford / two-pass) does not. 11008 covers a row in two pieces (8192 + 4096 lanes, its statistics
+    corrected by the deviations' mean), 20000 the chunked path."""
     inputs = make_inputs(VARIANTS["ln"], (3, width), torch.float32, device, residual=True)
     inputs.x = random_tensor((3, width), torch.float32, device, seed=9, offset=300.0)
     check_against_pytorch(VARIANTS["ln"], inputs, "pre")
@@ -492,6 +493,18 @@ def test_backward_pipeline_depth_rule(n, element_size):
         assert per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES or pre_stages == 2
         if element_size == 2 and n >= 1024:
             assert pre_stages == 3, (n, pre_stages)
+
+
+@pytest.mark.parametrize("n", [72, 4096, 8192, 11008, 14336])
+def test_forward_register_cap_rule(n):
+    """Forward programs of 16 warps (rows past 8192 lanes, one a program) are capped so that two fit a
+    multiprocessor's 65536 registers; narrower tiles are not capped."""
+    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    cap = norm._fwd_maxnreg(tile)
+    if tile.num_warps >= 16:
+        assert n > 8192 and cap is not None and 2 * tile.num_warps * 32 * cap <= 65536
+    else:
+        assert cap is None
 
 
 @pytest.mark.parametrize("n", [72, 1152, 4096, 4304, 8192, 11008, 14336, 20000])

@@ -302,16 +302,20 @@ def _norm_fwd_body(
                 total += tl.sum(z_t, axis=1)
             mean = total / N
             diff = tl.where(mask, z - mean[:, None], 0.0)
-            sq = tl.sum(diff * diff, axis=1)
             if TAIL:
-                diff_t = tl.where(mask_t, z_t - mean[:, None], 0.0)
-                sq += tl.sum(diff_t * diff_t, axis=1)
                 # NOTE: a row this wide sums 32+ elements a thread in sequence: with a large mean (300 + randn,
                 # 20000 wide) the mean came out several fp32 ulps off, 3x PyTorch's error in y (H200). The
-                # deviations' own mean corrects it (and the variance: sum d^2 / N - shift^2).
-                shift = (tl.sum(diff, axis=1) + tl.sum(diff_t, axis=1)) / N
+                # deviations' own mean corrects it (and the variance: sum d^2 / N - shift^2). Each piece's two
+                # sums in one reduction (_row_sums): a row of two pieces reduces 4 times, not 6 (the forward of
+                # these rows is one row a program: its reductions are its latency).
+                diff_t = tl.where(mask_t, z_t - mean[:, None], 0.0)
+                sq, shift = _row_sums(diff * diff, diff)
+                sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
+                shift = (shift + shift_t) / N
                 mean += shift
-                sq -= shift * shift * N
+                sq += sq_t - shift * shift * N
+            else:
+                sq = tl.sum(diff * diff, axis=1)
             var = sq / N
     else:
         # NOTE: two passes (mean, then squared deviations) instead of sum and sum of
@@ -973,9 +977,26 @@ def _norm_fwd(
         m, n, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, **tile.constexprs(n), num_warps=tile.num_warps,
+        STATS=stats, **tile.constexprs(n), num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile),
     )
     return outputs
+
+
+# NOTE: the forward's rows past 8192 lanes take one row a program of 16 warps (512 threads). Above 64 registers
+# a thread only one such program fits a multiprocessor, and nothing overlaps its reductions with another row's
+# loads: at [8192, 14336] the post- and pre-residual forms (84 and 89 registers as triton 3.9 compiles them for
+# sm_90) ran 0.66 and 0.84 of copy. FWD_WIDE_MAXNREG caps such a program's registers so that two fit
+# (65536 / (2 x 512)); measured (H200, benchmarks/norm_tiles.py --fwd-maxnreg 0,64, forward of a 1 GiB copy,
+# benchmarks/results/launch-rules/9-wide-forward/): 14336 post-residual 0.66 -> 0.90, pre-residual 0.84 -> 0.97
+# (spilling 152 and 72 bytes a thread), LayerNorm / RMSNorm 0.83 / 0.91 -> 0.83 / 0.92; at 11008 (two pieces,
+# 51-79 registers) within 0.02 either way. None: no cap.
+FWD_WIDE_MAXNREG = 64
+FWD_WIDE_WARPS = 16
+
+
+def _fwd_maxnreg(tile: Tile) -> Optional[int]:
+    """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG)."""
+    return FWD_WIDE_MAXNREG if tile.num_warps >= FWD_WIDE_WARPS else None
 
 
 # The forward with an FP8 output (forward only) takes the forward's tiles (_tile), with at least this many warps.
