@@ -313,7 +313,8 @@ def _norm_fwd_body(
                 sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
                 shift = (shift + shift_t) / N
                 mean += shift
-                sq += sq_t - shift * shift * N
+                sq += sq_t
+                sq -= shift * shift * N
             else:
                 sq = tl.sum(diff * diff, axis=1)
             var = sq / N
@@ -457,10 +458,14 @@ def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLO
         mean = (tl.sum(tl.sum(z, axis=1), axis=0) + tl.sum(tl.sum(z_t, axis=1), axis=0)) / N
         diff = tl.where(mask, z - mean, 0.0)
         diff_t = tl.where(mask_t, z_t - mean, 0.0)
-        # the deviations' mean corrects the mean (see the NOTE in _norm_fwd_body)
-        shift = (tl.sum(tl.sum(diff, axis=1), axis=0) + tl.sum(tl.sum(diff_t, axis=1), axis=0)) / N
-        var = (tl.sum(tl.sum(diff * diff, axis=1), axis=0) + tl.sum(tl.sum(diff_t * diff_t, axis=1), axis=0)) / N
-        var -= shift * shift
+        # the deviations' mean corrects the mean (see the NOTE in _norm_fwd_body), with each piece's two sums in
+        # one reduction and the same arithmetic as there: the FP8 output's scale is that of the plain output
+        sq, shift = _row_sums(diff * diff, diff)
+        sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
+        shift = (tl.sum(shift, axis=0) + tl.sum(shift_t, axis=0)) / N
+        sq = tl.sum(sq, axis=0) + tl.sum(sq_t, axis=0)
+        sq -= shift * shift * N
+        var = sq / N
         mean += shift
     return tl.zeros([BLOCK_M], dtype=tl.float32) + mean, tl.zeros([BLOCK_M], dtype=tl.float32) + var
 

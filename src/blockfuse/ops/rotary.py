@@ -298,7 +298,8 @@ def _rotary_flat_kernel(
     pair = g % HALF
     mask = s < S
     if HAS_POS:
-        row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=mask, other=0).to(tl.int32)
+        # int64, as loaded: a position past int32 must fall outside the table, not wrap into it
+        row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=mask, other=0).to(tl.int64)
     else:
         row = s + seq_offset
     in_table = (row >= 0) & (row < table_rows)
