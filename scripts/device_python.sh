@@ -23,3 +23,15 @@ write_env() {
     nvidia-smi --query-gpu=name,memory.total --format=csv >> "$OUT/env.log" 2>&1
     python3 -c "import torchao; print('torchao', torchao.__version__)" >> "$OUT/env.log" 2>&1
 }
+
+# old_code: OLD=(env PYTHONPATH=...) when _gpu/old/src holds the code before a change (`git archive COMMIT src |
+# tar x -C _gpu/old`), else OLD=() (an A/B's old steps are then skipped: `[ ${#OLD[@]} -gt 0 ] && step ...`).
+old_code() {
+    OLD=()
+    [ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
+}
+
+# pack PACK: everything under $OUT into PACK/results.tar.gz (the device tool returns a few files only).
+pack() {
+    mkdir -p "$1" && tar czf "$1/results.tar.gz" -C "$OUT" .
+}

@@ -15,12 +15,11 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-OLD=()
-[ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
+old_code
 step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_rotary.py tests/ops/test_norm.py
 step 120 rotary python3 benchmarks/rotary_head_dims.py --out "$OUT/rotary"
 SHAPES=8192x1152,8192x2560,8192x2880,16384x4096,8192x4304,8192x5120,4096x8192,8192x11008
 TILES=(benchmarks/norm_tiles.py --fwd '' --bwd '4096;1024;2;0' --shapes $SHAPES --forms ln,rms,ln-post)
 [ ${#OLD[@]} -gt 0 ] && step 110 norm-old "${OLD[@]}" python3 "${TILES[@]}" --no-check --out "$OUT/norm-old"
 step 150 norm-new python3 "${TILES[@]}" --out "$OUT/norm-new"
-mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .
+pack "$PACK"

@@ -11,4 +11,4 @@ export PYTHONUNBUFFERED=1
 write_env
 step 200 fwd-cap python3 benchmarks/norm_tiles.py --no-check --fwd '' --bwd '' --fwd-maxnreg 0,64 \
     --shapes 8192x11008,8192x14336,16384x11008 --forms ln,rms,ln-pre,ln-post --out "$OUT/fwd-cap"
-mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .
+pack "$PACK"

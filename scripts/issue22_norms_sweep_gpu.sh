@@ -14,4 +14,4 @@ export PYTHONUNBUFFERED=1
 write_env
 step 400 sweep python3 -m blockfuse bench ops --sweep --quick --budget 300 --out "$OUT/sweep" \
     --op rms_norm layer_norm add_rms_norm add_layer_norm layer_norm_gelu layer_norm_post rotary
-mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .
+pack "$PACK"

@@ -11,11 +11,10 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-OLD=()
-[ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
+old_code
 [ -z "${SKIP_TESTS:-}" ] && step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py
 TILES=(benchmarks/norm_tiles.py --no-check --fwd '' --bwd '' --shapes 8192x11008,8192x14336,16384x11008,8192x20000
        --forms ln,rms,ln-pre,ln-post)
 [ ${#OLD[@]} -gt 0 ] && step 80 norm-old "${OLD[@]}" python3 "${TILES[@]}" --out "$OUT/norm-old"
 step 80 norm-new python3 "${TILES[@]}" --out "$OUT/norm-new"
-mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .
+pack "$PACK"

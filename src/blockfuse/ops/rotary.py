@@ -350,19 +350,33 @@ def _flat_tile(seq, half: int, heads1: int, heads2: int, batch, min_programs: in
     ``heads1`` + ``heads2`` heads (q and k), or None where it does not apply: a pair count that is a power of
     two (the pair axis of _rotary_kernel pads nothing there), pairs not in runs of at least 4 (2-byte
     accesses), or fewer than FLAT_MIN_TILE (token, pair) elements a batch row. Comparisons only on ``seq`` and
-    ``batch`` (symbolic under torch.compile: range guards, no recompile per length)."""
-    if half & (half - 1) == 0 or half % 4 or seq * half < FLAT_MIN_TILE:
+    ``batch`` (symbolic under torch.compile: range guards, no recompile per length); plain ints (eager calls)
+    take the cached rule, keyed on the FLAT_* settings too (a sweep or a test may set them)."""
+    args = (seq, half, heads1, heads2, batch, min_programs, FLAT_TILE, FLAT_ELEMENTS_PER_WARP, FLAT_MIN_TILE,
+            FLAT_PROGRAMS_PER_SM, FLAT_HEADS_PER_PROGRAM)
+    if seq.__class__ is int and batch.__class__ is int:
+        return _cached_flat_tile_rule(*args)
+    return _flat_tile_rule(*args)
+
+
+def _flat_tile_rule(seq, half, heads1, heads2, batch, min_programs, tile, per_warp, min_tile, programs_per_sm,
+                    heads_per_program) -> Optional[tuple[int, int, int]]:
+    """:func:`_flat_tile` with its settings as arguments."""
+    if half & (half - 1) == 0 or half % 4 or seq * half < min_tile:
         return None
-    block_g = FLAT_TILE
-    while block_g > FLAT_MIN_TILE and block_g // 2 >= seq * half:
+    block_g = tile
+    while block_g > min_tile and block_g // 2 >= seq * half:
         block_g //= 2
     blocks = cdiv(seq * half, block_g) * batch
     splits = 1
-    while splits < max(heads1, heads2) and (blocks * splits < FLAT_PROGRAMS_PER_SM * min_programs or cdiv(
-            heads1, splits) + cdiv(heads2, splits) > FLAT_HEADS_PER_PROGRAM):
+    while splits < max(heads1, heads2) and (blocks * splits < programs_per_sm * min_programs or cdiv(
+            heads1, splits) + cdiv(heads2, splits) > heads_per_program):
         splits *= 2
-    warps = max(1, min(8, block_g // FLAT_ELEMENTS_PER_WARP))
+    warps = max(1, min(8, block_g // per_warp))
     return block_g, splits, warps
+
+
+_cached_flat_tile_rule = functools.lru_cache(maxsize=4096)(_flat_tile_rule)  # the rule on plain ints (eager calls)
 
 
 def _launch_flat(pairs, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
