@@ -35,7 +35,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from blockfuse.ops import norm
+from blockfuse.ops import launch, norm
 
 _BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -70,10 +70,12 @@ FORMS = {"ln": (False, 0, 0), "rms": (True, 0, 0), "ln-pre": (False, norm.PRE, 0
          "ln-gelu": (False, 0, norm.GELU_CODES["tanh"])}
 
 
-def _aligned(signature: dict, integers: list[str]) -> list[str]:
+def _aligned(signature: dict, integers: list[str], n: int = 16) -> list[str]:
     """The arguments a GPU launch specializes as multiples of 16: every pointer (PyTorch's allocations are
-    aligned) and ``integers`` (row strides and widths that are multiples of 16 at the widths measured)."""
-    return [name for name, kind in signature.items() if kind.startswith("*")] + integers
+    aligned) and ``integers`` (row strides and widths of contiguous rows of ``n``, as the launchers pass them: in
+    units of launch.row_units(n), so multiples of 16 where n / units is)."""
+    pointers = [name for name, kind in signature.items() if kind.startswith("*")]
+    return pointers + (integers if (n // launch.row_units(n)) % 16 == 0 else [])
 
 
 def rule_stats(n: int, form: str) -> dict:
@@ -98,8 +100,8 @@ def rule_stats(n: int, form: str) -> dict:
     signature.update({"S": bf} if mode == norm.PRE else {})
     nones.update({} if mode == norm.PRE else {"S": None})
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
-                                                               **tile.constexprs(n)},
-                            _aligned(signature, ["stride_x", "stride_y", "N"]), num_warps=tile.num_warps,
+                                                               **tile.constexprs(n), "VEC": launch.row_units(n)},
+                            _aligned(signature, ["stride_x", "stride_y", "N"], n), num_warps=tile.num_warps,
                             **({"maxnreg": norm._fwd_maxnreg(tile)} if norm._fwd_maxnreg(tile) else {}))
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
@@ -125,8 +127,10 @@ def rule_stats(n: int, form: str) -> dict:
                                  tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM),
                                  3 if mode == norm.PRE else 2),
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
+                             "RELOAD": norm._bwd_reload(tile, activation, 2 if not is_rms else 1),
+                             "VEC": launch.row_units(n),
                              **tile.constexprs(n, tail=False)},
-                            _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"]), **options)
+                            _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass)
     return out
@@ -221,7 +225,7 @@ def main() -> None:
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False,
+                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False, RELOAD=False, VEC=1,
                       TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
                       and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}

@@ -257,7 +257,7 @@ def register_stats(widths, warps_options=(4,)) -> None:
                 else:
                     nones[name] = None
             constexprs = dict(ACTIVATION=0, FP8=code, BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=chunks,
-                              BLOCK_H=16 if recipe == "tensorwise" else 1)
+                              BLOCK_H=16 if recipe == "tensorwise" else 1, VEC=1)
             compiled = compile_sm90(gated._gated_fwd_fp8_kernel, signature, {**nones, **constexprs},
                                     ["G", "U", "Q", "stride_g", "stride_u", "N"], num_warps=warps)
             registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
@@ -296,7 +296,7 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
             nones[name] = None
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
-                      BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1)
+                      BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1)
     aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
                             num_warps=num_warps)
@@ -316,7 +316,7 @@ def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, act
         else:
             nones[name] = None
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
-                      ACTIVATION=activation, STATS=False, **tile.constexprs(n))
+                      ACTIVATION=activation, STATS=False, **tile.constexprs(n), VEC=1)
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **constexprs},
                             ["X", "W", "Y", "stride_x", "stride_y", "N"], num_warps=tile.num_warps)
     registers, stack, _, _ = sass_stats(compiled.asm["cubin"])

@@ -2,7 +2,7 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
-    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"]
+    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--bwd-knob NAME=V1,V2 ...]
 
 ``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
 alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
@@ -14,6 +14,7 @@ before each call, so the numbers are the kernels' own; the op benchmark
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import itertools
 import json
@@ -218,6 +219,10 @@ def main():
     ap.add_argument("--fwd-maxnreg", default="",
                     help="comma-separated register caps of the forward's 16-warp programs (norm.FWD_WIDE_MAXNREG; "
                     "0: none), each timed on the rule's tile")
+    ap.add_argument("--bwd-knob", action="append", default=[], metavar="NAME=V1,V2",
+                    help="time the backward on the rule's tile with the module constant norm.NAME at each value "
+                    "(Python literals: 0, True, None, ...; repeatable; a name the code lacks is skipped), e.g. "
+                    "BWD_RELOAD=False,True")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -270,6 +275,22 @@ def main():
                       f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
             if args.fwd_maxnreg:
                 norm.FWD_WIDE_MAXNREG = default_cap
+            for knob in args.bwd_knob:
+                name, values = knob.split("=", 1)
+                if not hasattr(norm, name):  # older code (an A/B run against the code before a knob)
+                    print(f"{shape} {op:7s} backward, {name}: not in this code, skipped", flush=True)
+                    continue
+                saved = getattr(norm, name)
+                for value in [ast.literal_eval(v) for v in values.split(",")]:
+                    setattr(norm, name, value)
+                    norm._tile.cache_clear()
+                    ms, nbytes = time_backward(shape, is_rms, mode)
+                    rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd-knob", knob=name, value=value, ms=ms,
+                                     frac=nbytes / ms / 1e6 / bw))
+                    print(f"{shape} {op:7s} backward, {name}={value}: {ms:.4f} ms, {nbytes / ms / 1e6 / bw:.2f} "
+                          f"of copy", flush=True)
+                setattr(norm, name, saved)
+                norm._tile.cache_clear()
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]

@@ -49,6 +49,14 @@ def test_host_arithmetic():
     assert [launch.next_power_of_2(n) for n in (0, 1, 2, 3, 72, 1024, 1025)] == [1, 1, 2, 4, 128, 1024, 2048]
 
 
+def test_row_units():
+    """The unit widths and row strides go to a kernel in: the largest power of two up to 16 dividing all of them."""
+    assert launch.row_units(9000, 9000, 9000) == 8
+    assert launch.row_units(4096, 4100) == 4
+    assert launch.row_units(4096, 0, 8192) == 16  # 0: an absent tensor's stride
+    assert launch.row_units(72) == 8 and launch.row_units(1127) == 1 and launch.row_units(14336, 14336) == 16
+
+
 def test_every_launcher_is_a_registered_op():
     names = sorted(launch.LAUNCHERS)
     assert {"norm_fwd", "norm_bwd"} <= set(names), names

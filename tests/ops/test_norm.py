@@ -522,6 +522,45 @@ def test_backward_two_fma_rule(n):
         assert norm._two_fma(tile, 0)
 
 
+@pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
+def test_backward_reload_rule(n):
+    """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows
+    past 8192, 16 warps) with both a weight and a bias gradient, without an activation (whose stage buffers would not
+    fit shared memory twice over)."""
+    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+    wide = tile.num_chunks == 1 and norm.next_power_of_2(n) > 8192
+    assert norm._bwd_reload(tile, 0, 2) == wide
+    assert not norm._bwd_reload(tile, 0, 1) and not norm._bwd_reload(tile, norm.GELU_CODES["tanh"], 2)
+
+
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout"])
+def test_backward_reload_matches_one_read(form, device, monkeypatch):
+    """The wide rows' backward that reads each row twice (RELOAD) computes what the one-read kernel does, in the same
+    order: the same bits (in the interpreter) for dx and the weight / bias gradients (3 rows of 8200:
+    a 16384-lane tile, masked past 8200; post-residual dropout regenerates its mask in both reads)."""
+    m, n = 3, 8200
+    is_rms = form == "rms"
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
+    w = random_tensor((n,), torch.bfloat16, device, seed=2)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, seed=3)
+    mode, p = (norm.POST, 0.25) if form == "ln-post-dropout" else (norm.NONE, 0.0)
+    outs = norm._norm_fwd(x, w, b, x.flip(0) if mode else None, None, 1e-5, mode, 0.0, is_rms, False, 0, True)
+    mean, rstd = (None if is_rms else outs[-2]), outs[-1]
+    dy = random_tensor((m, n), torch.bfloat16, device, seed=4)
+    seed = draw_seed(device) if p else None
+    results = {}
+    for reload in (False, True):
+        monkeypatch.setattr(norm, "BWD_RELOAD", reload)
+        results[reload] = norm._norm_bwd(dy, None, x, w, None, b is not None, mean, rstd, seed, mode, p, is_rms,
+                                         False, 0)
+    for one, two in zip(results[False], results[True]):
+        if device == "cpu":  # the interpreter runs both in the same fp32 operations
+            assert torch.equal(one, two)
+        else:  # compiled, the two kernels' multiply-adds may contract differently: within an ulp of bf16
+            torch.testing.assert_close(two, one, rtol=2 ** -7, atol=1e-6)
+    assert results[True][0].abs().sum() > 0 and results[True][2].abs().sum() > 0
+
+
 @pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])
 def test_launch_rule(n):
     """The tile rule, from the width alone: rows up to TAIL_FROM_LANES padded take one power-of-two tile;

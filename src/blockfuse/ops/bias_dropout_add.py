@@ -26,7 +26,7 @@ from torch import Tensor
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, sm_count, vector,
+    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, row_units, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -67,7 +67,9 @@ def _bias_dropout_add_fwd_kernel(
     HAS_DROPOUT: tl.constexpr,  # a code of dropout.dropout_code (0: no dropout)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
+    N, stride_x, stride_res, stride_out = N * VEC, stride_x * VEC, stride_res * VEC, stride_out * VEC
     # NOTE: float scalars cast to fp32 (Inductor may pass them to a user kernel as fp64), so the
     # dropout comparison is the one keep_mask makes.
     p = tl.cast(p, tl.float32)
@@ -98,7 +100,9 @@ def _bias_dropout_add_bwd_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
+    N, stride_dy, stride_dx = N * VEC, stride_dy * VEC, stride_dx * VEC
     # NOTE: with a bias, each of the G programs of a column block walks a strided set of row
     # blocks and keeps its own fp32 partial d bias; a second kernel sums the G partials in a
     # fixed order. No float atomics, so d bias is bitwise reproducible. Without a bias, G is the
@@ -173,13 +177,15 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     m = x2.shape[0]
     has_dropout = p > 0
     block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
+    strides = (x2.stride(0), res2.stride(0), out2.stride(0))
+    vec = row_units(n, *strides)
     _fwd_kernel(
         (cdiv(m, block_m), cdiv(n, block_n)),
         x2, vector(bias), res2, out2, seed if has_dropout else None,
-        x2.stride(0), res2.stride(0), out2.stride(0),
-        m, n, p, dropout_scale(p),
+        *[v // vec for v in strides],
+        m, n // vec, p, dropout_scale(p),
         HAS_BIAS=bias is not None, HAS_DROPOUT=dropout_code(p, n),
-        BLOCK_M=block_m, BLOCK_N=block_n,
+        BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
         num_warps=num_warps,
     )
     return out
@@ -208,13 +214,15 @@ def _backward(
     row_blocks, col_blocks = cdiv(m, block_m), cdiv(n, block_n)
     g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None
+    strides = (dy2.stride(0), row_stride(dx2))
+    vec = row_units(n, *strides)
     _bwd_kernel(
         (g, col_blocks),
         dy2, seed if has_dropout else None, dx2, partial,
-        dy2.stride(0), row_stride(dx2),
-        m, n, p, dropout_scale(p),
+        *[v // vec for v in strides],
+        m, n // vec, p, dropout_scale(p),
         HAS_DROPOUT=dropout_code(p, n), WRITE_DX=write_dx, HAS_BIAS=has_bias,
-        BLOCK_M=block_m, BLOCK_N=block_n,
+        BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
         num_warps=num_warps,
     )
     if has_bias:

@@ -27,6 +27,7 @@ specializes on, for the Triton versions where that was measured to beat Triton's
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from typing import Optional
 
@@ -423,6 +424,31 @@ def as_rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
 def vector(t: Optional[Tensor]) -> Optional[Tensor]:
     """A weight or bias with unit stride (kernels index it as ``W + cols``); None stays None."""
     return t if t is None or t.stride(0) == 1 else t.contiguous()
+
+
+def row_units(n: int, *strides: int) -> int:
+    """The largest power of two up to 16 that divides the row width ``n`` and every row stride: the unit a launcher
+    passes them in (``n // units``, ``stride // units``) to a kernel that multiplies them back by its constexpr
+    ``VEC``, so that the compiler knows they are multiples of it.
+
+    NOTE: Triton specializes an integer argument on divisibility by 16 only. A width such as 9000 (8 x 1125)
+    therefore told the compiler nothing: every row access went out as 2-byte loads and stores (sm_90 SASS: LDG.E.U16
+    where 9008 gets LDG.E.128) and the norms' backward spilled 1328 bytes a thread; on an H200 their backward ran at
+    0.02-0.12 of copy at [8192, 9000] (benchmarks/results/launch-rules/10-reload/).
+
+    A symbolic stride (torch.compile tracing with dynamic shapes) promises nothing: 1."""
+    try:
+        return _row_units(n, *strides)
+    except TypeError:  # a SymInt: unhashable
+        return 1
+
+
+@functools.lru_cache(maxsize=None)
+def _row_units(n: int, *strides: int) -> int:
+    units = 16
+    for v in (n, *strides):
+        units = math.gcd(units, v)
+    return units
 
 
 def row_stride(t: Optional[Tensor]) -> int:

@@ -38,7 +38,7 @@ from blockfuse.ops.fp8 import (
     to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, sm_count, vector,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, row_units, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -111,6 +111,19 @@ BWD_BYTES_IN_FLIGHT = 64 * 1024
 BWD_MAX_STAGES = 5
 BWD_SMEM_BYTES = 160 * 1024
 BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py's grid sets it)
+# NOTE: a tile of BWD_RELOAD_FROM_LANES lanes or more (one row of 16384: 16 warps, at most 128 registers a thread)
+# cannot hold its row (z, dy and w in fp32) and the weight and bias gradients' accumulators at once: 5 x 32 values a
+# thread. LayerNorm's backward spilled 352 bytes a thread there (656 with GELU; kernel_stats.py --rule) and ran at
+# 0.35-0.42 of copy. With RELOAD it loads each row twice, once for the row sums and once for the gradients (w too),
+# so that only the accumulators stay live across the sums; the software pipeliner stages both loads in shared memory
+# (196 KiB, one program a multiprocessor as before), the second hitting L2 behind the first. Spill 88 bytes;
+# measured (H200, the backward launcher, BWD_RELOAD off / on in one process, benchmarks/results/launch-rules/
+# 10-reload/): LayerNorm and post-residual LayerNorm 11008 0.35 -> 0.38, 14336 0.40 -> 0.43, 16384 0.42 -> 0.53
+# of copy. RMSNorm (one accumulator: 208 bytes spilled, none with RELOAD) lost 2-5% to the second read's
+# instructions, so the rule takes forms with two accumulators only. The GELU form's three-stage buffers would
+# not fit shared memory twice: not with an activation.
+BWD_RELOAD_FROM_LANES = 16384
+BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
@@ -203,7 +216,10 @@ def _norm_fwd_kernel(
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N, or TAIL (the first BLOCK_N are real): no column masks
     TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
     BLOCK_T: tl.constexpr,
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
+    N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
+    stride_y, stride_s = stride_y * VEC, stride_s * VEC
     # The body without an FP8 output (FP8 = 0: its branch is not compiled in).
     _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, stride_x, stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W, HAS_B, HAS_DROPOUT,
@@ -244,7 +260,10 @@ def _norm_fwd_fp8_kernel(
     BLOCK_T: tl.constexpr,
     FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
+    N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
+    stride_y, stride_s = stride_y * VEC, stride_s * VEC
     # The body with an FP8 output (constexprs as in _norm_fwd_kernel).
     _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX, stride_x, stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
@@ -588,14 +607,19 @@ def _norm_bwd_math(
 
 
 @triton.jit
-def _load_bias_for_activation(B, cols, col_mask, w, HAS_B: tl.constexpr, ACTIVATION: tl.constexpr):
-    """The fp32 bias the backward needs to recompute an activation's input; else ``w`` as a
-    placeholder that is never read (so the path without an activation is unchanged)."""
+def _load_weight_and_bias(W, B, cols, col_mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACTIVATION: tl.constexpr,
+                          EVICTION: tl.constexpr):
+    """fp32 ``(w, b)`` of the columns ``cols``: w zeros without a weight; b the bias that the backward needs to
+    recompute an activation's input, else ``w`` as a placeholder that is never read (so the path without an
+    activation is unchanged)."""
+    w = tl.zeros(cols.shape, dtype=tl.float32)
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     b = w
     if ACTIVATION != 0:
         if HAS_B:
-            b = tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)
-    return b
+            b = tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
+    return w, b
 
 
 @triton.jit
@@ -608,10 +632,7 @@ def _norm_bwd_chunk(
     ``_norm_bwd_math`` of it."""
     z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    w = tl.zeros(cols.shape, dtype=tl.float32)
-    if HAS_W:
-        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-    b = _load_bias_for_activation(B, cols, col_mask, w, HAS_B, ACTIVATION)
+    w, b = _load_weight_and_bias(W, B, cols, col_mask, HAS_W, HAS_B, ACTIVATION, "")
     return _norm_bwd_math(z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
                           MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
 
@@ -661,13 +682,16 @@ def _store_input_grad(
 
 @triton.jit
 def _norm_bwd_rows(
-    z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
-    stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
+    z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
+    stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TWO_FMA: tl.constexpr,
+    RELOAD: tl.constexpr,
 ):
     """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
-    gradient) and returns the weight and bias gradient accumulators with this block added."""
+    gradient) and returns the weight and bias gradient accumulators with this block added. RELOAD: w and b
+    are loaded here (``w``, ``b`` unused), and z, dy, w and b loaded again after the row sums, so that only
+    the accumulators stay live across them (the launcher's rule: _bwd_reload)."""
     row_mask = rows < M
     mask = row_mask[:, None] & col_mask[None, :]
     rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
@@ -675,6 +699,8 @@ def _norm_bwd_rows(
         mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
     else:
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    if RELOAD:
+        w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
     xhat, xhat_w, dy, wdy = _norm_bwd_math(
         z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
         MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
@@ -684,6 +710,16 @@ def _norm_bwd_rows(
     else:
         c1, c2 = _row_sums(xhat * wdy, wdy)
         c1, c2 = c1 / N, c2 / N
+    if RELOAD:
+        # NOTE: the row read again (from L2: the first read went through it moments ago) rather than held
+        # across the row sums: other cache hints than the first loads', so that the compiler keeps both.
+        z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0,
+                     eviction_policy="evict_first")
+        w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "")
+        xhat, xhat_w, dy, wdy = _norm_bwd_math(
+            z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p,
+            dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
     dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
     _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
                       stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -743,7 +779,11 @@ def _norm_bwd_kernel(
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
     TWO_FMA: tl.constexpr,  # dz's form (_input_grad; the launcher's rule: _two_fma)
+    RELOAD: tl.constexpr,  # read each row twice, not hold it across its sums (the launcher's rule: _bwd_reload)
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
+    N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
+    stride_dx, stride_dres = stride_dx * VEC, stride_dres * VEC
     # NOTE: each of the G programs walks a strided set of row blocks and keeps its own
     # partial weight / bias gradient; a second kernel sums the G partials in a fixed
     # order. No float atomics, so dweight and dbias are bitwise reproducible.
@@ -760,9 +800,9 @@ def _norm_bwd_kernel(
     if NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
-        if HAS_W:
-            w = tl.load(W + offs, mask=col_mask, other=0.0).to(tl.float32)
-        b = _load_bias_for_activation(B, offs, col_mask, w, HAS_B, ACTIVATION)
+        b = w
+        if not RELOAD:
+            w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "")
         dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         # NOTE: Triton's pipeliner issues the loads of z and dy STAGES - 1 row blocks ahead as
@@ -774,9 +814,9 @@ def _norm_bwd_kernel(
             z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0)
             dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
             dw_acc, db_acc = _norm_bwd_rows(
-                z, dy, w, b, dw_acc, db_acc, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
-                stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W, HAS_B,
-                HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA)
+                z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M,
+                N, stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE,
+                HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA, RELOAD)
         _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
                             DIRECT)
     else:
@@ -902,6 +942,15 @@ def _two_fma(tile: Tile, activation: int) -> bool:
     return not activation and tile.num_warps <= BWD_TWO_FMA_MAX_WARPS
 
 
+def _bwd_reload(tile: Tile, activation: int, accumulators: int) -> bool:
+    """Whether the backward reads each row twice (see the NOTE above BWD_RELOAD_FROM_LANES); ``accumulators``: the
+    weight and bias gradients the form has (0-2)."""
+    if BWD_RELOAD is not None:
+        return BWD_RELOAD
+    return (not activation and accumulators >= 2 and tile.num_chunks == 1
+            and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES)
+
+
 def _stages(stages: int, row_blocks: int, programs: int) -> int:
     """The backward's pipeline depth: none unless each program walks at least ``stages`` row blocks
     (a short walk only pays the pipeline's prologue: [2048, 1024] ran 7% slower with 3 stages)."""
@@ -975,14 +1024,16 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    strides = (x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
+    vec = row_units(n, *strides)
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
-        x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2),
-        m, n, eps, dropout_p, dropout_scale(dropout_p),
+        *[v // vec for v in strides],
+        m, n // vec, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, **tile.constexprs(n), num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile),
+        STATS=stats, **tile.constexprs(n), VEC=vec, num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile),
     )
     return outputs
 
@@ -1058,15 +1109,17 @@ def _norm_fwd_fp8(
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
     tile = fp8_forward_tile(n)
+    strides = (x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
+    vec = row_units(n, *strides)
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, q.view(-1, n), scale, history, amax, seed if dropout_p > 0 else None,
-        mean, rstd, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2),
-        m, n, eps, dropout_p, dropout_scale(dropout_p), h,
+        mean, rstd, *[v // vec for v in strides],
+        m, n // vec, eps, dropout_p, dropout_scale(dropout_p), h,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
-        BLOCK_H=next_power_of_2(h), num_warps=tile.num_warps,
+        BLOCK_H=next_power_of_2(h), VEC=vec, num_warps=tile.num_warps,
     )
     if not rowwise:
         roll_amax_history(history, amax)
@@ -1117,6 +1170,8 @@ def _norm_bwd(
         stages = ACT_BWD_STAGES
     else:
         stages = _bwd_stages(tile, n, z.element_size(), _programs_per_sm(block_n, per_sm), 3 if ds is not None else 2)
+    strides = (dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
+    vec = row_units(n, *strides)
     partial = None
     if (has_w or has_bias) and not direct:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -1127,12 +1182,13 @@ def _norm_bwd(
         dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None,
         dx.view(-1, n), None if dres is None else dres.view(-1, n), partial,
         dw if direct else None, db if direct else None,
-        dy2.stride(0), row_stride(ds2), z2.stride(0), n, n,
-        m, n, dropout_p, dropout_scale(dropout_p),
+        *[v // vec for v in strides],
+        m, n // vec, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n, tail=False),
         STAGES=_stages(stages, row_blocks, g), DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
+        RELOAD=_bwd_reload(tile, activation, has_w + has_bias), VEC=vec,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
