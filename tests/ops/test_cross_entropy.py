@@ -88,6 +88,23 @@ def test_odd_sizes(vocab, width, tokens, device):
     check_against_reference(hidden, weight, target, bias, chunk_size=64)
 
 
+def test_vocab_split_gives_the_gemms_aligned_sides():
+    """The GEMMs run on the vocabulary's largest multiple of 8 and on the 1-7 classes left (GPT-2's 50257: 50256
+    + 1); a multiple of 8, or fewer than 8 classes, takes one GEMM."""
+    assert cross_entropy._parts(50257) == (slice(0, 50256), slice(50256, 50257))
+    assert cross_entropy._parts(50264) == (slice(0, 50264),) and cross_entropy._parts(7) == (slice(0, 7),)
+    assert cross_entropy._parts(4099) == (slice(0, 4096), slice(4096, 4099))
+
+
+def test_logits_buffer_rows_are_padded_to_16():
+    """A chunk's logits rows start every round_up(vocab, 16) elements, so that the row kernel and cuBLAS see aligned
+    rows at any vocabulary (the odd sizes above run through it); a multiple of 16 is not padded."""
+    like = torch.empty(0, dtype=torch.bfloat16)
+    odd, even = cross_entropy.logits_buffer(like, 3, 301), cross_entropy.logits_buffer(like, 3, 320)
+    assert odd.shape == (3, 301) and odd.stride() == (304, 1)
+    assert even.shape == (3, 320) and even.is_contiguous()
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("layout", ["transposed", "strided"])
 def test_non_contiguous_hidden(layout, device):

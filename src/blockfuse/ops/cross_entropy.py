@@ -82,7 +82,7 @@ def _cross_entropy_rows_kernel(
     LOSS,  # (rows,) fp32 per-row loss, or its terms linear in the logits when PARTIAL (written when WRITE_LOSS)
     LSE,  # (rows,) fp32 log-sum-exp of the (capped) logits: written, or read when LSE_GIVEN
     SCALE,  # fp32 gradient scale: one value (1 / count for "mean"), or (rows,) upstream gradients (SCALE_PER_ROW)
-    stride_z, V, vocab_start, vocab_total, ignore_index, smoothing, softcap, z_loss,
+    stride_z, V, V_MEM, vocab_start, vocab_total, ignore_index, smoothing, softcap, z_loss,
     HAS_SOFTCAP: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     HAS_Z_LOSS: tl.constexpr,
@@ -94,7 +94,9 @@ def _cross_entropy_rows_kernel(
     BLOCK_V: tl.constexpr,
 ):
     """One row of logits per program. Z holds the classes [vocab_start, vocab_start + V) of a vocabulary of
-    vocab_total (all of it unless the vocabulary is sharded across devices).
+    vocab_total (all of it unless the vocabulary is sharded across devices). V_MEM >= V: the columns of a row that
+    may be read and written (a padded buffer's, see logits_buffer), so that loads and stores are masked at a
+    multiple of 16 and go out as vectors; columns past V are masked off in the arithmetic.
 
     loss = lse + z_loss lse^2 + A, with A = -(1 - e) c[target] - e sum(c) / vocab_total the terms linear in
     the logits. PARTIAL (a shard): LOSS gets this shard's share of A (c[target] only where the target is
@@ -125,9 +127,10 @@ def _cross_entropy_rows_kernel(
         sums = tl.zeros([BLOCK_V], tl.float32)
         for v0 in range(0, V, BLOCK_V):
             mask = v0 + cols < V
-            c = tl.load(z_row + v0 + cols, mask=mask, other=float("-inf")).to(tl.float32)
+            c = tl.load(z_row + v0 + cols, mask=v0 + cols < V_MEM, other=float("-inf")).to(tl.float32)
             if HAS_SOFTCAP:
-                c = tl.where(mask, softcap * _tanh(c / softcap), float("-inf"))
+                c = softcap * _tanh(c / softcap)
+            c = tl.where(mask, c, float("-inf"))
             m_new = tl.maximum(m, c)
             # A lane that has only seen masked columns keeps m = -inf (and s = 0): no exp(-inf - -inf).
             shift = tl.where(m_new > float("-inf"), m_new, 0.0)
@@ -172,7 +175,8 @@ def _cross_entropy_rows_kernel(
         spread = scale * smoothing / vocab_total
         for v0 in range(0, V, BLOCK_V):
             mask = v0 + cols < V
-            c = tl.load(z_row + v0 + cols, mask=mask, other=0.0).to(tl.float32)
+            mem_mask = v0 + cols < V_MEM
+            c = tl.load(z_row + v0 + cols, mask=mem_mask, other=0.0).to(tl.float32)
             if HAS_SOFTCAP:
                 th = _tanh(c / softcap)
                 c = softcap * th
@@ -181,7 +185,7 @@ def _cross_entropy_rows_kernel(
                 g -= spread
             if HAS_SOFTCAP:
                 g *= 1.0 - th * th
-            tl.store(z_row + v0 + cols, g.to(Z.dtype.element_ty), mask=mask)
+            tl.store(z_row + v0 + cols, tl.where(mask, g, 0.0).to(Z.dtype.element_ty), mask=mem_mask)
 
 
 @triton.jit
@@ -224,8 +228,9 @@ def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> in
 def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, scale: Optional[Tensor],
                  ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, *,
                  lse_given: bool, write_grad: bool, scale_per_row: bool, shard: Optional[tuple[int, int]] = None,
-                 partial: bool = False) -> None:
-    """``shard``: (first class, classes of the whole vocabulary) when ``z`` holds a block of the vocabulary."""
+                 partial: bool = False, padded: bool = False) -> None:
+    """``shard``: (first class, classes of the whole vocabulary) when ``z`` holds a block of the vocabulary.
+    ``padded``: z's rows come from :func:`logits_buffer` (their columns up to the row stride may be written)."""
     rows, vocab = z.shape
     if rows == 0:
         return
@@ -234,8 +239,8 @@ def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, 
     _rows_kernel(
         (rows,),
         z, target, loss, lse, scale,
-        z.stride(0), vocab, vocab_start, vocab_total, ignore_index, smoothing, 1.0 if softcap is None else softcap,
-        z_loss,
+        z.stride(0), vocab, z.stride(0) if padded else vocab, vocab_start, vocab_total, ignore_index, smoothing,
+        1.0 if softcap is None else softcap, z_loss,
         HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=smoothing > 0, HAS_Z_LOSS=z_loss > 0,
         LSE_GIVEN=lse_given, WRITE_LOSS=loss is not None, PARTIAL=partial, WRITE_GRAD=write_grad,
         SCALE_PER_ROW=scale_per_row, BLOCK_V=block_v,
@@ -243,11 +248,59 @@ def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, 
     )
 
 
+# A chunk's logits buffer has rows of a multiple of this many elements (see logits_buffer).
+LOGITS_ROW_MULTIPLE = 16
+
+
+def logits_buffer(like: Tensor, rows: int, vocab: int) -> Tensor:
+    """A (rows, vocab) buffer for a chunk's logits, in ``like``'s dtype and device, whose rows start every
+    ``round_up(vocab, 16)`` elements (a view of a padded allocation; launch_rows with ``padded=True``).
+
+    NOTE: at a vocabulary that is not a multiple of 16 (GPT-2's 50257, Llama's 32001 with an added token) rows of
+    exactly ``vocab`` elements start at addresses and strides the compiler knows nothing about, and the row
+    kernel's loads and stores went out 2 bytes at a time; padded, it reads and writes 16-byte vectors, and the
+    GEMMs writing and reading the logits get an aligned leading dimension (cuBLAS takes a row stride past the
+    width as it is: no copy)."""
+    padded = -(-vocab // LOGITS_ROW_MULTIPLE) * LOGITS_ROW_MULTIPLE
+    buffer = like.new_empty((rows, padded))
+    return buffer if padded == vocab else buffer[:, :vocab]
+
+
+# The GEMMs' vocabulary side is split at a multiple of this many classes (16 bytes of bf16 / fp16; see vocab_split).
+GEMM_VOCAB_MULTIPLE = 8
+
+
+def vocab_split(vocab: int) -> int:
+    """Classes of the GEMMs' aligned part: ``vocab`` rounded down to a multiple of 8 (the rest, at most 7 classes,
+    take GEMMs of their own; 0: no aligned part, one GEMM).
+
+    NOTE: cuBLAS runs a GEMM with a side of odd length far below its rate, even with aligned rows: a chunk's GEMMs
+    at [1024 tokens, 4096, 50257] took 3.86 / 3.13 / 1.14 ms (logits, d hidden, d weight) against 0.62 / 0.61 /
+    0.67 ms split at 50256 (H200, benchmarks/cross_entropy_odd_vocab.py). The op at [8192, 4096, 50257] ran 101 ms
+    where 50264 takes 17.6 (torch.compile, whose Inductor pads such GEMMs, 17.1 ms); split, 17.2-17.3 ms
+    (benchmarks/results/cross-entropy/odd-vocab/). The 1-7 classes left over cost a GEMV each."""
+    return vocab // GEMM_VOCAB_MULTIPLE * GEMM_VOCAB_MULTIPLE
+
+
+def _parts(vocab: int) -> tuple[slice, ...]:
+    """The vocabulary's slices the GEMMs run on (see vocab_split): one, or the aligned part and the rest."""
+    main = vocab_split(vocab)
+    return (slice(0, vocab),) if main in (0, vocab) else (slice(0, main), slice(main, vocab))
+
+
 def logits_into(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], out: Tensor) -> Tensor:
-    """``out = h_rows @ weight.T + bias`` (one cuBLAS GEMM, the bias in its epilogue)."""
-    if bias is None:
-        return torch.mm(h_rows, weight.t(), out=out)
-    return torch.addmm(bias, h_rows, weight.t(), out=out)
+    """``out = h_rows @ weight.T + bias``: a cuBLAS GEMM a part of the vocabulary (see vocab_split); with a bias, one
+    GEMM with the bias in its epilogue.
+
+    NOTE: with a bias the vocabulary is not split: on an H200 the aligned part's GEMM with the bias (200 of 203
+    classes) made a loss 2.7-7.8x as wrong as PyTorch's (three bias tests of tests/ops/test_cross_entropy.py, the
+    same error with the other 3 classes in fp32), where the whole 203 classes' GEMM passed. A bias on an LM head is
+    rare; with one, an odd vocabulary's logits GEMM stays slow (the gradients' GEMMs are split)."""
+    if bias is not None:
+        return torch.addmm(bias, h_rows, weight.t(), out=out)
+    for part in _parts(weight.shape[0]):
+        torch.mm(h_rows, weight[part].t(), out=out[:, part])
+    return out
 
 
 def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, loss: Optional[Tensor],
@@ -263,7 +316,7 @@ def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, 
         if dw is not None:
             dw.zero_()
         return dh, dw, db
-    z_buffer = h2.new_empty((min(chunk, tokens), vocab))  # (chunk, V): reused by every chunk
+    z_buffer = logits_buffer(h2, min(chunk, tokens), vocab)  # (chunk, V): reused by every chunk
     with full_precision_reductions():
         _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh, dw, db, lse_given=lse_given,
                     scale_per_row=scale_per_row, write_grad=write_grad, chunk=chunk)
@@ -305,7 +358,7 @@ def _chunk_loop(h2, weight, bias, target, loss, lse, scale, config, z_buffer, dh
         launch_rows(z, target[rows], None if loss is None else loss[rows], lse[rows],
                      None if scale is None else (scale[rows] if scale_per_row else scale),
                      ignore_index, smoothing, softcap, z_loss,
-                     lse_given=lse_given, write_grad=write_grad, scale_per_row=scale_per_row)
+                     lse_given=lse_given, write_grad=write_grad, scale_per_row=scale_per_row, padded=True)
         if write_grad:
             add_chunk_gradients(z, h_rows, weight, rows, i == 0, dh, dw, db)
 
@@ -314,15 +367,19 @@ def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, 
                         dw: Optional[Tensor], db: Optional[Tensor]) -> None:
     """A chunk's share of the gradients from its logits' gradient ``z`` (chunk, V): its rows of d hidden, and
     its sums into d weight and d bias (``first``: the first chunk, which writes rather than adds)."""
+    parts = _parts(weight.shape[0])  # (see vocab_split)
     if dh is not None:
-        torch.mm(z, weight, out=dh[rows])  # straight into the chunk's rows
+        torch.mm(z[:, parts[0]], weight[parts[0]], out=dh[rows])  # straight into the chunk's rows
+        for part in parts[1:]:
+            dh[rows].addmm_(z[:, part], weight[part])
     if dw is not None:
         # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
         # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
-        if first:
-            torch.mm(z.t(), h_rows, out=dw)
-        else:
-            dw.addmm_(z.t(), h_rows)
+        for part in parts:
+            if first:
+                torch.mm(z[:, part].t(), h_rows, out=dw[part])
+            else:
+                dw[part].addmm_(z[:, part].t(), h_rows)
     if db is not None:
         db += column_sum(z).float()
 

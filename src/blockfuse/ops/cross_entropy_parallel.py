@@ -22,8 +22,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from blockfuse.ops.cross_entropy import (
-    add_chunk_gradients, claim_first_backward, full_precision_reductions, is_dtensor, launch_rows, logits_into,
-    loss_scale, scale_gradients,
+    add_chunk_gradients, claim_first_backward, full_precision_reductions, is_dtensor, launch_rows, logits_buffer,
+    logits_into, loss_scale, scale_gradients,
 )
 from blockfuse.ops.launch import empty_if_none
 
@@ -90,7 +90,7 @@ def _chunks(h2, weight, bias, target, scale, config, shard, group, *, forward: b
     db = torch.zeros((vocab,), dtype=torch.float32, device=h2.device) if grad_bias else None
     loss = h2.new_zeros((tokens,), dtype=torch.float32) if forward else None
     lse = h2.new_zeros((tokens,), dtype=torch.float32) if forward else lse_all
-    z_buffer = h2.new_empty((min(chunk, max(tokens, 1)), vocab))
+    z_buffer = logits_buffer(h2, min(chunk, max(tokens, 1)), vocab)
     rows_scale = scale
     with full_precision_reductions():
         for i, start in enumerate(range(0, tokens, chunk)):
@@ -102,14 +102,15 @@ def _chunks(h2, weight, bias, target, scale, config, shard, group, *, forward: b
                 linear = torch.empty_like(lse[rows])
                 local_lse = torch.empty_like(linear)
                 launch_rows(z, t_rows, linear, local_lse, None, ignore_index, smoothing, softcap, z_loss,
-                             lse_given=False, write_grad=False, scale_per_row=False, shard=shard, partial=True)
+                             lse_given=False, write_grad=False, scale_per_row=False, shard=shard, partial=True,
+                             padded=True)
                 lse[rows], loss[rows] = _combine(local_lse, linear, t_rows, ignore_index, z_loss, group)
             if not write_grad:
                 continue
             if not forward:
                 rows_scale = scale[rows]
             launch_rows(z, t_rows, None, lse[rows], rows_scale, ignore_index, smoothing, softcap, z_loss,
-                         lse_given=True, write_grad=True, scale_per_row=not forward, shard=shard)
+                         lse_given=True, write_grad=True, scale_per_row=not forward, shard=shard, padded=True)
             add_chunk_gradients(z, h_rows, weight, rows, i == 0, dh, dw, db)  # dh: this rank's classes' share
     if dh is not None:
         _all_reduce(dh, dist.ReduceOp.SUM, group)
