@@ -117,14 +117,18 @@ def test_compare_names_the_first_differing_new_token():
 
 
 class _Recorder:
-    """A stand-in model whose generate records (its name, max_new_tokens) and returns the prompt plus zeros."""
+    """A stand-in model whose generate records (its name, max_new_tokens), calls its logits processors once a new
+    token (as transformers does), and returns the prompt plus zeros."""
 
     def __init__(self, name: str, calls: list):
         self.name, self.calls = name, calls
         self.config = type("Config", (), {"eos_token_id": 1})()
 
-    def generate(self, input_ids, max_new_tokens, **_):
+    def generate(self, input_ids, max_new_tokens, logits_processor=(), **_):
         self.calls.append((self.name, max_new_tokens))
+        for _ in range(max_new_tokens):
+            for processor in logits_processor:
+                processor(input_ids, None)
         return torch.cat([input_ids, torch.zeros((1, max_new_tokens), dtype=input_ids.dtype)], 1)
 
 
@@ -140,6 +144,7 @@ def test_providers_measured_together_take_turns():
     assert [(r["provider"], r["mode"]) for r in records] == [("a", "prefill"), ("a", "decode"), ("b", "prefill"),
                                                              ("b", "decode")]
     assert all(r["tokens_match_hf"] for r in records) and all(r["ms"] == r["ms"] for r in records)  # not NaN
+    assert all(r["ms"] >= 0 for r in records)  # decode: the steps between the first token's stamp and the last's
 
 
 def test_generation_targets():

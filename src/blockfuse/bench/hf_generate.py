@@ -16,9 +16,14 @@ Timing (wall clock, synchronized on CUDA): after a first generate of ``new_token
 seconds, compile included, are ``first_call_s``) and one warm-up of each length, each repetition
 runs ``generate`` of 1 new token (the prefill: one forward over the prompt into the cache, plus
 generate's set-up) and then of ``new_tokens`` tokens. ``prefill`` is the first; ``decode`` is ms per
-new token, ``(generate of N - generate of 1) / (N - 1)``: the first new token comes out of the
-prefill, the N - 1 others out of one decode step each, and generate's set-up cancels out. Median,
-p20 and p80 over the repetitions. Providers measured together (``measure_together``: HF as built and
+new token within the second: a logits processor stamps the clock (synchronized on CUDA) each time a new
+token's logits are ready, and the N - 1 decode steps are the time from the first stamp (the prefill's
+token) to the last, over N - 1. Median, p20 and p80 over the repetitions.
+
+NOTE: decode was ``(generate of N - generate of 1) / (N - 1)`` until 2026-11-28 (the results before then
+say so). On a CPU, where the interpreter's eager prefill takes ~300 ms and a compiled decode step ~1 ms,
+that difference of two noisy totals came out negative (-0.3 to -8 ms a token in this repository's test);
+the stamps time the decode steps alone. Providers measured together (``measure_together``: HF as built and
 ``blockfuse.patch`` in ``bench model hf-llama``) take their repetitions in turns. ``tokens_match_hf``:
 the new tokens equal those of the model as built (dynamic cache, eager, unpatched), and
 ``first_mismatch_at`` the index of the first new token that differs where not.
@@ -76,14 +81,43 @@ def _compile_config(device: torch.device):
     return config
 
 
-def generate(model, ids: torch.Tensor, new_tokens: int, compile_config=None) -> torch.Tensor:
+class _StepClock:
+    """A logits processor that records the wall clock (synchronized on CUDA) each time generate has the logits of
+    a new token: after the prefill's forward, then after each decode step's. Returns the scores as they are."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        hf_harness.synchronize(self.device)
+        self.stamps.append(time.perf_counter())
+        return scores
+
+
+def generate(model, ids: torch.Tensor, new_tokens: int, compile_config=None, clock: "_StepClock | None" = None
+             ) -> torch.Tensor:
     """The ``new_tokens`` greedy tokens after ``ids`` (batch, new_tokens); a static cache under
-    transformers' compile when ``compile_config`` is given."""
+    transformers' compile when ``compile_config`` is given; ``clock`` records each new token's time."""
+    from transformers import LogitsProcessorList
+
     static = {} if compile_config is None else {"cache_implementation": "static", "compile_config": compile_config}
+    if clock is not None:
+        static["logits_processor"] = LogitsProcessorList([clock])
     out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                          max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                          pad_token_id=model.config.eos_token_id, **static)
     return out[:, ids.shape[1]:]
+
+
+def _decode_ms(fn: Callable[["_StepClock"], object], device: torch.device, new_tokens: int) -> tuple[float, float]:
+    """(ms per decode step, ms of the whole generate) of ``fn(clock)``, a generate of ``new_tokens`` tokens: the
+    time from the first new token's logits to the last's over the ``new_tokens - 1`` decode steps between them."""
+    clock = _StepClock(device)
+    whole = _wall_ms(lambda: fn(clock), device)
+    if len(clock.stamps) != new_tokens:
+        raise RuntimeError(f"generate called the step clock {len(clock.stamps)} times for {new_tokens} new tokens")
+    return (clock.stamps[-1] - clock.stamps[0]) * 1e3 / (new_tokens - 1), whole
 
 
 def compare(tokens: torch.Tensor, reference: torch.Tensor) -> dict:
@@ -134,20 +168,22 @@ def measure_together(models: dict, ids: torch.Tensor, new_tokens: int, reference
             common.update(hf_harness.graph_breaks())
         for length in (new_tokens,) * decode + (1,):  # warm-up (the long one first: the cache keeps its size)
             generate(model, ids, length, config)
-        prepared[name] = (model, config, common, [], [])
+        prepared[name] = (model, config, common, [], [], [])
     repetitions = (3 if quick else 5) if device.type == "cpu" else (5 if quick else 10)
     for _ in range(repetitions):
-        for model, config, _, prefill, total in prepared.values():
+        for model, config, _, prefill, steps, total in prepared.values():
             prefill.append(_wall_ms(lambda: generate(model, ids, 1, config), device))
             if decode:
-                total.append(_wall_ms(lambda: generate(model, ids, new_tokens, config), device))
+                step, whole = _decode_ms(lambda clock: generate(model, ids, new_tokens, config, clock), device,
+                                         new_tokens)
+                steps.append(step)
+                total.append(whole)
     records = []
-    for name, (_, _, common, prefill, total) in prepared.items():
+    for name, (_, _, common, prefill, steps, total) in prepared.items():
         if "prefill" in modes:
             records.append({"provider": name, "mode": "prefill", **_summary(prefill), **common})
         if decode:
-            per_token = [(whole - first) / (new_tokens - 1) for first, whole in zip(prefill, total)]
-            records.append({"provider": name, "mode": "decode", **_summary(per_token),
+            records.append({"provider": name, "mode": "decode", **_summary(steps),
                             "generate_ms": timing.summarize(total).median, "new_tokens": new_tokens, **common})
     return records
 
@@ -184,8 +220,8 @@ def markdown_lines(records: list[dict], new_tokens: int) -> list[str]:
         "## Generation",
         "",
         "Wall clock, warm-up excluded. `prefill`: ms of a generate of 1 new token (the prompt's forward into "
-        f"the cache); `decode`: ms per new token, (generate of {new_tokens} new tokens - generate of 1) / "
-        f"{new_tokens - 1}. Generate ms: the whole generate of {new_tokens} new tokens. Tokens = HF eager: the "
+        f"the cache); `decode`: ms per new token, in a generate of {new_tokens} new tokens the time from the first "
+        f"new token's logits to the last's, over the {new_tokens - 1} decode steps between. Generate ms: the whole generate of {new_tokens} new tokens. Tokens = HF eager: the "
         "greedy new tokens equal those of the model as built (dynamic cache, eager). `*-static-compile`: "
         '`cache_implementation="static"` and transformers\' compile of the decode steps, '
         '`CompileConfig(mode="default")` (no CUDA graphs; the prefill runs eagerly). First call: seconds of '
