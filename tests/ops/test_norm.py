@@ -522,6 +522,22 @@ def test_backward_two_fma_rule(n):
         assert norm._two_fma(tile, 0)
 
 
+@pytest.mark.parametrize("n", [4300, 8192, 8200, 9000, 9216, 10240, 11008, 14336])
+def test_forward_tail_warps_rule(n):
+    """A row in two pieces takes at most one 16-byte vector (8 elements) of its tail a thread when the tail fills 4
+    warps so (9000: 8192 + 1024 lanes in 4 warps, measured 1.7x the 16 before for LayerNorm); other tiles keep one
+    warp a FWD_ELEMENTS_PER_WARP lanes."""
+    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    lanes = tile.block_m * tile.block_n + (tile.block_t if tile.tail else 0)
+    whole_row = min(16, max(4, norm.next_power_of_2(-(-lanes // norm.FWD_ELEMENTS_PER_WARP))))
+    if tile.tail and tile.block_t >= 4 * 32 * norm.TAIL_VECTOR:
+        assert tile.num_warps == min(whole_row, tile.block_t // (32 * norm.TAIL_VECTOR))
+        assert tile.block_t // (tile.num_warps * 32) >= norm.TAIL_VECTOR
+    else:
+        assert tile.num_warps == whole_row
+    assert {9000: 4, 9216: 4, 10240: 8, 11008: 16, 8200: 16, 4300: 8}.get(n, tile.num_warps) == tile.num_warps
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

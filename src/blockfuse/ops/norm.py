@@ -72,6 +72,17 @@ CHUNK_CHOICES = (4096, 2048)
 CHUNK_TILE_ELEMENTS = 8192
 # Smallest tail tile (lanes): a narrower one would load a few bytes a row.
 MIN_TAIL = 16
+# NOTE: a row in two pieces spreads its tail over the program's threads too. Where the tail gave each thread fewer
+# than TAIL_VECTOR elements (a 16-byte vector of bf16) its layout differed from the head's: [8192, 9000] (8192 + 1024
+# lanes) at 16 warps loaded the tail 4 bytes a thread and moved values between the two layouts through 8 KiB of
+# shared memory (15 barriers for LayerNorm, sm_90 SASS), and the forward ran at 0.56 / 0.73 / 0.72 of copy (LayerNorm
+# / RMSNorm / post-residual) where 4 warps, 8 tail elements a thread, ran 0.96 / 0.97 / 0.88 (H100,
+# benchmarks/results/launch-rules/10-reload/fwd-warps-h100/). So a tail of at least 4 warps' worth of vectors caps
+# the warps at one vector a thread (9000: 4; 10240's 2048-lane tail: 8, not measured; 11008's 4096: 16, as before,
+# where 4 warps measured 0.91 -> 0.96 for LayerNorm but 0.91 -> 0.87 post-residual). A smaller tail (8200: 8192 +
+# 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes have no tail (4300:
+# one padded tile of 8 warps, measured best against 4).
+TAIL_VECTOR = 8
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -932,8 +943,10 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
         block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
         tile_lanes = block_m * block_n
-    num_warps = next_power_of_2(cdiv(tile_lanes, elements_per_warp))
-    return Tile(block_m, block_n, num_chunks, min(16, max(4, num_warps)), tail > 0, max(tail, 1))
+    num_warps = min(16, max(4, next_power_of_2(cdiv(tile_lanes, elements_per_warp))))
+    if tail >= 4 * 32 * TAIL_VECTOR:
+        num_warps = min(num_warps, tail // (32 * TAIL_VECTOR))  # (the NOTE above TAIL_VECTOR)
+    return Tile(block_m, block_n, num_chunks, num_warps, tail > 0, max(tail, 1))
 
 
 def _two_fma(tile: Tile, activation: int) -> bool:
