@@ -26,7 +26,7 @@ from torch import Tensor
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, row_units, sm_count, vector,
+    Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -177,13 +177,12 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     m = x2.shape[0]
     has_dropout = p > 0
     block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
-    strides = (x2.stride(0), res2.stride(0), out2.stride(0))
-    vec = row_units(n, *strides)
+    vec, n_units, strides = in_row_units(n, x2.stride(0), res2.stride(0), out2.stride(0))
     _fwd_kernel(
         (cdiv(m, block_m), cdiv(n, block_n)),
         x2, vector(bias), res2, out2, seed if has_dropout else None,
-        *[v // vec for v in strides],
-        m, n // vec, p, dropout_scale(p),
+        *strides,
+        m, n_units, p, dropout_scale(p),
         HAS_BIAS=bias is not None, HAS_DROPOUT=dropout_code(p, n),
         BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
         num_warps=num_warps,
@@ -214,13 +213,12 @@ def _backward(
     row_blocks, col_blocks = cdiv(m, block_m), cdiv(n, block_n)
     g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None
-    strides = (dy2.stride(0), row_stride(dx2))
-    vec = row_units(n, *strides)
+    vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(dx2))
     _bwd_kernel(
         (g, col_blocks),
         dy2, seed if has_dropout else None, dx2, partial,
-        *[v // vec for v in strides],
-        m, n // vec, p, dropout_scale(p),
+        *strides,
+        m, n_units, p, dropout_scale(p),
         HAS_DROPOUT=dropout_code(p, n), WRITE_DX=write_dx, HAS_BIAS=has_bias,
         BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
         num_warps=num_warps,

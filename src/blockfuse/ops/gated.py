@@ -36,7 +36,7 @@ from blockfuse.ops.fp8 import (
     delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
     to_e4m3,
 )
-from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_of_2, row_units
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_of_2, in_row_units
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -231,11 +231,10 @@ def launch_gated_forward(g2: Tensor, u2: Optional[Tensor], y2: Tensor, activatio
     if m == 0 or hidden == 0:
         return
     programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
-    strides = (g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0))
-    vec = row_units(hidden, *strides)
+    vec, n_units, strides = in_row_units(hidden, g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0))
     _fwd_kernel(
         (programs,),
-        g2, u2, y2, *[v // vec for v in strides], m, hidden // vec,
+        g2, u2, y2, *strides, m, n_units,
         ACTIVATION=CODES[activation], GATED=u2 is not None, BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
         num_warps=num_warps,
     )
@@ -254,13 +253,12 @@ def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Optional[Tensor], dg2: Op
     if m == 0 or hidden == 0 or (dg2 is None and du2 is None):
         return
     programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
-    strides = (dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
-               0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0))
-    vec = row_units(hidden, *strides)  # (du_offset is hidden or 0)
+    vec, n_units, strides = in_row_units(hidden, dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
+                                         0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0))
     _bwd_kernel(
         (programs,),
-        dy2, g2, u2, dg2, du2, *[v // vec for v in strides],
-        m, hidden // vec, hidden // vec if packed_out is not None else 0,
+        dy2, g2, u2, dg2, du2, *strides,
+        m, n_units, n_units if packed_out is not None else 0,  # (du_offset: hidden, in units)
         ACTIVATION=CODES[activation], GATED=u2 is not None, HAS_DG=dg2 is not None,
         HAS_DU=du2 is not None or packed_out is not None, DU_IN_DG=packed_out is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec, num_warps=num_warps,
@@ -316,11 +314,10 @@ def _gated_forward_fp8(gate: Tensor, up: Optional[Tensor], activation: str, hist
     block_m, block_n, num_chunks, num_warps = fp8_tile(m, hidden, rowwise, gate.is_cuda)
     programs = cdiv(m, block_m) * (1 if rowwise else cdiv(hidden, block_n))
     h = 0 if rowwise else int(history.shape[0])
-    vec = row_units(hidden, g2.stride(0), u2.stride(0))  # (q's rows: hidden)
+    vec, n_units, strides = in_row_units(hidden, g2.stride(0), u2.stride(0))  # (q's rows: hidden)
     _fwd_fp8_kernel(
         (programs,),
-        g2, u2, q.view(m, hidden), scale, history, amax, g2.stride(0) // vec, u2.stride(0) // vec, m, hidden // vec,
-        h,
+        g2, u2, q.view(m, hidden), scale, history, amax, *strides, m, n_units, h,
         ACTIVATION=CODES[activation], FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
         BLOCK_M=block_m, BLOCK_N=block_n, NUM_CHUNKS=num_chunks, BLOCK_H=next_power_of_2(h), VEC=vec,
         num_warps=num_warps,

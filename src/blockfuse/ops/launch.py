@@ -428,8 +428,8 @@ def vector(t: Optional[Tensor]) -> Optional[Tensor]:
 
 def row_units(n: int, *strides: int) -> int:
     """The largest power of two up to 16 that divides the row width ``n`` and every row stride: the unit a launcher
-    passes them in (``n // units``, ``stride // units``) to a kernel that multiplies them back by its constexpr
-    ``VEC``, so that the compiler knows they are multiples of it.
+    passes them in to a kernel that multiplies them back by its constexpr ``VEC`` (see :func:`in_row_units`), so
+    that the compiler knows they are multiples of it.
 
     NOTE: Triton specializes an integer argument on divisibility by 16 only. A width such as 9000 (8 x 1125)
     therefore told the compiler nothing: every row access went out as 2-byte loads and stores (sm_90 SASS: LDG.E.U16
@@ -437,18 +437,24 @@ def row_units(n: int, *strides: int) -> int:
     0.02-0.12 of copy at [8192, 9000] (benchmarks/results/launch-rules/10-reload/).
 
     A symbolic stride (torch.compile tracing with dynamic shapes) promises nothing: 1."""
+    return in_row_units(n, *strides)[0]
+
+
+def in_row_units(n: int, *strides: int) -> tuple[int, int, tuple[int, ...]]:
+    """``(units, n // units, strides // units)`` with ``units`` = :func:`row_units`: the ``VEC`` constexpr and the
+    width and row strides as a launcher passes them. Cached on plain ints (the host path of every call)."""
     try:
-        return _row_units(n, *strides)
+        return _in_row_units(n, *strides)
     except TypeError:  # a SymInt: unhashable
-        return 1
+        return 1, n, strides
 
 
 @functools.lru_cache(maxsize=None)
-def _row_units(n: int, *strides: int) -> int:
+def _in_row_units(n: int, *strides: int) -> tuple[int, int, tuple[int, ...]]:
     units = 16
     for v in (n, *strides):
         units = math.gcd(units, v)
-    return units
+    return units, n // units, tuple(v // units for v in strides)
 
 
 def row_stride(t: Optional[Tensor]) -> int:

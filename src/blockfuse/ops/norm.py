@@ -38,7 +38,7 @@ from blockfuse.ops.fp8 import (
     to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, row_units, sm_count, vector,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -1037,13 +1037,12 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
-    strides = (x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    vec = row_units(n, *strides)
+    vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
-        *[v // vec for v in strides],
-        m, n // vec, eps, dropout_p, dropout_scale(dropout_p),
+        *strides,
+        m, n_units, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile),
@@ -1122,13 +1121,12 @@ def _norm_fwd_fp8(
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
     tile = fp8_forward_tile(n)
-    strides = (x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
-    vec = row_units(n, *strides)
+    vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, q.view(-1, n), scale, history, amax, seed if dropout_p > 0 else None,
-        mean, rstd, *[v // vec for v in strides],
-        m, n // vec, eps, dropout_p, dropout_scale(dropout_p), h,
+        mean, rstd, *strides,
+        m, n_units, eps, dropout_p, dropout_scale(dropout_p), h,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
@@ -1183,8 +1181,7 @@ def _norm_bwd(
         stages = ACT_BWD_STAGES
     else:
         stages = _bwd_stages(tile, n, z.element_size(), _programs_per_sm(block_n, per_sm), 3 if ds is not None else 2)
-    strides = (dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
-    vec = row_units(n, *strides)
+    vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
     if (has_w or has_bias) and not direct:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
@@ -1195,8 +1192,8 @@ def _norm_bwd(
         dy2, ds2, z2, weight, bias if activation else None, mean, rstd, seed if has_dropout else None,
         dx.view(-1, n), None if dres is None else dres.view(-1, n), partial,
         dw if direct else None, db if direct else None,
-        *[v // vec for v in strides],
-        m, n // vec, dropout_p, dropout_scale(dropout_p),
+        *strides,
+        m, n_units, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n, tail=False),
