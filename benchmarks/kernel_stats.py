@@ -78,6 +78,25 @@ def _aligned(signature: dict, integers: list[str], n: int = 16) -> list[str]:
     return pointers + (integers if (n // launch.row_units(n)) % 16 == 0 else [])
 
 
+def _reload(tile, activation: int, is_rms: bool) -> bool:
+    """The backward launcher's RELOAD (norm._bwd_reload; its arguments changed: this script runs on older code too)."""
+    try:
+        return norm._bwd_reload(tile)
+    except TypeError:
+        return norm._bwd_reload(tile, activation, 2 if not is_rms else 1)
+
+
+def _depth(tile, n: int, mode: int, activation: int) -> int:
+    """The backward launcher's pipeline depth (norm._bwd_depth where the code has it)."""
+    streams = 3 if mode == norm.PRE else 2
+    if hasattr(norm, "_bwd_depth"):
+        per_sm = norm.ACT_BWD_PROGRAMS_PER_SM if activation else norm.BWD_PROGRAMS_PER_SM
+        return norm._bwd_depth(tile, n, 2, per_sm, streams, activation)
+    if activation:
+        return norm.ACT_BWD_STAGES
+    return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM), streams)
+
+
 def rule_stats(n: int, form: str) -> dict:
     """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it."""
     is_rms, mode, activation = FORMS[form]
@@ -123,11 +142,9 @@ def rule_stats(n: int, form: str) -> dict:
         options["maxnreg"] = norm.ACT_BWD_MAXNREG
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE,
-                             "STAGES": norm.ACT_BWD_STAGES if activation else norm._bwd_stages(
-                                 tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM),
-                                 3 if mode == norm.PRE else 2),
+                             "STAGES": _depth(tile, n, mode, activation),
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
-                             "RELOAD": norm._bwd_reload(tile, activation, 2 if not is_rms else 1),
+                             "RELOAD": _reload(tile, activation, is_rms),
                              "VEC": launch.row_units(n),
                              **tile.constexprs(n, tail=False)},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)

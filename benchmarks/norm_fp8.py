@@ -156,7 +156,7 @@ def _fp8_tile(norm, tile):
         norm.fp8_forward_tile = original
 
 
-def bench(forms, m: int, widths, warps=(None,), tiles=()) -> list[dict]:
+def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=()) -> list[dict]:
     import blockfuse.fp8
     from blockfuse.ops import norm
     from blockfuse.ops.fp8 import Float8Scaling
@@ -192,18 +192,23 @@ def bench(forms, m: int, widths, warps=(None,), tiles=()) -> list[dict]:
                 for tile in tiles:  # (rows a program, warps): the FP8 forward's tile replaced
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_t{tile[0]}x{tile[1]}"] = (calls[recipe][0], calls[recipe][1], tile)
+                for cap in caps:  # the FP8 forward's register cap (norm.FP8_FWD_MAXNREG), on the rule's tile
+                    for recipe in ("rowwise", "tensorwise"):
+                        calls[f"{recipe}_r{cap}"] = (calls[recipe][0], calls[recipe][1], f"r{cap}")
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
             default_warps = norm.FP8_FWD_MIN_WARPS
             with torch.no_grad():
                 for name, (fn, per_element, variant) in calls.items():
                     tile = variant if isinstance(variant, tuple) else None
-                    norm.FP8_FWD_MIN_WARPS = (None if tile else variant) or warps[0] or default_warps
+                    cap = int(variant[1:]) if isinstance(variant, str) else None
+                    norm.FP8_FWD_MIN_WARPS = (None if tile or cap else variant) or warps[0] or default_warps
+                    norm.FP8_FWD_MAXNREG = cap
                     try:
                         with _fp8_tile(norm, tile):
                             ms = graph_ms(fn)
                     finally:
-                        norm.FP8_FWD_MIN_WARPS = default_warps
+                        norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
                     if per_element not in copies:
                         copies[per_element] = copy_ms(per_element * elements)
                     copy = copies[per_element]
@@ -334,6 +339,8 @@ def main() -> None:
                              "first for the main figures, the others timed beside them as rowwise_wN / tensorwise_wN")
     parser.add_argument("--tiles", default="", help="comma-separated ROWSxWARPS (e.g. 2x8): the norms' FP8 forward "
                                                     "with that tile too, timed as rowwise_tROWSxWARPS, ...")
+    parser.add_argument("--maxnreg", default="", help="comma-separated register caps of the norms' FP8 forward "
+                                                      "(norm.FP8_FWD_MAXNREG), timed as rowwise_rCAP, ...")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
     args = parser.parse_args()
     if args.registers:
@@ -348,7 +355,8 @@ def main() -> None:
     print(head, flush=True)
     warps = tuple(int(w) for w in args.warps.split(",")) if args.warps else (None,)
     tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",") if t]
-    rows = bench(forms, args.rows, widths, warps, tiles)
+    caps = [int(c) for c in args.maxnreg.split(",") if c]
+    rows = bench(forms, args.rows, widths, warps, tiles, caps)
     if args.out is None:
         return
     os.makedirs(args.out, exist_ok=True)

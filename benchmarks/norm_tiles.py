@@ -2,7 +2,7 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
-    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--bwd-knob NAME=V1,V2 ...]
+    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--bwd-knob NAME=V1,V2 ...] [--fwd-knob NAME=V1,V2 ...]
 
 ``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
 alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
@@ -106,23 +106,29 @@ def check_correctness(shapes=CHECK_SHAPES) -> list[str]:
 def _inputs(shape, is_rms, mode):
     m, n = shape
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    r = torch.randn_like(x) if mode != "none" else None
+    r = torch.randn_like(x) if mode in ("pre", "post") else None
     w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     b = None if is_rms else torch.randn_like(w)
     return x, r, w, b
 
 
-MODES = {"none": norm.NONE, "pre": norm.PRE, "post": norm.POST}
+# "gelu": no residual, a tanh GELU after the affine (layer_norm_gelu)
+MODES = {"none": norm.NONE, "pre": norm.PRE, "post": norm.POST, "gelu": norm.NONE}
+
+
+def _activation(mode):
+    return norm.GELU_CODES["tanh"] if mode == "gelu" else 0
 
 
 def _forward(x, w, b, r, mode, is_rms):
     """(y, s, mean, rstd) of the norm forward launcher (None for what the form has not)."""
-    outs = norm._norm_fwd(x, w, b, r, None, 1e-5, MODES[mode], 0.0, is_rms, False, 0, True)
+    outs = norm._norm_fwd(x, w, b, r, None, 1e-5, MODES[mode], 0.0, is_rms, False, _activation(mode), True)
     return outs[0], outs[1] if mode == "pre" else None, None if is_rms else outs[-2], outs[-1]
 
 
 def _backward(dy, ds, z, w, b, mean, rstd, mode, is_rms):
-    return norm._norm_bwd(dy, ds, z, w, None, b is not None, mean, rstd, None, MODES[mode], 0.0, is_rms, False, 0)
+    return norm._norm_bwd(dy, ds, z, w, b if mode == "gelu" else None, b is not None, mean, rstd, None, MODES[mode],
+                          0.0, is_rms, False, _activation(mode))
 
 
 def time_forward(shape, is_rms, mode):
@@ -190,7 +196,44 @@ def forced_chunks(chunk: int, tile_elements: int, elements_per_warp: int):
         norm._tile.cache_clear()
 
 
-FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"), "ln-post": (False, "post")}
+FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"), "rms-pre": (True, "pre"),
+         "ln-post": (False, "post"), "ln-gelu": (False, "gelu")}
+
+
+def _clear_rule_caches():
+    """The launch rules' caches (they read module constants that a knob changes, not only their arguments)."""
+    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs"):
+        cached = getattr(norm, name, None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+
+def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
+    """``knob`` = 'NAME=V1,V2': the pass timed on the rule's tile with the module constant norm.NAME at each value
+    (a value the kernel cannot launch with, e.g. more shared memory than the card has, is reported, not fatal)."""
+    name, values = knob.split("=", 1)
+    if not hasattr(norm, name):  # older code (an A/B run against the code before a knob)
+        print(f"{shape} {op:7s} {pass_}, {name}: not in this code, skipped", flush=True)
+        return []
+    saved, rows = getattr(norm, name), []
+    try:
+        for value in [ast.literal_eval(v) for v in values.split(",")]:
+            setattr(norm, name, value)
+            _clear_rule_caches()
+            try:
+                ms, nbytes = timer(shape, is_rms, mode)
+            except Exception as error:  # noqa: BLE001 (reported: e.g. triton's OutOfResources)
+                print(f"{shape} {op:7s} {pass_}, {name}={value}: failed: {type(error).__name__}: {error}"[:300],
+                      flush=True)
+                continue
+            rows.append(dict(shape=shape, op=op, mode=mode, pass_=f"{pass_}-knob", knob=name, value=value, ms=ms,
+                             frac=nbytes / ms / 1e6 / bw))
+            print(f"{shape} {op:7s} {pass_}, {name}={value}: {ms:.4f} ms, {nbytes / ms / 1e6 / bw:.2f} of copy",
+                  flush=True)
+    finally:
+        setattr(norm, name, saved)
+        _clear_rule_caches()
+    return rows
 
 
 def _parse_shapes(text):
@@ -223,6 +266,8 @@ def main():
                     help="time the backward on the rule's tile with the module constant norm.NAME at each value "
                     "(Python literals: 0, True, None, ...; repeatable; a name the code lacks is skipped), e.g. "
                     "BWD_RELOAD=False,True")
+    ap.add_argument("--fwd-knob", action="append", default=[], metavar="NAME=V1,V2",
+                    help="as --bwd-knob, for the forward (e.g. TAIL_VECTOR=8,10000)")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -275,22 +320,9 @@ def main():
                       f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
             if args.fwd_maxnreg:
                 norm.FWD_WIDE_MAXNREG = default_cap
-            for knob in args.bwd_knob:
-                name, values = knob.split("=", 1)
-                if not hasattr(norm, name):  # older code (an A/B run against the code before a knob)
-                    print(f"{shape} {op:7s} backward, {name}: not in this code, skipped", flush=True)
-                    continue
-                saved = getattr(norm, name)
-                for value in [ast.literal_eval(v) for v in values.split(",")]:
-                    setattr(norm, name, value)
-                    norm._tile.cache_clear()
-                    ms, nbytes = time_backward(shape, is_rms, mode)
-                    rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd-knob", knob=name, value=value, ms=ms,
-                                     frac=nbytes / ms / 1e6 / bw))
-                    print(f"{shape} {op:7s} backward, {name}={value}: {ms:.4f} ms, {nbytes / ms / 1e6 / bw:.2f} "
-                          f"of copy", flush=True)
-                setattr(norm, name, saved)
-                norm._tile.cache_clear()
+            for pass_, knobs, timer in (("fwd", args.fwd_knob, time_forward), ("bwd", args.bwd_knob, time_backward)):
+                for knob in knobs:
+                    rows += time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw)
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]

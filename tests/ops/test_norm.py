@@ -460,22 +460,25 @@ def test_batch_dims_permuted(device):
     ids=["3x20000-fp32", "1x65536-fp32", "3x20000-bf16-pre", "5x11008-bf16-post", "5x11008-bf16-pre"],
 )
 def test_large_width(shape, dtype, mode, variant, device):
-    """Widths beyond one block: the row is processed in chunks (11008: the forward holds it as 8192 + 4096
-    lanes in registers; the pre-residual backward goes in chunks)."""
+    """Widths beyond one block (11008: the forward holds it as 8192 + 4096 lanes in registers, the backward
+    as one tile of 16384, reading it twice where it has two gradient accumulators)."""
     inputs = make_inputs(VARIANTS[variant], shape, dtype, device, residual=(mode != "none"))
     check_against_pytorch(VARIANTS[variant], inputs, mode if mode != "none" else "pre")
 
 
-@pytest.mark.parametrize("n", [72, 760, 1024, 1152, 2048, 2560, 2880, 4096, 4304, 5120, 6144, 8192, 14336])
+@pytest.mark.parametrize("n", [72, 760, 1024, 1152, 2048, 2560, 2880, 4096, 4304, 5120, 6144, 8192, 9000, 14336])
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_backward_pipeline_depth_rule(n, element_size):
     """The backward's pipeline depth from bytes: the tuned depth at a full 4096-lane bf16 row (3 stages, 2
     programs a multiprocessor); deeper where the tile pads (4304 in 8192 lanes: 5); never past the stage buffers'
     budget or BWD_MAX_STAGES; at least BWD_BYTES_IN_FLIGHT real bytes in flight a multiprocessor unless a limit
-    stops it."""
+    stops it; none (1 stage) for rows past 8192 lanes (BWD_PIPELINE_MAX_LANES)."""
     tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
     per_sm = norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM)
     stages = norm._bwd_stages(tile, n, element_size, per_sm)
+    if tile.block_m * tile.block_n > norm.BWD_PIPELINE_MAX_LANES:  # one program of 16 warps: no pipeline
+        assert n > 8192 and stages == 1 and norm._bwd_stages(tile, n, element_size, per_sm, 3) == 1, (n, stages)
+        return
     padded = 2 * tile.block_m * tile.block_n * element_size
     real = 2 * tile.block_m * n * element_size
     assert 2 <= stages <= norm.BWD_MAX_STAGES
@@ -491,7 +494,7 @@ def test_backward_pipeline_depth_rule(n, element_size):
         per_sm = norm._programs_per_sm(pre.block_n, norm.BWD_PROGRAMS_PER_SM)
         pre_stages = norm._bwd_stages(pre, n, element_size, per_sm, 3)
         assert per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES or pre_stages == 2
-        if element_size == 2 and n >= 1024:
+        if element_size == 2 and 1024 <= n <= 8192:  # (a 16384-lane tile's three streams fit 2 stages)
             assert pre_stages == 3, (n, pre_stages)
 
 
@@ -541,34 +544,38 @@ def test_forward_tail_warps_rule(n):
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows
-    past 8192, 16 warps) with both a weight and a bias gradient, without an activation (whose stage buffers would not
-    fit shared memory twice over)."""
-    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    wide = tile.num_chunks == 1 and norm.next_power_of_2(n) > 8192
-    assert norm._bwd_reload(tile, 0, 2) == wide
-    assert not norm._bwd_reload(tile, 0, 1) and not norm._bwd_reload(tile, norm.GELU_CODES["tanh"], 2)
+    past 8192, 16 warps, every form; those tiles run without the pipeliner)."""
+    for per_warp in (norm.BWD_ELEMENTS_PER_WARP, norm.ACT_BWD_ELEMENTS_PER_WARP):
+        tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, norm.BWD_MAX_LANES, float("inf"))
+        wide = tile.num_chunks == 1 and norm.next_power_of_2(n) > 8192
+        assert norm._bwd_reload(tile) == wide
+        assert not wide or norm._bwd_stages(tile, n, 2, 1, 3) == 1
 
 
-@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout"])
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout", "rms-pre", "ln-gelu"])
 def test_backward_reload_matches_one_read(form, device, monkeypatch):
     """The wide rows' backward that reads each row twice (RELOAD) computes what the one-read kernel does, in the same
     order: the same bits (in the interpreter) for dx and the weight / bias gradients (3 rows of 8200:
-    a 16384-lane tile, masked past 8200; post-residual dropout regenerates its mask in both reads)."""
+    a 16384-lane tile, masked past 8200; post-residual dropout regenerates its mask in both reads; pre-residual adds
+    the residual stream's gradient; the GELU form recomputes its input from the bias in both)."""
     m, n = 3, 8200
-    is_rms = form == "rms"
+    is_rms = form.startswith("rms")
     x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
     w = random_tensor((n,), torch.bfloat16, device, seed=2)
     b = None if is_rms else random_tensor((n,), torch.bfloat16, device, seed=3)
-    mode, p = (norm.POST, 0.25) if form == "ln-post-dropout" else (norm.NONE, 0.0)
-    outs = norm._norm_fwd(x, w, b, x.flip(0) if mode else None, None, 1e-5, mode, 0.0, is_rms, False, 0, True)
+    mode, p = {"ln-post-dropout": (norm.POST, 0.25), "rms-pre": (norm.PRE, 0.0)}.get(form, (norm.NONE, 0.0))
+    activation = norm.GELU_CODES["tanh"] if form == "ln-gelu" else 0
+    outs = norm._norm_fwd(x, w, b, x.flip(0) if mode else None, None, 1e-5, mode, 0.0, is_rms, False, activation,
+                          True)
     mean, rstd = (None if is_rms else outs[-2]), outs[-1]
     dy = random_tensor((m, n), torch.bfloat16, device, seed=4)
+    ds = random_tensor((m, n), torch.bfloat16, device, seed=5) if mode == norm.PRE else None
     seed = draw_seed(device) if p else None
     results = {}
     for reload in (False, True):
         monkeypatch.setattr(norm, "BWD_RELOAD", reload)
-        results[reload] = norm._norm_bwd(dy, None, x, w, None, b is not None, mean, rstd, seed, mode, p, is_rms,
-                                         False, 0)
+        results[reload] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
+                                         mode, p, is_rms, False, activation)
     for one, two in zip(results[False], results[True]):
         if device == "cpu":  # the interpreter runs both in the same fp32 operations
             assert torch.equal(one, two)

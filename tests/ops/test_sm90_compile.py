@@ -213,3 +213,42 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     assert set(rows) == {4096, 4304}, result.stdout
     assert all(count > 50 for count, _ in rows.values()), rows  # a loop body, not an empty match
     assert rows[4304][1] > 1.5 * rows[4096][1], rows
+
+
+SATFINITE_SCRIPT = r"""
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from blockfuse.ops import fp8
+
+@triton.jit
+def cast(X, Q, R, inverse):
+    offs = tl.arange(0, 256)
+    x = tl.load(X + offs)
+    tl.store(Q + offs, fp8.to_e4m3(x, inverse, Q))
+    tl.store(R + offs, fp8._quantized(x, inverse, R, True))
+
+source = ASTSource(fn=cast, signature={"X": "*fp32", "Q": "*fp8e4nv", "R": "*fp8e5", "inverse": "fp32"},
+                   constexprs={})
+print(triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"])
+"""
+
+
+def test_fp8_casts_saturate_in_the_conversion_on_sm90(tmp_path):
+    """The kernels' FP8 casts write no clamp on a GPU (ops/fp8.py, ``_to_fp8``): they rely on the conversion
+    saturating (``cvt.rn.satfinite``), as Triton lowers an fp32 -> e4m3 / e5m2 cast for sm_90. If a Triton
+    version lowered it without ``satfinite``, values past the FP8 range would turn into NaN: this catches it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    script = tmp_path / "cast.py"  # (a @triton.jit function must live in a file)
+    script.write_text(SATFINITE_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    conversions = re.findall(r"cvt\.[\w.]*(?:e4m3|e5m2)[\w.]*", result.stdout)
+    assert any("e4m3x2" in c for c in conversions) and any("e5m2x2" in c for c in conversions), conversions
+    assert all(".satfinite." in c for c in conversions), conversions
+    # and no clamp: the only max / min are none (the kernel above takes no amax)
+    assert not re.search(r"\b(max|min)\.(?:NaN\.)?f32", result.stdout), "a clamp was compiled in"

@@ -124,15 +124,18 @@ if interpreter_enabled():
 
     @triton.jit
     def _to_fp8(v, Y, E5M2: tl.constexpr):
-        """``v`` (fp32, within the FP8 range) rounded to nearest even and cast to Y's element type.
+        """``clamp(v, -FP8_MAX, FP8_MAX)`` (fp32) rounded to nearest even and cast to Y's element type.
 
-        NOTE: Triton's interpreter (3.9, ``_convert_float``) rounds a downcast by adding the cut-off bit
-        to the mantissa without carrying into the exponent (31.0 -> 16.0 in e4m3) and without ties to
-        even. So here the value is first rounded to the FP8 grid in fp32: the mantissa bits past FP8's
-        dropped with round-to-nearest-even (the carry propagates through the bit pattern), and below
-        FP8's smallest normal (subnormals, a fixed spacing) by adding and removing a constant; the
-        cast of an exactly representable value is then exact. A GPU converts with ``cvt.rn.satfinite``.
-        """
+        NOTE: Triton's interpreter (3.9, ``_convert_float``) neither saturates nor rounds a downcast as the
+        GPU does: it adds the cut-off bit to the mantissa without carrying into the exponent (31.0 -> 16.0 in
+        e4m3) and without ties to even. So here the value is clamped, then rounded to the FP8 grid in fp32:
+        the mantissa bits past FP8's dropped with round-to-nearest-even (the carry propagates through the bit
+        pattern), and below FP8's smallest normal (subnormals, a fixed spacing) by adding and removing a
+        constant; the cast of an exactly representable value is then exact."""
+        if E5M2:
+            v = tl.minimum(tl.maximum(v, -57344.0), 57344.0)
+        else:
+            v = tl.minimum(tl.maximum(v, -448.0), 448.0)
         if E5M2:
             DROP: tl.constexpr = 21  # 23 - 2 mantissa bits
             MIN_NORMAL: tl.constexpr = 6.103515625e-05  # 2 ** -14
@@ -152,12 +155,18 @@ else:
 
     @triton.jit
     def _to_fp8(v, Y, E5M2: tl.constexpr):
-        """``v`` (fp32, within the FP8 range) cast to Y's element type, rounded to nearest even."""
+        """``clamp(v, -FP8_MAX, FP8_MAX)`` (fp32) cast to Y's element type, rounded to nearest even.
+
+        NOTE: no clamp is written: sm_89+ converts with ``cvt.rn.satfinite`` (Triton 3.6-3.9; a test compiles it
+        for sm_90 and reads the PTX), which saturates a finite value past the range to +-FP8_MAX, as the
+        clamp did, and keeps NaN a NaN (the clamp's max / min had turned it into -FP8_MAX). Two FMNMX an
+        element less: the norms' FP8 forward is bound by its instruction issue (sm_90 SASS, LayerNorm at
+        4096: 26 instructions an element; benchmarks/norm_fp8.py --registers)."""
         return v.to(Y.dtype.element_ty)
 
 
 @triton.jit
-def _quantized(x, inverse, Y, FP8_MAX: tl.constexpr, E5M2: tl.constexpr):
+def _quantized(x, inverse, Y, E5M2: tl.constexpr):
     """``clamp(x * inverse, -FP8_MAX, FP8_MAX)`` in Y's FP8 type, ``inverse`` = :func:`reciprocal` of the scale
     (one a row, a column or the tensor, taken once a program).
 
@@ -167,8 +176,7 @@ def _quantized(x, inverse, Y, FP8_MAX: tl.constexpr, E5M2: tl.constexpr):
     The references multiply by the same fp32 reciprocal, so the kernels still equal them bit for bit; the
     product differs from the quotient by at most one fp32 ulp (an FP8 rounding only within an ulp of a tie),
     as in the norms' FP8 outputs (:func:`to_e4m3`) and torchao's casts."""
-    v = x * inverse
-    return _to_fp8(tl.minimum(tl.maximum(v, -FP8_MAX), FP8_MAX), Y, E5M2)
+    return _to_fp8(x * inverse, Y, E5M2)
 
 
 @triton.jit
@@ -195,8 +203,7 @@ def to_e4m3(y, inv_scale, Q):
     as :func:`_quantized` does: an IEEE division is about ten instructions on sm_90, and these kernels
     run at the memory's speed only with few instructions an element. The product differs from the
     quotient by at most one fp32 ulp, so it changes an FP8 rounding only within an ulp of a tie."""
-    v = y * inv_scale
-    return _to_fp8(tl.minimum(tl.maximum(v, -E4M3_MAX), E4M3_MAX), Q, False)
+    return _to_fp8(y * inv_scale, Q, False)
 
 
 @triton.jit
@@ -251,7 +258,7 @@ def _fp8_rowwise_kernel(
         mask = row_mask[:, None] & (cols < N)[None, :]
         x = tl.load(x_rows + cols[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
         scale = scale_of(tl.max(tl.abs(x), axis=1), FP8_MAX)
-        tl.store(y_rows + cols[None, :], _quantized(x, reciprocal(scale)[:, None], Y, FP8_MAX, E5M2), mask=mask)
+        tl.store(y_rows + cols[None, :], _quantized(x, reciprocal(scale)[:, None], Y, E5M2), mask=mask)
     else:
         amax = tl.zeros([BLOCK_M], dtype=tl.float32)
         for chunk in range(CHUNKS):
@@ -265,7 +272,7 @@ def _fp8_rowwise_kernel(
             c = chunk * BLOCK_N + cols
             mask = row_mask[:, None] & (c < N)[None, :]
             x = tl.load(x_rows + c[None, :] * stride_n, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_rows + c[None, :], _quantized(x, inverse, Y, FP8_MAX, E5M2), mask=mask)
+            tl.store(y_rows + c[None, :], _quantized(x, inverse, Y, E5M2), mask=mask)
     tl.store(Y_SCALE + rows, scale, mask=row_mask)
 
 
@@ -388,7 +395,7 @@ def _fp8_cast_kernel(
     if ROWWISE:
         if HAS_Y:
             row_scale = scale_of(tl.load(AMAX + rows, mask=row_mask, other=0.0), FP8_MAX)
-            q = _quantized(x, reciprocal(row_scale)[:, None], Y, FP8_MAX, E5M2)
+            q = _quantized(x, reciprocal(row_scale)[:, None], Y, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
             if pid_n == 0:
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
@@ -397,7 +404,7 @@ def _fp8_cast_kernel(
     else:
         scale = scale_of(tl.load(AMAX), FP8_MAX)
         if HAS_Y:
-            q = _quantized(x, reciprocal(scale), Y, FP8_MAX, E5M2)
+            q = _quantized(x, reciprocal(scale), Y, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
         if HAS_YT:
             # NOTE: the tensor's scale as a (BLOCK_N,) load of the one amax, so that YT is quantized by the
@@ -414,7 +421,7 @@ def _fp8_cast_kernel(
                 tl.store(YT_SCALE, scale)
     if HAS_YT:
         # Rows M..MP of the tile were loaded as zeros: the padding of YT is written here too.
-        qt = _quantized(tl.trans(x), reciprocal(col_scale)[:, None], YT, FP8_MAX, E5M2)  # (BLOCK_N, BLOCK_M)
+        qt = _quantized(tl.trans(x), reciprocal(col_scale)[:, None], YT, E5M2)  # (BLOCK_N, BLOCK_M)
         tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt,
                  mask=col_mask[:, None] & (rows < MP)[None, :])
         if ROWWISE:

@@ -58,15 +58,18 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 #   1.11-1.34x). Below it the padding measured cheaper than a tail (backward at 4304: the padded 8192
 #   lanes ran 1.8x faster than 4096 + 256);
 # * rows wider than FWD_MAX_LANES (forward) or BWD_MAX_LANES go in chunks, read again for each pass. The
-#   pre-residual backward (which also reads the residual stream's gradient) spills past BWD_MAX_LANES_PRE
-#   (16384 lanes: 544 bytes a thread as triton 3.9 compiles it for sm90 on a CPU, kernel_stats.py --rule)
-#   and its pipelined loads with it: its wider rows go in chunks (11008: 3.3x, 14336: 1.7x). The other
-#   forms spill too but ran as fast or faster in one tile (chunks: LayerNorm / RMSNorm 1.0x at 11008,
-#   0.5x at 14336; post-residual 0.45x and LayerNorm + GELU 0.81x at 14336).
+#   one tile spills past 8192 lanes, but every form ran as fast or faster in it than in chunks (chunks:
+#   LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU 0.81x at
+#   14336). The pre-residual backward (which also reads the residual stream's gradient) took chunks past
+#   BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at 11008 / 14336; on the
+#   kernel of 2026-11-28 (reloaded rows, two-FMA rule) the one tile is the faster (H200, backward of a
+#   same-size copy, chunks -> one tile: LayerNorm 11008 0.42 -> 0.51, 14336 0.36 -> 0.59, 16384 0.34 -> 0.67;
+#   RMSNorm 0.53 -> 0.56, 0.51 -> 0.60, 0.45 -> 0.61; benchmarks/results/launch-rules/11-pre-tile/), so it
+#   takes the other forms' limit.
 TAIL_FROM_LANES = 8192
 FWD_MAX_LANES = 16384
 BWD_MAX_LANES = 16384
-BWD_MAX_LANES_PRE = 8192
+BWD_MAX_LANES_PRE = 16384
 # Chunk widths: the one that pads the row least; CHUNK_TILE_ELEMENTS lanes a program (several rows).
 CHUNK_CHOICES = (4096, 2048)
 CHUNK_TILE_ELEMENTS = 8192
@@ -122,17 +125,27 @@ BWD_BYTES_IN_FLIGHT = 64 * 1024
 BWD_MAX_STAGES = 5
 BWD_SMEM_BYTES = 160 * 1024
 BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py's grid sets it)
+# NOTE: a row block of more than BWD_PIPELINE_MAX_LANES lanes (one program of 16 warps a multiprocessor) runs
+# without the pipeliner (1 stage). Its stage buffers were 64-192 KiB (z and dy of a 16384-lane row, twice with
+# BWD_RELOAD: 196 KiB at 2 stages), and the copies into them and out again cost more than the overlap gave: the
+# unpipelined loads go to registers, and a reloaded row comes from L2. Measured (H200, the backward launcher,
+# BWD_STAGES 2 -> 1 in one process, fraction of a same-size copy, benchmarks/results/launch-rules/11-pre-tile/):
+# LayerNorm 11008 0.38 -> 0.48, 14336 0.43 -> 0.59, 16384 0.54 -> 0.59; RMSNorm 0.52 -> 0.54, 0.57 -> 0.60,
+# 0.57 -> 0.61.
+BWD_PIPELINE_MAX_LANES = 8192
 # NOTE: a tile of BWD_RELOAD_FROM_LANES lanes or more (one row of 16384: 16 warps, at most 128 registers a thread)
 # cannot hold its row (z, dy and w in fp32) and the weight and bias gradients' accumulators at once: 5 x 32 values a
 # thread. LayerNorm's backward spilled 352 bytes a thread there (656 with GELU; kernel_stats.py --rule) and ran at
 # 0.35-0.42 of copy. With RELOAD it loads each row twice, once for the row sums and once for the gradients (w too),
-# so that only the accumulators stay live across the sums; the software pipeliner stages both loads in shared memory
-# (196 KiB, one program a multiprocessor as before), the second hitting L2 behind the first. Spill 88 bytes;
-# measured (H200, the backward launcher, BWD_RELOAD off / on in one process, benchmarks/results/launch-rules/
-# 10-reload/): LayerNorm and post-residual LayerNorm 11008 0.35 -> 0.38, 14336 0.40 -> 0.43, 16384 0.42 -> 0.53
-# of copy. RMSNorm (one accumulator: 208 bytes spilled, none with RELOAD) lost 2-5% to the second read's
-# instructions, so the rule takes forms with two accumulators only. The GELU form's three-stage buffers would
-# not fit shared memory twice: not with an activation.
+# so that only the accumulators stay live across the sums, the second read hitting L2 behind the first. Spill 88
+# bytes. Pipelined (2 stages, both reads staged in 196 KiB of shared memory) it paid for LayerNorm only (11008
+# 0.35 -> 0.38, 14336 0.40 -> 0.43, 16384 0.42 -> 0.53 of copy; RMSNorm lost 2-5%; launch-rules/10-reload/), and
+# the rule took the forms with two accumulators. Without the pipeliner (BWD_PIPELINE_MAX_LANES) it pays for every
+# form (H200, the backward launcher, BWD_RELOAD off / on in one process, fraction of a same-size copy at 9000 /
+# 11008 / 14336 / 16384 wide, benchmarks/results/launch-rules/11-pre-tile/): LayerNorm 0.28 / 0.32 / 0.38 / 0.43
+# -> 0.41 / 0.48 / 0.59 / 0.59, RMSNorm 0.46 / 0.53 / 0.60 / 0.61 -> 0.56 / 0.66 / 0.79 / 0.66, pre-residual
+# RMSNorm 0.48 / 0.57 / 0.65 / 0.65 -> 0.65 / 0.74 / 0.83 / 0.76, LayerNorm + GELU 0.11 / 0.14 / 0.16 / 0.22 ->
+# 0.25 / 0.30 / 0.34 / 0.45.
 BWD_RELOAD_FROM_LANES = 16384
 BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
@@ -331,7 +344,12 @@ def _norm_fwd_body(
             if TAIL:
                 total += tl.sum(z_t, axis=1)
             mean = total / N
-            diff = tl.where(mask, z - mean[:, None], 0.0)
+            if EVEN_N:
+                # NOTE: no select an element: the head has no masked columns, and a row past M loads as zeros,
+                # so its mean and its deviations are 0 already (sm_90: one FSEL an element less).
+                diff = z - mean[:, None]
+            else:
+                diff = tl.where(mask, z - mean[:, None], 0.0)
             if TAIL:
                 # NOTE: a row this wide sums 32+ elements a thread in sequence: with a large mean (300 + randn,
                 # 20000 wide) the mean came out several fp32 ulps off, 3x PyTorch's error in y (H200). The
@@ -428,7 +446,7 @@ def _norm_fwd_body(
             y = _norm_fwd_write_stream(z, W, B, RES, Y, S, rows, offs, col_mask, mask, mean, rstd, seed, N,
                                        stride_res, stride_y, stride_s, dropout_p, dropout_scale, X.dtype.element_ty,
                                        MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION)
-            amax = row_amax(y, mask)
+            amax = _rows_amax(y, mask, row_mask, EVEN_N)
             if TAIL:
                 y_t = _norm_fwd_write_stream(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd,
                                              seed, N, stride_res, stride_y, stride_s, dropout_p, dropout_scale,
@@ -455,7 +473,7 @@ def _norm_fwd_body(
                                            ACTIVATION)
                 tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, inverse, Q), mask=mask)
                 if FP8 == FP8_TENSORWISE:
-                    amax = tl.maximum(amax, row_amax(y, mask))
+                    amax = tl.maximum(amax, _rows_amax(y, mask, row_mask, EVEN_N))
             if TAIL:  # tensorwise only (a rowwise tail is in the branch above)
                 y_t = _norm_fwd_write_stream(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd,
                                              seed, N, stride_res, stride_y, stride_s, dropout_p, dropout_scale,
@@ -471,6 +489,15 @@ def _norm_fwd_body(
             # NOTE: one atomic a program (its rows' amax, masked rows excluded); the roll into the history is
             # a second, one-program launch (fp8.roll_amax_history), after every program has folded its amax.
             tl.atomic_max(AMAX, tl.max(amax, axis=0), sem="relaxed")
+
+
+@triton.jit
+def _rows_amax(y, mask, row_mask, EVEN_N: tl.constexpr):
+    """:func:`row_amax` of a tile whose columns are all in the row (EVEN_N): the rows past M masked once a row,
+    not once an element (sm_90: one FSEL an element less; such a row's |y| is finite, then dropped)."""
+    if EVEN_N:
+        return tl.where(row_mask, tl.max(tl.abs(y), axis=1), 0.0)
+    return row_amax(y, mask)
 
 
 @triton.jit
@@ -955,13 +982,12 @@ def _two_fma(tile: Tile, activation: int) -> bool:
     return not activation and tile.num_warps <= BWD_TWO_FMA_MAX_WARPS
 
 
-def _bwd_reload(tile: Tile, activation: int, accumulators: int) -> bool:
-    """Whether the backward reads each row twice (see the NOTE above BWD_RELOAD_FROM_LANES); ``accumulators``: the
-    weight and bias gradients the form has (0-2)."""
+def _bwd_reload(tile: Tile) -> bool:
+    """Whether the backward reads each row twice (see the NOTE above BWD_RELOAD_FROM_LANES): every form, in a tile
+    of BWD_RELOAD_FROM_LANES lanes or more."""
     if BWD_RELOAD is not None:
         return BWD_RELOAD
-    return (not activation and accumulators >= 2 and tile.num_chunks == 1
-            and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES)
+    return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
 
 
 def _stages(stages: int, row_blocks: int, programs: int) -> int:
@@ -974,7 +1000,8 @@ def _bwd_stages(tile: Tile, n: int, element_size: int, per_sm: int, streams: int
     """The plain backward's pipeline depth for rows of ``n`` in ``tile`` (one tile a row block), ``per_sm``
     programs a multiprocessor, ``streams`` tensors read a row block (z and dy; and ds in pre mode, which the
     pipeliner stages too): enough row blocks in flight for BWD_BYTES_IN_FLIGHT real bytes a multiprocessor, within
-    BWD_MAX_STAGES and BWD_SMEM_BYTES (see the NOTE above BWD_BYTES_IN_FLIGHT).
+    BWD_MAX_STAGES and BWD_SMEM_BYTES (see the NOTE above BWD_BYTES_IN_FLIGHT); 1 (no pipeline) for row blocks
+    past BWD_PIPELINE_MAX_LANES lanes.
 
     NOTE: counted with two streams in pre mode too, the rule gave the pre-residual LayerNorm backward at
     [8192, 1152] 5 stages (72 KiB of buffers a program): 0.78 -> 0.67 of copy in the sweep
@@ -984,8 +1011,19 @@ def _bwd_stages(tile: Tile, n: int, element_size: int, per_sm: int, streams: int
     return _bwd_stages_rule(tile, n, element_size, per_sm, streams)
 
 
+def _bwd_depth(tile: Tile, n: int, element_size: int, per_sm: int, streams: int, activation: int) -> int:
+    """The backward launcher's pipeline depth for every form: the GELU form's fixed ACT_BWD_STAGES (none past
+    BWD_PIPELINE_MAX_LANES lanes), the others' :func:`_bwd_stages` (``per_sm``: the form's programs a multiprocessor
+    for narrow tiles)."""
+    if activation:
+        return ACT_BWD_STAGES if tile.block_m * tile.block_n <= BWD_PIPELINE_MAX_LANES else 1
+    return _bwd_stages(tile, n, element_size, _programs_per_sm(tile.block_n, per_sm), streams)
+
+
 @functools.lru_cache(maxsize=None)
 def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams: int) -> int:
+    if tile.block_m * tile.block_n > BWD_PIPELINE_MAX_LANES:
+        return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES)
     real = streams * tile.block_m * n * element_size
     padded = streams * tile.block_m * tile.block_n * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
@@ -1073,6 +1111,7 @@ def _fwd_maxnreg(tile: Tile) -> Optional[int]:
 # where the plain one (without statistics) holds 48 at 4 (benchmarks/norm_fp8.py --registers --warps 4,8; no
 # spills either way); benchmarks/norm_fp8.py --warps 4,8 times both.
 FP8_FWD_MIN_WARPS = 4
+FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
 
 
 def fp8_forward_tile(n: int) -> Tile:
@@ -1130,7 +1169,7 @@ def _norm_fwd_fp8(
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
-        BLOCK_H=next_power_of_2(h), VEC=vec, num_warps=tile.num_warps,
+        BLOCK_H=next_power_of_2(h), VEC=vec, num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
     )
     if not rowwise:
         roll_amax_history(history, amax)
@@ -1177,10 +1216,7 @@ def _norm_bwd(
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
     per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
-    if activation:
-        stages = ACT_BWD_STAGES
-    else:
-        stages = _bwd_stages(tile, n, z.element_size(), _programs_per_sm(block_n, per_sm), 3 if ds is not None else 2)
+    stages = _bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
     if (has_w or has_bias) and not direct:
@@ -1198,7 +1234,7 @@ def _norm_bwd(
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n, tail=False),
         STAGES=_stages(stages, row_blocks, g), DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
-        RELOAD=_bwd_reload(tile, activation, has_w + has_bias), VEC=vec,
+        RELOAD=_bwd_reload(tile), VEC=vec,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
