@@ -260,6 +260,64 @@ def test_sweep_command_line_checks(tmp_path, capsys):
     for argv, problem in ((["--sweep", "--shapes", "8x256"], "--sweep runs its own grid"),
                           (["--sweep", "--op", "linear_cross_entropy"], "--sweep: unknown or not swept --op"),
                           (["--budget", "10"], "--budget is for --sweep"),
-                          (["--sweep", "--budget", "0"], "--budget: expected seconds above 0")):
+                          (["--sweep", "--budget", "0"], "--budget: expected seconds above 0"),
+                          (["--sweep", "--warm-jobs", "-1"], "--warm-jobs: expected 0 (off) or more")):
         assert main(["bench", "ops", "--quick", "--out", str(tmp_path), *argv]) == 2
         assert capsys.readouterr().err.startswith(f"blockfuse bench ops: {problem}")
+
+
+ONE_CELL = sweep.Grid(widths=(72,), rows=(3,), head_dims=(64,), heads=((2, 1),), seqs=(4,), batch=1)
+
+
+def _sweep_document(out, *options):
+    """``--sweep`` of rms_norm with torch.compile and blockfuse on the CPU (one cell, see the tests' grid)."""
+    assert main(["bench", "ops", "--sweep", "--quick", "--op", "rms_norm", "--providers", "compile,blockfuse",
+                 "--out", str(out), *options]) == 0
+    return json.loads((out / "sweep.json").read_text())
+
+
+def _structure(document):
+    """Each cell's place, and per mode each provider's fields and error."""
+    return [(cell["op"], cell["shape"], cell["skipped"],
+             {mode: {provider: (sorted(entry), entry["error"]) for provider, entry in m["providers"].items()}
+              for mode, m in cell["modes"].items()})
+            for cell in document["cells"]]
+
+
+def test_warm_jobs_fill_the_compile_caches_before_the_sweep_measures(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweep, "grid_for", lambda cuda, quick: ONE_CELL)  # the parent's grid; workers get its cells
+    # fresh caches, which the spawned workers inherit through the environment
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache" / "triton"))
+    warm = _sweep_document(tmp_path / "warm", "--warm-jobs", "2")
+    printed = capsys.readouterr().out
+    # NOTE: the run without a warm-up reads the caches the first one filled, not cold ones: a cold compile
+    # takes most of this test's time on the CPU
+    plain = _sweep_document(tmp_path / "plain")
+
+    assert plain["meta"]["warm_up"] is None and _structure(warm) == _structure(plain)
+    assert [cell["shape"] for cell in warm["cells"]] == [[3, 72]]
+    assert all(m["providers"]["compile"]["ms"] > 0 for m in warm["cells"][0]["modes"].values())
+    report = warm["meta"]["warm_up"]
+    assert (report["jobs"], report["cells"], report["warmed"], report["too_large"]) == (2, 1, 1, 0)
+    assert report["failures"] == []
+    assert report["caches"]["dir"] == str(tmp_path / "cache") and report["caches"]["fx_graph_cache"]
+    # every compile while measuring was a hit: no misses, where fresh caches without the warm-up miss each
+    counts = warm["meta"]["compile_cache"]
+    assert counts["fxgraph_cache_hit"] >= 1 and counts["autograd_cache_hit"] >= 1
+    assert counts["fxgraph_cache_miss"] == counts["autograd_cache_miss"] == 0
+    assert plain["meta"]["compile_cache"] == counts  # the same compiles as without the warm-up
+    assert "--warm-jobs 2" in warm["meta"]["command"]
+    assert "warm-up: 2 jobs, 1/1 cells warmed, 0 too large for a worker, 0 failures" in printed
+    assert f"FX graph {counts['fxgraph_cache_hit']} hits, 0 misses" in printed
+    assert "- warm-up: 2 processes compiled 1 of 1 cells first" in (tmp_path / "warm" / "sweep.md").read_text()
+
+
+def test_a_cell_that_fails_in_a_warm_up_worker_is_reported_not_raised():
+    # NOTE: spawned workers do not see monkeypatches: cells that cannot be built fail there instead
+    cells = [("rms_norm", (3, -1)), ("no_such_op", (3, 72)), ("rms_norm", (3, 72))]
+    report = runner.warm_up(cells, _settings(providers=("blockfuse",), modes=("fwd",)), 1, show_progress=False)
+    assert (report["cells"], report["warmed"]) == (3, 1)  # the worker went on after each failure
+    assert sorted(report["failures"]) == ["no_such_op 3x72 KeyError: 'no_such_op'",
+                                          "rms_norm 3x-1 RuntimeError: Trying to create tensor with negative "
+                                          "dimension -1: [3, -1]"]

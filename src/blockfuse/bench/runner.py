@@ -12,7 +12,9 @@ TFLOP/s (``analyze.ceilings.gemm_throughput``, 8192^3) measured once in the same
 from __future__ import annotations
 
 import datetime
+import gc
 import importlib.metadata
+import os
 import platform
 import subprocess
 import time
@@ -196,7 +198,9 @@ class Case:
                 setup()
         return timing.time_cuda_graph(body, baseline, reps=5 if quick else 10, samples=5 if quick else 15)
 
-    def measure(self, mode: str) -> dict:
+    def measure(self, mode: str, timed: bool = True) -> dict:
+        """The record of ``mode``: errors against the reference, then (``timed``) peak memory and times; untimed,
+        the provider is only called as the timing would call it first (``warm``)."""
         record: dict = {}
         if mode == "fwd":
             errors = self.forward_errors()
@@ -214,6 +218,8 @@ class Case:
         clear_grads()
         call(setup()) if setup is not None else call()  # warm-up: compiles, autotunes, fills caches
         clear_grads()
+        if not timed:
+            return record
         quick = self.settings.quick
         if self.settings.device.type == "cuda":
             state = setup() if setup is not None else None  # bwd: the forward is not counted
@@ -315,9 +321,11 @@ def run(
 
 
 def _measure_shape(
-    bench: OpBenchmark, shape: Shape, settings: Settings, copy_gbps, status, gemm_tflops: float | None = None
+    bench: OpBenchmark, shape: Shape, settings: Settings, copy_gbps, status, gemm_tflops: float | None = None,
+    timed: bool = True,
 ) -> list[dict]:
-    """Every provider x mode of one op and shape; ``status(text)`` says which is running."""
+    """Every provider x mode of one op and shape; ``status(text)`` says which is running; ``timed`` False: only
+    the checks and the first call (``Case.measure``)."""
     dtype = DTYPES[settings.dtype]
     itemsize = torch.empty((), dtype=dtype).element_size()
     cuda = settings.device.type == "cuda"
@@ -370,7 +378,7 @@ def _measure_shape(
                 record.update(flops=flops, tflops=None, frac_gemm=None, gemm_ceiling_tflops=gemm_tflops)
             if case is not None:
                 try:
-                    record.update(case.measure(mode))
+                    record.update(case.measure(mode, timed))
                 except Exception as error:
                     record["error"] = _describe(error)
                     if cuda:
@@ -385,6 +393,107 @@ def _measure_shape(
                         record["frac_gemm"] = record["tflops"] / gemm_tflops
             records.append(record)
     return records
+
+
+# ---------------------------------------------------------------- warming the compile caches
+
+# The compile cache counters in ``torch._dynamo.utils.counters``: name -> its group.
+CACHE_COUNTERS = {"fxgraph_cache_hit": "inductor", "fxgraph_cache_miss": "inductor",
+                  "autograd_cache_hit": "aot_autograd", "autograd_cache_miss": "aot_autograd"}
+
+
+def cache_counts() -> dict[str, int]:
+    """This process's FX graph and AOTAutograd cache hits and misses so far."""
+    from torch._dynamo.utils import counters
+
+    return {name: counters[group][name] for name, group in CACHE_COUNTERS.items()}
+
+
+def compile_caches_on() -> dict:
+    """Turns on Inductor's FX graph cache and the AOTAutograd cache (on by default in torch 2.11-2.13; an
+    environment variable may have turned them off) and puts Inductor's cache folder (the default one where
+    TORCHINDUCTOR_CACHE_DIR is unset) into the environment, which processes spawned from here inherit.
+    Returns what is in effect."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    inductor_config.fx_graph_cache = True
+    if hasattr(functorch_config, "enable_autograd_cache"):
+        functorch_config.enable_autograd_cache = True
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir()
+    return {"dir": os.environ["TORCHINDUCTOR_CACHE_DIR"], "fx_graph_cache": inductor_config.fx_graph_cache,
+            "autograd_cache": getattr(functorch_config, "enable_autograd_cache", None),
+            "force_disable_caches": getattr(inductor_config, "force_disable_caches", False)}
+
+
+def warm(bench: OpBenchmark, shape: Shape, settings: Settings) -> list[str]:
+    """Every provider x mode of one op and shape built and called as ``run`` does (the same inputs, checks
+    and ``torch.compiler.reset()``), untimed: fills the on-disk compile caches. The errors, ``provider mode:
+    error``."""
+    records = _measure_shape(bench, shape, settings, None, lambda text: None, timed=False)
+    return [f"{r['provider']} {r['mode']}: {r['error']}" for r in records if r["error"]]
+
+
+def _start_worker(memory_fraction: float | None) -> None:
+    compile_caches_on()
+    import torch._inductor.config as inductor_config
+
+    # NOTE: the kernel configs Inductor picks by timing them at a first launch are not cached from here:
+    # timed beside the other workers they may be the wrong ones; the measuring process picks its own.
+    inductor_config.autotune_local_cache = False
+    if memory_fraction is not None:
+        torch.cuda.set_per_process_memory_fraction(memory_fraction)
+
+
+def _warm_cell(name: str, shape: Shape, settings: Settings) -> list[str]:
+    try:
+        return warm({b.name: b for b in declared_ops()}[name], shape, settings)
+    finally:  # nothing of this cell stays on the device while the next one runs
+        gc.collect()
+        if settings.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def warm_up(cells: list[tuple[str, Shape]], settings: Settings, jobs: int, *, show_progress: bool = True) -> dict:
+    """``warm`` each (op name, shape) of ``cells`` in ``jobs`` spawned processes, so that the compiles of a
+    later ``run`` here are cache hits; returns when every worker is done. On CUDA each worker may hold
+    1 / ``jobs`` of the memory free now. A cell that fails, or whose worker dies, is reported, not raised.
+    Returns {jobs, cells, warmed (run through in a worker), failures ("op shape provider mode: error"),
+    elapsed_s, caches (``compile_caches_on``)}. Spawned: a script that calls this needs its
+    ``if __name__ == "__main__":`` guard."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    caches = compile_caches_on()
+    fraction = None
+    if settings.device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(settings.device)
+        fraction = free / total / jobs
+    began, warmed, failures, printed = time.perf_counter(), 0, [], set()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with (ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+                              initargs=(fraction,)) as pool,
+          Progress(*columns, disable=not show_progress, transient=True) as progress):
+        task = progress.add_task(f"warm-up ({jobs} jobs)", total=len(cells))
+        futures = {pool.submit(_warm_cell, name, shape, settings): (name, shape) for name, shape in cells}
+        for future in as_completed(futures):
+            name, shape = futures[future]
+            try:
+                errors = future.result()
+                warmed += 1
+            except Exception as error:  # the cell could not be built, or its worker died
+                errors = [_describe(error)]
+            for error in errors:
+                failures.append(f"{name} {'x'.join(map(str, shape))} {error}")
+                if error not in printed:  # once each: a missing package fails every cell alike
+                    printed.add(error)
+                    progress.console.print(f"warm-up failed: {failures[-1]}")
+            progress.advance(task)
+    return {"jobs": jobs, "cells": len(cells), "warmed": warmed, "failures": failures,
+            "elapsed_s": round(time.perf_counter() - began, 1), "caches": caches}
 
 
 # ---------------------------------------------------------------- the machine
