@@ -289,7 +289,7 @@ def test_warm_jobs_fill_the_compile_caches_before_the_sweep_measures(tmp_path, m
     # fresh caches, which the spawned workers inherit through the environment
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache" / "triton"))
-    warm = _sweep_document(tmp_path / "warm", "--warm-jobs", "2")
+    warm = _sweep_document(tmp_path / "warm", "--warm-jobs", "1")  # (one cell: a second process would idle)
     printed = capsys.readouterr().out
     # NOTE: the run without a warm-up reads the caches the first one filled, not cold ones: a cold compile
     # takes most of this test's time on the CPU
@@ -299,7 +299,7 @@ def test_warm_jobs_fill_the_compile_caches_before_the_sweep_measures(tmp_path, m
     assert [cell["shape"] for cell in warm["cells"]] == [[3, 72]]
     assert all(m["providers"]["compile"]["ms"] > 0 for m in warm["cells"][0]["modes"].values())
     report = warm["meta"]["warm_up"]
-    assert (report["jobs"], report["cells"], report["warmed"], report["too_large"]) == (2, 1, 1, 0)
+    assert (report["jobs"], report["cells"], report["warmed"], report["too_large"]) == (1, 1, 1, 0)
     assert report["failures"] == []
     assert report["caches"]["dir"] == str(tmp_path / "cache") and report["caches"]["fx_graph_cache"]
     # every compile while measuring was a hit: no misses, where fresh caches without the warm-up miss each
@@ -307,10 +307,10 @@ def test_warm_jobs_fill_the_compile_caches_before_the_sweep_measures(tmp_path, m
     assert counts["fxgraph_cache_hit"] >= 1 and counts["autograd_cache_hit"] >= 1
     assert counts["fxgraph_cache_miss"] == counts["autograd_cache_miss"] == 0
     assert plain["meta"]["compile_cache"] == counts  # the same compiles as without the warm-up
-    assert "--warm-jobs 2" in warm["meta"]["command"]
-    assert "warm-up: 2 jobs, 1/1 cells warmed, 0 too large for a worker, 0 failures" in printed
+    assert "--warm-jobs 1" in warm["meta"]["command"]
+    assert "warm-up: 1 jobs, 1/1 cells warmed, 0 too large for a worker, 0 failures" in printed
     assert f"FX graph {counts['fxgraph_cache_hit']} hits, 0 misses" in printed
-    assert "- warm-up: 2 processes compiled 1 of 1 cells first" in (tmp_path / "warm" / "sweep.md").read_text()
+    assert "- warm-up: 1 processes compiled 1 of 1 cells first" in (tmp_path / "warm" / "sweep.md").read_text()
 
 
 def test_a_cell_that_fails_in_a_warm_up_worker_is_reported_not_raised():
