@@ -123,7 +123,8 @@ def rule_stats(n: int, form: str) -> dict:
                             _aligned(signature, ["stride_x", "stride_y", "N"], n), num_warps=tile.num_warps,
                             **({"maxnreg": norm._fwd_maxnreg(tile)} if norm._fwd_maxnreg(tile) else {}))
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
-    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"])
+    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
+                      instructions=sum(opcodes.values()))
     per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
     max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
     tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
@@ -149,7 +150,8 @@ def rule_stats(n: int, form: str) -> dict:
                              **tile.constexprs(n, tail=False)},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
-    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass)
+    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,
+                      instructions=sum(opcodes.values()))
     return out
 
 
@@ -196,9 +198,9 @@ def loop_main(widths, forms) -> None:
 
 
 def rule_main(widths) -> None:
-    print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | backward tile | regs | "
-          "stack | barriers |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | instructions | "
+          "backward tile | regs | stack | barriers | instructions |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         for form in FORMS:
             stats = rule_stats(n, form)
@@ -207,7 +209,8 @@ def rule_main(widths) -> None:
                 t = stats[way]["tile"]
                 tail = f" + {t['block_t']}" if t["tail"] else ""
                 cells.append(f"{t['block_m']} x {t['block_n']}{tail}, {t['num_chunks']}, {t['num_warps']} | "
-                             f"{stats[way]['registers']} | {stats[way]['stack']} | {stats[way]['barriers']}")
+                             f"{stats[way]['registers']} | {stats[way]['stack']} | {stats[way]['barriers']} | "
+                             f"{stats[way]['instructions']}")
             print(f"| {n} | {form} | {cells[0]} | {cells[1]} |", flush=True)
 
 
