@@ -152,6 +152,13 @@ def test_approximations_differ(device):
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_wide_rows_in_one_tile(approximate, device):
+    """8192 < 11008 <= 16384: the backward holds the row in one 16384-lane tile without the pipeliner and reads it
+    twice (the GELU's derivative made in both reads), the forward as 8192 + 4096 lanes."""
+    check_against_pytorch(make_inputs((3, 11008), torch.bfloat16, device), approximate)
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
 def test_chunked_wide_rows(approximate, device):
     """20000 > 16384: the row is normalized in two chunks (a second kernel path), forward and backward."""
     check_against_pytorch(make_inputs((3, 20000), torch.float32, device), approximate)
