@@ -221,7 +221,8 @@ def markdown_lines(records: list[dict], new_tokens: int) -> list[str]:
         "",
         "Wall clock, warm-up excluded. `prefill`: ms of a generate of 1 new token (the prompt's forward into "
         f"the cache); `decode`: ms per new token, in a generate of {new_tokens} new tokens the time from the first "
-        f"new token's logits to the last's, over the {new_tokens - 1} decode steps between. Generate ms: the whole generate of {new_tokens} new tokens. Tokens = HF eager: the "
+        f"new token's logits to the last's, over the {new_tokens - 1} decode steps between. Generate ms: the whole "
+        f"generate of {new_tokens} new tokens. Tokens = HF eager: the "
         "greedy new tokens equal those of the model as built (dynamic cache, eager). `*-static-compile`: "
         '`cache_implementation="static"` and transformers\' compile of the decode steps, '
         '`CompileConfig(mode="default")` (no CUDA graphs; the prefill runs eagerly). First call: seconds of '
