@@ -66,8 +66,10 @@ def test_generation_writes_every_file_and_field(generation_run):
             assert isinstance(record["tokens_match_hf"], bool)
             if not record["tokens_match_hf"]:
                 assert 0 <= record["first_mismatch_at"] < 8
+        # Each whole generate holds its own 7 decode steps, and quantiles keep a per-sample order; a
+        # comparison with the separately timed prefill would be a race on a loaded CPU.
         decode = index[(provider, "decode")]
-        assert decode["new_tokens"] == 8 and decode["generate_ms"] > index[(provider, "prefill")]["ms"] * 0.5
+        assert decode["new_tokens"] == 8 and decode["generate_ms"] >= decode["ms"] * 7 * (1 - 1e-9)
     eager = index[("hf-eager", "decode")]
     assert eager["tokens_match_hf"] and eager["first_mismatch_at"] is None
     assert index[("blockfuse-static-compile", "decode")]["graph_breaks"] >= 0
