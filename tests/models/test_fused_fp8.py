@@ -21,10 +21,11 @@ from tests.helpers import relative_error
 PRESET_NAMES = ("olmo2-1b", "te-4layer")  # SwiGLU + RMSNorm + QK-norm; SwiGLU + LayerNorm + bias
 
 
-def blocks(preset: str, recipe: str, device: str = "cpu"):
+def blocks(preset: str, recipe: str, device: str = "cpu", **overrides):
     """The bf16 eager block, it with FP8 Linear layers, and the fused block with them, on ``device`` (the tests'
-    ``device`` fixture: CUDA where there is one, so a GPU run checks the kernels; else the CPU interpreter)."""
-    config = replace(PRESETS[preset].config, d_model=64, n_heads=4, ffn_hidden=128)
+    ``device`` fixture: CUDA where there is one, so a GPU run checks the kernels; else the CPU interpreter).
+    ``overrides``: BlockConfig fields changed from the preset's."""
+    config = replace(PRESETS[preset].config, d_model=64, n_heads=4, ffn_hidden=128, **overrides)
     torch.manual_seed(0)
     eager = TransformerBlock(config, "eager").bfloat16().to(device)
     return (eager, blockfuse.fp8.convert(copy.deepcopy(eager), recipe=recipe),
@@ -34,7 +35,9 @@ def blocks(preset: str, recipe: str, device: str = "cpu"):
 @pytest.fixture
 def fp8_calls(monkeypatch):
     """The input dtypes of every FP8 GEMM call a Float8Linear makes (``fp8_linear``, or ``fp8_linear_quantized``
-    for an input a norm quantized)."""
+    for an input a norm quantized), and of the tensorwise MLP's first layer (``fp8_linear_act``)."""
+    from blockfuse.models import fused as fused_module
+
     calls = []
 
     def counting(original):
@@ -43,8 +46,8 @@ def fp8_calls(monkeypatch):
             return original(x, *args, **kwargs)
         return call
 
-    for name in ("fp8_linear", "fp8_linear_quantized"):
-        monkeypatch.setattr(nn_fp8, name, counting(getattr(nn_fp8, name)))
+    for module, name in ((nn_fp8, "fp8_linear"), (nn_fp8, "fp8_linear_quantized"), (fused_module, "fp8_linear_act")):
+        monkeypatch.setattr(module, name, counting(getattr(module, name)))
     return calls
 
 
@@ -129,6 +132,45 @@ def test_training_through_the_norms_fp8_outputs(preset, monkeypatch, device, req
             continue
         assert relative_error(wired[name], cast[name]) < 0.1, name
         assert relative_error(wired[name], reference[name]) <= 1.5 * relative_error(cast[name], reference[name]) + 1e-2, name
+
+
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu_tanh"])
+def test_tensorwise_mlp_folds_the_amaxes_into_its_activation(mlp, monkeypatch, fp8_calls, device, requires_triton):
+    """With both MLP layers tensorwise, the gate|up layer and its activation run as one op whose kernels fold the
+    amaxes of the two casts beside them (ops/fp8_act.py); a training step gives what the two-pass path gives (the
+    layers casting with their own amax passes): the gated MLP bit for bit but the biases' gradients (fp32 sums
+    in another order), the GELU MLP (whose two-pass path runs PyTorch's GELU) within an FP8 rounding."""
+    from blockfuse.models import fused as fused_module
+    from blockfuse.models import named_gradients
+
+    _, _, fused_fp8 = blocks("te-4layer", "tensorwise", device, mlp=mlp)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(8)).bfloat16().to(device)
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(9)).bfloat16().to(device)
+
+    def step():
+        fused_fp8.zero_grad(set_to_none=True)
+        fp8_calls.clear()
+        leaf = x.clone().requires_grad_()
+        out = fused_fp8(leaf)
+        out.backward(dy)
+        return out.detach(), {"x": leaf.grad, **named_gradients(fused_fp8)}, len(fp8_calls)
+
+    folded_out, folded, calls = step()
+    assert calls == 4
+    monkeypatch.setattr(fused_module, "_tensorwise_pair", lambda inner, outer: False)
+    two_pass_out, two_pass, _ = step()
+    assert set(folded) == set(two_pass)
+    if mlp == "swiglu":
+        assert torch.equal(folded_out, two_pass_out)
+        for name in folded:
+            if name.endswith("bias"):
+                torch.testing.assert_close(folded[name], two_pass[name], rtol=2**-7, atol=1e-3, msg=name)
+            else:
+                assert torch.equal(folded[name], two_pass[name]), name
+    else:
+        assert relative_error(folded_out, two_pass_out) < 1e-2
+        for name in folded:
+            assert relative_error(folded[name], two_pass[name]) < 0.05, name
 
 
 def test_fp8_mlp_under_tensor_parallelism_is_refused():

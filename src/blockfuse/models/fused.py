@@ -15,6 +15,7 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
+from blockfuse.ops.fp8_act import fp8_linear_act
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
@@ -55,6 +56,12 @@ def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
     if isinstance(consumer, Float8Linear) and consumer.recipe == "rowwise" and use_triton(x):
         return "rowwise"
     return None
+
+
+def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
+    """Both layers of an MLP are tensorwise :class:`Float8Linear` ones (the activation between them then folds the
+    amaxes of their casts, :func:`blockfuse.ops.fp8_act.fp8_linear_act`)."""
+    return all(isinstance(layer, Float8Linear) and layer.recipe == "tensorwise" for layer in (inner, outer))
 
 
 def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
@@ -255,17 +262,25 @@ class FusedFeedForward(_StackedLinear):
     def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None,
                      x_proxy: Optional[Tensor] = None) -> Tensor:
         """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
-        (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Without
-        gradients and with a rowwise FP8 down projection, the gated kernel writes its output in e4m3 with each
-        row's scale in the same pass and the down projection takes it as it is (no cast pass).
+        (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Both
+        tensorwise: the first layer and the activation as one op whose kernels fold the amaxes of the casts on
+        either side (:func:`blockfuse.ops.fp8_act.fp8_linear_act`). Without gradients and with a rowwise FP8
+        down projection, the gated kernel writes its output in e4m3 with each row's scale in the same pass and
+        the down projection takes it as it is (no cast pass).
 
         NOTE: not ``gated_mlp``, whose GEMMs are bf16 cuBLAS calls inside one op: here autograd keeps the
         activation's output for the down projection's backward (tokens x hidden, as eager does), so the FP8
         MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
         if self.shards > 1:
             raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
-        pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         mlp = self.config.mlp
+        if x_scale is None and _tensorwise_pair(inner, outer) and use_triton(x):
+            # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
+            # the activation's, for the down projection's cast, and in the backward the pre-activation
+            # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
+            act, amax = fp8_linear_act(x, inner.weight, inner.bias, mlp, weight_cache=inner.weight_cache)
+            return outer(act, x_amax=amax)
+        pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))
         gated = swiglu if mlp == "swiglu" else geglu

@@ -15,9 +15,11 @@ from blockfuse.ops.fp8 import (
     RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref,
     fp8_supported, quantize, quantize_ref,
 )
+from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 
-__all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "quantize", "quantize_ref",
-           "dequantize", "clear_weight_cache", "fp8_supported", "RECIPES"]
+__all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "fp8_linear_act",
+           "fp8_linear_act_ref", "quantize", "quantize_ref", "dequantize", "clear_weight_cache", "fp8_supported",
+           "RECIPES"]
 
 _log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ class Float8Linear(nn.Linear):
 
     ``forward(x_fp8, x_scale, proxy)`` (rowwise): in a training step, ``proxy`` stands for the e4m3 input in
     autograd and takes its gradient (:func:`blockfuse.ops.fp8.fp8_linear_quantized`; the fused blocks' norms).
+    ``forward(x, x_amax=amax)`` (tensorwise): x's amax, folded by the op that wrote x (the fused MLP's
+    activation, :func:`blockfuse.ops.fp8_act.fp8_linear_act`): the cast reads x once.
 
     ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
@@ -47,14 +51,15 @@ class Float8Linear(nn.Linear):
         self.recipe = _check_recipe(recipe)
         self.weight_cache = weight_cache
 
-    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
+                x_amax: Optional[Tensor] = None) -> Tensor:
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "
                                  f"recipe is {self.recipe!r}")
             return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache)
         return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe=self.recipe,
-                          weight_cache=self.weight_cache)
+                          weight_cache=self.weight_cache, x_amax=x_amax)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True) -> "Float8Linear":

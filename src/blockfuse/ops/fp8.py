@@ -20,7 +20,8 @@
   per GEMM; the gradients stay e4m3 there, as in torchao's rowwise recipe. The bias gradient (dy's
   column sums) comes from the pass that reads dy for its amax (tensorwise), not from a third read. x
   may come in already quantized (``x_scale`` given): a norm's FP8 output feeds the GEMM without a
-  cast pass.
+  cast pass; or with its tensorwise amax known (``x_amax``, from the kernel that wrote x: ``ops/fp8_act.py``),
+  which leaves the cast one pass.
 * FP8 outputs of other ops ("quantize as you write"): the norms (``rms_norm``, ``layer_norm`` in every
   form, ``layer_norm_gelu``) and the gated activations (``swiglu``, ``geglu``) take ``fp8="rowwise"``
   or ``"tensorwise"`` and write their output in e4m3 with its fp32 scale in the same pass, returning
@@ -479,8 +480,8 @@ def _amax_row_iters(x: Tensor, tiles: int) -> int:
 
 @launcher_op("fp8_quantize")
 def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool,
-                  pad: int, x_scale: Optional[Tensor] = None,
-                  sum_dtype: Optional[torch.dtype] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                  pad: int, x_scale: Optional[Tensor] = None, sum_dtype: Optional[torch.dtype] = None,
+                  amax: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """``(y, y_scale, yt, yt_scale, col_sum)`` for ``x`` (M, N) of any strides; an output not asked for is
     empty. ``x_scale``: x is FP8 with these (M,) row scales (its values x * x_scale; not with rowwise rows
     alone). ``sum_dtype``: also ``col_sum``, x summed over its rows in fp32 and written in this dtype (a
@@ -490,6 +491,9 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
     (a 0-d ``y_scale``). ``transposed``: ``yt`` (N, MP) row-major with MP = M rounded up to ``pad``,
     x transposed and quantized by x's columns (rowwise: ``yt_scale`` (N, 1)) or as a whole, zero past
     column M. Rowwise rows alone take one pass over x; everything else two (the amax, then the cast).
+
+    ``amax`` (tensorwise): x's amax, (1,) fp32, already known (the kernel that wrote x folded it,
+    ``ops/fp8_act.py``): no amax pass, one pass over x (no ``sum_dtype`` then: the writer sums too).
     """
     m, n = x.shape
     mp = round_up(m, pad)
@@ -502,6 +506,9 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
     if sum_dtype is not None and rowwise and rows:
         raise ValueError("sum_dtype: the column sum comes from an amax pass over several row tiles a program; with "
                          "rowwise rows it has none (rows alone) or one tile a program (see _fused_column_sum)")
+    if amax is not None and (rowwise or sum_dtype is not None):
+        raise ValueError("amax: a given amax is the whole tensor's (tensorwise), and the pass it replaces would have "
+                         "summed the columns: pass sum_dtype=None (the writer of x sums them)")
     if rowwise and rows and not transposed and x_scale is None:
         if m > 0:
             _launch_rowwise(x, y, y_scale, e5m2)
@@ -517,7 +524,8 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
         if sum_dtype is not None:
             col_sum = x.new_empty((n,), dtype=sum_dtype)
             partial = x.new_empty((1, cdiv(m, amax_m * iters), n), dtype=torch.float32)
-        tensor_amax = None if rowwise else torch.zeros((1,), device=x.device, dtype=torch.float32)
+        tensor_amax = None if rowwise else amax if amax is not None else torch.zeros((1,), device=x.device,
+                                                                                      dtype=torch.float32)
         row_amax = torch.zeros((m,), device=x.device, dtype=torch.float32) if rowwise and rows else None
         col_amax = torch.zeros((n,), device=x.device, dtype=torch.float32) if rowwise and transposed else None
         if m > 0 and n > 0 and rowwise:
@@ -525,7 +533,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
                          x.stride(0), x.stride(1), m, n, HAS_ROW=row_amax is not None,
                          HAS_COL=col_amax is not None, HAS_SUM=partial is not None, BLOCK_M=block_m,
                          BLOCK_N=block_n, ROW_ITERS=iters, num_warps=num_warps)
-        elif m > 0 and n > 0:
+        elif m > 0 and n > 0 and amax is None:
             _tensor_amax_kernel((cdiv(m, amax_m * iters), cdiv(n, amax_n)), x, x_scale, tensor_amax, partial,
                                 x.stride(0), x.stride(1), m, n, HAS_SUM=partial is not None, BLOCK_M=amax_m,
                                 BLOCK_N=amax_n, ROW_ITERS=iters, num_warps=amax_warps)
@@ -543,11 +551,12 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
 
 
 def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
-                 x_scale: Optional[Tensor] = None) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor],
-                                                            Optional[Tensor]]:
+                 x_scale: Optional[Tensor] = None, amax: Optional[Tensor] = None
+                 ) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
     """:func:`_fp8_quantize` where the kernels run (``runtime.use_triton``), its reference elsewhere;
-    outputs not asked for are None. ``x_scale``: x is FP8 with these (M, 1) row scales."""
-    return _quantize_2d_sum(x, dtype, rowwise, rows, transposed, pad, x_scale)[:4]
+    outputs not asked for are None. ``x_scale``: x is FP8 with these (M, 1) row scales; ``amax``: x's
+    tensorwise amax, known already."""
+    return _quantize_2d_sum(x, dtype, rowwise, rows, transposed, pad, x_scale, None, amax)[:4]
 
 
 def _fused_column_sum(rowwise: bool, rows: bool) -> bool:
@@ -561,17 +570,19 @@ def _fused_column_sum(rowwise: bool, rows: bool) -> bool:
 
 
 def _quantize_2d_sum(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
-                     x_scale: Optional[Tensor] = None, sum_dtype: Optional[torch.dtype] = None):
+                     x_scale: Optional[Tensor] = None, sum_dtype: Optional[torch.dtype] = None,
+                     amax: Optional[Tensor] = None):
     """:func:`_quantize_2d`, and fifth x's column sum in ``sum_dtype`` (None when it is None): from the kernels'
-    amax pass where it runs, else ``x.sum(0)`` in fp32."""
-    fused_sum = sum_dtype is not None and _fused_column_sum(rowwise, rows)
+    amax pass where it runs, else ``x.sum(0)`` in fp32. ``amax``: x's tensorwise amax, known already (see
+    :func:`_fp8_quantize`; no column sum with it)."""
+    fused_sum = sum_dtype is not None and _fused_column_sum(rowwise, rows) and amax is None
     if use_triton(x):
         y, y_scale, yt, yt_scale, col_sum = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad,
                                                           None if x_scale is None else x_scale.reshape(-1),
-                                                          sum_dtype if fused_sum else None)
+                                                          sum_dtype if fused_sum else None, amax)
     else:
         y, y_scale, yt, yt_scale = _quantize_2d_ref(x if x_scale is None else x.float() * x_scale, dtype, rowwise,
-                                                    rows, transposed, pad)
+                                                    rows, transposed, pad, amax)
         fused_sum = False
     if sum_dtype is None:
         col_sum = None
@@ -750,8 +761,9 @@ def _transposed(q: Tensor, pad: int) -> Tensor:
     return bits.contiguous().view(q.dtype)
 
 
-def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache):
-    """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``."""
+def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None):
+    """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``. ``x_amax``: a
+    high-precision x's tensorwise amax, known already (its cast then reads x once)."""
     if x2.dtype == torch.float8_e4m3fn:
         x_q, x_s = x2, x_scale
         xt_q = xt_s = None
@@ -762,7 +774,8 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     else:
         # NOTE: x^T for the weight gradient is written here, by the same cast (tensorwise: the same
         # values transposed) and kept instead of x: 1 byte an element rather than 2 or 4.
-        x_q, x_s, xt_q, xt_s = _quantize_2d(x2, torch.float8_e4m3fn, rowwise, True, weight_grad, GEMM_MULTIPLE)
+        x_q, x_s, xt_q, xt_s = _quantize_2d(x2, torch.float8_e4m3fn, rowwise, True, weight_grad, GEMM_MULTIPLE,
+                                            None, x_amax)
     w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
     # NOTE: fast accumulation for the forward GEMM only, as torchao (its gradients accumulate in full).
     y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
@@ -774,9 +787,9 @@ class _Fp8LinearFunction(torch.autograd.Function):
     x's gradient is then returned as the proxy's."""
 
     @staticmethod
-    def forward(ctx, x2, x_scale, weight, bias, config, proxy):
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax):
         rowwise, out_dtype, x_grad, weight_grad, cache = config
-        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache)
+        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax)
         ctx.save_for_backward(*saved)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
@@ -798,8 +811,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
         dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         if ctx.proxy_shape is not None:
-            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None
-        return dx, None, dw, db, None, None
+            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None
+        return dx, None, dw, db, None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -908,7 +921,7 @@ def fp8_supported(in_features: int, out_features: int) -> bool:
 
 
 def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_scale: Optional[Tensor] = None,
-               recipe: str = "tensorwise", weight_cache: bool = True) -> Tensor:
+               recipe: str = "tensorwise", weight_cache: bool = True, x_amax: Optional[Tensor] = None) -> Tensor:
     """``x @ weight.T + bias`` with the three GEMMs of a linear layer (forward, input gradient, weight
     gradient) in FP8 on ``torch._scaled_mm``; differentiable in x, weight and bias.
 
@@ -922,9 +935,15 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     while the weight is unchanged, ``weight_cache``; see :func:`clear_weight_cache`), the output
     gradient to e5m2 (tensorwise) or e4m3 (rowwise). A layer whose in_features or out_features is not a
     multiple of 16 (:func:`fp8_supported`) runs a plain ``F.linear`` in x's dtype instead.
+
+    ``x_amax`` (tensorwise, a high-precision x): ``max |x|`` as a (1,) fp32 tensor, when the op that wrote x
+    folded it while writing (:func:`blockfuse.ops.fp8_act.fp8_linear_act` returns it): x's cast then skips
+    its amax pass and reads x once. It must be x's exact amax; a larger one only coarsens the scale, a
+    smaller one saturates the values past it.
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
-    return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None)
+    _check_x_amax(x_amax, x, rowwise)
+    return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None, x_amax)
 
 
 def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weight: Tensor,
@@ -940,8 +959,22 @@ def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weig
     return _fp8_linear(q, weight, bias, scale, True, weight_cache, proxy)
 
 
+def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:
+    if x_amax is None:
+        return
+    if rowwise or x.dtype == torch.float8_e4m3fn:
+        raise ValueError("x_amax: only for recipe 'tensorwise' with a high-precision x (the amax its cast would take); "
+                         f"got recipe {'rowwise' if rowwise else 'tensorwise'!r} and x of {x.dtype}")
+    if not isinstance(x_amax, Tensor) or x_amax.dtype != torch.float32:
+        raise TypeError(f"x_amax: expected a float32 tensor, got {_type_name(x_amax)}")
+    if tuple(x_amax.shape) != (1,):
+        raise ValueError(f"x_amax: expected shape (1,) (max |x| of the whole x), got {tuple(x_amax.shape)}")
+    if x_amax.device != x.device:
+        raise ValueError(f"x_amax: expected a tensor on {x.device} like x, got {x_amax.device}")
+
+
 def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Optional[Tensor], rowwise: bool,
-                weight_cache: bool, proxy: Optional[Tensor]) -> Tensor:
+                weight_cache: bool, proxy: Optional[Tensor], x_amax: Optional[Tensor] = None) -> Tensor:
     k, n = x.shape[-1], weight.shape[0]
     fp8_input = x.dtype == torch.float8_e4m3fn
     if not fp8_supported(k, n):
@@ -965,9 +998,9 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     weight_grad = grad and weight.requires_grad
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy)
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax)
     else:
-        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache)
+        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax)
     return y.view(*lead, n)
 
 
@@ -1008,8 +1041,9 @@ def _clamped(v: Tensor, dtype: torch.dtype) -> Tensor:
     return v.clamp(-fp8_max, fp8_max).to(dtype)
 
 
-def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad):
-    """Pure-PyTorch :func:`_fp8_quantize`, the same outputs (empty where not asked for)."""
+def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad, amax=None):
+    """Pure-PyTorch :func:`_fp8_quantize`, the same outputs (empty where not asked for); ``amax``: the
+    tensorwise amax, given."""
     xf = x.float()
     fp8_max = FP8_MAX[dtype]
     y = y_scale = yt = yt_scale = None
@@ -1022,7 +1056,7 @@ def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad):
             yt = _transposed(_cast_ref(xf, col_scale, dtype), pad)
             yt_scale = col_scale.reshape(-1).unsqueeze(1)  # (N, 1), unit strides (_scaled_mm checks them)
     else:
-        scale = _scale_ref(_amax(xf), fp8_max)  # ()
+        scale = _scale_ref(_amax(xf) if amax is None else amax.reshape(()), fp8_max)  # ()
         q = _cast_ref(xf, scale, dtype).contiguous()
         if rows:
             y, y_scale = q, scale

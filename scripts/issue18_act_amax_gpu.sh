@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 18, the tensorwise FP8 MLP's activation folding its casts' amaxes (ops/fp8_act.py), one GPU in one call
+# (~7 minutes):
+#
+#   git archive <commit before> src | tar x -C _gpu/old    # the code before, for the A/B (untracked: it travels)
+#   bash scripts/issue18_act_amax_gpu.sh OUT        (writes OUT/results.tar.gz)
+#
+# 1. the FP8 and activation tests on CUDA; 2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile (the
+# target's baseline), torchao tensorwise compiled, blockfuse's fused FP8 tensorwise block, new and old alternated
+# twice; 3. where the fused FP8 step's GPU time goes, new and old (the amax passes it drops, the new kernels' time).
+set -u
+PACK=${1:?usage: bash scripts/issue18_act_amax_gpu.sh OUT}
+# everything is written to a work folder and packed into OUT/results.tar.gz: the device tool returns a few files
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+OLD=()
+[ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
+step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
+    tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/ops/test_gated.py
+TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
+step 100 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
+step 100 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise --providers compile:default \
+    --out "$OUT/te-torchao"
+for round in 1 2; do
+    step 60 "te-new$round" python3 -m blockfuse bench block "${TE[@]}" --linear fp8:tensorwise --providers fused \
+        --out "$OUT/te-new$round"
+    if [ ${#OLD[@]} -gt 0 ]; then
+        step 60 "te-old$round" "${OLD[@]}" python3 -m blockfuse bench block "${TE[@]}" --linear fp8:tensorwise \
+            --providers fused --out "$OUT/te-old$round"
+    fi
+done
+PROFILE=(benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --top 30 --providers fused --linear fp8:tensorwise)
+step 60 profile-new python3 "${PROFILE[@]}" --json "$OUT/profile-new.json"
+[ ${#OLD[@]} -gt 0 ] && step 60 profile-old "${OLD[@]}" python3 "${PROFILE[@]}" --json "$OUT/profile-old.json"
+mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .

@@ -1,0 +1,417 @@
+"""An FP8 linear layer with its activation, ``act(x @ weight.T + bias)``, whose activation kernels fold the
+tensorwise amax of what they write, so that no FP8 cast around them reads its input twice.
+
+In an MLP of tensorwise FP8 layers (``fc1 -> act -> fc2``) each cast needs the amax of a whole tensor
+before it can write one FP8 value (dynamic scaling, as torchao's tensorwise recipe: the scale of this
+call's own tensor). Written by ``fp8_linear`` alone, that is two passes over the tensor, an amax pass and
+the cast. Here the tensors come from blockfuse's own activation kernels, which fold each program's amax
+into one (1,) fp32 tensor with an atomic max while they write:
+
+* forward: the activation's output, which the next layer casts (``fp8_linear(act, w2, x_amax=amax)``);
+* backward: the pre-activation's gradient, which this layer casts to e5m2 (both layouts, for its input
+  and weight gradients), and its column sums, the bias gradient (partial sums a program, added in a
+  fixed order).
+
+Each cast then reads its input once; the numbers are those of the two-pass path (the same activation
+kernels' arithmetic, and a maximum is exact in any order), bit for bit in Triton's interpreter. Gated
+activations (``swiglu``, ``geglu``, ``geglu_erf``) take the packed gate|up rows of the layer's output, as
+``linear_act`` does.
+
+NOTE: not the delayed scaling of the norms' tensorwise FP8 outputs (``ops/fp8.py``): those write FP8
+directly with a scale from earlier calls' amaxes, another recipe's numbers; a ``Float8Linear``'s
+tensorwise scale is its own tensor's amax.
+
+Tiles: a program takes ROW_ITERS row tiles of (BLOCK_M, BLOCK_N) one after the other, as the tensorwise
+amax pass of ``ops/fp8.py`` (``_fp8_tensor_amax_kernel``) does: the maxima and the column sums stay in
+each thread's registers across them, and the reductions across the program's warps (and its one atomic)
+run once a program. A thread holds 8 columns of each row of a tile (one 16-byte bf16 vector), and the
+rows of a tile are set so that a thread holds at most ``LANES_PER_THREAD`` values of its inputs: the
+backward of a gated activation reads three tensors, so its tiles are one row tall.
+
+The file reads: kernels; launchers (ops ``blockfuse::fp8_act_fwd`` / ``fp8_act_bwd``, see ``ops/launch.py``)
+and their references; the autograd Function; the public functional.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from blockfuse.ops import fp8
+from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
+    sm_count
+from blockfuse.ops.reduce import sum_partials
+from blockfuse.runtime import use_triton
+
+# Tiles (module docstring). NOTE: not yet timed on a GPU; the column block is the tensorwise amax pass's
+# (TENSOR_AMAX_TILE: up to 1024 columns, a warp for every 256), halved while more than an eighth of a row's
+# lanes would be masked; the interpreter pays per program and takes taller tiles.
+MAX_BLOCK_N = {"compiled": 1024, "interpreted": 256}
+MIN_BLOCK_N = 128
+LANES_PER_THREAD = {"compiled": 32, "interpreted": 256}  # input values a thread holds of one tile
+COLUMNS_PER_THREAD = 8
+# At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
+# many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
+MAX_ROWS_PER_PROGRAM = 64
+
+
+# ----------------------------------------------------------------------------------------
+# Triton kernels
+# ----------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _rows_of(i, M, BLOCK_M: tl.constexpr, ROW_ITERS: tl.constexpr):
+    """Rows (int64) of this program's row tile ``i`` and their mask."""
+    rows = (tl.program_id(0).to(tl.int64) * ROW_ITERS + i) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return rows, rows < M
+
+
+@triton.jit
+def _fp8_act_fwd_kernel(
+    G,  # (M, N) the activation's input (gated: the gate half of each packed row)
+    U,  # (M, N) gated: the up half of each packed row; else None
+    Y,  # (M, N) output act(gate) * up (not GATED: act(gate)), in Y's dtype
+    AMAX,  # (1,) fp32 max |Y| (as written) of the whole output: zeroed before the call, atomic max
+    stride_g, stride_u, stride_y,  # row strides (the last dimension is contiguous)
+    M, N,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROW_ITERS: tl.constexpr,
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+):
+    N, stride_g, stride_u, stride_y = N * VEC, stride_g * VEC, stride_u * VEC, stride_y * VEC
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for i in range(ROW_ITERS):
+        rows, row_mask = _rows_of(i, M, BLOCK_M, ROW_ITERS)
+        mask = row_mask[:, None] & col_mask[None, :]
+        g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        # NOTE: the arithmetic of ops/gated.py's forward kernel, in its order: the same values.
+        y = activate(g, ACTIVATION)
+        if GATED:
+            y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        written = y.to(Y.dtype.element_ty)
+        tl.store(Y + rows[:, None] * stride_y + cols[None, :], written, mask=mask)
+        # The amax of the values as written (the cast reads those), not of the fp32 ones.
+        peak = tl.maximum(peak, tl.where(mask, tl.abs(written.to(tl.float32)), 0.0))
+    tl.atomic_max(AMAX, tl.max(tl.max(peak, axis=1), axis=0), sem="relaxed")
+
+
+@triton.jit
+def _fp8_act_bwd_kernel(
+    DY,  # (M, N) gradient of the output
+    G,  # (M, N) the activation's input, as the forward read it (gated: the gate half)
+    U,  # (M, N) gated: the up half; else None
+    D,  # (M, N) or, gated, (M, 2 N) packed: the input's gradient (gate's columns, then up's)
+    AMAX,  # (1,) fp32 max |D| (as written): zeroed before the call, atomic max
+    COL_SUM,  # (programs along M, N or 2 N) fp32 D's column sums over each program's rows, or None
+    stride_dy, stride_g, stride_u, stride_d,  # row strides (the last dimension is contiguous)
+    M, N,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,
+    HAS_SUM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROW_ITERS: tl.constexpr,
+    VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+):
+    N, stride_dy, stride_g = N * VEC, stride_dy * VEC, stride_g * VEC
+    stride_u, stride_d = stride_u * VEC, stride_d * VEC
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    sum_g = tl.zeros([BLOCK_N], dtype=tl.float32)
+    sum_u = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for i in range(ROW_ITERS):
+        rows, row_mask = _rows_of(i, M, BLOCK_M, ROW_ITERS)
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        d_rows = D + rows[:, None] * stride_d
+        # NOTE: the arithmetic of ops/gated.py's backward kernel, in its order: the same values.
+        dy_gate = dy
+        if GATED:
+            dy_gate = dy * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dg = (dy_gate * activate_grad(g, ACTIVATION)).to(D.dtype.element_ty)
+        tl.store(d_rows + cols[None, :], dg, mask=mask)
+        dg = tl.where(mask, dg.to(tl.float32), 0.0)
+        peak = tl.maximum(peak, tl.abs(dg))
+        if HAS_SUM:
+            sum_g += tl.sum(dg, axis=0)
+        if GATED:
+            du = (dy * activate(g, ACTIVATION)).to(D.dtype.element_ty)
+            tl.store(d_rows + N + cols[None, :], du, mask=mask)
+            du = tl.where(mask, du.to(tl.float32), 0.0)
+            peak = tl.maximum(peak, tl.abs(du))
+            if HAS_SUM:
+                sum_u += tl.sum(du, axis=0)
+    tl.atomic_max(AMAX, tl.max(tl.max(peak, axis=1), axis=0), sem="relaxed")
+    if HAS_SUM:
+        width = 2 * N if GATED else N
+        partial = COL_SUM + tl.program_id(0).to(tl.int64) * width
+        tl.store(partial + cols, sum_g, mask=col_mask)
+        if GATED:
+            tl.store(partial + N + cols, sum_u, mask=col_mask)
+
+
+# ----------------------------------------------------------------------------------------
+# Launchers and their references
+# ----------------------------------------------------------------------------------------
+
+_fwd_kernel = Kernel(_fp8_act_fwd_kernel)
+_bwd_kernel = Kernel(_fp8_act_bwd_kernel)
+
+
+def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, ROW_ITERS, num_warps)`` of a pass over (m, n) that reads ``inputs`` tensors
+    (module docstring): the rule, from the width, the rows and the card's multiprocessors. Comparisons only
+    on m and n, which may be symbolic sizes while torch.compile traces."""
+    mode = "compiled" if device.type == "cuda" else "interpreted"
+    block_n = MAX_BLOCK_N[mode]
+    while block_n > 1 and block_n // 2 >= n:
+        block_n //= 2
+    while block_n > MIN_BLOCK_N and (cdiv(n, block_n) * block_n - n) * 8 > n:
+        block_n //= 2
+    num_warps = max(1, min(8, block_n // (32 * COLUMNS_PER_THREAD)))
+    lanes_per_row = max(1, block_n // (32 * num_warps))  # a thread's columns of one row
+    block_m = 1
+    while (block_m * 2 * lanes_per_row * inputs <= LANES_PER_THREAD[mode] and block_m < m
+           and block_m * 2 <= MAX_ROWS_PER_PROGRAM):
+        block_m *= 2
+    max_iters = max(1, MAX_ROWS_PER_PROGRAM // block_m)
+    if mode == "interpreted":
+        return block_m, block_n, min(2, max_iters), num_warps  # the loop and its masked last tiles run in the tests
+    wanted = cdiv(m, block_m) * cdiv(n, block_n) // (fp8.AMAX_PROGRAMS_PER_SM * sm_count(device))
+    iters = 1
+    while iters * 2 <= max_iters and iters * 2 <= wanted:
+        iters *= 2
+    return block_m, block_n, iters, num_warps
+
+
+def _split(pre2: Tensor, gated: bool) -> tuple[Tensor, Optional[Tensor], int]:
+    """(gate, up, hidden) views of a (M, 2 hidden) packed pre-activation; (pre, None, n) otherwise."""
+    if not gated:
+        return pre2, None, pre2.shape[1]
+    hidden = pre2.shape[1] // 2
+    return pre2[:, :hidden], pre2[:, hidden:], hidden
+
+
+@launcher_op("fp8_act_fwd")
+def _act_forward(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
+    """``(y, amax)``: y = act(gate) * up ((M, hidden); packed ``pre`` (M, 2 hidden) of a gated activation)
+    or act(pre), in pre's dtype, and max |y| as (1,) fp32. ``pre``: 2-D, its last dimension contiguous."""
+    gated = ACTIVATIONS[activation].gated
+    g2, u2, hidden = _split(pre, gated)
+    m = pre.shape[0]
+    y = pre.new_empty((m, hidden))
+    amax = torch.zeros((1,), dtype=torch.float32, device=pre.device)
+    if m == 0 or hidden == 0:
+        return y, amax
+    block_m, block_n, iters, num_warps = act_tile(m, hidden, 2 if gated else 1, pre.device)
+    vec, n_units, strides = in_row_units(hidden, pre.stride(0), pre.stride(0), y.stride(0))
+    _fwd_kernel((cdiv(m, block_m * iters), cdiv(hidden, block_n)), g2, u2, y, amax, *strides, m, n_units,
+                ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, BLOCK_M=block_m,
+                BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, num_warps=num_warps)
+    return y, amax
+
+
+@launcher_op("fp8_act_bwd")
+def _act_backward(dy: Tensor, pre: Tensor, activation: str,
+                  sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dpre, amax, col_sum)``: the gradient of ``pre`` (its shape and dtype; gated: packed) for ``dy``
+    (M, hidden), max |dpre| as (1,) fp32, and (``sum_dtype`` given) dpre summed over its rows in fp32, written
+    in ``sum_dtype`` (the layer's bias gradient; empty otherwise). 2-D tensors, last dimensions contiguous."""
+    gated = ACTIVATIONS[activation].gated
+    g2, u2, hidden = _split(pre, gated)
+    m = pre.shape[0]
+    dpre = torch.empty_like(pre, memory_format=torch.contiguous_format)
+    amax = torch.zeros((1,), dtype=torch.float32, device=pre.device)
+    col_sum = None if sum_dtype is None else pre.new_empty((pre.shape[1],), dtype=sum_dtype)
+    if m == 0 or hidden == 0:
+        if col_sum is not None:
+            col_sum.zero_()
+        return dpre, amax, empty_if_none(col_sum, pre)
+    block_m, block_n, iters, num_warps = act_tile(m, hidden, 3 if gated else 2, pre.device)
+    programs = cdiv(m, block_m * iters)
+    partial = None if col_sum is None else pre.new_empty((1, programs, pre.shape[1]), dtype=torch.float32)
+    vec, n_units, strides = in_row_units(hidden, dy.stride(0), pre.stride(0), pre.stride(0), dpre.stride(0))
+    _bwd_kernel((programs, cdiv(hidden, block_n)), dy, g2, u2, dpre, amax, partial, *strides, m, n_units,
+                ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, HAS_SUM=partial is not None,
+                BLOCK_M=block_m, BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, num_warps=num_warps)
+    if partial is not None:
+        sum_partials(partial, col_sum, None)
+    return dpre, amax, empty_if_none(col_sum, pre)
+
+
+def _act_value_ref(pre: Tensor, activation: str) -> Tensor:
+    """act(gate) * up (or act(pre)) in fp32 (fp64 for fp64), for a (M, 2 hidden) or (M, n) ``pre``."""
+    pointwise, gated = ACTIVATIONS[activation]
+    compute = torch.float64 if pre.dtype == torch.float64 else torch.float32
+    g, u, _ = _split(pre.to(compute), gated)
+    y = activate_ref(g, pointwise)
+    return y * u if gated else y
+
+
+def _amax_ref(t: Tensor) -> Tensor:
+    return (t.abs().amax() if t.numel() else t.new_zeros(())).float().reshape(1)
+
+
+def act_forward_ref(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch :func:`_act_forward`."""
+    y = _act_value_ref(pre, activation).to(pre.dtype)
+    return y, _amax_ref(y)
+
+
+def _activate_grad_ref(z: Tensor, pointwise: str) -> Tensor:
+    """act'(z) of a pointwise activation, written out (no autograd: a backward traced by torch.compile may
+    run it)."""
+    if pointwise == "relu":
+        return (z > 0).to(z.dtype)
+    if pointwise == "silu":
+        s = torch.sigmoid(z)
+        return s * (1 + z * (1 - s))
+    if pointwise == "gelu":
+        return 0.5 * (1 + torch.erf(z * 0.7071067811865476)) + z * torch.exp(-0.5 * z * z) * 0.3989422804014327
+    inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)  # gelu_tanh: sqrt(2 / pi) (z + 0.044715 z^3)
+    t = torch.tanh(inner)
+    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * z * z)
+
+
+def act_backward_ref(dy: Tensor, pre: Tensor, activation: str,
+                     sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """Pure-PyTorch :func:`_act_backward` (the column sum None without ``sum_dtype``)."""
+    pointwise, gated = ACTIVATIONS[activation]
+    compute = torch.float64 if pre.dtype == torch.float64 else torch.float32
+    g, u, _ = _split(pre.to(compute), gated)
+    dyf = dy.reshape(g.shape).to(compute)
+    if gated:
+        grad = torch.cat((dyf * u * _activate_grad_ref(g, pointwise), dyf * activate_ref(g, pointwise)), dim=1)
+    else:
+        grad = dyf * _activate_grad_ref(g, pointwise)
+    dpre = grad.to(pre.dtype)
+    col_sum = None if sum_dtype is None else dpre.sum(0, dtype=torch.float32).to(sum_dtype)
+    return dpre, _amax_ref(dpre), col_sum
+
+
+def act_forward(pre: Tensor, activation: str, kernels: bool) -> tuple[Tensor, Tensor]:
+    """:func:`_act_forward` with ``kernels`` (``runtime.use_triton`` of the call), else its reference."""
+    return _act_forward(pre, activation) if kernels else act_forward_ref(pre, activation)
+
+
+def act_backward(dy: Tensor, pre: Tensor, activation: str, sum_dtype: Optional[torch.dtype],
+                 kernels: bool) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """:func:`_act_backward` with ``kernels``, else its reference (the column sum None without ``sum_dtype``).
+    NOTE: the forward's choice: a backward runs without grad mode, where torch.compile's small-input rule
+    (``runtime.use_triton``) would send it to the reference, another rounding than the forward's kernels."""
+    if not kernels:
+        return act_backward_ref(dy, pre, activation, sum_dtype)
+    dpre, amax, col_sum = _act_backward(as_rows(dy, dy.shape[-1]), pre, activation, sum_dtype)
+    return dpre, amax, None if sum_dtype is None else col_sum
+
+
+# ----------------------------------------------------------------------------------------
+# Autograd: one Function for the layer and its activation
+# ----------------------------------------------------------------------------------------
+
+
+class _Fp8LinearActFunction(torch.autograd.Function):
+    """act(x2 @ weight.T + bias) with a tensorwise FP8 GEMM; returns ``(y, amax)``, amax not differentiable.
+    Keeps x^T in e4m3 (fp8.py), the weight's casts and the pre-activation (x's dtype), never the activation."""
+
+    @staticmethod
+    def forward(ctx, x2, weight, bias, activation, config):
+        out_dtype, x_grad, weight_grad, cache, kernels = config
+        pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache)
+        y, amax = act_forward(pre, activation, kernels)
+        ctx.save_for_backward(*saved, pre)
+        ctx.mark_non_differentiable(amax)
+        ctx.activation, ctx.config = activation, config
+        ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y, amax
+
+    @staticmethod
+    def backward(ctx, dy, _):
+        xt_q, xt_s, wt_q, wt_s, pre = ctx.saved_tensors
+        _, x_grad, weight_grad, _, kernels = ctx.config
+        sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
+        dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels)
+        # NOTE: e5m2 both ways (range over precision), as fp8_linear's tensorwise gradients; one pass over
+        # dpre, its amax folded by the kernel that wrote it.
+        dq, ds, dtq, dts = fp8._quantize_2d(dpre, torch.float8_e5m2, False, x_grad, weight_grad,
+                                            fp8.GEMM_MULTIPLE, None, amax)
+        dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False) if x_grad else None
+        dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
+        return dx, dw, db, None, None
+
+
+# ----------------------------------------------------------------------------------------
+# Public functional
+# ----------------------------------------------------------------------------------------
+
+
+def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "swiglu", *,
+                   weight_cache: bool = True) -> tuple[Tensor, Tensor]:
+    """``(y, amax)``: ``y = act(x @ weight.T + bias)`` with the GEMMs in tensorwise FP8 (``fp8_linear``'s:
+    x and the weight in e4m3, the gradient in e5m2) and ``amax = max |y|`` as a (1,) fp32 tensor, for the
+    next tensorwise FP8 layer: ``fp8_linear(y, w2, x_amax=amax)`` casts y in one pass. Differentiable in
+    x, weight and bias (not through amax).
+
+    ``activation``: one of ``gelu_tanh``, ``gelu``, ``silu``, ``relu`` or a gated form (``swiglu``, ``geglu``,
+    ``geglu_erf``: ``weight`` holds the gate rows then the up rows, (2 hidden, in_features), and y is
+    ``act(gate) * up``, (..., hidden)). ``x``: (..., in_features) float32, float16 or bfloat16; y has its
+    dtype. In the backward the activation kernel folds the amax of the pre-activation's gradient and sums
+    its columns (the bias gradient), so its e5m2 cast reads it once (module docstring). A layer whose sizes
+    are not multiples of 16 (:func:`blockfuse.ops.fp8.fp8_supported`) runs ``F.linear`` in x's dtype.
+    """
+    if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn:
+        raise TypeError("x: expected a float32, float16 or bfloat16 tensor (fp8_linear_act quantizes x itself), "
+                        "got torch.float8_e4m3fn")
+    fp8._check_fp8_linear_args(x, weight, bias, None, "tensorwise")
+    pointwise, gated = check_activation(activation)
+    k, n = x.shape[-1], weight.shape[0]
+    if gated and n % 2:
+        raise ValueError(f"weight: a gated activation ({activation!r}) takes the gate rows then the up rows, an even "
+                         f"number of them; got {n}")
+    lead = x.shape[:-1]
+    if not fp8.fp8_supported(k, n):
+        y, amax = act_forward_ref_autograd(F.linear(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype)),
+                                           activation)
+        return y, amax
+    x2 = x.reshape(-1, k)
+    grad = torch.is_grad_enabled()
+    x_grad = grad and x.requires_grad
+    weight_grad = grad and weight.requires_grad
+    config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x))
+    if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
+        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config)
+    else:
+        pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache)
+        y, amax = act_forward(pre, activation, config[-1])
+    return y.view(*lead, y.shape[-1]), amax
+
+
+def act_forward_ref_autograd(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
+    """``(act(pre), amax)`` in plain differentiable PyTorch (a layer without FP8 GEMMs)."""
+    y = _act_value_ref(pre, activation).to(pre.dtype)
+    return y, _amax_ref(y.detach())
+
+
+def fp8_linear_act_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+                       activation: str = "swiglu") -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch :func:`fp8_linear_act` (forward): ``fp8_linear_ref``'s GEMM, then the activation in fp32,
+    rounded to x's dtype, and its amax."""
+    check_activation(activation)
+    pre = fp8.fp8_linear_ref(x, weight, bias, recipe="tensorwise")
+    y, amax = act_forward_ref(pre.reshape(-1, pre.shape[-1]), activation)
+    return y.view(*pre.shape[:-1], y.shape[-1]), amax

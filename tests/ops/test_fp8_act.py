@@ -1,0 +1,348 @@
+"""Tests of the FP8 linear layer with its activation (``blockfuse/ops/fp8_act.py``): the activation kernels that
+fold the tensorwise amax of what they write, ``fp8_linear(x_amax=...)`` that takes it, and the fused MLP that
+wires them.
+
+The claim is that nothing changes but the passes: the kernels compute what ``ops/gated.py``'s kernels compute,
+in the same order, so their outputs must equal those bit for bit (in Triton's interpreter; on a GPU the
+compiler may contract the two kernels' arithmetic differently, so there one bf16 rounding); the amax must be
+the maximum of the values as written, exactly; and a layer fed that amax must give what it gives when it takes
+the amax itself, bit for bit. The bias gradient is a sum of the same values in another order (fp32 partial
+sums): a few fp32 roundings.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from blockfuse.ops import fp8, fp8_act
+from blockfuse.ops.activation import ACTIVATIONS
+from blockfuse.ops.fp8 import fp8_linear
+from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
+from blockfuse.ops.gated import _gated_backward, _gated_forward
+from tests.helpers import random_tensor, relative_error
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+ON_GPU = torch.cuda.is_available()
+
+
+def pre_activation(m, width, dtype, device, seed, row_stride=None):
+    """A (m, width) pre-activation of an MLP's scale, no zeros; ``row_stride``: rows of a wider buffer."""
+    full = random_tensor((m, row_stride or width), dtype, seed=seed, scale=2.0).to(device)
+    return full[:, :width]
+
+
+def assert_same(actual, expected, name, dtype):
+    """Bit for bit in the interpreter; on a GPU within one rounding of ``dtype`` (module docstring)."""
+    if ON_GPU:
+        torch.testing.assert_close(actual, expected, rtol=2 * torch.finfo(dtype).eps, atol=0, msg=name)
+    else:
+        assert torch.equal(actual, expected), f"{name}: not bit for bit"
+
+
+def gated_kernel_outputs(pre, dy, activation):
+    """What ops/gated.py's kernels write for the same inputs: (y, dpre), both of pre's layout."""
+    pointwise, gated = ACTIVATIONS[activation]
+    if gated:
+        return _gated_forward(pre, None, pointwise), _gated_backward(dy, pre, None, pointwise, True, True)[0]
+    from blockfuse.ops.gated import launch_gated_backward, launch_gated_forward
+
+    y = torch.empty_like(pre, memory_format=torch.contiguous_format)
+    launch_gated_forward(pre, None, y, pointwise)
+    d = torch.empty_like(y)
+    launch_gated_backward(dy, pre, None, d, None, pointwise)
+    return y, d
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernels
+# ---------------------------------------------------------------------------------------------
+
+KERNEL_CASES = [  # (rows, hidden, row stride of pre or None)
+    (37, 48, None),
+    (5, 200, None),  # masked columns in the last block
+    (130, 96, 256),  # rows of a wider buffer; more rows than a program's tiles
+    (1, 16, None),
+]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", ["swiglu", "geglu", "geglu_erf", "gelu_tanh", "gelu", "silu", "relu"])
+@pytest.mark.parametrize("m, hidden, stride", KERNEL_CASES)
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_kernels_write_the_gated_kernels_values_and_their_amax(activation, m, hidden, stride, dtype, device):
+    dtype = DTYPES[dtype]
+    gated = ACTIVATIONS[activation].gated
+    width = 2 * hidden if gated else hidden
+    pre = pre_activation(m, width, dtype, device, seed=m + hidden, row_stride=stride and stride * (2 if gated else 1))
+    dy = random_tensor((m, hidden), dtype, seed=7).to(device)
+    y, amax = fp8_act._act_forward(pre, activation)
+    dpre, dpre_amax, col_sum = fp8_act._act_backward(dy, pre, activation, torch.float32)
+    y_gated, dpre_gated = gated_kernel_outputs(pre, dy, activation)
+    assert y.shape == (m, hidden) and dpre.shape == (m, width) and y.dtype == dpre.dtype == dtype
+    assert_same(y, y_gated, "forward", dtype)
+    assert_same(dpre, dpre_gated, "backward", dtype)
+    # The amaxes of the values as written, exactly; the column sums of them, in fp32.
+    assert amax.shape == dpre_amax.shape == (1,) and amax.dtype == dpre_amax.dtype == torch.float32
+    assert amax.item() == y.float().abs().max().item()
+    assert dpre_amax.item() == dpre.float().abs().max().item()
+    torch.testing.assert_close(col_sum, dpre.double().sum(0).float(), rtol=1e-6, atol=1e-6 * dpre.abs().max().item())
+    # The references: the same numbers up to one rounding of the output (the interpreter truncates to bf16).
+    y_ref, amax_ref = fp8_act.act_forward_ref(pre, activation)
+    dpre_ref, _, _ = fp8_act.act_backward_ref(dy, pre, activation, None)
+    # fp32: the kernels' activation math (a tanh from exp2, say) errs by a few 1e-6 (the gated ops' tests bound
+    # it); absolute, as a derivative near its zero cancels terms of the row's scale.
+    tol = 2 * torch.finfo(dtype).eps if dtype != torch.float32 else 1e-5
+    torch.testing.assert_close(y, y_ref, rtol=tol, atol=tol * y_ref.abs().max().item())
+    torch.testing.assert_close(dpre, dpre_ref, rtol=tol, atol=tol * dpre_ref.abs().max().item())
+    assert abs(amax_ref.item() - amax.item()) <= tol * amax.item()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_kernels_on_empty_inputs(device):
+    pre = torch.empty((0, 64), device=device, dtype=torch.bfloat16)
+    y, amax = fp8_act._act_forward(pre, "swiglu")
+    dpre, dpre_amax, col_sum = fp8_act._act_backward(torch.empty((0, 32), device=device, dtype=torch.bfloat16), pre,
+                                                      "swiglu", torch.bfloat16)
+    assert y.shape == (0, 32) and dpre.shape == (0, 64) and amax.item() == dpre_amax.item() == 0.0
+    assert col_sum.shape == (64,) and not col_sum.any()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_launchers_pass_opcheck(device):
+    if device != "cpu":
+        pytest.skip("the interpreter's custom op")
+    pre = pre_activation(19, 96, torch.bfloat16, device, seed=3)
+    dy = random_tensor((19, 48), torch.bfloat16, seed=4)
+    checks = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+    torch.library.opcheck(torch.ops.blockfuse.fp8_act_fwd.default, (pre, "swiglu"), test_utils=checks)
+    for sum_dtype in (None, torch.bfloat16):
+        torch.library.opcheck(torch.ops.blockfuse.fp8_act_bwd.default, (dy, pre, "swiglu", sum_dtype),
+                              test_utils=checks)
+
+
+def test_tiles_follow_the_rule():
+    """Tiles from the width: at most an eighth of a row's lanes masked, a thread holding at most
+    LANES_PER_THREAD input values, rows a program capped."""
+    cpu = torch.device("cpu")
+    for n in (16, 48, 760, 1152, 2560, 4096, 4304, 5120, 14336):
+        for inputs in (1, 2, 3):
+            block_m, block_n, iters, warps = fp8_act.act_tile(8192, n, inputs, cpu)
+            assert block_n & (block_n - 1) == 0 and block_n <= fp8_act.MAX_BLOCK_N["interpreted"]
+            assert block_n <= fp8_act.MIN_BLOCK_N or (-(-n // block_n) * block_n - n) * 8 <= n
+            lanes = max(1, block_n // (32 * warps))
+            assert block_m * lanes * inputs <= fp8_act.LANES_PER_THREAD["interpreted"]
+            assert block_m * iters <= fp8_act.MAX_ROWS_PER_PROGRAM
+    assert fp8_act.act_tile(3, 4096, 1, cpu)[0] <= 4  # no taller than the rows
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_linear with a known amax
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_a_given_amax_changes_nothing(dtype, device):
+    dtype = DTYPES[dtype]
+    x = random_tensor((37, 64), dtype, seed=1).to(device)
+    weight = random_tensor((48, 64), dtype, seed=2, scale=0.125).to(device)
+    bias = random_tensor((48,), dtype, seed=3, scale=0.1).to(device)
+    dy = random_tensor((37, 48), dtype, seed=4).to(device)
+    results = []
+    for amax in (None, x.float().abs().amax().reshape(1)):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        y = fp8_linear(*leaves, x_amax=amax)
+        y.backward(dy)
+        results.append([y.detach()] + [t.grad for t in leaves])
+    for name, with_amax, without in zip(("y", "dx", "dweight", "dbias"), results[1], results[0]):
+        assert torch.equal(with_amax, without), name
+
+
+def test_x_amax_bad_arguments(device):
+    x = random_tensor((8, 32), torch.float32, seed=5).to(device)
+    weight = random_tensor((16, 32), torch.float32, seed=6).to(device)
+    amax = x.abs().amax().reshape(1)
+    q, scale = fp8.quantize(x)
+    calls = [
+        (lambda: fp8_linear(x, weight, x_amax=amax, recipe="rowwise"), ValueError, "x_amax: only for recipe 'tensorwise'"),
+        (lambda: fp8_linear(q, weight, x_scale=scale, x_amax=amax), ValueError, "x_amax: only for"),
+        (lambda: fp8_linear(x, weight, x_amax=amax.double()), TypeError, "x_amax: expected a float32 tensor"),
+        (lambda: fp8_linear(x, weight, x_amax=amax.reshape(())), ValueError, "x_amax: expected shape (1,)"),
+        (lambda: fp8_linear(x, weight, x_amax=1.0), TypeError, "x_amax: expected a float32 tensor, got float"),
+    ]
+    for call, error, message in calls:
+        with pytest.raises(error) as raised:
+            call()
+        assert message in str(raised.value), (message, str(raised.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_linear_act
+# ---------------------------------------------------------------------------------------------
+
+
+def layer(shape, hidden, activation, dtype, device, seed=0, bias=True):
+    k = shape[-1]
+    rows = 2 * hidden if ACTIVATIONS[activation].gated else hidden
+    x = random_tensor(shape, dtype, seed=seed).to(device)
+    weight = random_tensor((rows, k), dtype, seed=seed + 1, scale=k**-0.5).to(device)
+    b = random_tensor((rows,), dtype, seed=seed + 2, scale=0.1).to(device) if bias else None
+    return x, weight, b
+
+
+class _PointwiseKernels(torch.autograd.Function):
+    """A pointwise activation on ops/gated.py's kernels (the MLP ops run them so), with autograd."""
+
+    @staticmethod
+    def forward(ctx, pre, pointwise):
+        from blockfuse.ops.gated import launch_gated_forward
+
+        pre2 = pre.reshape(-1, pre.shape[-1])
+        y = torch.empty_like(pre2)
+        launch_gated_forward(pre2, None, y, pointwise)
+        ctx.save_for_backward(pre2)
+        ctx.pointwise, ctx.shape = pointwise, pre.shape
+        return y.view(pre.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        from blockfuse.ops.gated import launch_gated_backward
+
+        (pre2,) = ctx.saved_tensors
+        d = torch.empty_like(pre2)
+        launch_gated_backward(dy.reshape(pre2.shape).contiguous(), pre2, None, d, None, ctx.pointwise)
+        return d.view(ctx.shape), None
+
+
+def composed(x, weight, bias, activation):
+    """The two-pass path: ``fp8_linear``'s own casts (an amax pass each) around ops/gated.py's kernels."""
+    pre = fp8_linear(x, weight, bias)
+    pointwise, gated = ACTIVATIONS[activation]
+    if gated:
+        from blockfuse.ops.gated import _run_gated
+
+        return _run_gated(pre, None, pointwise)
+    return _PointwiseKernels.apply(pre, pointwise)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", ["swiglu", "geglu", "gelu_tanh", "silu"])
+@pytest.mark.parametrize("shape, hidden", [((37, 64), 48), ((2, 9, 32), 16)])
+def test_forward_and_backward_are_the_two_pass_paths(activation, shape, hidden, device):
+    dtype = torch.bfloat16
+    x, weight, bias = layer(shape, hidden, activation, dtype, device, seed=10)
+    dy = random_tensor((*shape[:-1], hidden), dtype, seed=13).to(device)
+    runs = []
+    for fn in (lambda *a: fp8_linear_act(*a, activation)[0], lambda *a: composed(*a, activation)):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        y = fn(*leaves)
+        y.backward(dy)
+        runs.append([y.detach()] + [t.grad for t in leaves])
+    (y, dx, dw, db), (y0, dx0, dw0, db0) = runs
+    assert y.shape == (*shape[:-1], hidden) and y.dtype == dtype
+    # The same kernels' arithmetic: the same values, the same amaxes, the same casts.
+    for name, a, b in (("y", y, y0), ("dx", dx, dx0), ("dweight", dw, dw0)):
+        assert_same(a, b, name, dtype)
+    torch.testing.assert_close(db, db0, rtol=2**-7, atol=1e-3)  # fp32 sums in another order, rounded to bf16
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", ["swiglu", "gelu_tanh"])
+def test_amax_is_the_outputs_and_feeds_the_next_layer(activation, device):
+    x, weight, bias = layer((33, 64), 48, activation, torch.bfloat16, device, seed=20)
+    y, amax = fp8_linear_act(x, weight, bias, activation)
+    assert amax.item() == y.float().abs().max().item() and not amax.requires_grad
+    y_ref, amax_ref = fp8_linear_act_ref(x, weight, bias, activation)
+    assert relative_error(y, y_ref) < 2**-6  # the references' GEMM (fp32 of the same casts) and one rounding
+    w2 = random_tensor((32, 48), torch.bfloat16, seed=23, scale=48**-0.5).to(device)
+    assert torch.equal(fp8_linear(y, w2, x_amax=amax), fp8_linear(y, w2))
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_within_fp8_error_of_float64(device):
+    """Against the float64 layer and activation: the forward within e4m3's error, the gradients within the
+    tensorwise recipe's (bounds of tests/ops/test_fp8.py)."""
+    from tests.ops.test_fp8 import FORWARD_BOUND, GRADIENT_BOUND
+
+    x, weight, bias = layer((96, 128), 64, "swiglu", torch.float32, device, seed=30)
+    dy = random_tensor((96, 64), torch.float32, seed=33).to(device)
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    y, _ = fp8_linear_act(*leaves, "swiglu")
+    y.backward(dy)
+    exact = [t.double().requires_grad_() for t in (x, weight, bias)]
+    gate, up = F.linear(*exact).chunk(2, dim=-1)
+    y64 = F.silu(gate) * up
+    y64.backward(dy.double())
+    assert relative_error(y, y64) < FORWARD_BOUND * 2  # two e4m3 operands, and SiLU(gate) * up of both halves
+    for leaf, expected, name in zip(leaves, exact, ("dx", "dweight", "dbias")):
+        assert relative_error(leaf.grad, expected.grad) < GRADIENT_BOUND["tensorwise"] * 2, name
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_only_the_gradients_asked_for_and_no_grad(device):
+    x, weight, bias = layer((40, 32), 16, "swiglu", torch.float32, device, seed=40)
+    w = weight.clone().requires_grad_()
+    y, _ = fp8_linear_act(x, w, bias, "swiglu")
+    y.sum().backward()
+    assert x.grad is None and bias.grad is None and w.grad is not None
+    with torch.no_grad():
+        y2, amax = fp8_linear_act(x, w, bias, "swiglu")
+    assert y2.grad_fn is None and torch.equal(y2, y.detach()) and amax.item() == y2.abs().max().item()
+
+
+def test_sizes_that_are_not_multiples_of_16_run_a_plain_linear(device):
+    x, weight, bias = layer((7, 40), 12, "gelu_tanh", torch.float32, device, seed=50)
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    y, amax = fp8_linear_act(*leaves, "gelu_tanh")
+    torch.testing.assert_close(y, F.gelu(F.linear(x, weight, bias), approximate="tanh"))
+    assert amax.item() == y.detach().abs().max().item()
+    y.sum().backward()
+    assert all(t.grad is not None for t in leaves)
+
+
+def test_the_reference_runs_where_the_kernels_do_not(device):
+    """float64 runs no kernel (``runtime.use_triton``): the activation's reference, with its amax."""
+    x, weight, bias = layer((24, 32), 16, "geglu", torch.float32, device, seed=55)
+    pre = F.linear(x, weight, bias).double()
+    y, amax = fp8_act.act_forward(pre, "geglu", fp8_act.use_triton(pre))
+    assert y.dtype == torch.float64 and amax.item() == y.abs().max().float().item()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_torch_compile_fullgraph(device):
+    from tests.helpers import assert_compiles_like_eager
+
+    x, weight, bias = layer((37, 64), 48, "swiglu", torch.float32, device, seed=60)
+    w2 = random_tensor((32, 48), torch.float32, seed=63, scale=0.1).to(device)
+    grad_output = random_tensor((37, 32), torch.float32, seed=64).to(device)
+
+    def mlp(x, weight, bias):
+        act, amax = fp8_linear_act(x * 2.0, weight, bias, "swiglu")
+        return fp8_linear(act, w2, x_amax=amax)
+
+    def run(fn):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        out = fn(*leaves)
+        out.backward(grad_output)
+        return [out.detach()] + [t.grad for t in leaves]
+
+    # Bit for bit but the bias gradient (traced at this size its sum may take the reference's order).
+    assert_compiles_like_eager(mlp, run, ["out", "dx", "dweight", "dbias"], backend="aot_eager",
+                               rtol=[0, 0, 0, 1e-5], atol=[0, 0, 0, 1e-5], explain_args=[x, weight, bias])
+
+
+def test_bad_arguments_raise_clear_errors(device):
+    x, weight, bias = layer((7, 32), 8, "swiglu", torch.float32, device, seed=70)  # weight (16, 32)
+    q, scale = fp8.quantize(x)
+    calls = [
+        (lambda: fp8_linear_act(x, weight, bias, "swish"), ValueError, "activation: expected one of"),
+        (lambda: fp8_linear_act(x, weight[:15], None, "swiglu"), ValueError, "an even number of them; got 15"),
+        (lambda: fp8_linear_act(q, weight, bias, "swiglu"), TypeError, "x: expected a float32"),
+        (lambda: fp8_linear_act(x, weight.t(), bias, "swiglu"), ValueError, "weight: expected shape"),
+        (lambda: fp8_linear_act(x.double(), weight, bias, "swiglu"), TypeError, "x: expected"),
+    ]
+    for call, error, message in calls:
+        with pytest.raises(error) as raised:
+            call()
+        assert message in str(raised.value), (message, str(raised.value))
