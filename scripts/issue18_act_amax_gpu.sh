@@ -7,7 +7,9 @@
 #
 # 1. the FP8 and activation tests on CUDA; 2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile (the
 # target's baseline), torchao tensorwise compiled, blockfuse's fused FP8 tensorwise block, new and old alternated
-# twice; 3. where the fused FP8 step's GPU time goes, new and old (the amax passes it drops, the new kernels' time).
+# twice; 3. where the fused FP8 step's GPU time goes, new and old (the amax passes it drops, the new kernels' time);
+# 4. norm + FP8 at [16384, 4096] (benchmarks/norm_fp8.py), new and old twice: tensorwise's atomics skipped where
+# the amax is already larger (fp8.fold_amax).
 set -u
 PACK=${1:?usage: bash scripts/issue18_act_amax_gpu.sh OUT}
 # everything is written to a work folder and packed into OUT/results.tar.gz: the device tool returns a few files
@@ -15,8 +17,7 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-OLD=()
-[ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
+old_code
 step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
     tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/ops/test_gated.py
 TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
@@ -34,4 +35,9 @@ done
 PROFILE=(benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --top 30 --providers fused --linear fp8:tensorwise)
 step 60 profile-new python3 "${PROFILE[@]}" --json "$OUT/profile-new.json"
 [ ${#OLD[@]} -gt 0 ] && step 60 profile-old "${OLD[@]}" python3 "${PROFILE[@]}" --json "$OUT/profile-old.json"
-mkdir -p "$PACK" && tar czf "$PACK/results.tar.gz" -C "$OUT" .
+for round in 1 2; do
+    NORMS=(benchmarks/norm_fp8.py --rows 16384 --widths 4096 --forms rms,ln,rms-pre,swiglu)
+    step 60 "norms-new$round" python3 "${NORMS[@]}" --out "$OUT/norms-new$round"
+    [ ${#OLD[@]} -gt 0 ] && step 60 "norms-old$round" "${OLD[@]}" python3 "${NORMS[@]}" --out "$OUT/norms-old$round"
+done
+pack "$PACK"

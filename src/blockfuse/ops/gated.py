@@ -33,8 +33,8 @@ from blockfuse.ops.activation import CODES, activate, activate_grad, check_gelu_
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.fp8 import (
     AMAX_FLOOR, E4M3_MAX, FP8_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
-    delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
-    to_e4m3,
+    delayed_scale_ref, fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax,
+    scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_of_2, in_row_units
 from blockfuse.ops.sharding import is_dtensor
@@ -134,7 +134,7 @@ def _gated_fwd_fp8_kernel(
         tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, reciprocal(scale), Q), mask=mask)
         if tl.program_id(0) == 0:
             tl.store(Q_SCALE, scale)
-        tl.atomic_max(AMAX, tl.max(row_amax(y, mask), axis=0), sem="relaxed")
+        fold_amax(AMAX, tl.max(row_amax(y, mask), axis=0))
     else:
         # Whole rows: the row's amax before its first FP8 store.
         rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)

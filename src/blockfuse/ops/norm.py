@@ -33,9 +33,8 @@ from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.fp8 import (
-    E4M3_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
-    delayed_scale_ref, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of,
-    to_e4m3,
+    E4M3_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
+    fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, vector,
@@ -486,9 +485,10 @@ def _norm_fwd_body(
         else:
             if tl.program_id(0) == 0:
                 tl.store(Q_SCALE, scale)
-            # NOTE: one atomic a program (its rows' amax, masked rows excluded); the roll into the history is
-            # a second, one-program launch (fp8.roll_amax_history), after every program has folded its amax.
-            tl.atomic_max(AMAX, tl.max(amax, axis=0), sem="relaxed")
+            # NOTE: one atomic a program at most (its rows' amax, masked rows excluded; fp8.fold_amax); the roll
+            # into the history is a second, one-program launch (fp8.roll_amax_history), after every program has
+            # folded its amax.
+            fold_amax(AMAX, tl.max(amax, axis=0))
 
 
 @triton.jit
