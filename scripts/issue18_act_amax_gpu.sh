@@ -9,7 +9,7 @@
 # target's baseline), torchao tensorwise compiled, blockfuse's fused FP8 tensorwise block, new and old alternated
 # twice; 3. where the fused FP8 step's GPU time goes, new and old (the amax passes it drops, the new kernels' time);
 # 4. norm + FP8 at [16384, 4096] (benchmarks/norm_fp8.py), new and old twice: tensorwise's atomics skipped where
-# the amax is already larger (fp8.fold_amax).
+# the amax is already larger (fp8.fold_amax). The bf16 blocks' A/B: scripts/rotary_packed_gpu.sh.
 set -u
 PACK=${1:?usage: bash scripts/issue18_act_amax_gpu.sh OUT}
 # everything is written to a work folder and packed into OUT/results.tar.gz: the device tool returns a few files

@@ -170,3 +170,25 @@ def test_import_blockfuse_fp8_as_a_module():
     assert blockfuse.fp8 is module and blockfuse.fp8_linear is blockfuse.nn.fp8.fp8_linear
     assert set(module.__all__) == set(blockfuse.nn.fp8.__all__)
     assert all(getattr(module, name) is getattr(blockfuse.nn.fp8, name) for name in module.__all__)
+
+
+def test_the_layer_with_its_activation_and_a_known_amax(device):
+    """``forward(x, activation=...)`` is ``fp8_linear_act`` on the layer's parameters, through the module (its hooks
+    run); ``forward(y, x_amax=...)`` gives what the layer gives taking the amax itself; rowwise layers refuse both
+    the activation and the amax."""
+    torch.manual_seed(0)
+    up = Float8Linear(32, 64, device=device)
+    down = Float8Linear(32, 16, device=device)
+    seen = []
+    up.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("activation")),
+                             with_kwargs=True)
+    x = random_tensor((6, 32), torch.float32, seed=1).to(device)
+    act, amax = up(x, activation="swiglu")
+    expected, expected_amax = blockfuse.fp8.fp8_linear_act(x, up.weight, up.bias, "swiglu")
+    assert seen == ["swiglu"] and torch.equal(act, expected) and torch.equal(amax, expected_amax)
+    assert torch.equal(down(act, x_amax=amax), down(act))
+    rowwise = Float8Linear(32, 64, recipe="rowwise", device=device)
+    with pytest.raises(ValueError, match="activation: the layer with its activation takes"):
+        rowwise(x, activation="swiglu")
+    with pytest.raises(ValueError, match="x_amax: only for recipe 'tensorwise'"):
+        rowwise(x, x_amax=amax)

@@ -1237,3 +1237,93 @@ def test_gradients_keep_the_inputs_memory_layout(inplace, backend, device):
     for got, want in zip(grads, expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# The packed QKV form (the fused attention's): the backward writes qkv's gradient whole
+# ---------------------------------------------------------------------------------------------
+
+PACKED_CASES = [  # (batch, seq, heads, kv_heads, head_size)
+    (2, 7, 4, 2, 16),  # grouped-query
+    (1, 33, 3, 3, 64),
+    (3, 5, 8, 1, 80),  # one kv head; a head size that is not a power of two
+]
+
+
+def _packed_run(fn, qkv, grads):
+    leaf = qkv.clone().requires_grad_()
+    outputs = fn(leaf)
+    torch.autograd.backward([o for o, g in zip(outputs, grads) if g is not None],
+                            [g for g in grads if g is not None])
+    return [o.detach() for o in outputs] + [leaf.grad]
+
+
+def _split_form(heads, kv_heads, head_size, cos, sin):
+    from blockfuse.ops.rotary import _qkv_views, rotary_copying_v
+
+    return lambda qkv: rotary_copying_v(*_qkv_views(qkv, heads, kv_heads, head_size), cos, sin)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("case", PACKED_CASES)
+@pytest.mark.parametrize("dv_layout", ["bshd", "bhsd"])  # attention's v gradient in v's layout, or transposed
+def test_packed_form_is_the_split_form(case, dv_layout, device):
+    """Forward and backward bit for bit those of the split views through ``rotary_copying_v`` (the same kernels;
+    the packed gradient only skips the concatenation)."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops.rotary import rotary_packed
+
+    b, s, h, kvh, hd = case
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 64, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=b + s).to(device)
+    grads = [random_tensor(shape, torch.bfloat16, seed=i).to(device)
+             for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
+    if dv_layout == "bhsd":
+        grads[2] = grads[2].transpose(1, 2).contiguous().transpose(1, 2)
+    packed = _packed_run(lambda t: rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    split = _packed_run(_split_form(h, kvh, hd, cos, sin), qkv, grads)
+    for name, a, c in zip(("q", "k", "v", "dqkv"), packed, split):
+        assert a.shape == c.shape and torch.equal(a, c), name
+    assert all(t.is_contiguous() for t in packed)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_packed_form_with_outputs_unused(device):
+    """An output without a gradient (k unused, say) leaves zeros in its columns of the packed gradient."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops.rotary import rotary_packed
+
+    b, s, h, kvh, hd = 2, 6, 2, 2, 16
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 16, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.float32, seed=3).to(device)
+    grads = [random_tensor((b, s, h, hd), torch.float32, seed=4).to(device), None,
+             random_tensor((b, s, kvh, hd), torch.float32, seed=5).to(device)]
+    packed = _packed_run(lambda t: rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    split = _packed_run(_split_form(h, kvh, hd, cos, sin), qkv, grads)
+    assert torch.equal(packed[3], split[3])
+    assert not packed[3][..., h * hd:(h + kvh) * hd].any()
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_packed_form_compiles_fullgraph(device):
+    """Traced, the backward rotates into new tensors and concatenates (for Inductor to plan): eager's numbers."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops.rotary import rotary_packed
+    from tests.helpers import assert_compiles_like_eager
+
+    b, s, h, kvh, hd = 2, 9, 4, 2, 32
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 32, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.float32, seed=6).to(device)
+
+    def attention_inputs(qkv):
+        q, k, v = rotary_packed(qkv * 2.0, h, kvh, hd, cos, sin)
+        return q.sum(-1) + k.repeat_interleave(h // kvh, dim=2).sum(-1) * v.repeat_interleave(h // kvh, dim=2).mean(-1)
+
+    def run(fn):
+        leaf = qkv.clone().requires_grad_()
+        out = fn(leaf)
+        out.backward(torch.ones_like(out))
+        return [out.detach(), leaf.grad]
+
+    assert_compiles_like_eager(attention_inputs, run, ["out", "dqkv"], backend="aot_eager", rtol=0, atol=0,
+                               explain_args=[qkv])

@@ -22,7 +22,7 @@ import torch
 
 import blockfuse
 from blockfuse.ops import launch
-from blockfuse.ops.rotary import rotary_copying_v
+from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
@@ -144,6 +144,19 @@ def _exercise_every_op(device: str) -> None:
     bf = torch.randn(16, device=device)
     for recipe in ("tensorwise", "rowwise"):
         run(lambda x, w, b, recipe=recipe: blockfuse.fp8_linear(x, w, b, recipe=recipe), xf, wf, bf)
+    # the layer with its activation, folding the amaxes (ops/fp8_act.py), gated and pointwise, bf16 and fp32
+    def mlp(x, w, b, activation):
+        act, amax = blockfuse.fp8.fp8_linear_act(x, w, b, activation)
+        return blockfuse.fp8_linear(act, wf[:, :16].to(x.dtype), x_amax=amax)
+
+    for dtype in (torch.bfloat16, torch.float32):
+        for activation, rows in (("swiglu", 32), ("gelu_tanh", 16)):
+            run(lambda x, w, b, activation=activation: mlp(x, w, b, activation), xf.to(dtype),
+                torch.randn(rows, 32, device=device, dtype=dtype) / 5, torch.randn(rows, device=device, dtype=dtype))
+    # the packed QKV form of RoPE: the rotations and v's row copy into one gradient (ops/rotary.py)
+    for dtype in (torch.bfloat16, torch.float32):
+        cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
+        run(lambda qkv: rotary_packed(qkv, 4, 2, 16, cos, sin), torch.randn(2, 5, 128, dtype=dtype, device=device))
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)
@@ -165,7 +178,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     assert {1, 3} <= stages, stages
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
             "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
-            "_bias_dropout_add_bwd_kernel"} <= kernels, kernels
+            "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel"} <= kernels, \
+        kernels
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
                             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,

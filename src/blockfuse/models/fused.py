@@ -15,11 +15,10 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
-from blockfuse.ops.fp8_act import fp8_linear_act
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
-from blockfuse.ops.rotary import rotary, rotary_copying_v
+from blockfuse.ops.rotary import rotary, rotary_packed
 from blockfuse.ops.sharding import is_dtensor, local_shard
 from blockfuse.runtime import use_triton
 
@@ -59,8 +58,8 @@ def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
 
 
 def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
-    """Both layers of an MLP are tensorwise :class:`Float8Linear` ones (the activation between them then folds the
-    amaxes of their casts, :func:`blockfuse.ops.fp8_act.fp8_linear_act`)."""
+    """Both layers of an MLP are tensorwise :class:`Float8Linear` ones (the first then runs with the activation and
+    folds the amaxes of the casts, :func:`blockfuse.ops.fp8_act.fp8_linear_act`)."""
     return all(isinstance(layer, Float8Linear) and layer.recipe == "tensorwise" for layer in (inner, outer))
 
 
@@ -188,12 +187,6 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
         # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
         qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
-        q, k, v = qkv.split(widths, dim=-1)
-        if cfg.qk_norm:
-            q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
-        q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
-        k = k.view(batch, seq, kv_heads, cfg.head_size)
-        v = v.view(batch, seq, kv_heads, cfg.head_size)
         if cfg.rope and not cfg.qk_norm:
             # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
             # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
@@ -201,12 +194,20 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             # k are views of it: no copy there (a copy would keep one more (tokens, kv_width)
             # tensor per layer: 144 MiB a layer for siglip2, seen on an H200). The copy is made
             # by the rotary op, in its Function (ops/copy.py: Tensor.contiguous's strided copy ran
-            # at a third of the bandwidth, and a Function of its own cost the host more).
+            # at a third of the bandwidth, and a Function of its own cost the host more), whose
+            # backward writes qkv's gradient whole (no concatenation of dq, dk and dv).
             self._grow_tables(seq)
-            q, k, v = rotary_copying_v(q, k, v, self.cos, self.sin, layout="bshd")
-        elif cfg.rope:
-            self._grow_tables(seq)
-            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
+            q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin)
+        else:
+            q, k, v = qkv.split(widths, dim=-1)
+            if cfg.qk_norm:
+                q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
+            q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
+            k = k.view(batch, seq, kv_heads, cfg.head_size)
+            v = v.view(batch, seq, kv_heads, cfg.head_size)
+            if cfg.rope:
+                self._grow_tables(seq)
+                q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
@@ -278,7 +279,7 @@ class FusedFeedForward(_StackedLinear):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
-            act, amax = fp8_linear_act(x, inner.weight, inner.bias, mlp, weight_cache=inner.weight_cache)
+            act, amax = inner(x, activation=mlp)
             return outer(act, x_amax=amax)
         pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         if mlp == "gelu_tanh":

@@ -39,6 +39,8 @@ class Float8Linear(nn.Linear):
     autograd and takes its gradient (:func:`blockfuse.ops.fp8.fp8_linear_quantized`; the fused blocks' norms).
     ``forward(x, x_amax=amax)`` (tensorwise): x's amax, folded by the op that wrote x (the fused MLP's
     activation, :func:`blockfuse.ops.fp8_act.fp8_linear_act`): the cast reads x once.
+    ``forward(x, activation=name)`` (tensorwise): ``(act(layer(x)), amax)``, the layer and its activation as
+    one op (:func:`blockfuse.ops.fp8_act.fp8_linear_act`), called through the module so that its hooks run (FSDP2).
 
     ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
@@ -52,7 +54,12 @@ class Float8Linear(nn.Linear):
         self.weight_cache = weight_cache
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
-                x_amax: Optional[Tensor] = None) -> Tensor:
+                x_amax: Optional[Tensor] = None, activation: Optional[str] = None):
+        if activation is not None:
+            if self.recipe != "tensorwise" or x_scale is not None or proxy is not None or x_amax is not None:
+                raise ValueError(f"activation: the layer with its activation takes a high-precision x alone, with "
+                                 f"recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
+            return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache)
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "

@@ -38,8 +38,8 @@ MAX_BLOCK_N = 1024
 @triton.jit
 def _copy_rows_kernel(
     X,  # (M, N) source, rows of stride stride_x, unit column stride
-    Y,  # (M, N) destination, contiguous
-    stride_x, M, N,
+    Y,  # (M, N) destination, rows of stride stride_y, unit column stride
+    stride_x, stride_y, M, N,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -48,22 +48,29 @@ def _copy_rows_kernel(
     mask = (rows < M)[:, None] & (cols < N)[None, :]
     rows64 = rows.to(tl.int64)[:, None]
     x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask)
-    tl.store(Y + rows64 * N + cols[None, :], x, mask=mask)
+    tl.store(Y + rows64 * stride_y + cols[None, :], x, mask=mask)
 
 
 _kernel = Kernel(_copy_rows_kernel)
 
 
-@launcher_op("copy_rows")
-def _copy_rows(x: Tensor) -> Tensor:
-    """A contiguous copy of the (M, N) ``x`` (unit column stride, any row stride)."""
+def launch_copy_rows(x: Tensor, y: Tensor) -> None:
+    """``y[:] = x`` for (M, N) ``x`` and ``y``, each with a unit column stride and any row stride. For launchers
+    and eager backwards that write into a slice of a buffer of their own (``ops/rotary.py``'s packed QKV
+    gradient): traced by torch.compile, a kernel writing into a view becomes scatter copies (ops/launch.py)."""
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     block_n = min(next_power_of_2(n), MAX_BLOCK_N)
     block_m = max(1, min(TILE_ELEMENTS // block_n, next_power_of_2(m)))
     if m > 0 and n > 0:
-        _kernel((cdiv(m, block_m), cdiv(n, block_n)), x, y, x.stride(0), m, n, BLOCK_M=block_m, BLOCK_N=block_n,
-                num_warps=max(1, min(8, block_m * block_n // ELEMENTS_PER_WARP)))
+        _kernel((cdiv(m, block_m), cdiv(n, block_n)), x, y, x.stride(0), y.stride(0), m, n, BLOCK_M=block_m,
+                BLOCK_N=block_n, num_warps=max(1, min(8, block_m * block_n // ELEMENTS_PER_WARP)))
+
+
+@launcher_op("copy_rows")
+def _copy_rows(x: Tensor) -> Tensor:
+    """A contiguous copy of the (M, N) ``x`` (unit column stride, any row stride)."""
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    launch_copy_rows(x, y)
     return y
 
 

@@ -32,8 +32,8 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.checks import check_like
-from blockfuse.ops.copy import copy_rows
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count
+from blockfuse.ops.copy import copy_rows, launch_copy_rows
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -923,6 +923,78 @@ def rotary_copying_v(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, 
     if cos.requires_grad or sin.requires_grad:
         cos, sin = cos.detach(), sin.detach()
     return _RotaryFunction.apply(q, k, cos, sin, None, (0, rotary_dim, False, layout, out_layout, False), v)
+
+
+def _qkv_views(qkv: Tensor, heads: int, kv_heads: int, head_size: int) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k, v of a packed (batch, seq, (heads + 2 kv_heads) head_size) tensor as (batch, seq, heads, head_size)
+    views (no copies)."""
+    b, s, _ = qkv.shape
+    q_width, kv_width = heads * head_size, kv_heads * head_size
+    q, k, v = qkv.split((q_width, kv_width, kv_width), dim=-1)
+    return (q.view(b, s, heads, head_size), k.view(b, s, kv_heads, head_size), v.view(b, s, kv_heads, head_size))
+
+
+class _PackedRotaryFunction(torch.autograd.Function):
+    """:func:`rotary_packed`: RoPE of q and k and v's copy out of one packed QKV tensor, whose gradient the
+    backward writes whole. ``config``: (heads, kv_heads, head_size, rotary_dim)."""
+
+    @staticmethod
+    def forward(ctx, qkv, cos, sin, config):
+        heads, kv_heads, head_size, rotary_dim = config
+        q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
+        q_out, k_out = _rotary_fwd(q, k, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd")
+        ctx.save_for_backward(cos, sin)
+        ctx.config = config
+        ctx.set_materialize_grads(False)
+        return q_out, k_out, copy_rows(v)
+
+    @staticmethod
+    def backward(ctx, dq_out, dk_out, dv):
+        cos, sin = ctx.saved_tensors
+        heads, kv_heads, head_size, rotary_dim = ctx.config
+        like = next(g for g in (dq_out, dk_out, dv) if g is not None)
+        b, s = like.shape[:2]
+        zeros = [None if g is not None else like.new_zeros((b, s, h, head_size))
+                 for g, h in ((dq_out, heads), (dk_out, kv_heads), (dv, kv_heads))]
+        dq_out, dk_out, dv = (g if z is None else z for g, z in zip((dq_out, dk_out, dv), zeros))
+        if torch.compiler.is_compiling() or tracing():  # (Dynamo reads the first: it cannot trace the second)
+            # NOTE: traced, a kernel writing into views of a buffer becomes scatter copies (ops/launch.py):
+            # the rotations as new tensors, then one concatenation, which Inductor plans.
+            dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd", (), ())
+            return torch.cat((dq.reshape(b, s, -1), dk.reshape(b, s, -1), dv.reshape(b, s, -1)), dim=-1), None, \
+                None, None
+        # Eagerly the rotations and v's gradient go straight into their columns of the packed gradient: no
+        # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
+        dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
+        dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
+        _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
+                backward=True, copy_pass=True)
+        if dv.is_contiguous():  # attention's gradient in v's layout (cuDNN, flash): whole rows
+            width = kv_heads * head_size
+            launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
+        else:
+            dv_in.copy_(dv)
+        return dqkv, None, None, None
+
+
+def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: Tensor,
+                  sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(q, k, v)`` of the packed QKV projection output ``qkv`` (batch, seq, (heads + 2 kv_heads) head_size),
+    each (batch, seq, heads, head_size) and contiguous: q and k rotated (:func:`rotary`, rotate-half, positions
+    0..seq-1 of the half tables ``cos`` / ``sin``), v copied out (:func:`rotary_copying_v`).
+
+    The backward writes qkv's gradient whole: the rotations of dq and dk and v's gradient straight into their
+    columns, where the split views' gradients would be rotated into new tensors and then concatenated by
+    autograd (a pass over the whole gradient and an autograd node a layer; traced by torch.compile, the
+    concatenation stays, for Inductor to plan). Tensors that take the reference path, DTensors, or calls
+    without a gradient to carry: the plain calls on the split views."""
+    q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
+    if not use_triton(qkv) or is_dtensor(qkv) or not torch.is_grad_enabled() or not qkv.requires_grad:
+        return rotary_copying_v(q, k, v, cos, sin, layout="bshd")
+    rotary_dim, _ = _check_rotary_args(q, k, cos, sin, False, None, 0, "bshd", None, False, None)
+    if cos.requires_grad or sin.requires_grad:
+        cos, sin = cos.detach(), sin.detach()
+    return _PackedRotaryFunction.apply(qkv, cos, sin, (heads, kv_heads, head_size, rotary_dim))
 
 
 # ----------------------------------------------------------------------------------------
