@@ -109,19 +109,6 @@ def test_kernels_on_empty_inputs(device):
     assert col_sum.shape == (64,) and not col_sum.any()
 
 
-@pytest.mark.usefixtures("requires_triton")
-def test_the_launchers_pass_opcheck(device):
-    if device != "cpu":
-        pytest.skip("the interpreter's custom op")
-    pre = pre_activation(19, 96, torch.bfloat16, device, seed=3)
-    dy = random_tensor((19, 48), torch.bfloat16, seed=4)
-    checks = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
-    torch.library.opcheck(torch.ops.blockfuse.fp8_act_fwd.default, (pre, "swiglu"), test_utils=checks)
-    for sum_dtype in (None, torch.bfloat16):
-        torch.library.opcheck(torch.ops.blockfuse.fp8_act_bwd.default, (dy, pre, "swiglu", sum_dtype),
-                              test_utils=checks)
-
-
 def test_tiles_follow_the_rule():
     """Tiles from the width: at most an eighth of a row's lanes masked, a thread holding at most
     LANES_PER_THREAD input values, rows a program capped."""

@@ -153,6 +153,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._functorch.aot_autograd import aot_function
 
 import blockfuse
+import blockfuse.fp8  # (loaded on first use by import blockfuse: registers the FP8 layers' launchers too)
 from blockfuse.ops import launch
 
 # NOTE: no GPU here, and a CPU-only torch cannot run some view ops on fake CUDA tensors: the inputs are
