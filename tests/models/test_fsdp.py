@@ -1,9 +1,11 @@
 """FSDP2 (``fully_shard``) on fused stacks: each block sharded, two processes (tests/multiprocess.py), against
-one process training the same model on the whole batch, after three optimizer steps."""
+one process training the same model on the whole batch, after three optimizer steps. The three runs share one
+pair of processes (the ``runs`` fixture; tests/ops/test_sharding.py says why)."""
 
 from __future__ import annotations
 
 import copy
+import traceback
 
 import pytest
 import torch
@@ -69,20 +71,47 @@ def _worker(rank, preset, mixed=False):
     return {"params": errors, "losses": loss_errors, "moved": moved}
 
 
+RUNS = (("standard", False), ("reordered", False), ("standard", True))  # (preset, bf16 mixed precision)
+
+
+def _every_run(rank):
+    outcomes = {}
+    for preset, mixed in RUNS:
+        try:
+            outcomes[(preset, mixed)] = ("ok", _worker(rank, preset, mixed))
+        except Exception:
+            outcomes[(preset, mixed)] = ("error", traceback.format_exc())
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """``runs(preset, mixed)``: that run's results by rank."""
+    by_rank = multiprocess.run(_every_run, timeout=600)
+
+    def run(preset, mixed):
+        outcomes = [ranks[(preset, mixed)] for ranks in by_rank]
+        failures = [value for status, value in outcomes if status == "error"]
+        assert not failures, "\n".join(failures)
+        return [value for _, value in outcomes]
+
+    return run
+
+
 @pytest.mark.parametrize("preset", ["standard", "reordered"])
-def test_fused_stack_under_fsdp2_matches_one_process(preset):
-    for rank, result in enumerate(multiprocess.run(_worker, preset, timeout=300)):
+def test_fused_stack_under_fsdp2_matches_one_process(preset, runs):
+    for rank, result in enumerate(runs(preset, False)):
         worst = max(result["params"], key=result["params"].get)
         assert result["params"][worst] < 1e-5, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
         assert max(result["losses"]) < 1e-5, result["losses"]
         assert result["moved"] > 1e-2, result["moved"]  # the steps moved the weights: the check has teeth
 
 
-def test_fused_stack_under_fsdp2_with_bf16_mixed_precision():
+def test_fused_stack_under_fsdp2_with_bf16_mixed_precision(runs):
     """bf16 parameters and kernels, fp32 gradient reduction: the losses and the fp32 parameters follow one fp32
     process to bf16's precision (measured on the CPU interpreter: losses 1.0e-2, parameters 1.8e-2 of their
     largest element after three steps that move them by more than 1e-2)."""
-    for rank, result in enumerate(multiprocess.run(_worker, "standard", True, timeout=300)):
+    for rank, result in enumerate(runs("standard", True)):
         assert max(result["losses"]) < 3e-2, result["losses"]
         worst = max(result["params"], key=result["params"].get)
         assert result["params"][worst] < 5e-2, f"rank {rank}: {worst} {result['params'][worst]:.2e}"

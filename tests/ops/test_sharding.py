@@ -1,7 +1,14 @@
 """The ops on DTensors (ops/sharding.py): each placement a rule accepts runs locally, with no gather, and gives
-the op's result on the whole tensor, forward and backward. Two processes (tests/multiprocess.py)."""
+the op's result on the whole tensor, forward and backward. Two processes (tests/multiprocess.py).
+
+NOTE: every case runs in one pair of processes (the ``results`` fixture: each test process starts them once), and
+each test reads its case's result: a pair of spawned processes costs seconds of imports on a 2-core CI machine,
+about as much as a case itself.
+"""
 
 from __future__ import annotations
+
+import traceback
 
 import pytest
 import torch
@@ -69,8 +76,8 @@ def _norm_worker(rank, name, dim):
 
 @pytest.mark.parametrize("name", list(NORMS))
 @pytest.mark.parametrize("dim", [0, 1])
-def test_norms_on_dtensors_sharded_on_rows(name, dim):
-    for rank, result in enumerate(multiprocess.run(_norm_worker, name, dim)):
+def test_norms_on_dtensors_sharded_on_rows(name, dim, results):
+    for rank, result in enumerate(results(_norm_worker, name, dim)):
         expected_local = [3, 6, 40]
         expected_local[dim] = [2, 1][rank] if dim == 0 else 3
         assert list(result["local_shape"]) == expected_local, result
@@ -109,8 +116,8 @@ def _gated_worker(rank, name, dim):
 
 
 @pytest.mark.parametrize("name,dim", [(name, dim) for name in GATED for dim in (0, 2) if not (GATED[name][1] and dim)])
-def test_gated_on_dtensors(name, dim):
-    for rank, result in enumerate(multiprocess.run(_gated_worker, name, dim)):
+def test_gated_on_dtensors(name, dim, results):
+    for rank, result in enumerate(results(_gated_worker, name, dim)):
         expected_local = [4, 5, 24]
         expected_local[dim] //= 2
         assert list(result["local_shape"]) == expected_local, result
@@ -138,10 +145,10 @@ def _refusal_worker(rank):
     return messages
 
 
-def test_a_placement_that_would_need_a_gather_is_refused_by_name():
+def test_a_placement_that_would_need_a_gather_is_refused_by_name(results):
     """A norm's input sharded on the normalized dimension, a packed [gate | up] on its last: a clear error
     naming the placement, never a silent gather."""
-    for messages in multiprocess.run(_refusal_worker):
+    for messages in results(_refusal_worker):
         norm, packed = messages
         assert norm is not None and "x: blockfuse's norm on a DTensor" in norm and "got Shard(2)" in norm, norm
         assert packed is not None and "packed gated activation" in packed, packed
@@ -180,8 +187,8 @@ def _bias_dropout_add_worker(rank, dim):
 
 
 @pytest.mark.parametrize("dim", [0, 2])
-def test_bias_dropout_add_on_dtensors(dim):
-    for result in multiprocess.run(_bias_dropout_add_worker, dim):
+def test_bias_dropout_add_on_dtensors(dim, results):
+    for result in results(_bias_dropout_add_worker, dim):
         assert max(result["errors"]) < 1e-5, result
         assert result["dropout_refused"], result
 
@@ -232,6 +239,50 @@ def _rotary_worker(rank, name):
 
 
 @pytest.mark.parametrize("name", list(ROTARY))
-def test_rotary_on_dtensors(name):
-    for errors in multiprocess.run(_rotary_worker, name):
+def test_rotary_on_dtensors(name, results):
+    for errors in results(_rotary_worker, name):
         assert max(errors) < 1e-5, errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Every case in one pair of processes
+# ---------------------------------------------------------------------------------------------
+
+CASES = (
+    [(_norm_worker, (name, dim)) for name in NORMS for dim in (0, 1)]
+    + [(_gated_worker, (name, dim)) for name in GATED for dim in (0, 2) if not (GATED[name][1] and dim)]
+    + [(_refusal_worker, ())]
+    + [(_bias_dropout_add_worker, (dim,)) for dim in (0, 2)]
+    + [(_rotary_worker, (name,)) for name in ROTARY]
+)
+
+
+def _key(worker, args) -> str:
+    return f"{worker.__name__}{args}"
+
+
+def _every_case(rank):
+    """Each case's result (or its traceback) by key. A case that fails is reported by its test; NOTE: a case that
+    fails on one rank only may leave the other waiting in a collective, and then the whole run times out."""
+    outcomes = {}
+    for worker, args in CASES:
+        try:
+            outcomes[_key(worker, args)] = ("ok", worker(rank, *args))
+        except Exception:
+            outcomes[_key(worker, args)] = ("error", traceback.format_exc())
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def results():
+    """``results(worker, *args)``: the case's results by rank, from the one run of every case."""
+    by_rank = multiprocess.run(_every_case, timeout=300.0)
+
+    def case(worker, *args):
+        key = _key(worker, args)
+        outcomes = [ranks[key] for ranks in by_rank]
+        failures = [text for status, text in outcomes if status == "error"]
+        assert not failures, "\n".join(failures)
+        return [value for _, value in outcomes]
+
+    return case
