@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 18, the tensorwise FP8 MLP's activation folding its casts' amaxes (ops/fp8_act.py), one GPU in one call
+# Issue 18, tensorwise FP8 casts that read their input once: the MLP's activation (ops/fp8_act.py) and the norms
+# before the QKV and gate|up layers (norm_for_tensorwise_projection) fold the amaxes; one GPU in one call
 # (~7 minutes):
 #
 #   git archive <commit before> src | tar x -C _gpu/old    # the code before, for the A/B (untracked: it travels)
@@ -19,7 +20,7 @@ export PYTHONUNBUFFERED=1
 write_env
 old_code
 step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
-    tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/ops/test_gated.py
+    tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/ops/test_gated.py tests/ops/test_norm_fp8.py
 TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
 step 100 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
 step 100 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise --providers compile:default \

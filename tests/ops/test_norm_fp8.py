@@ -670,3 +670,46 @@ def test_statistics_of_the_fp8_forward_are_the_plain_forwards(is_rms, mode, devi
     without = norm._norm_fwd_fp8(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, None, None, False)
     assert without[4].numel() == 0 and without[5].numel() == 0
     assert torch.equal(without[0].view(torch.uint8), fp8_outputs[0].view(torch.uint8))
+
+
+# ---------------------------------------------------------------------------------------------
+# The output for a tensorwise FP8 projection: x's dtype, its amax folded (norm_for_tensorwise_projection)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("mode", ["none", "pre"])
+@pytest.mark.parametrize("n", [72, TAIL_WIDTH])
+def test_the_output_with_its_amax_is_the_plain_norms(is_rms, mode, n, device):
+    """The normalized output in x's dtype as the plain norm writes it (the same arithmetic in the FP8 forward's
+    kernel: within a rounding, as the statistics above), its amax that output's exactly, pre mode's stream the plain
+    one's, and the gradients those of the plain norm's backward (it is the same backward)."""
+    x, w, b, r = inputs((7, n), seed=43, residual=mode == "pre", device=device)
+    b = None if is_rms else b
+    dy = random_tensor((7, n), torch.bfloat16, device, seed=44)
+    results = []
+    for tensorwise in (True, False):
+        leaves = [None if t is None else t.clone().requires_grad_() for t in (x, w, b, r)]
+        if tensorwise:
+            (y, amax), stream = norm.norm_for_tensorwise_projection(leaves[0], leaves[1], leaves[2], 1e-5, leaves[3],
+                                                                    "pre", 0.0, True, is_rms)
+            assert amax.shape == (1,) and amax.dtype == torch.float32 and not amax.requires_grad
+            assert amax.item() == y.detach().float().abs().max().item()
+        else:
+            out = call("rms" if is_rms else "ln", leaves[0], leaves[1], leaves[2], residual=leaves[3])
+            y, stream = out if mode == "pre" else (out, None)
+        assert (stream is None) == (mode == "none")
+        y.backward(dy, retain_graph=stream is not None)
+        if stream is not None:
+            stream.backward(dy)
+        results.append([y.detach()] + ([stream.detach()] if stream is not None else [])
+                       + [t.grad for t in leaves if t is not None])
+    for a, c in zip(*results):
+        torch.testing.assert_close(a, c, rtol=2 * 2**-8, atol=1e-5)
+
+
+def test_the_output_with_its_amax_refuses_post_mode(device):
+    x, w, b, r = inputs((3, 64), seed=45, residual=True, device=device)
+    with pytest.raises(ValueError, match="post mode's output is the residual stream"):
+        norm._norm_fwd_amax(x, w, b, r, None, 1e-5, norm.POST, 0.0, False, False, False)

@@ -153,6 +153,16 @@ def _exercise_every_op(device: str) -> None:
         for activation, rows in (("swiglu", 32), ("gelu_tanh", 16)):
             run(lambda x, w, b, activation=activation: mlp(x, w, b, activation), xf.to(dtype),
                 torch.randn(rows, 32, device=device, dtype=dtype) / 5, torch.randn(rows, device=device, dtype=dtype))
+    # the norms' output for a tensorwise FP8 projection, its amax folded (FP8 code FP8_AMAX), with and without a residual
+    from blockfuse.ops.norm import norm_for_tensorwise_projection
+
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.randn(6, 72, dtype=dtype, device=device)
+        res, w, b = torch.randn_like(x), torch.randn(72, dtype=dtype, device=device), torch.randn(72, dtype=dtype,
+                                                                                                 device=device)
+        run(lambda x, r, w, b: norm_for_tensorwise_projection(x, w, b, 1e-5, r, "pre", 0.0, True, False)[0][0], x, res,
+            w, b)
+        run(lambda x, w: norm_for_tensorwise_projection(x, w, None, 1e-6, None, "pre", 0.0, True, True)[0][0], x, w)
     # the packed QKV form of RoPE: the rotations and v's row copy into one gradient (ops/rotary.py)
     for dtype in (torch.bfloat16, torch.float32):
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import Attention, FeedForward, _eager_norm
 from blockfuse.models.fused import (
-    FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_fp8, fp8_input_recipe,
+    FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_amax, _norm_fp8, fp8_input_recipe,
 )
 from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
@@ -139,8 +139,10 @@ class TransformerBlock(nn.Module):
         # the projection takes them as they are: no cast pass, and in training no output in x's dtype at all
         # (the projection keeps its FP8 input for the weight gradient; the norm, its input and statistics).
         # (a module swapped in for the fused attention or MLP, a benchmark's say, takes its input as it is)
+        # In front of tensorwise ones each norm writes its output in x's dtype and folds its amax, which the
+        # projection's cast then skips (one pass over the output instead of two).
         fp8 = isinstance(self.attn, FusedAttention) and fp8_input_recipe(self.attn.qkv_proj, residual)
-        if fp8:
+        if fp8 == "rowwise":
             if branch is None:
                 h0, (normed, _) = residual, _norm_fp8(self.attn_norm, residual)
             else:
@@ -149,19 +151,31 @@ class TransformerBlock(nn.Module):
             attended = self.attn(normed[0], padding_mask, *normed[1:])
             del normed
         else:
-            if branch is None:
+            amax = None
+            if fp8 == "tensorwise":
+                if branch is None:
+                    h0, ((y, amax), _) = residual, _norm_amax(self.attn_norm, residual)
+                else:
+                    (y, amax), h0 = _norm_amax(self.attn_norm, branch, residual, "pre", p, training)
+            elif branch is None:
                 h0, y = residual, _norm(self.attn_norm, residual)
             else:
                 y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
             del residual, branch
             with _without_saved_norm_output(y, self.attn_norm, h0):
-                attended = self.attn(y, padding_mask)
+                attended = self.attn(y, padding_mask) if amax is None else self.attn(y, padding_mask, x_amax=amax)
             del y
-        if isinstance(self.ffn, FusedFeedForward) and fp8_input_recipe(
-                self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0):
+        fp8 = isinstance(self.ffn, FusedFeedForward) and fp8_input_recipe(
+            self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0)
+        if fp8 == "rowwise":
             normed, h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training)
             del attended, h0
             return h, self.ffn(*normed)
+        if fp8 == "tensorwise":
+            (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training)
+            del attended, h0
+            with _without_saved_norm_output(y, self.ffn_norm, h):
+                return h, self.ffn(y, x_amax=amax)
         y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
         del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
         with _without_saved_norm_output(y, self.ffn_norm, h):

@@ -17,7 +17,7 @@ from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
-from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, rms_norm
+from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, norm_for_tensorwise_projection, rms_norm
 from blockfuse.ops.rotary import rotary, rotary_packed
 from blockfuse.ops.sharding import is_dtensor, local_shard
 from blockfuse.runtime import use_triton
@@ -45,16 +45,30 @@ def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode:
 
 
 def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
-    """``"rowwise"`` when the norm before ``consumer`` should write its output in e4m3 with each row's scale
-    (:func:`_norm_fp8`: no cast pass before the GEMM, and in a training step no output in x's dtype):
-    ``consumer`` is a rowwise :class:`Float8Linear` and the norm runs its kernels on ``x``. Else None: the norm
-    writes x's dtype and the layer casts.
+    """What the norm before ``consumer`` writes for it, when ``consumer`` is a :class:`Float8Linear` and the norm
+    runs its kernels on ``x``: ``"rowwise"``, its output in e4m3 with each row's scale (:func:`_norm_fp8`: no cast
+    pass before the GEMM, and in a training step no output in x's dtype); ``"tensorwise"``, its output in x's
+    dtype with its amax (:func:`_norm_amax`: the layer's cast reads it once). Else None: the norm writes x's dtype
+    and the layer casts it as it would any input.
 
-    NOTE: rowwise only. A tensorwise layer's scale is its own cast's amax of the tensor; the norm's tensorwise
-    output scales by a delayed amax history instead, another recipe's numbers."""
-    if isinstance(consumer, Float8Linear) and consumer.recipe == "rowwise" and use_triton(x):
-        return "rowwise"
+    NOTE: a tensorwise layer's scale is its own tensor's amax (torchao's recipe), not the norms' delayed-scaling
+    FP8 output, which scales by an amax history instead: another recipe's numbers."""
+    if isinstance(consumer, Float8Linear) and use_triton(x):
+        return consumer.recipe
     return None
+
+
+def _norm_amax(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
+               training: bool = True):
+    """:func:`_norm` with the output for one tensorwise FP8 projection: ``((y, amax), stream)``
+    (:func:`blockfuse.ops.norm.norm_for_tensorwise_projection`; pass ``x_amax=amax`` to the :class:`Float8Linear`)."""
+    if isinstance(module, blockfuse.nn.LayerNorm):
+        return norm_for_tensorwise_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training,
+                                              False)
+    if isinstance(module, blockfuse.nn.RMSNorm):
+        return norm_for_tensorwise_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
+                                              module.cast_before_weight)
+    raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's folds no amax")
 
 
 def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
@@ -174,11 +188,12 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
     def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
-               x_proxy: Optional[Tensor] = None) -> Tensor:
+               x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
         (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale`` / ``x_proxy``: x is the
         e4m3 output of the norm before it with these rowwise scales and its stand-in for autograd
-        (:func:`_norm_fp8`), for an FP8 QKV projection."""
+        (:func:`_norm_fp8`), for an FP8 QKV projection; ``x_amax``: x's amax, folded by the norm before it
+        (:func:`_norm_amax`), for a tensorwise one."""
         cfg = self.config
         batch, seq, _ = x.shape
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
@@ -186,7 +201,10 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
         # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
         # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
-        qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
+        if x_amax is not None:
+            qkv = self.qkv_proj(x, x_amax=x_amax)
+        else:
+            qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
         if cfg.rope and not cfg.qk_norm:
             # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
             # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
@@ -217,8 +235,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
-                x_proxy: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d_model)
-        return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy))
+                x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d)
+        return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy, x_amax))
 
 
 class FusedFeedForward(_StackedLinear):
@@ -238,14 +256,16 @@ class FusedFeedForward(_StackedLinear):
             self.fc1 = nn.Linear(d, hidden, bias=config.bias)
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
 
-    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, x_proxy: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, x_proxy: Optional[Tensor] = None,
+                x_amax: Optional[Tensor] = None) -> Tensor:
         """``x_scale`` / ``x_proxy``: x is the e4m3 output of the norm before it with these rowwise scales and
-        its stand-in for autograd (:func:`_norm_fp8`), for an FP8 first projection."""
+        its stand-in for autograd (:func:`_norm_fp8`), for an FP8 first projection; ``x_amax``: x's amax, folded
+        by the norm before it (:func:`_norm_amax`), for a tensorwise one."""
         inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
         if isinstance(inner, Float8Linear) or isinstance(outer, Float8Linear):
-            return self._forward_fp8(x, inner, outer, x_scale, x_proxy)
-        if x_scale is not None:
-            raise ValueError("x_scale: an FP8 input needs FP8 Linear layers (blockfuse.fp8.convert)")
+            return self._forward_fp8(x, inner, outer, x_scale, x_proxy, x_amax)
+        if x_scale is not None or x_amax is not None:
+            raise ValueError("x_scale / x_amax: an FP8 input needs FP8 Linear layers (blockfuse.fp8.convert)")
         weights = (inner.weight, inner.bias, outer.weight, outer.bias)
         if self.shards > 1:
             # Tensor parallelism (blockfuse.distributed): the weights are DTensors; the op runs on this rank's
@@ -261,7 +281,7 @@ class FusedFeedForward(_StackedLinear):
         return fused_mlp(x, *weights, self.config.mlp)
 
     def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None,
-                     x_proxy: Optional[Tensor] = None) -> Tensor:
+                     x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:
         """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
         (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Both
         tensorwise: the first layer and the activation as one op whose kernels fold the amaxes of the casts on
@@ -279,9 +299,12 @@ class FusedFeedForward(_StackedLinear):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
-            act, amax = inner(x, activation=mlp)
+            act, amax = inner(x, activation=mlp, x_amax=x_amax)
             return outer(act, x_amax=amax)
-        pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
+        if x_amax is not None:
+            pre = inner(x, x_amax=x_amax)
+        else:
+            pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))
         gated = swiglu if mlp == "swiglu" else geglu

@@ -56,10 +56,11 @@ class Float8Linear(nn.Linear):
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None):
         if activation is not None:
-            if self.recipe != "tensorwise" or x_scale is not None or proxy is not None or x_amax is not None:
-                raise ValueError(f"activation: the layer with its activation takes a high-precision x alone, with "
-                                 f"recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
-            return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache)
+            if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
+                raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
+                                 f"x_amax), with recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
+            return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache,
+                                  x_amax=x_amax)
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "

@@ -92,6 +92,9 @@ RECIPES = ("tensorwise", "rowwise")
 FP8_ROWWISE: tl.constexpr = tl.constexpr(1)
 FP8_TENSORWISE: tl.constexpr = tl.constexpr(2)
 FP8_OUTPUT_CODES = {"rowwise": FP8_ROWWISE.value, "tensorwise": FP8_TENSORWISE.value}
+# Not an FP8 output: the output in its own dtype with its tensorwise amax folded by the kernel that writes it, for
+# a tensorwise FP8 layer whose cast then reads it once (fp8_linear's x_amax; ops/norm.py's norms).
+FP8_AMAX: tl.constexpr = tl.constexpr(3)
 E4M3_MAX: tl.constexpr = tl.constexpr(448.0)
 # Amaxes a delayed-scaling history keeps by default (torchao's default length).
 HISTORY_LEN = 16

@@ -329,9 +329,9 @@ class _Fp8LinearActFunction(torch.autograd.Function):
     Keeps x^T in e4m3 (fp8.py), the weight's casts and the pre-activation (x's dtype), never the activation."""
 
     @staticmethod
-    def forward(ctx, x2, weight, bias, activation, config):
+    def forward(ctx, x2, weight, bias, activation, config, x_amax):
         out_dtype, x_grad, weight_grad, cache, kernels = config
-        pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache)
+        pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax)
         y, amax = act_forward(pre, activation, kernels)
         ctx.save_for_backward(*saved, pre)
         ctx.mark_non_differentiable(amax)
@@ -352,7 +352,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
                                             fp8.GEMM_MULTIPLE, None, amax)
         dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False) if x_grad else None
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
-        return dx, dw, db, None, None
+        return dx, dw, db, None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
 
 def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "swiglu", *,
-                   weight_cache: bool = True) -> tuple[Tensor, Tensor]:
+                   weight_cache: bool = True, x_amax: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """``(y, amax)``: ``y = act(x @ weight.T + bias)`` with the GEMMs in tensorwise FP8 (``fp8_linear``'s:
     x and the weight in e4m3, the gradient in e5m2) and ``amax = max |y|`` as a (1,) fp32 tensor, for the
     next tensorwise FP8 layer: ``fp8_linear(y, w2, x_amax=amax)`` casts y in one pass. Differentiable in
@@ -373,11 +373,13 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     dtype. In the backward the activation kernel folds the amax of the pre-activation's gradient and sums
     its columns (the bias gradient), so its e5m2 cast reads it once (module docstring). A layer whose sizes
     are not multiples of 16 (:func:`blockfuse.ops.fp8.fp8_supported`) runs ``F.linear`` in x's dtype.
+    ``x_amax``: x's amax, known already (:func:`blockfuse.ops.fp8.fp8_linear`'s, the norm before the layer's).
     """
     if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn:
         raise TypeError("x: expected a float32, float16 or bfloat16 tensor (fp8_linear_act quantizes x itself), "
                         "got torch.float8_e4m3fn")
     fp8._check_fp8_linear_args(x, weight, bias, None, "tensorwise")
+    fp8._check_x_amax(x_amax, x, False)
     pointwise, gated = check_activation(activation)
     k, n = x.shape[-1], weight.shape[0]
     if gated and n % 2:
@@ -394,9 +396,9 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     weight_grad = grad and weight.requires_grad
     config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x))
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config)
+        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax)
     else:
-        pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache)
+        pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache, x_amax)
         y, amax = act_forward(pre, activation, config[-1])
     return y.view(*lead, y.shape[-1]), amax
 

@@ -33,7 +33,7 @@ from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops.fp8 import (
-    E4M3_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
+    E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
     fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
@@ -257,10 +257,11 @@ def _norm_fwd_fp8_kernel(
     B,  # (N,) bias, or None
     Y,  # (M, N) post mode: residual + dropout(norm(x)) in x's dtype, the next residual stream; else None
     S,  # (M, N) pre mode: residual + dropout(x), the next residual stream; else None
-    Q,  # (M, N) e4m3 output (row-major): the normalized output times the reciprocal of its scale
-    Q_SCALE,  # rowwise: (M,) fp32 scale of each row; tensorwise: () fp32 scale of the call
-    HISTORY,  # tensorwise: (H,) fp32 amaxes of earlier calls, newest first; rowwise: None
-    AMAX,  # tensorwise: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
+    Q,  # (M, N) e4m3 output (row-major): the normalized output times the reciprocal of its scale; FP8_AMAX: the
+    #     normalized output in x's dtype
+    Q_SCALE,  # rowwise: (M,) fp32 scale of each row; tensorwise: () fp32 scale of the call; FP8_AMAX: None
+    HISTORY,  # tensorwise: (H,) fp32 amaxes of earlier calls, newest first; else None
+    AMAX,  # tensorwise, FP8_AMAX: (1,) fp32 this call's amax (zero before the call; atomic max); rowwise: None
     SEED,  # (1,) int64 dropout seed, or None
     MEAN,  # (M,) fp32 row means (LayerNorm with STATS), or None
     RSTD,  # (M,) fp32 reciprocal standard deviations (STATS), or None
@@ -281,7 +282,7 @@ def _norm_fwd_fp8_kernel(
     EVEN_N: tl.constexpr,
     TAIL: tl.constexpr,
     BLOCK_T: tl.constexpr,
-    FP8: tl.constexpr,  # fp8.FP8_ROWWISE or fp8.FP8_TENSORWISE
+    FP8: tl.constexpr,  # fp8.FP8_ROWWISE, fp8.FP8_TENSORWISE or fp8.FP8_AMAX
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
@@ -423,6 +424,8 @@ def _norm_fwd_body(
         # tensorwise, from the history (delayed scaling, ops/fp8.py), this call's amax folded into AMAX.
         if FP8 == FP8_TENSORWISE:
             scale = delayed_scale(HISTORY, history_len, BLOCK_H)
+        elif FP8 == FP8_AMAX:
+            scale = 1.0  # (no scale: the output goes out in x's dtype, its amax folded)
         else:
             if NUM_CHUNKS > 1:
                 # NOTE: a row wider than the registers (past FWD_MAX_LANES: rare) takes one more pass, for its
@@ -470,21 +473,32 @@ def _norm_fwd_body(
                                            stride_res, stride_y, stride_s, dropout_p, dropout_scale,
                                            X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
                                            ACTIVATION)
-                tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, inverse, Q), mask=mask)
+                if FP8 == FP8_AMAX:
+                    written = y.to(Q.dtype.element_ty)
+                    tl.store(Q + rows[:, None] * N + cols[None, :], written, mask=mask)
+                    amax = tl.maximum(amax, _rows_amax(written.to(tl.float32), mask, row_mask, EVEN_N))
+                else:
+                    tl.store(Q + rows[:, None] * N + cols[None, :], to_e4m3(y, inverse, Q), mask=mask)
                 if FP8 == FP8_TENSORWISE:
                     amax = tl.maximum(amax, _rows_amax(y, mask, row_mask, EVEN_N))
-            if TAIL:  # tensorwise only (a rowwise tail is in the branch above)
+            if TAIL:  # tensorwise or FP8_AMAX only (a rowwise tail is in the branch above)
                 y_t = _norm_fwd_write_stream(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd,
                                              seed, N, stride_res, stride_y, stride_s, dropout_p, dropout_scale,
                                              X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
                                              ACTIVATION)
-                tl.store(Q + rows[:, None] * N + cols_t[None, :], to_e4m3(y_t, inverse, Q), mask=mask_t)
-                amax = tl.maximum(amax, row_amax(y_t, mask_t))
+                if FP8 == FP8_AMAX:
+                    written_t = y_t.to(Q.dtype.element_ty)
+                    tl.store(Q + rows[:, None] * N + cols_t[None, :], written_t, mask=mask_t)
+                    amax = tl.maximum(amax, row_amax(written_t.to(tl.float32), mask_t))
+                else:
+                    tl.store(Q + rows[:, None] * N + cols_t[None, :], to_e4m3(y_t, inverse, Q), mask=mask_t)
+                    amax = tl.maximum(amax, row_amax(y_t, mask_t))
         if FP8 == FP8_ROWWISE:
             tl.store(Q_SCALE + rows, row_scale, mask=row_mask)
         else:
-            if tl.program_id(0) == 0:
-                tl.store(Q_SCALE, scale)
+            if FP8 == FP8_TENSORWISE:
+                if tl.program_id(0) == 0:
+                    tl.store(Q_SCALE, scale)
             # NOTE: one atomic a program at most (its rows' amax, masked rows excluded; fp8.fold_amax); the roll
             # into the history is a second, one-program launch (fp8.roll_amax_history), after every program has
             # folded its amax.
@@ -1156,7 +1170,19 @@ def _norm_fwd_fp8(
             scale.copy_(delayed_scale_ref(history))
             roll_amax_history(history, amax)  # an empty call records an amax of 0, as the reference
         return outputs
-    h = 0 if rowwise else int(history.shape[0])
+    _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed, mean, rstd, eps, mode, dropout_p,
+                    is_rms, cast_before_weight, activation, stats,
+                    FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value)
+    if not rowwise:
+        roll_amax_history(history, amax)
+    return outputs
+
+
+def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed, mean, rstd, eps, mode, dropout_p,
+                    is_rms, cast_before_weight, activation, stats, code) -> None:
+    """Launches the forward with an FP8 output code (``_norm_fwd_fp8_kernel``) over the (M, n) rows ``x2``."""
+    m, n = x2.shape[0], int(x2.shape[1])  # a symbolic width is specialized: the tiles depend on it
+    h = 0 if history is None else int(history.shape[0])
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
     tile = fp8_forward_tile(n)
@@ -1168,12 +1194,36 @@ def _norm_fwd_fp8(
         m, n_units, eps, dropout_p, dropout_scale(dropout_p), h,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, **tile.constexprs(n), FP8=FP8_ROWWISE.value if rowwise else FP8_TENSORWISE.value,
-        BLOCK_H=next_power_of_2(h), VEC=vec, num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
+        STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
+        num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
     )
-    if not rowwise:
-        roll_amax_history(history, amax)
-    return outputs
+
+
+@launcher_op("norm_fwd_amax")
+def _norm_fwd_amax(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
+    eps: float, residual_form: int, dropout_p: float, is_rms: bool, cast_before_weight: bool, stats: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The norms' forward for a tensorwise FP8 projection (no residual, or pre mode): ``(y, amax, s, mean, rstd)``,
+    ``y`` the normalized output in x's dtype and ``amax`` max |y| (as written) as (1,) fp32, folded by the kernel
+    that writes y (the projection's cast then reads y once: fp8_linear's ``x_amax``); ``s``, ``mean``, ``rstd`` as
+    :func:`_norm_fwd`'s. The FP8 forward's kernel and tiles (FP8 code ``fp8.FP8_AMAX``)."""
+    mode = residual_form
+    if mode == POST:
+        raise ValueError("residual_mode: the output with its amax is the normalized output, before a residual; "
+                         "post mode's output is the residual stream")
+    n = int(x.shape[-1])
+    x2, res2 = as_rows(x, n), as_rows(residual, n)
+    weight, bias = vector(weight), vector(bias)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    amax = torch.zeros((1,), dtype=torch.float32, device=x.device)
+    s = torch.empty_like(y) if mode == PRE else None
+    mean = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats and not is_rms else None
+    rstd = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats else None
+    if x2.shape[0] > 0:
+        _launch_fwd_fp8(x2, res2, weight, bias, None, s, y, None, None, amax, seed, mean, rstd, eps, mode, dropout_p,
+                        is_rms, cast_before_weight, 0, stats, FP8_AMAX.value)
+    return y, amax, empty_if_none(s, x), empty_if_none(mean, x), empty_if_none(rstd, x)
 
 
 @launcher_op("norm_bwd")
@@ -1286,6 +1336,25 @@ class _NormFp8Function(torch.autograd.Function):
         return _norm_backward(ctx, dy, ds)
 
 
+class _NormAmaxFunction(torch.autograd.Function):
+    """A norm whose normalized output feeds one tensorwise FP8 projection in a training step (models/fused.py):
+    ``(y, s, amax)``, the output in x's dtype, pre mode's residual stream (else None) and y's amax, folded by the
+    kernel (:func:`_norm_fwd_amax`), which takes no gradient. The backward is :class:`_NormFunction`'s."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, residual, seed, config):
+        eps, mode, dropout_p, is_rms, cast_before_weight, _ = config
+        y, amax, s, mean, rstd = _norm_fwd_amax(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
+                                                cast_before_weight, True)
+        s = _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
+        ctx.mark_non_differentiable(amax)
+        return y, s, amax
+
+    @staticmethod
+    def backward(ctx, dy, ds, damax):
+        return _norm_backward(ctx, dy, ds)
+
+
 def _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd) -> Optional[Tensor]:
     """What both Functions' backward reads; returns ``s`` (None unless the mode is PRE)."""
     _, mode, _, is_rms, _, activation = config
@@ -1335,6 +1404,23 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
         return (q, scale, out), (out if mode == POST else s)
     q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, None, None, False)
     return (q, scale, None), (s if mode == PRE else y if mode == POST else None)
+
+
+def norm_for_tensorwise_projection(x, weight, bias, eps, residual, residual_mode, dropout_p, training, is_rms,
+                                   cast_before_weight=False):
+    """The norm (LayerNorm, or RMSNorm with ``is_rms``; no residual, or pre mode) whose output one tensorwise FP8
+    projection reads: ``((y, amax), stream)``. ``y`` is the normalized output in x's dtype, as the plain norm
+    writes it, and ``amax`` (1,) fp32 its max |y|, folded by the kernel that writes y: the projection takes it as
+    ``x_amax`` and its cast reads y once. ``stream``: pre mode's residual stream, else None. For blocks
+    (models/fused.py); needs the Triton path."""
+    _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
+    p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
+    config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
+    if _needs_grad(x, weight, bias, residual):
+        y, s, amax = _NormAmaxFunction.apply(x, weight, bias, residual, seed, config)
+        return (y, amax), s
+    y, amax, s, _, _ = _norm_fwd_amax(x, weight, bias, residual, seed, *config[:5], False)
+    return (y, amax), (s if mode == PRE else None)
 
 
 def _call_form(x, residual, residual_mode, dropout_p, training) -> tuple[float, int, Optional[Tensor]]:
