@@ -199,8 +199,9 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
         # (batch, seq, q_width), (batch, seq, kv_width) x 2: strided views of one GEMM's output, no copies
         widths = (heads * cfg.head_size, kv_heads * cfg.head_size, kv_heads * cfg.head_size)
-        # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv: a backward that takes them
-        # separately measured slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
+        # NOTE: one Linear and a split, whose backward concatenates dq, dk and dv (with RoPE and no QK-norm,
+        # rotary_packed below writes that gradient whole instead): a backward that takes them separately measured
+        # slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
         if x_amax is not None:
             qkv = self.qkv_proj(x, x_amax=x_amax)
         else:
