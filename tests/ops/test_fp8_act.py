@@ -21,7 +21,7 @@ from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8 import fp8_linear
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 from blockfuse.ops.gated import _gated_backward, _gated_forward
-from tests.helpers import random_tensor, relative_error
+from tests.helpers import as_layout, random_tensor, relative_error
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ON_GPU = torch.cuda.is_available()
@@ -215,15 +215,18 @@ def composed(x, weight, bias, activation):
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("activation", ["swiglu", "geglu", "gelu_tanh", "silu"])
-@pytest.mark.parametrize("shape, hidden", [((37, 64), 48), ((2, 9, 32), 16)])
-def test_forward_and_backward_are_the_two_pass_paths(activation, shape, hidden, device):
+@pytest.mark.parametrize("shape, hidden, layout", [((37, 64), 48, "contiguous"), ((2, 9, 32), 16, "strided")])
+def test_forward_and_backward_are_the_two_pass_paths(activation, shape, hidden, layout, device):
+    """x contiguous, or strided (NaN between its elements: a read of the gaps would show)."""
     dtype = torch.bfloat16
     x, weight, bias = layer(shape, hidden, activation, dtype, device, seed=10)
     dy = random_tensor((*shape[:-1], hidden), dtype, seed=13).to(device)
     runs = []
     for fn in (lambda *a: fp8_linear_act(*a, activation)[0], lambda *a: composed(*a, activation)):
         leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
-        y = fn(*leaves)
+        strided = as_layout(leaves[0], layout)  # (a copy into the layout: the gradient flows back through it)
+        assert strided.is_contiguous() == (layout == "contiguous")
+        y = fn(strided, *leaves[1:])
         y.backward(dy)
         runs.append([y.detach()] + [t.grad for t in leaves])
     (y, dx, dw, db), (y0, dx0, dw0, db0) = runs
