@@ -83,3 +83,34 @@ def run(worker, *args, timeout: float = 180.0) -> list:
             p.kill()
     assert all(p.exitcode == 0 for p in processes) and len(returned) == WORLD, [p.exitcode for p in processes]
     return [returned[rank] for rank in range(WORLD)]
+
+
+def _key(worker, args) -> str:
+    return f"{worker.__name__}{args!r}"
+
+
+def _each(rank: int, cases) -> dict:
+    """Every case's return value (or its traceback) on this rank, by key. NOTE: a case that raises on one rank
+    only may leave the other waiting in a collective, and then the whole run ends at its time limit."""
+    outcomes = {}
+    for worker, args in cases:
+        try:
+            outcomes[_key(worker, args)] = ("ok", worker(rank, *args))
+        except Exception:
+            outcomes[_key(worker, args)] = ("error", traceback.format_exc())
+    return outcomes
+
+
+def run_each(cases, timeout: float = 300.0):
+    """Every ``(worker, args)`` of ``cases`` in one set of WORLD processes (spawning them costs a 2-core CI
+    machine seconds of imports, about as much as a small case); returns ``result(worker, *args)``: that case's
+    return values by rank, or an AssertionError with the traceback of each rank where it raised."""
+    by_rank = run(_each, list(cases), timeout=timeout)
+
+    def result(worker, *args) -> list:
+        outcomes = [ranks[_key(worker, args)] for ranks in by_rank]
+        failures = [value for status, value in outcomes if status == "error"]
+        assert not failures, "\n".join(failures)
+        return [value for _, value in outcomes]
+
+    return result

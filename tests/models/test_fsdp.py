@@ -1,11 +1,10 @@
 """FSDP2 (``fully_shard``) on fused stacks: each block sharded, two processes (tests/multiprocess.py), against
 one process training the same model on the whole batch, after three optimizer steps. The three runs share one
-pair of processes (the ``runs`` fixture; tests/ops/test_sharding.py says why)."""
+pair of processes (the ``runs`` fixture: tests/multiprocess.py's ``run_each``)."""
 
 from __future__ import annotations
 
 import copy
-import traceback
 
 import pytest
 import torch
@@ -74,28 +73,11 @@ def _worker(rank, preset, mixed=False):
 RUNS = (("standard", False), ("reordered", False), ("standard", True))  # (preset, bf16 mixed precision)
 
 
-def _every_run(rank):
-    outcomes = {}
-    for preset, mixed in RUNS:
-        try:
-            outcomes[(preset, mixed)] = ("ok", _worker(rank, preset, mixed))
-        except Exception:
-            outcomes[(preset, mixed)] = ("error", traceback.format_exc())
-    return outcomes
-
-
 @pytest.fixture(scope="module")
 def runs():
-    """``runs(preset, mixed)``: that run's results by rank."""
-    by_rank = multiprocess.run(_every_run, timeout=600)
-
-    def run(preset, mixed):
-        outcomes = [ranks[(preset, mixed)] for ranks in by_rank]
-        failures = [value for status, value in outcomes if status == "error"]
-        assert not failures, "\n".join(failures)
-        return [value for _, value in outcomes]
-
-    return run
+    """``runs(preset, mixed)``: that run's results by rank, from the one run of all three."""
+    result = multiprocess.run_each([(_worker, run) for run in RUNS], timeout=600)
+    return lambda preset, mixed: result(_worker, preset, mixed)
 
 
 @pytest.mark.parametrize("preset", ["standard", "reordered"])

@@ -1,11 +1,9 @@
 """``linear_cross_entropy`` with the LM head sharded on the vocabulary (tensor parallelism): two processes, on
 two GPUs over NCCL where there are two, else on the CPU over gloo (Triton's interpreter), against one process
-with the whole weight. Every form runs in one pair of processes (the ``ours`` fixture; see tests/ops/test_sharding.py
-for why)."""
+with the whole weight. Every form runs in one pair of processes (the ``ours`` fixture: tests/multiprocess.py's
+``run_each``)."""
 
 from __future__ import annotations
-
-import traceback
 
 import pytest
 import torch
@@ -73,30 +71,19 @@ def _worker(rank: int, form: dict):
     return full
 
 
-def _every_form(rank: int) -> dict:
-    outcomes = {}
-    for name, form in FORMS.items():
-        try:
-            outcomes[name] = ("ok", _worker(rank, form))
-        except Exception:
-            outcomes[name] = ("error", traceback.format_exc())
-    return outcomes
-
-
 @pytest.fixture(scope="module")
 def ours():
-    """Rank 0's results of every form, by form name (a form that failed: its traceback)."""
-    return multiprocess.run(_every_form, timeout=300.0)[0]
+    """``ours(form)``: rank 0's results of that form, from the one run of every form."""
+    result = multiprocess.run_each([(_worker, (form,)) for form in FORMS.values()])
+    return lambda form: result(_worker, FORMS[form])[0]
 
 
 @pytest.mark.skipif(not (multiprocess.on_gpus() or interpreter_enabled()), reason="the vocabulary-parallel loss runs "
                     "the Triton kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
 @pytest.mark.parametrize("form", list(FORMS))
 def test_vocab_parallel_matches_one_process(form, ours):
-    status, value = ours[form]
-    assert status == "ok", value
-    ours = [torch.from_numpy(a) for a in value]
+    got = [torch.from_numpy(a) for a in ours(form)]
     expected = _expected(FORMS[form])
     names = ["loss", "d hidden", "d weight", "d bias"]
-    for name, a, b in zip(names, ours, expected):
+    for name, a, b in zip(names, got, expected):
         assert relative_error(a, b) < 1e-5, f"{name}: {relative_error(a, b):.2e}"

@@ -1,14 +1,11 @@
 """The ops on DTensors (ops/sharding.py): each placement a rule accepts runs locally, with no gather, and gives
 the op's result on the whole tensor, forward and backward. Two processes (tests/multiprocess.py).
 
-NOTE: every case runs in one pair of processes (the ``results`` fixture: each test process starts them once), and
-each test reads its case's result: a pair of spawned processes costs seconds of imports on a 2-core CI machine,
-about as much as a case itself.
+NOTE: every case runs in one pair of processes (the ``results`` fixture, tests/multiprocess.py's ``run_each``: each
+test process starts them once), and each test reads its case's result.
 """
 
 from __future__ import annotations
-
-import traceback
 
 import pytest
 import torch
@@ -257,32 +254,7 @@ CASES = (
 )
 
 
-def _key(worker, args) -> str:
-    return f"{worker.__name__}{args}"
-
-
-def _every_case(rank):
-    """Each case's result (or its traceback) by key. A case that fails is reported by its test; NOTE: a case that
-    fails on one rank only may leave the other waiting in a collective, and then the whole run times out."""
-    outcomes = {}
-    for worker, args in CASES:
-        try:
-            outcomes[_key(worker, args)] = ("ok", worker(rank, *args))
-        except Exception:
-            outcomes[_key(worker, args)] = ("error", traceback.format_exc())
-    return outcomes
-
-
 @pytest.fixture(scope="module")
 def results():
     """``results(worker, *args)``: the case's results by rank, from the one run of every case."""
-    by_rank = multiprocess.run(_every_case, timeout=300.0)
-
-    def case(worker, *args):
-        key = _key(worker, args)
-        outcomes = [ranks[key] for ranks in by_rank]
-        failures = [text for status, text in outcomes if status == "error"]
-        assert not failures, "\n".join(failures)
-        return [value for _, value in outcomes]
-
-    return case
+    return multiprocess.run_each(CASES)
