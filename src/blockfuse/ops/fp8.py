@@ -223,7 +223,8 @@ def fold_amax(AMAX, value):
 
     NOTE: the norms' tensorwise forward runs a program a row or two (16384 at [16384, 4096]), each with one
     atomic on the one address, and the atomics on an address serialize in L2: tensorwise ran ~3 us behind
-    rowwise in every norm form (H200). AMAX only grows during a call, so a plain load that finds it no smaller
+    rowwise in every norm form (H200). The amax passes and ops/fp8_act.py's kernels take it too (a thousand
+    programs or two at the issue's shapes). AMAX only grows during a call, so a plain load that finds it no smaller
     leaves nothing for the atomic to do; a stale load only sends an atomic that changes nothing. A NaN value
     still goes in (``not value <= AMAX``), as it did."""
     if not value <= tl.load(AMAX):
@@ -377,7 +378,7 @@ def _fp8_tensor_amax_kernel(
         col_max = tl.maximum(col_max, tl.max(tl.abs(x), axis=0))
         if HAS_SUM:
             col_sum += tl.sum(x, axis=0)
-    tl.atomic_max(TENSOR_AMAX, tl.max(col_max, axis=0), sem="relaxed")
+    fold_amax(TENSOR_AMAX, tl.max(col_max, axis=0))
     if HAS_SUM:
         tl.store(COL_SUM + tl.program_id(0).to(tl.int64) * N + cols, col_sum, mask=col_mask)
 

@@ -43,6 +43,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops import fp8
+from blockfuse.ops.fp8 import fold_amax
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
     sm_count
@@ -104,7 +105,7 @@ def _fp8_act_fwd_kernel(
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], written, mask=mask)
         # The amax of the values as written (the cast reads those), not of the fp32 ones.
         peak = tl.maximum(peak, tl.where(mask, tl.abs(written.to(tl.float32)), 0.0))
-    tl.atomic_max(AMAX, tl.max(tl.max(peak, axis=1), axis=0), sem="relaxed")
+    fold_amax(AMAX, tl.max(tl.max(peak, axis=1), axis=0))
 
 
 @triton.jit
@@ -155,7 +156,7 @@ def _fp8_act_bwd_kernel(
             peak = tl.maximum(peak, tl.abs(du))
             if HAS_SUM:
                 sum_u += tl.sum(du, axis=0)
-    tl.atomic_max(AMAX, tl.max(tl.max(peak, axis=1), axis=0), sem="relaxed")
+    fold_amax(AMAX, tl.max(tl.max(peak, axis=1), axis=0))
     if HAS_SUM:
         width = 2 * N if GATED else N
         partial = COL_SUM + tl.program_id(0).to(tl.int64) * width
