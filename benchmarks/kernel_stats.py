@@ -8,10 +8,15 @@ row strides and N, as the launch specializes them), then the cubin is disassembl
         [--stages 3] [--n 4096] [--even-n] [--dump FILE]
     python benchmarks/kernel_stats.py --rule [--widths 768,1152,...]
     python benchmarks/kernel_stats.py --loop [--widths 1152,4096,4304] [--forms ln,rms]
+    python benchmarks/kernel_stats.py --amax [--widths 1152,2048,4096]
 
 ``--rule``: both norm kernels as the launchers tile them (``norm._tile``) for each width and form
 (LayerNorm, RMSNorm, pre-residual LayerNorm, post-residual LayerNorm, LayerNorm + GELU): registers and
 stack bytes a thread, so that a launch rule that spills shows before any GPU time.
+
+``--amax``: the pre-residual forward for a tensorwise FP8 projection (the FP8 forward's kernel with the code
+``FP8_AMAX``: the output in bf16, its amax folded; ``norm_for_tensorwise_projection``) beside the plain
+pre-residual forward: registers, barriers, SASS instructions an element.
 
 ``--loop``: the backward's loop over row blocks, instructions issued per useful row element (see ``loop_main``):
 at padded widths the padded lanes execute too, and past about 43 an element the issue rate bounds the kernel.
@@ -197,6 +202,46 @@ def loop_main(widths, forms) -> None:
                   f"{per_element:.1f} | {common} |", flush=True)
 
 
+def amax_main(widths) -> None:
+    """``--amax``: the plain pre-residual forward and the one that folds its output's amax, at each width."""
+    from blockfuse.ops.fp8 import FP8_AMAX
+
+    bf, f32 = "*bf16", "*fp32"
+    print("| width | norm | plain: tile (rows, warps) | regs | barriers | instructions an element | "
+          "with the amax: tile | regs | barriers | instructions an element |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in widths:
+        for is_rms in (False, True):
+            common = dict(IS_RMS=is_rms, MODE=norm.PRE, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0,
+                          CAST_BEFORE_WEIGHT=False, ACTIVATION=0, STATS=True, VEC=launch.row_units(n))
+            strides = ["stride_x", "stride_res", "stride_y", "stride_s", "N"]
+            base = {"X": bf, "RES": bf, "W": bf, "S": bf, "RSTD": f32, "stride_x": "i32", "stride_res": "i32",
+                    "stride_y": "i32", "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
+                    "dropout_scale": "fp32"}
+            parameters = {} if is_rms else {"B": bf, "MEAN": f32}
+            absent = {"SEED": None, **({"B": None, "MEAN": None} if is_rms else {})}
+            cells = []
+            tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                              norm.TAIL_FROM_LANES)
+            signature = {**base, "Y": bf, **parameters}
+            cap = norm._fwd_maxnreg(tile)
+            plain = compile_sm90(norm._norm_fwd_kernel, signature, {**absent, **common, **tile.constexprs(n)},
+                                 _aligned(signature, strides, n), num_warps=tile.num_warps,
+                                 **({"maxnreg": cap} if cap else {}))
+            fp8_tile = norm.fp8_forward_tile(n)
+            signature = {**base, "Q": bf, "AMAX": f32, "history_len": "i32", **parameters}
+            folded = compile_sm90(norm._norm_fwd_fp8_kernel, signature,
+                                  {**absent, "Y": None, "Q_SCALE": None, "HISTORY": None, **common,
+                                   **fp8_tile.constexprs(n), "FP8": FP8_AMAX.value, "BLOCK_H": 1},
+                                  _aligned(signature, strides, n), num_warps=fp8_tile.num_warps,
+                                  maxnreg=norm.FP8_FWD_MAXNREG)
+            for t, compiled in ((tile, plain), (fp8_tile, folded)):
+                registers, _, opcodes, _ = sass_stats(compiled.asm["cubin"])
+                per_element = sum(opcodes.values()) * 32 * t.num_warps / (t.block_m * n)
+                cells.append(f"{t.block_m}, {t.num_warps} | {registers} | {opcodes['BAR']} | {per_element:.1f}")
+            print(f"| {n} | {'RMSNorm' if is_rms else 'LayerNorm'} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 def rule_main(widths) -> None:
     print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | instructions | "
           "backward tile | regs | stack | barriers | instructions |")
@@ -217,6 +262,8 @@ def rule_main(widths) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rule", action="store_true", help="both kernels as the launchers tile each width")
+    parser.add_argument("--amax", action="store_true",
+                        help="the pre-residual forward folding its output's amax beside the plain one")
     parser.add_argument("--loop", action="store_true",
                         help="the backward's loop instructions per useful element, as the launchers tile each width")
     parser.add_argument("--forms", default=",".join(FORMS), help="--loop: comma-separated forms")
@@ -232,6 +279,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.rule:
         rule_main([int(w) for w in args.widths.split(",")])
+        return
+    if args.amax:
+        amax_main([int(w) for w in args.widths.split(",")])
         return
     if args.loop:
         loop_main([int(w) for w in args.widths.split(",")], args.forms.split(","))
