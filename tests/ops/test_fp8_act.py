@@ -152,7 +152,8 @@ def test_x_amax_bad_arguments(device):
     amax = x.abs().amax().reshape(1)
     q, scale = fp8.quantize(x)
     calls = [
-        (lambda: fp8_linear(x, weight, x_amax=amax, recipe="rowwise"), ValueError, "x_amax: only for recipe 'tensorwise'"),
+        (lambda: fp8_linear(x, weight, x_amax=amax, recipe="rowwise"), ValueError,
+         "x_amax: only for recipe 'tensorwise'"),
         (lambda: fp8_linear(q, weight, x_scale=scale, x_amax=amax), ValueError, "x_amax: only for"),
         (lambda: fp8_linear(x, weight, x_amax=amax.double()), TypeError, "x_amax: expected a float32 tensor"),
         (lambda: fp8_linear(x, weight, x_amax=amax.reshape(())), ValueError, "x_amax: expected shape (1,)"),

@@ -23,8 +23,8 @@ tensorwise scale is its own tensor's amax.
 
 Tiles: a program takes ROW_ITERS row tiles of (BLOCK_M, BLOCK_N) one after the other, as the tensorwise
 amax pass of ``ops/fp8.py`` (``_fp8_tensor_amax_kernel``) does: the maxima and the column sums stay in
-each thread's registers across them, and the reductions across the program's warps (and its one atomic)
-run once a program. A thread holds 8 columns of each row of a tile (one 16-byte bf16 vector), and the
+each thread's registers across them, and the reductions across the program's warps (and its atomic,
+``fp8.fold_amax``) run once a program. A thread holds 8 columns of each row of a tile (one 16-byte bf16 vector), and the
 rows of a tile are set so that a thread holds at most ``LANES_PER_THREAD`` values of its inputs: the
 backward of a gated activation reads three tensors, so its tiles are one row tall.
 
@@ -45,6 +45,7 @@ from torch import Tensor
 from blockfuse.ops import fp8
 from blockfuse.ops.fp8 import fold_amax
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
+from blockfuse.ops.linear_act import pre_halves
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
     sm_count
 from blockfuse.ops.reduce import sum_partials
@@ -199,20 +200,13 @@ def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, in
     return block_m, block_n, iters, num_warps
 
 
-def _split(pre2: Tensor, gated: bool) -> tuple[Tensor, Optional[Tensor], int]:
-    """(gate, up, hidden) views of a (M, 2 hidden) packed pre-activation; (pre, None, n) otherwise."""
-    if not gated:
-        return pre2, None, pre2.shape[1]
-    hidden = pre2.shape[1] // 2
-    return pre2[:, :hidden], pre2[:, hidden:], hidden
-
-
 @launcher_op("fp8_act_fwd")
 def _act_forward(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
     """``(y, amax)``: y = act(gate) * up ((M, hidden); packed ``pre`` (M, 2 hidden) of a gated activation)
     or act(pre), in pre's dtype, and max |y| as (1,) fp32. ``pre``: 2-D, its last dimension contiguous."""
     gated = ACTIVATIONS[activation].gated
-    g2, u2, hidden = _split(pre, gated)
+    g2, u2 = pre_halves(pre, gated)
+    hidden = g2.shape[1]
     m = pre.shape[0]
     y = pre.new_empty((m, hidden))
     amax = torch.zeros((1,), dtype=torch.float32, device=pre.device)
@@ -233,7 +227,8 @@ def _act_backward(dy: Tensor, pre: Tensor, activation: str,
     (M, hidden), max |dpre| as (1,) fp32, and (``sum_dtype`` given) dpre summed over its rows in fp32, written
     in ``sum_dtype`` (the layer's bias gradient; empty otherwise). 2-D tensors, last dimensions contiguous."""
     gated = ACTIVATIONS[activation].gated
-    g2, u2, hidden = _split(pre, gated)
+    g2, u2 = pre_halves(pre, gated)
+    hidden = g2.shape[1]
     m = pre.shape[0]
     dpre = torch.empty_like(pre, memory_format=torch.contiguous_format)
     amax = torch.zeros((1,), dtype=torch.float32, device=pre.device)
@@ -258,13 +253,13 @@ def _act_value_ref(pre: Tensor, activation: str) -> Tensor:
     """act(gate) * up (or act(pre)) in fp32 (fp64 for fp64), for a (M, 2 hidden) or (M, n) ``pre``."""
     pointwise, gated = ACTIVATIONS[activation]
     compute = torch.float64 if pre.dtype == torch.float64 else torch.float32
-    g, u, _ = _split(pre.to(compute), gated)
+    g, u = pre_halves(pre.to(compute), gated)
     y = activate_ref(g, pointwise)
     return y * u if gated else y
 
 
 def _amax_ref(t: Tensor) -> Tensor:
-    return (t.abs().amax() if t.numel() else t.new_zeros(())).float().reshape(1)
+    return fp8._amax(t).float().reshape(1)
 
 
 def act_forward_ref(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
@@ -293,7 +288,7 @@ def act_backward_ref(dy: Tensor, pre: Tensor, activation: str,
     """Pure-PyTorch :func:`_act_backward` (the column sum None without ``sum_dtype``)."""
     pointwise, gated = ACTIVATIONS[activation]
     compute = torch.float64 if pre.dtype == torch.float64 else torch.float32
-    g, u, _ = _split(pre.to(compute), gated)
+    g, u = pre_halves(pre.to(compute), gated)
     dyf = dy.reshape(g.shape).to(compute)
     if gated:
         grad = torch.cat((dyf * u * _activate_grad_ref(g, pointwise), dyf * activate_ref(g, pointwise)), dim=1)
