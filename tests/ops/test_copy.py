@@ -112,3 +112,33 @@ def test_rotary_copying_v_compiles_fullgraph(device):
 
     assert_compiles_like_eager(block, run, ["q", "k", "v", "dqkv"], backend="aot_eager", exact=True, rtol=0, atol=0,
                                explain_args=[qkv0.detach()])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fn", ["copy_rows", "rotary_copying_v"])
+def test_v_of_a_computed_qkv_compiles_with_inductor_on_cuda(fn):
+    """The fused attention's path as Inductor compiles it on a GPU: v a view of a GEMM's output (a buffer Inductor
+    computes, not a graph input), copied by ``copy_rows`` or inside the rotary Function. Eager's values and
+    gradients. (Traced, the kernel's path took ``as_strided`` of that view and read the wrong memory on an H200:
+    the compiled blocks' outputs were 0.08-0.80 off.)"""
+    shape = (2, 64, 4, 32)
+    width = shape[2] * shape[3]
+    x0 = random_tensor((shape[0], shape[1], 96), torch.float32, seed=20).cuda()
+    w = random_tensor((96, 3 * width), torch.float32, seed=21).cuda()
+    cos, sin = (random_tensor((shape[1], shape[3] // 2), torch.float32, seed=s).cuda() for s in (22, 23))
+    dy = [random_tensor(shape, torch.float32, seed=s).cuda() for s in (24, 25, 26)]
+
+    def block(x):
+        q, k, v = (part.view(shape) for part in (x @ w).split(width, dim=-1))
+        if fn == "copy_rows":  # no autograd of its own: v's copy detached
+            return q * 2.0, k * 1.0, copy_rows(v.detach()) * 3.0
+        q, k, v = rotary_copying_v(q, k, v, cos, sin)
+        return q * 2.0, k, v * 3.0
+
+    def run(compiled):
+        x = x0.clone().requires_grad_()
+        outs = compiled(x)
+        torch.autograd.backward(*zip(*[(o, g) for o, g in zip(outs, dy) if o.requires_grad]))
+        return [o.detach() for o in outs] + [x.grad]
+
+    assert_compiles_like_eager(block, run, ["q", "k", "v", "dx"], backend="inductor", rtol=1e-4, atol=1e-4)
