@@ -443,7 +443,7 @@ def markdown(meta: dict, cells: list[dict]) -> str:
     ]
     warm = meta.get("warm_up")
     if warm:
-        lines.append(f"- warm-up: {warm['jobs']} processes compiled {warm['warmed']} of {len(cells)} cells first "
+        lines.append(f"- warm-up: {warm['jobs']} processes compiled {warm['warmed']} of {warm['cells']} cells first "
                      f"({warm['elapsed_s']} s of the above, {len(warm['failures'])} failures)")
     lines += [
         "",
