@@ -4,6 +4,9 @@
 # (~7 minutes):
 #
 #   git archive <commit before> src | tar x -C _gpu/old    # the code before, for the A/B (untracked: it travels)
+#
+# Run 1 (2026-11-28, old 28d865a): benchmarks/results/fp8/5-act-amax-2026-11-28-h200/. Next: old 16f5bc8, to measure
+# the backward that writes the gradient over the pre-activation (the peak; carry .whl with torchao's wheel).
 #   bash scripts/issue18_act_amax_gpu.sh OUT        (writes OUT/results.tar.gz)
 #
 # 1. the FP8 and activation tests on CUDA; 2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile (the

@@ -300,6 +300,52 @@ def test_the_reference_runs_where_the_kernels_do_not(device):
     assert y.dtype == torch.float64 and amax.item() == y.abs().max().float().item()
 
 
+def _act_node(y):
+    """The fp8_linear_act Function's node behind ``y`` (through the output's view)."""
+    node = y.grad_fn
+    while "Fp8LinearAct" not in type(node).__name__:
+        node = node.next_functions[0][0]
+    return node
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_backward_writes_the_gradient_over_the_pre_activation(device, monkeypatch):
+    """Eagerly the pre-activation is kept on the node, not saved, and the backward writes its gradient over it
+    (the in-place launcher) and drops it before the GEMMs (module docstring: a second M x 2 hidden buffer fewer
+    through them): the gradients are those of the traced choice (a fresh gradient, the pre-activation saved),
+    bit for bit. A second backward through the graph raises a clear error instead of reading the gradient as
+    the pre-activation."""
+    calls = []
+    for name in ("_act_backward", "_act_backward_"):
+        monkeypatch.setattr(fp8_act, name, lambda *a, _o=getattr(fp8_act, name), _n=name: calls.append(_n) or _o(*a))
+    x, weight, bias = layer((37, 64), 48, "swiglu", torch.bfloat16, device, seed=80)
+    dy = random_tensor((37, 48), torch.bfloat16, seed=83).to(device)
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        y, _ = fp8_linear_act(*leaves, "swiglu")
+        node = _act_node(y)
+        kept = node.pre is not None, len(node.saved_tensors)
+        y.backward(dy)
+        assert node.pre is None
+        return kept, [t.grad for t in leaves]
+
+    kept, in_place = run()
+    assert calls == ["_act_backward_"] and kept == (True, 4)  # x^T, its scale, the weight's cast and scale
+    calls.clear()
+    monkeypatch.setattr(fp8_act, "tracing", lambda: True)
+    kept, fresh = run()
+    assert calls == ["_act_backward"] and kept == (False, 5)
+    for name, a, b in zip(("dx", "dweight", "dbias"), in_place, fresh):
+        assert torch.equal(a, b), name
+    monkeypatch.undo()
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    y, _ = fp8_linear_act(*leaves, "swiglu")
+    y.backward(dy, retain_graph=True)
+    with pytest.raises(RuntimeError, match="second time .retain_graph=True. is not supported"):
+        y.backward(dy)
+
+
 @pytest.mark.usefixtures("requires_triton")
 def test_torch_compile_fullgraph(device):
     from tests.helpers import assert_compiles_like_eager

@@ -47,8 +47,9 @@ from blockfuse.ops.fp8 import fold_amax
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.linear_act import pre_halves
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
-    sm_count
+    sm_count, tracing
 from blockfuse.ops.reduce import sum_partials
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 # Tiles (module docstring). NOTE: not yet timed on a GPU; the column block is the tensorwise amax pass's
@@ -220,23 +221,20 @@ def _act_forward(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
     return y, amax
 
 
-@launcher_op("fp8_act_bwd")
-def _act_backward(dy: Tensor, pre: Tensor, activation: str,
-                  sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor, Tensor]:
-    """``(dpre, amax, col_sum)``: the gradient of ``pre`` (its shape and dtype; gated: packed) for ``dy``
-    (M, hidden), max |dpre| as (1,) fp32, and (``sum_dtype`` given) dpre summed over its rows in fp32, written
-    in ``sum_dtype`` (the layer's bias gradient; empty otherwise). 2-D tensors, last dimensions contiguous."""
+def _launch_backward(dy: Tensor, pre: Tensor, dpre: Tensor, activation: str,
+                     sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor]:
+    """Writes the gradient of ``pre`` into ``dpre`` (pre's shape and strides; may be ``pre`` itself: each program
+    reads its elements before writing them); returns ``(amax, col_sum)`` (see :func:`_act_backward`)."""
     gated = ACTIVATIONS[activation].gated
     g2, u2 = pre_halves(pre, gated)
     hidden = g2.shape[1]
     m = pre.shape[0]
-    dpre = torch.empty_like(pre, memory_format=torch.contiguous_format)
     amax = torch.zeros((1,), dtype=torch.float32, device=pre.device)
     col_sum = None if sum_dtype is None else pre.new_empty((pre.shape[1],), dtype=sum_dtype)
     if m == 0 or hidden == 0:
         if col_sum is not None:
             col_sum.zero_()
-        return dpre, amax, empty_if_none(col_sum, pre)
+        return amax, empty_if_none(col_sum, pre)
     block_m, block_n, iters, num_warps = act_tile(m, hidden, 3 if gated else 2, pre.device)
     programs = cdiv(m, block_m * iters)
     partial = None if col_sum is None else pre.new_empty((1, programs, pre.shape[1]), dtype=torch.float32)
@@ -246,7 +244,24 @@ def _act_backward(dy: Tensor, pre: Tensor, activation: str,
                 BLOCK_M=block_m, BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, num_warps=num_warps)
     if partial is not None:
         sum_partials(partial, col_sum, None)
-    return dpre, amax, empty_if_none(col_sum, pre)
+    return amax, empty_if_none(col_sum, pre)
+
+
+@launcher_op("fp8_act_bwd")
+def _act_backward(dy: Tensor, pre: Tensor, activation: str,
+                  sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dpre, amax, col_sum)``: the gradient of ``pre`` (its shape and dtype; gated: packed) for ``dy``
+    (M, hidden), max |dpre| as (1,) fp32, and (``sum_dtype`` given) dpre summed over its rows in fp32, written
+    in ``sum_dtype`` (the layer's bias gradient; empty otherwise). 2-D tensors, last dimensions contiguous."""
+    dpre = torch.empty_like(pre, memory_format=torch.contiguous_format)
+    return (dpre, *_launch_backward(dy, pre, dpre, activation, sum_dtype))
+
+
+@launcher_op("fp8_act_bwd_", mutates_args=("pre",))
+def _act_backward_(dy: Tensor, pre: Tensor, activation: str,
+                   sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor]:
+    """:func:`_act_backward` with the gradient written over ``pre`` (contiguous): returns ``(amax, col_sum)``."""
+    return _launch_backward(dy, pre, pre, activation, sum_dtype)
 
 
 def _act_value_ref(pre: Tensor, activation: str) -> Tensor:
@@ -305,13 +320,22 @@ def act_forward(pre: Tensor, activation: str, kernels: bool) -> tuple[Tensor, Te
 
 
 def act_backward(dy: Tensor, pre: Tensor, activation: str, sum_dtype: Optional[torch.dtype],
-                 kernels: bool) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+                 kernels: bool, in_place: bool = False) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """:func:`_act_backward` with ``kernels``, else its reference (the column sum None without ``sum_dtype``).
+    ``in_place``: the gradient may be written over ``pre`` (then returned as dpre), where the kernels run eagerly.
     NOTE: the forward's choice: a backward runs without grad mode, where torch.compile's small-input rule
     (``runtime.use_triton``) would send it to the reference, another rounding than the forward's kernels."""
     if not kernels:
         return act_backward_ref(dy, pre, activation, sum_dtype)
-    dpre, amax, col_sum = _act_backward(as_rows(dy, dy.shape[-1]), pre, activation, sum_dtype)
+    dy = as_rows(dy, dy.shape[-1])
+    if in_place and pre.is_contiguous() and not torch.compiler.is_compiling() and not tracing() \
+            and not is_dtensor(pre):
+        # NOTE: eagerly only. Traced, Inductor would copy the saved pre-activation before the op overwrote it
+        # (ops/mlp.py's _down_backward says what that cost there): a fresh gradient is as good.
+        amax, col_sum = _act_backward_(dy, pre, activation, sum_dtype)
+        dpre = pre
+    else:
+        dpre, amax, col_sum = _act_backward(dy, pre, activation, sum_dtype)
     return dpre, amax, None if sum_dtype is None else col_sum
 
 
@@ -322,14 +346,27 @@ def act_backward(dy: Tensor, pre: Tensor, activation: str, sum_dtype: Optional[t
 
 class _Fp8LinearActFunction(torch.autograd.Function):
     """act(x2 @ weight.T + bias) with a tensorwise FP8 GEMM; returns ``(y, amax)``, amax not differentiable.
-    Keeps x^T in e4m3 (fp8.py), the weight's casts and the pre-activation (x's dtype), never the activation."""
+    Keeps x^T in e4m3 (fp8.py), the weight's casts and the pre-activation (x's dtype), never the activation.
+
+    Eagerly (kernels, no tracing, no DTensor) the pre-activation is kept on ``ctx``, not saved: the backward
+    writes its gradient over it and drops it once cast, before the GEMMs. Autograd frees saved tensors only
+    when the node returns, and two live (M, 2 hidden) buffers through the GEMMs (the saved pre-activation and
+    a fresh gradient) made te-4layer's FP8 step peak 352 MiB (9%) above the two-node path's on an H200
+    (benchmarks/results/fp8/5-act-amax-2026-11-28-h200/). One backward per forward then: a second through the
+    same graph (``retain_graph=True``) raises. Traced, the pre-activation is saved (Inductor plans the buffers)."""
 
     @staticmethod
     def forward(ctx, x2, weight, bias, activation, config, x_amax):
         out_dtype, x_grad, weight_grad, cache, kernels = config
         pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax)
         y, amax = act_forward(pre, activation, kernels)
-        ctx.save_for_backward(*saved, pre)
+        ctx.on_ctx = kernels and not torch.compiler.is_compiling() and not tracing() and not is_dtensor(pre)
+        if ctx.on_ctx:
+            ctx.save_for_backward(*saved)
+            ctx.pre = pre
+        else:
+            ctx.save_for_backward(*saved, pre)
+            ctx.pre = None
         ctx.mark_non_differentiable(amax)
         ctx.activation, ctx.config = activation, config
         ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
@@ -338,14 +375,23 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, _):
-        xt_q, xt_s, wt_q, wt_s, pre = ctx.saved_tensors
+        if ctx.on_ctx:
+            (xt_q, xt_s, wt_q, wt_s), pre = ctx.saved_tensors, ctx.pre
+            if pre is None:
+                raise RuntimeError("fp8_linear_act: backward through the same graph a second time (retain_graph=True) "
+                                   "is not supported: the first backward wrote its gradient over the pre-activation")
+            ctx.pre = None
+        else:
+            xt_q, xt_s, wt_q, wt_s, pre = ctx.saved_tensors
         _, x_grad, weight_grad, _, kernels = ctx.config
         sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
-        dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels)
+        dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels, in_place=ctx.on_ctx)
+        del pre
         # NOTE: e5m2 both ways (range over precision), as fp8_linear's tensorwise gradients; one pass over
         # dpre, its amax folded by the kernel that wrote it.
         dq, ds, dtq, dts = fp8._quantize_2d(dpre, torch.float8_e5m2, False, x_grad, weight_grad,
                                             fp8.GEMM_MULTIPLE, None, amax)
+        del dpre  # eagerly its memory (the pre-activation's) goes back before the GEMMs
         dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False) if x_grad else None
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
         return dx, dw, db, None, None, None
