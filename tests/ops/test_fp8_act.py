@@ -347,6 +347,44 @@ def test_backward_writes_the_gradient_over_the_pre_activation(device, monkeypatc
 
 
 @pytest.mark.usefixtures("requires_triton")
+def test_activation_checkpointing_sees_the_pre_activation(device):
+    """Under torch.utils.checkpoint (saved-tensor hooks of its own) the pre-activation is saved, so checkpointing
+    drops it like every saved tensor; under blockfuse's own recompute hooks (models/recompute.py, which keep what
+    they do not recompute) it stays on the node. Gradients equal to the plain call's either way."""
+    from torch.utils.checkpoint import checkpoint
+
+    from blockfuse.models.recompute import _RecomputedOutput
+
+    x, weight, bias = layer((37, 64), 48, "swiglu", torch.bfloat16, device, seed=90)
+    dy = random_tensor((37, 48), torch.bfloat16, seed=93).to(device)
+    nodes = []
+
+    def call(*leaves):
+        y, _ = fp8_linear_act(*leaves, "swiglu")
+        nodes.append(_act_node(y))
+        return y
+
+    runs = []
+    for wrap in ("plain", "checkpoint", "blockfuse"):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        nodes.clear()
+        if wrap == "checkpoint":
+            y = checkpoint(call, *leaves, use_reentrant=False)
+        elif wrap == "blockfuse":
+            with _RecomputedOutput(torch.empty(1, device=device), lambda: None):
+                y = call(*leaves)
+        else:
+            y = call(*leaves)
+        on_ctx = nodes[0].pre is not None
+        assert on_ctx == (wrap != "checkpoint"), wrap
+        y.backward(dy)
+        runs.append([t.grad for t in leaves])
+    for run in runs[1:]:
+        for name, a, b in zip(("dx", "dweight", "dbias"), run, runs[0]):
+            assert torch.equal(a, b), name
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_torch_compile_fullgraph(device):
     from tests.helpers import assert_compiles_like_eager
 

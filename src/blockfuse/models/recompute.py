@@ -55,6 +55,7 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
             with torch.no_grad():
                 return recompute().as_strided(shape, stride, offset)
 
+        pack.keeps_other_tensors = True  # (ops/fp8_act.py: a tensor kept on an autograd ctx is no different here)
         super().__init__(pack, unpack)
 
 
