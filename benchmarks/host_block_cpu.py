@@ -1,0 +1,91 @@
+"""A block's host cost on the CPU, no GPU needed: the Python, dispatcher and autograd work of one training step
+with blockfuse's kernel launches stubbed out, fused against eager.
+
+    TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25] [--bf16]
+
+Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
+on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
+graphs) took 0.95x compile's (benchmarks/results/op-path/host-rows-2026-11-28-h200/). What a step costs the
+host is the same Python whatever runs the kernels, so it can be measured and cut here, with the GPU's time kept
+for confirming. Each kernel launch (``ops/launch.Kernel``) returns at once; GEMMs, attention and the eager
+block's PyTorch ops run for real on tiny fp32 tensors ([2, 16, 64], 4 heads, FFN 128), where their CPU work
+is small beside the dispatch (bf16, ``--bf16``, runs this CPU's slow bf16 arithmetic: eager's step then costs
+several times more). So eager's number is an upper bound of its host cost and fused's holds no kernel
+time at all: the ratio understates what fused costs beyond eager.
+
+Prints the median microseconds of the forward and of the backward (gradients cleared outside the timing), and
+with ``--profile N`` cProfile's top N functions of the fused step by own time. Numbers depend on this CPU and
+on anything else running on it: compare runs of one process, or of one quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+from blockfuse.models import PRESETS, TransformerBlock, convert
+from blockfuse.ops import launch
+from blockfuse.runtime import interpreter_enabled
+
+
+def time_steps(block, x, dy, steps: int) -> tuple[float, float]:
+    """Median (forward, backward) microseconds of ``steps`` training steps after 50 untimed ones."""
+    params = list(block.parameters())
+    forward, backward = [], []
+    for i in range(steps + 50):
+        t0 = time.perf_counter()
+        out = block(x)
+        t1 = time.perf_counter()
+        out.backward(dy)
+        t2 = time.perf_counter()
+        x.grad = None
+        for p in params:
+            p.grad = None
+        if i >= 50:
+            forward.append(t1 - t0)
+            backward.append(t2 - t1)
+    return statistics.median(forward) * 1e6, statistics.median(backward) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("preset", choices=sorted(PRESETS))
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N of the fused step")
+    parser.add_argument("--bf16", action="store_true", help="bf16 tensors (default fp32: see the docstring)")
+    args = parser.parse_args()
+    if not interpreter_enabled():
+        parser.error("set TRITON_INTERPRET=1: the fused block takes its kernel path only there on the CPU")
+    launch.Kernel._launch_slow = lambda self, *a, **k: None  # every launch returns at once
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    config = replace(PRESETS[args.preset].config, d_model=64, n_heads=4, ffn_hidden=128)
+    eager = TransformerBlock(config, "eager").to(dtype)
+    fused = convert(eager, "fused")
+    x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
+    dy = torch.randn(2, 16, 64, dtype=dtype)
+    print(f"{args.preset}, [2, 16, 64] {dtype}, torch {torch.__version__}, {args.steps} steps, median us:")
+    results = {}
+    for label, block in (("eager", eager), ("fused", fused)):
+        results[label] = time_steps(block, x, dy, args.steps)
+        fwd, bwd = results[label]
+        print(f"  {label:6s} forward {fwd:7.0f}  backward {bwd:7.0f}  step {fwd + bwd:7.0f}")
+    ratio = sum(results["fused"]) / sum(results["eager"])
+    print(f"  fused / eager, whole step: {ratio:.2f}x")
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        time_steps(fused, x, dy, 100)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+
+
+if __name__ == "__main__":
+    main()
