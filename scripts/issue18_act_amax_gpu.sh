@@ -6,7 +6,8 @@
 #   git archive <commit before> src | tar x -C _gpu/old    # the code before, for the A/B (untracked: it travels)
 #
 # Run 1 (2026-11-28, old 28d865a): benchmarks/results/fp8/5-act-amax-2026-11-28-h200/. Next: old 16f5bc8, to measure
-# the backward that writes the gradient over the pre-activation (the peak; carry .whl with torchao's wheel).
+# the backward that writes the gradient over the pre-activation (the peak; carry .whl with torchao's wheel), and
+# `fp8:tensorwise+recompute` (the te-recompute step; the old code has no such choice).
 #   bash scripts/issue18_act_amax_gpu.sh OUT        (writes OUT/results.tar.gz)
 #
 # 1. the FP8 and activation tests on CUDA; 2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile (the
@@ -36,6 +37,9 @@ for round in 1 2; do
             --providers fused --out "$OUT/te-old$round"
     fi
 done
+# the pre-activation recomputed in the backward instead of kept (memory for one more FP8 GEMM a layer)
+step 60 te-recompute python3 -m blockfuse bench block "${TE[@]}" --linear fp8:tensorwise+recompute --providers fused \
+    --out "$OUT/te-recompute"
 PROFILE=(benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --top 30 --providers fused --linear fp8:tensorwise)
 step 60 profile-new python3 "${PROFILE[@]}" --json "$OUT/profile-new.json"
 [ ${#OLD[@]} -gt 0 ] && step 60 profile-old "${OLD[@]}" python3 "${PROFILE[@]}" --json "$OUT/profile-old.json"

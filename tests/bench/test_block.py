@@ -203,7 +203,7 @@ def test_torchao_linear_layers_for_the_baseline_providers():
         workload.provider_module("fused")
 
 
-@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "tensorwise+recompute"])
 def test_fp8_linear_layers_in_every_provider(recipe):
     """``linear="fp8:RECIPE"``: each provider's copy has its Linear layers as Float8Linear (the fused blocks' MLP
     runs its GEMMs through them too), the eager bf16 module is untouched, and the errors against fp32 are FP8's:
@@ -219,7 +219,9 @@ def test_fp8_linear_layers_in_every_provider(recipe):
     for provider in ("eager", "fused"):
         module, _ = workload.provider_module(provider)
         linears = {name: m for name, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
-        assert linears and all(isinstance(m, Float8Linear) and m.recipe == recipe for m in linears.values()), linears
+        assert linears and all(isinstance(m, Float8Linear) and m.recipe == recipe.split("+")[0]
+                               and m.recompute_activation == recipe.endswith("+recompute")
+                               for m in linears.values()), linears
     assert not any(isinstance(m, Float8Linear) for m in workload.eager.modules())
     _, records = block.run_block(settings, show_progress=False)
     _, bf16_records = block.run_block(block.BlockSettings(**base, providers=("eager",)), show_progress=False)

@@ -106,6 +106,23 @@ def test_convert_swaps_the_linear_layers(caplog, device):
     assert model[0].up.recipe == "rowwise"
 
 
+def test_recompute_activation_reaches_the_layer_and_its_op(device, monkeypatch):
+    """``convert(..., recompute_activation=True)`` sets it on each layer (shown in its repr); a tensorwise layer
+    called with its activation passes it to ``fp8_linear_act``."""
+    from blockfuse.nn import fp8 as nn_fp8
+
+    model = blockfuse.fp8.convert(small_model().to(device), recipe="tensorwise", recompute_activation=True)
+    up = model[0].up
+    assert up.recompute_activation and "recompute_activation=True" in repr(up)
+    assert not blockfuse.fp8.convert(small_model().to(device))[0].up.recompute_activation
+    calls = []
+    original = nn_fp8.fp8_linear_act
+    monkeypatch.setattr(nn_fp8, "fp8_linear_act", lambda *a, **k: calls.append(k["recompute"]) or original(*a, **k))
+    x = random_tensor((3, 5, 64), seed=6).to(device)
+    up(x, activation="gelu_tanh")
+    assert calls == [True]
+
+
 def test_convert_filter_and_a_bare_linear(device):
     model = small_model().to(device)
     blockfuse.fp8.convert(model, filter=lambda module, name: not name.endswith("down"))

@@ -347,6 +347,31 @@ def test_backward_writes_the_gradient_over_the_pre_activation(device, monkeypatc
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_recompute_keeps_no_pre_activation_and_changes_nothing(bias, device):
+    """``recompute=True``: the node keeps x's e4m3 cast (and the parameters) and no pre-activation, the backward
+    runs the forward GEMM again with the same operands: output and gradients equal to the kept path's, bit for
+    bit; a second backward through the graph works (nothing was overwritten that it needs)."""
+    x, weight, b = layer((37, 64), 48, "swiglu", torch.bfloat16, device, seed=100, bias=bias)
+    dy = random_tensor((37, 48), torch.bfloat16, seed=103).to(device)
+    runs = []
+    for recompute in (False, True):
+        leaves = [t.clone().requires_grad_() if t is not None else None for t in (x, weight, b)]
+        y, amax = fp8_linear_act(*leaves, "swiglu", recompute=recompute)
+        node = _act_node(y)
+        kept = [(tuple(t.shape), t.dtype) for t in node.saved_tensors if t is not None]
+        y.backward(dy, retain_graph=recompute)
+        runs.append([y.detach(), amax] + [t.grad for t in leaves if t is not None])
+    assert (37, 96) not in [shape for shape, _ in kept] and node.pre is None  # no (M, 2 hidden) pre-activation
+    assert ((37, 64), torch.float8_e4m3fn) in kept  # x's cast, the forward GEMM's operand
+    for name, a, c in zip(("y", "amax", "dx", "dweight", "dbias"), runs[1], runs[0]):
+        assert torch.equal(a, c), name
+    y.backward(dy)  # retain_graph: the second backward recomputes again
+    with pytest.raises(TypeError, match="recompute: expected a bool"):
+        fp8_linear_act(x, weight, b, "swiglu", recompute="yes")
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_activation_checkpointing_sees_the_pre_activation(device):
     """Under torch.utils.checkpoint (saved-tensor hooks of its own) the pre-activation is saved, so checkpointing
     drops it like every saved tensor; under blockfuse's own recompute hooks (models/recompute.py, which keep what
@@ -385,7 +410,8 @@ def test_activation_checkpointing_sees_the_pre_activation(device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_torch_compile_fullgraph(device):
+@pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recomputed"])
+def test_torch_compile_fullgraph(recompute, device):
     from tests.helpers import assert_compiles_like_eager
 
     x, weight, bias = layer((37, 64), 48, "swiglu", torch.float32, device, seed=60)
@@ -393,7 +419,7 @@ def test_torch_compile_fullgraph(device):
     grad_output = random_tensor((37, 32), torch.float32, seed=64).to(device)
 
     def mlp(x, weight, bias):
-        act, amax = fp8_linear_act(x * 2.0, weight, bias, "swiglu")
+        act, amax = fp8_linear_act(x * 2.0, weight, bias, "swiglu", recompute=recompute)
         return fp8_linear(act, w2, x_amax=amax)
 
     def run(fn):

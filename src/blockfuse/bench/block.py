@@ -73,12 +73,14 @@ class BlockSettings:
     # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
     compile_times: tuple[str, ...] = ()
     # the Linear layers: "bf16" (as built), "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
-    # provider's copy, before it is compiled) or "torchao:tensorwise" / "torchao:rowwise" (torchao's float8
-    # training, the FP8 baseline a PyTorch user picks; not for the fused providers)
+    # provider's copy, before it is compiled; "fp8:tensorwise+recompute": with recompute_activation) or
+    # "torchao:tensorwise" / "torchao:rowwise" (torchao's float8 training, the FP8 baseline a PyTorch user picks;
+    # not for the fused providers)
     linear: str = "bf16"
 
 
-LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise", "torchao:tensorwise", "torchao:rowwise")
+LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:tensorwise+recompute", "torchao:tensorwise",
+                  "torchao:rowwise")
 
 
 def parse_linear(text: str) -> str:
@@ -164,7 +166,8 @@ def provider_module(eager: nn.Module, provider: str, linear: str = "bf16") -> tu
         module = copy.deepcopy(eager)
     kind, _, recipe = parse_linear(linear).partition(":")
     if kind == "fp8":
-        module = convert_to_fp8(module, recipe=recipe)
+        recipe, _, recompute = recipe.partition("+")
+        module = convert_to_fp8(module, recipe=recipe, recompute_activation=recompute == "recompute")
     elif kind == "torchao":
         module = _torchao_float8(module, recipe, provider)
     mode = _compile_mode(provider)

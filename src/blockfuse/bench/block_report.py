@@ -378,7 +378,8 @@ def run_and_write(kind: str, settings, meta: dict, out: Path, show_progress: boo
     meta["command"] = command(kind, settings, out)
     # NOTE: FP8 runs get their own files, and no targets (those are the bf16 blocks' against their peers)
     fp8 = settings.linear != "bf16"
-    stem = out / (f"{kind}-{settings.name}" + ("-" + settings.linear.replace(":", "-") if fp8 else ""))
+    linear = settings.linear.replace(":", "-").replace("+", "-")  # (file names of letters, digits, '.', '_', '-')
+    stem = out / (f"{kind}-{settings.name}" + ("-" + linear if fp8 else ""))
     with_targets = with_targets and not fp8
     began = time.perf_counter()
 

@@ -45,13 +45,16 @@ class Float8Linear(nn.Linear):
     ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
     parameter kept; see :func:`blockfuse.fp8_linear`).
+    ``recompute_activation``: with ``activation=``, keep x's e4m3 cast instead of the pre-activation and run the
+    GEMM again in the backward (``fp8_linear_act(recompute=True)``: memory for one more GEMM).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
-                 recipe: str = "tensorwise", weight_cache: bool = True):
+                 recipe: str = "tensorwise", weight_cache: bool = True, recompute_activation: bool = False):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.recipe = _check_recipe(recipe)
         self.weight_cache = weight_cache
+        self.recompute_activation = recompute_activation
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None):
@@ -60,7 +63,7 @@ class Float8Linear(nn.Linear):
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
                                  f"x_amax), with recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
             return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache,
-                                  x_amax=x_amax)
+                                  x_amax=x_amax, recompute=self.recompute_activation)
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "
@@ -70,30 +73,34 @@ class Float8Linear(nn.Linear):
                           weight_cache=self.weight_cache, x_amax=x_amax)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True) -> "Float8Linear":
+    def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True,
+                    recompute_activation: bool = False) -> "Float8Linear":
         """A Float8Linear holding ``linear``'s own parameters (the same Parameter objects: an optimizer
         built on the model keeps working), in its training mode."""
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"linear: expected a torch.nn.Linear, got {type(linear).__name__}")
         with torch.device("meta"):  # no throwaway initialization: the parameters are linear's
             module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, recipe=recipe,
-                         weight_cache=weight_cache)
+                         weight_cache=weight_cache, recompute_activation=recompute_activation)
         module.weight = linear.weight
         module.bias = linear.bias
         module.train(linear.training)
         return module
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, recipe={self.recipe!r}"
+        extra = ", recompute_activation=True" if self.recompute_activation else ""
+        return f"{super().extra_repr()}, recipe={self.recipe!r}{extra}"
 
 
 def convert(model: nn.Module, recipe: str = "tensorwise", *,
-            filter: Optional[Callable[[nn.Module, str], bool]] = None) -> nn.Module:
+            filter: Optional[Callable[[nn.Module, str], bool]] = None, recompute_activation: bool = False) -> nn.Module:
     """Swaps every ``torch.nn.Linear`` of ``model`` (in place) for a :class:`Float8Linear` holding the
     same parameters, and returns the model (the new module when ``model`` is itself a Linear).
 
     ``filter(module, name)``: convert only the Linear layers it returns True for (``name``: the layer's
-    qualified name in ``model``, as ``named_modules`` gives it). Layers whose in_features or out_features
+    qualified name in ``model``, as ``named_modules`` gives it). ``recompute_activation``: each layer's
+    (:class:`Float8Linear`): a fused block's tensorwise MLP then keeps no pre-activation (recomputed in the
+    backward). Layers whose in_features or out_features
     is not a multiple of 16 are left as they are (``torch._scaled_mm`` cannot take them; an LM head over a
     vocabulary of 50257, say): they are logged at INFO level. Float8Linear layers are left as they are; a
     Linear reached twice (shared) becomes one Float8Linear.
@@ -124,7 +131,7 @@ def convert(model: nn.Module, recipe: str = "tensorwise", *,
         return True
 
     if wanted(model, ""):
-        return Float8Linear.from_linear(model, recipe)
+        return Float8Linear.from_linear(model, recipe, recompute_activation=recompute_activation)
     converted: dict[int, Float8Linear] = {}
     for name, parent in list(model.named_modules(remove_duplicate=False)):
         for child_name, child in list(parent.named_children()):
@@ -132,6 +139,7 @@ def convert(model: nn.Module, recipe: str = "tensorwise", *,
             if id(child) in converted:
                 setattr(parent, child_name, converted[id(child)])
             elif wanted(child, qualified):
-                converted[id(child)] = Float8Linear.from_linear(child, recipe)
+                converted[id(child)] = Float8Linear.from_linear(child, recipe,
+                                                                recompute_activation=recompute_activation)
                 setattr(parent, child_name, converted[id(child)])
     return model

@@ -779,9 +779,10 @@ def _transposed(q: Tensor, pad: int) -> Tensor:
     return bits.contiguous().view(q.dtype)
 
 
-def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None):
+def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None, keep_x=False):
     """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``. ``x_amax``: a
-    high-precision x's tensorwise amax, known already (its cast then reads x once)."""
+    high-precision x's tensorwise amax, known already (its cast then reads x once). ``keep_x``: the forward
+    GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again."""
     if x2.dtype == torch.float8_e4m3fn:
         x_q, x_s = x2, x_scale
         xt_q = xt_s = None
@@ -797,7 +798,17 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
     # NOTE: fast accumulation for the forward GEMM only, as torchao (its gradients accumulate in full).
     y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
+    if keep_x:
+        return y, (xt_q, xt_s, wt_q, wt_s, x_q, x_s)
     return y, (xt_q, xt_s, wt_q, wt_s)
+
+
+def _forward_again(x_q, x_s, weight, bias, out_dtype, cache):
+    """The tensorwise forward GEMM of :func:`_forward` once more, from its kept x operand (``keep_x``): the
+    same operands (the weight's cast from the cache, or cast again the same way) and the same call, so the same
+    values."""
+    w_q, w_s, _, _ = _weight_operands(weight, False, False, cache)
+    return _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, False, True)
 
 
 class _Fp8LinearFunction(torch.autograd.Function):

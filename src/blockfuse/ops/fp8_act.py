@@ -365,16 +365,24 @@ class _Fp8LinearActFunction(torch.autograd.Function):
     when the node returns, and two live (M, 2 hidden) buffers through the GEMMs (the saved pre-activation and
     a fresh gradient) made te-4layer's FP8 step peak 352 MiB (9%) above the two-node path's on an H200
     (benchmarks/results/fp8/5-act-amax-2026-11-28-h200/). One backward per forward then: a second through the
-    same graph (``retain_graph=True``) raises. Traced, the pre-activation is saved (Inductor plans the buffers)."""
+    same graph (``retain_graph=True``) raises. Traced, the pre-activation is saved (Inductor plans the buffers).
+
+    ``recompute`` (config): the pre-activation is not kept at all; the backward runs the forward GEMM again from
+    x's e4m3 operand, kept instead (1 byte a token x in_features, against 2 a token x out_features: in te-4layer's
+    gate|up layer 32 against 256 MiB a layer), for one more FP8 GEMM the size of the forward's."""
 
     @staticmethod
     def forward(ctx, x2, weight, bias, activation, config, x_amax):
-        out_dtype, x_grad, weight_grad, cache, kernels = config
-        pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax)
+        out_dtype, x_grad, weight_grad, cache, kernels, recompute = config
+        pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax,
+                                  keep_x=recompute)
         y, amax = act_forward(pre, activation, kernels)
-        ctx.on_ctx = (kernels and not torch.compiler.is_compiling() and not tracing() and not is_dtensor(pre)
-                      and not _foreign_saved_tensor_hooks())
-        if ctx.on_ctx:
+        ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
+                      and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
+        if recompute:
+            ctx.save_for_backward(*saved, weight, bias)
+            ctx.pre = None
+        elif ctx.on_ctx:
             ctx.save_for_backward(*saved)
             ctx.pre = pre
         else:
@@ -388,7 +396,12 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, _):
-        if ctx.on_ctx:
+        out_dtype, x_grad, weight_grad, cache, kernels, recompute = ctx.config
+        if recompute:
+            xt_q, xt_s, wt_q, wt_s, x_q, x_s, weight, bias = ctx.saved_tensors
+            pre = fp8._forward_again(x_q, x_s, weight, bias, out_dtype, cache)
+            del x_q, weight, bias
+        elif ctx.on_ctx:
             (xt_q, xt_s, wt_q, wt_s), pre = ctx.saved_tensors, ctx.pre
             if pre is None:
                 raise RuntimeError("fp8_linear_act: backward through the same graph a second time (retain_graph=True) "
@@ -396,9 +409,10 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             ctx.pre = None
         else:
             xt_q, xt_s, wt_q, wt_s, pre = ctx.saved_tensors
-        _, x_grad, weight_grad, _, kernels = ctx.config
         sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
-        dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels, in_place=ctx.on_ctx)
+        # (a recomputed pre-activation is this backward's own: written over too)
+        dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels,
+                                      in_place=ctx.on_ctx or recompute)
         del pre
         # NOTE: e5m2 both ways (range over precision), as fp8_linear's tensorwise gradients; one pass over
         # dpre, its amax folded by the kernel that wrote it.
@@ -416,7 +430,8 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
 
 def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "swiglu", *,
-                   weight_cache: bool = True, x_amax: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                   weight_cache: bool = True, x_amax: Optional[Tensor] = None,
+                   recompute: bool = False) -> tuple[Tensor, Tensor]:
     """``(y, amax)``: ``y = act(x @ weight.T + bias)`` with the GEMMs in tensorwise FP8 (``fp8_linear``'s:
     x and the weight in e4m3, the gradient in e5m2) and ``amax = max |y|`` as a (1,) fp32 tensor, for the
     next tensorwise FP8 layer: ``fp8_linear(y, w2, x_amax=amax)`` casts y in one pass. Differentiable in
@@ -429,6 +444,8 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     its columns (the bias gradient), so its e5m2 cast reads it once (module docstring). A layer whose sizes
     are not multiples of 16 (:func:`blockfuse.ops.fp8.fp8_supported`) runs ``F.linear`` in x's dtype.
     ``x_amax``: x's amax, known already (:func:`blockfuse.ops.fp8.fp8_linear`'s, the norm before the layer's).
+    ``recompute``: keep x's e4m3 cast instead of the pre-activation and run the forward GEMM again in the
+    backward (memory for time: the pre-activation is the largest tensor the layer keeps; same values).
     """
     if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn:
         raise TypeError("x: expected a float32, float16 or bfloat16 tensor (fp8_linear_act quantizes x itself), "
@@ -449,12 +466,14 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     grad = torch.is_grad_enabled()
     x_grad = grad and x.requires_grad
     weight_grad = grad and weight.requires_grad
-    config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x))
+    if not isinstance(recompute, bool):
+        raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
+    config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax)
     else:
         pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache, x_amax)
-        y, amax = act_forward(pre, activation, config[-1])
+        y, amax = act_forward(pre, activation, config[4])
     return y.view(*lead, y.shape[-1]), amax
 
 
