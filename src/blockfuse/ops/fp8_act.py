@@ -379,15 +379,8 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         y, amax = act_forward(pre, activation, kernels)
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
-        if recompute:
-            ctx.save_for_backward(*saved, weight, bias)
-            ctx.pre = None
-        elif ctx.on_ctx:
-            ctx.save_for_backward(*saved)
-            ctx.pre = pre
-        else:
-            ctx.save_for_backward(*saved, pre)
-            ctx.pre = None
+        ctx.pre = pre if ctx.on_ctx else None
+        ctx.save_for_backward(*saved, *((weight, bias) if recompute else () if ctx.on_ctx else (pre,)))
         ctx.mark_non_differentiable(amax)
         ctx.activation, ctx.config = activation, config
         ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype

@@ -1056,6 +1056,16 @@ def _num_programs(x: Tensor, row_blocks: int, block_n: int, per_sm: int) -> int:
     return max(1, min(row_blocks, 4))
 
 
+def _statistics(x: Tensor, is_rms: bool, stats: bool) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """The forwards' ``(mean, rstd)`` buffers, fp32: mean for LayerNorm with ``stats``, rstd with ``stats``, else
+    None. NOTE: shaped like x's rows (its leading dimensions), so that a DTensor x sharded on any of them shards
+    its statistics the same way (ops/sharding.py); the kernels index them by flat row."""
+    if not stats:
+        return None, None
+    mean = None if is_rms else x.new_empty(x.shape[:-1], dtype=torch.float32)
+    return mean, x.new_empty(x.shape[:-1], dtype=torch.float32)
+
+
 @launcher_op("norm_fwd")
 def _norm_fwd(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor], seed: Optional[Tensor],
@@ -1074,15 +1084,8 @@ def _norm_fwd(
     weight, bias = vector(weight), vector(bias)
     m = x2.shape[0]
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    s = mean = rstd = None
-    if mode == PRE:
-        s = torch.empty_like(y)
-    if stats:
-        # NOTE: shaped like x's rows (its leading dimensions), so that a DTensor x sharded on any of them
-        # shards its statistics the same way (ops/sharding.py); the kernel indexes them by flat row.
-        if not is_rms:
-            mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
-        rstd = x.new_empty(x.shape[:-1], dtype=torch.float32)
+    s = torch.empty_like(y) if mode == PRE else None
+    mean, rstd = _statistics(x, is_rms, stats)
     outputs = (y, empty_if_none(s, x), empty_if_none(mean, x), empty_if_none(rstd, x))
     if m == 0:
         return outputs
@@ -1162,8 +1165,7 @@ def _norm_fwd_fp8(
     scale = x.new_empty((*x.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
     s = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == PRE else None
     y = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == POST else None
-    mean = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats and not is_rms else None
-    rstd = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats else None
+    mean, rstd = _statistics(x, is_rms, stats)
     outputs = (q, scale, empty_if_none(s, x), empty_if_none(y, x), empty_if_none(mean, x), empty_if_none(rstd, x))
     if m == 0:
         if not rowwise:
@@ -1218,8 +1220,7 @@ def _norm_fwd_amax(
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     amax = torch.zeros((1,), dtype=torch.float32, device=x.device)
     s = torch.empty_like(y) if mode == PRE else None
-    mean = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats and not is_rms else None
-    rstd = x.new_empty(x.shape[:-1], dtype=torch.float32) if stats else None
+    mean, rstd = _statistics(x, is_rms, stats)
     if x2.shape[0] > 0:
         _launch_fwd_fp8(x2, res2, weight, bias, None, s, y, None, None, amax, seed, mean, rstd, eps, mode, dropout_p,
                         is_rms, cast_before_weight, 0, stats, FP8_AMAX.value)
