@@ -149,7 +149,7 @@ def _fp8_tile(norm, tile):
         yield
         return
     original = norm.fp8_forward_tile
-    norm.fp8_forward_tile = lambda n: original(n)._replace(block_m=tile[0], num_warps=tile[1])
+    norm.fp8_forward_tile = lambda n, *rule: original(n, *rule)._replace(block_m=tile[0], num_warps=tile[1])
     try:
         yield
     finally:

@@ -5,10 +5,10 @@
 #
 #   git archive <commit before> src | tar x -C _gpu/old    # the code before, for the A/B (untracked: it travels)
 #
-# Run 1 (2026-11-28, old 28d865a): benchmarks/results/fp8/5-act-amax-2026-11-28-h200/. Next: old 16f5bc8, to measure
-# the backward that writes the gradient over the pre-activation (the peak; carry .whl with torchao's wheel), and
-# `fp8:tensorwise+recompute` (the te-recompute step; the old code has no such choice).
-#   bash scripts/issue18_act_amax_gpu.sh OUT        (writes OUT/results.tar.gz)
+# Run 1 (2026-11-28, old 28d865a): benchmarks/results/fp8/5-act-amax-2026-11-28-h200/. Run 2 (old 16f5bc8, carrying
+# .whl with torchao's wheel, NO_TESTS=1 after the session's all-tests check): the backward that writes the gradient
+# over the pre-activation and `fp8:tensorwise+recompute`, benchmarks/results/fp8/6-inplace-2026-11-28-h200/.
+#   [NO_TESTS=1] bash scripts/issue18_act_amax_gpu.sh OUT        (writes OUT/results.tar.gz)
 #
 # 1. the FP8 and activation tests on CUDA; 2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile (the
 # target's baseline), torchao tensorwise compiled, blockfuse's fused FP8 tensorwise block, new and old alternated
@@ -23,7 +23,8 @@ source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
 old_code
-step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
+# NO_TESTS=1 skips the tests (when scripts/session_check_gpu.sh ran them in the same session)
+[ -z "${NO_TESTS:-}" ] && step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
     tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/ops/test_gated.py tests/ops/test_norm_fp8.py
 TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
 step 100 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"

@@ -27,6 +27,7 @@ from tests.helpers import (
     assert_runs_without_interpreter,
     as_double,
     assert_all_close_to_reference,
+    assert_close_to_reference,
     downcast,
     grads,
     leaves,
@@ -582,6 +583,53 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
         else:  # compiled, the two kernels' multiply-adds may contract differently: within an ulp of bf16
             torch.testing.assert_close(two, one, rtol=2 ** -7, atol=1e-6)
     assert results[True][0].abs().sum() > 0 and results[True][2].abs().sum() > 0
+
+
+@pytest.mark.parametrize("n", [72, 760, 768, 1152, 2048, 4096, 4304, 11008])
+@pytest.mark.parametrize("m", [1, 7, 300, 2048, 8192, 32768])
+@pytest.mark.parametrize("sms", [16, 132])
+def test_forward_rows_follow_the_row_count(n, m, sms):
+    """The forward's rows a program come down (powers of two, at least one) until m rows make
+    FWD_MIN_PROGRAMS_PER_SM programs a multiprocessor, and only then; the warps follow the lanes within 4 and
+    the width's own."""
+    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    ruled = norm.rows_for_count(tile, m, sms)
+    wanted = sms * norm.FWD_MIN_PROGRAMS_PER_SM
+    assert (ruled.block_n, ruled.tail, ruled.block_t, ruled.num_chunks) == \
+        (tile.block_n, tile.tail, tile.block_t, tile.num_chunks)
+    assert ruled.block_m & (ruled.block_m - 1) == 0 and 1 <= ruled.block_m <= tile.block_m
+    assert 4 <= ruled.num_warps <= tile.num_warps
+    if -(-m // tile.block_m) >= wanted:
+        assert ruled == tile
+    else:
+        assert ruled.block_m == 1 or -(-m // ruled.block_m) >= wanted, (m, ruled)
+        assert ruled.block_m == tile.block_m or -(-m // (2 * ruled.block_m)) < wanted, (m, ruled)
+    if (n, m, sms) == (768, 2048, 132):  # 4 rows of 1024 lanes a program: 512 programs; 2 rows: 1024 >= 528
+        assert (tile.block_m, ruled.block_m, ruled.num_warps) == (4, 2, 4)
+
+
+@pytest.mark.parametrize("form", ["ln", "rms-pre"])
+def test_forward_with_fewer_rows_a_program_matches_the_reference(form, device, monkeypatch):
+    """The row-count rule's tiles (one row a program where the width's tile packs four; forced here, on a card of
+    16 multiprocessors, also in the interpreter) compute what the reference does."""
+    monkeypatch.setattr(norm, "_forward_tile", lambda tile, m, dev: norm.rows_for_count(tile, m, 16))
+    m, n = 37, 768
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
+    w = random_tensor((n,), torch.bfloat16, device, seed=2)
+    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    assert tile.block_m > 1 and norm.rows_for_count(tile, m, 16).block_m == 1
+    if form == "ln":
+        b = random_tensor((n,), torch.bfloat16, device, seed=3)
+        out = blockfuse.layer_norm(x, w, b)
+        ref = norm.layer_norm_ref(x.double(), w.double(), b.double())
+        own = norm.layer_norm_ref(x, w, b)  # PyTorch in bf16
+    else:
+        r = random_tensor((m, n), torch.bfloat16, device, seed=4)
+        out = blockfuse.rms_norm(x, w, residual=r, residual_mode="pre")[0]
+        ref = norm.rms_norm_ref(x.double(), w.double(), residual=r.double(), residual_mode="pre")[0]
+        own = norm.rms_norm_ref(x, w, residual=r, residual_mode="pre")[0]
+    assert ref.abs().max() > 0
+    assert_close_to_reference(out, own, ref)
 
 
 @pytest.mark.parametrize("n", [72, 760, 768, 1128, 1152, 2560, 2880, 4096, 4304, 5120, 6144, 11008, 14336, 20000])

@@ -990,6 +990,40 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
     return Tile(block_m, block_n, num_chunks, num_warps, tail > 0, max(tail, 1))
 
 
+# NOTE: the forward's rows per program also depend on the row count and the card. The width's tile packs
+# FWD_TILE_ELEMENTS lanes a program (4 rows of 1024), which keeps bytes in flight where there are rows to spare; a
+# few thousand rows then make too few programs to fill the card ([2048, 768]: 512 programs of 4 warps, 2048 warps
+# where an H200 holds 132 x 64), and the kernel is a few microseconds long, so warps that could have been loading
+# are the time. So a row count below FWD_MIN_PROGRAMS_PER_SM programs a multiprocessor of the
+# width's tile takes fewer rows a program (a power of two, at least one), the warps following the lanes as in
+# _tile. 0 or None: off. Rows past the count, every backward, and traced calls with a symbolic row count keep the
+# width's tile.
+FWD_MIN_PROGRAMS_PER_SM = 4
+
+
+def rows_for_count(tile: Tile, m: int, sms: int, elements_per_warp: int = FWD_ELEMENTS_PER_WARP) -> Tile:
+    """``tile`` (the width's, from :func:`_tile`) with fewer rows a program when ``m`` rows of it would make fewer
+    than ``FWD_MIN_PROGRAMS_PER_SM`` programs for each of ``sms`` multiprocessors (the NOTE above)."""
+    wanted = sms * (FWD_MIN_PROGRAMS_PER_SM or 0)
+    if tile.block_m == 1 or m >= tile.block_m * wanted or tile.num_chunks != 1:
+        return tile
+    return _fewer_rows(tile, 1 << (max(1, m // wanted).bit_length() - 1), elements_per_warp)
+
+
+@functools.lru_cache(maxsize=None)
+def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
+    lanes = tile.block_n + (tile.block_t if tile.tail else 0)
+    warps = min(tile.num_warps, max(4, next_power_of_2(cdiv(block_m * lanes, elements_per_warp))))
+    return tile._replace(block_m=min(block_m, tile.block_m), num_warps=warps)
+
+
+def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
+    """The forward launch's tile: ``tile`` with :func:`rows_for_count` on CUDA for a plain int row count."""
+    if m.__class__ is not int or device.type != "cuda" or not FWD_MIN_PROGRAMS_PER_SM:
+        return tile
+    return rows_for_count(tile, m, sm_count(device))
+
+
 def _two_fma(tile: Tile, activation: int) -> bool:
     """dz's form in the backward (see the NOTE above BWD_TWO_FMA_MAX_WARPS): two multiply-adds where a thread
     may hold more than 128 registers (at most BWD_TWO_FMA_MAX_WARPS warps, no register cap)."""
@@ -1091,7 +1125,8 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    tile = _forward_tile(_tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES), m,
+                         x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
@@ -1131,10 +1166,13 @@ FP8_FWD_MIN_WARPS = 4
 FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
 
 
-def fp8_forward_tile(n: int) -> Tile:
-    """The tile of the forward with an FP8 output for rows of ``n``: the forward's, with at least
-    FP8_FWD_MIN_WARPS warps (benchmarks/norm_fp8.py compiles and times it)."""
+def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None) -> Tile:
+    """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
+    forward's row-count rule): the forward's, with at least FP8_FWD_MIN_WARPS warps (benchmarks/norm_fp8.py
+    compiles and times it)."""
     tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    if device is not None:
+        tile = _forward_tile(tile, m, device)
     return tile._replace(num_warps=max(tile.num_warps, FP8_FWD_MIN_WARPS))
 
 
@@ -1187,7 +1225,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
     h = 0 if history is None else int(history.shape[0])
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
-    tile = fp8_forward_tile(n)
+    tile = fp8_forward_tile(n, m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
