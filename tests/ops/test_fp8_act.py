@@ -331,11 +331,12 @@ def test_backward_writes_the_gradient_over_the_pre_activation(device, monkeypatc
         return kept, [t.grad for t in leaves]
 
     kept, in_place = run()
-    assert calls == ["_act_backward_"] and kept == (True, 4)  # x^T, its scale, the weight's cast and scale
+    # x^T, its scale, the weight's transposed cast and scale (None: the backward makes them), the weight
+    assert calls == ["_act_backward_"] and kept == (True, 5)
     calls.clear()
     monkeypatch.setattr(fp8_act, "tracing", lambda: True)
     kept, fresh = run()
-    assert calls == ["_act_backward"] and kept == (False, 5)
+    assert calls == ["_act_backward"] and kept == (False, 6)
     for name, a, b in zip(("dx", "dweight", "dbias"), in_place, fresh):
         assert torch.equal(a, b), name
     monkeypatch.undo()

@@ -694,26 +694,45 @@ _CACHE_ATTRIBUTE = "_blockfuse_fp8_casts"
 
 
 def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool):
-    """``(w, w_scale, wt, wt_scale)``: the weight (N, K) in e4m3 for the forward, and (when ``dgrad``)
-    its transpose (K, N) in e4m3 for the input gradient (None otherwise); both from one cast.
+    """``(w, w_scale, wt, wt_scale)``: the weight (N, K) in e4m3 for the forward, and its transpose (K, N) in e4m3
+    for the input gradient when ``dgrad`` and the casts are made here (None otherwise: see below); both from one
+    cast.
 
-    NOTE: the casts are kept on the weight tensor, keyed on its storage pointer and version counter:
-    the calls of one step (gradient-accumulation micro-batches, a checkpointed forward run again,
-    every call at inference) reuse them, and any in-place update (an optimizer step,
-    ``load_state_dict``, ``weight.add_``) bumps the version and invalidates them. An update through
-    ``weight.data`` is not seen (``.data`` has a version counter of its own): call
-    :func:`clear_weight_cache` after one. The cost: the casts stay alive between steps, 1 byte a
-    parameter each (2 with the transpose). Under ``torch.compile`` (and any tracing) the casts are
-    made in the graph on every call, where Inductor fuses them."""
+    NOTE: eagerly (``cache``, no tracing) the forward's cast is kept on the weight tensor, keyed on its storage
+    pointer and version counter: the calls of one step (gradient-accumulation micro-batches, a checkpointed
+    forward run again, every call at inference) reuse it, and any in-place update (an optimizer step,
+    ``load_state_dict``, ``weight.add_``) bumps the version and invalidates it. An update through ``weight.data``
+    is not seen (``.data`` has a version counter of its own): call :func:`clear_weight_cache` after one. The cost:
+    the cast stays alive between steps, 1 byte a parameter. The transpose is then not made here, nor kept from
+    the forward to the backward: the backward makes it (:func:`_dgrad_operands`) and drops it after its GEMM, so
+    the step's peak (the start of the backward, every layer's activations kept) holds one of them, not one a layer
+    (te-4layer: 160 MiB, 1 byte a parameter; the first build kept both casts, 2 bytes a parameter, from one cast
+    pass: benchmarks/NOTES.md, "FP8 weights' transposes made in the backward"). Under ``torch.compile`` (and any
+    tracing) both casts are made in the graph on every call, where Inductor fuses them and plans their buffers."""
     if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
         return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
     key = (weight.data_ptr(), weight._version, tuple(weight.shape), weight.dtype, weight.device, rowwise)
     entry = getattr(weight, _CACHE_ATTRIBUTE, None)
-    if entry is None or entry[0] != key or (dgrad and entry[3] is None):
-        setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale casts go before the new ones are made
-        entry = (key, *_quantize_2d(weight.detach(), torch.float8_e4m3fn, rowwise, True, dgrad, 1))
+    if entry is None or entry[0] != key:
+        setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale cast goes before the new one is made
+        w_q, w_s, _, _ = _quantize_2d(weight.detach(), torch.float8_e4m3fn, rowwise, True, False, 1)
+        entry = (key, w_q, w_s)
         setattr(weight, _CACHE_ATTRIBUTE, entry)
-    return entry[1:]
+    return entry[1], entry[2], None, None
+
+
+def _dgrad_operands(weight: Tensor, rowwise: bool, cache: bool, wt_q: Optional[Tensor], wt_s: Optional[Tensor]):
+    """The weight's transposed e4m3 cast for the input gradient's GEMM: ``(wt_q, wt_s)`` as the forward made them,
+    or where it left them to the backward (:func:`_weight_operands`' NOTE), made now: tensorwise, the forward's
+    cast (from the cache) with its bytes transposed, the same values and scale; rowwise, the weight cast again
+    with its columns' scales, as the forward's one pass would have."""
+    if wt_q is not None:
+        return wt_q, wt_s
+    if not rowwise:
+        w_q, w_s, _, _ = _weight_operands(weight, False, False, cache)
+        return _transposed(w_q, 1), w_s
+    _, _, wt_q, wt_s = _quantize_2d(weight.detach(), torch.float8_e4m3fn, True, False, True, 1)
+    return wt_q, wt_s
 
 
 def clear_weight_cache(weight: Tensor) -> None:
@@ -819,7 +838,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
     def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax):
         rowwise, out_dtype, x_grad, weight_grad, cache = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax)
-        ctx.save_for_backward(*saved)
+        ctx.save_for_backward(*saved, weight)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
         ctx.weight_dtype = weight.dtype
@@ -829,15 +848,19 @@ class _Fp8LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        xt_q, xt_s, wt_q, wt_s = ctx.saved_tensors
-        rowwise, _, x_grad, weight_grad, _ = ctx.config
+        xt_q, xt_s, wt_q, wt_s, weight = ctx.saved_tensors
+        rowwise, _, x_grad, weight_grad, cache = ctx.config
         # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
         # as torchao's rowwise recipe: per-row scales leave little range to cover.
         grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
         # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
         dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE,
                                                         None, ctx.bias_dtype if ctx.needs_input_grad[3] else None)
-        dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False) if x_grad else None
+        dx = None
+        if x_grad:
+            wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s)
+            dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False)
+            del wt_q  # a transpose made here goes before the next GEMM
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         if ctx.proxy_shape is not None:
             return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None
@@ -961,7 +984,8 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     dtype of their tensors. An FP8 x takes no gradient (pass it detached); weight and bias do.
 
     Casts: x to e4m3 (amax of the tensor, or of each row), the weight to e4m3 (kept between calls
-    while the weight is unchanged, ``weight_cache``; see :func:`clear_weight_cache`), the output
+    while the weight is unchanged, ``weight_cache``; see :func:`clear_weight_cache`; its transpose for the
+    input gradient is made by the backward and not kept), the output
     gradient to e5m2 (tensorwise) or e4m3 (rowwise). A layer whose in_features or out_features is not a
     multiple of 16 (:func:`fp8_supported`) runs a plain ``F.linear`` in x's dtype instead.
 

@@ -357,7 +357,7 @@ def _foreign_saved_tensor_hooks() -> bool:
 
 class _Fp8LinearActFunction(torch.autograd.Function):
     """act(x2 @ weight.T + bias) with a tensorwise FP8 GEMM; returns ``(y, amax)``, amax not differentiable.
-    Keeps x^T in e4m3 (fp8.py), the weight's casts and the pre-activation (x's dtype), never the activation.
+    Keeps x^T in e4m3 (fp8.py), the weight (its forward cast cached on it) and the pre-activation (x's dtype), never the activation.
 
     Eagerly (kernels, no tracing, no DTensor, no saved-tensor hooks but blockfuse's own: activation checkpointing
     must see it) the pre-activation is kept on ``ctx``, not saved: the backward
@@ -380,7 +380,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
         ctx.pre = pre if ctx.on_ctx else None
-        ctx.save_for_backward(*saved, *((weight, bias) if recompute else () if ctx.on_ctx else (pre,)))
+        ctx.save_for_backward(*saved, weight, *((bias,) if recompute else () if ctx.on_ctx else (pre,)))
         ctx.mark_non_differentiable(amax)
         ctx.activation, ctx.config = activation, config
         ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
@@ -393,15 +393,15 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         if recompute:
             xt_q, xt_s, wt_q, wt_s, x_q, x_s, weight, bias = ctx.saved_tensors
             pre = fp8._forward_again(x_q, x_s, weight, bias, out_dtype, cache)
-            del x_q, weight, bias
+            del x_q, bias
         elif ctx.on_ctx:
-            (xt_q, xt_s, wt_q, wt_s), pre = ctx.saved_tensors, ctx.pre
+            (xt_q, xt_s, wt_q, wt_s, weight), pre = ctx.saved_tensors, ctx.pre
             if pre is None:
                 raise RuntimeError("fp8_linear_act: backward through the same graph a second time (retain_graph=True) "
                                    "is not supported: the first backward wrote its gradient over the pre-activation")
             ctx.pre = None
         else:
-            xt_q, xt_s, wt_q, wt_s, pre = ctx.saved_tensors
+            xt_q, xt_s, wt_q, wt_s, weight, pre = ctx.saved_tensors
         sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
         # (a recomputed pre-activation is this backward's own: written over too)
         dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels,
@@ -412,7 +412,11 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         dq, ds, dtq, dts = fp8._quantize_2d(dpre, torch.float8_e5m2, False, x_grad, weight_grad,
                                             fp8.GEMM_MULTIPLE, None, amax)
         del dpre  # eagerly its memory (the pre-activation's) goes back before the GEMMs
-        dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False) if x_grad else None
+        dx = None
+        if x_grad:  # the weight's transpose, made now where the forward left it (fp8._weight_operands)
+            wt_q, wt_s = fp8._dgrad_operands(weight, False, cache, wt_q, wt_s)
+            dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False)
+            del wt_q
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
         return dx, dw, db, None, None, None
 
