@@ -357,7 +357,8 @@ def _foreign_saved_tensor_hooks() -> bool:
 
 class _Fp8LinearActFunction(torch.autograd.Function):
     """act(x2 @ weight.T + bias) with a tensorwise FP8 GEMM; returns ``(y, amax)``, amax not differentiable.
-    Keeps x^T in e4m3 (fp8.py), the weight (its forward cast cached on it) and the pre-activation (x's dtype), never the activation.
+    Keeps x^T in e4m3 (fp8.py), the weight (its forward cast cached on it) and the pre-activation (x's dtype),
+    never the activation.
 
     Eagerly (kernels, no tracing, no DTensor, no saved-tensor hooks but blockfuse's own: activation checkpointing
     must see it) the pre-activation is kept on ``ctx``, not saved: the backward
