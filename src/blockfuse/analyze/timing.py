@@ -39,7 +39,8 @@ def summarize(samples: Sequence[float]) -> Timing:
 
 
 def time_cuda(
-    fn: Callable, *, warmup_ms: float, rep_ms: float, grad_to_none=None, setup: Callable | None = None
+    fn: Callable, *, warmup_ms: float, rep_ms: float, grad_to_none=None, setup: Callable | None = None,
+    min_reps: int = 1, min_warmup: int = 1,
 ) -> Timing:
     """Time ``fn`` on the current CUDA device.
 
@@ -47,11 +48,22 @@ def time_cuda(
     repeats for ``rep_ms`` with the L2 cache cleared before each call, timed by CUDA events.
     With ``setup``: the same loop, but each call first runs ``setup()`` untimed and the timed
     call is ``fn(setup())`` (the backward-only mode: a fresh forward, then the timed backward).
+
+    ``min_reps`` / ``min_warmup``: at least that many timed / warm-up calls whatever the budgets
+    give (NOTE: a call longer than the budget otherwise gets one or two of each: a 24 ms training step
+    under ``bench block --quick``'s 25 / 50 ms was one warm-up and two samples, p20 = p80, and one
+    such run on an H200 read 33.1 ms where its repeat read 26.6, benchmarks/results/fp8/
+    7-weight-t-2026-11-28-h200/).
     """
     if setup is not None:
-        return _time_cuda_after_setup(fn, setup, warmup_ms=warmup_ms, rep_ms=rep_ms, grad_to_none=grad_to_none)
+        return _time_cuda_after_setup(fn, setup, warmup_ms=warmup_ms, rep_ms=rep_ms, grad_to_none=grad_to_none,
+                                      min_reps=min_reps, min_warmup=min_warmup)
     import triton.testing
 
+    if min_reps > 1 or min_warmup > 1:
+        estimate_ms = _estimate_ms(fn)
+        warmup_ms = max(warmup_ms, min_warmup * estimate_ms)
+        rep_ms = max(rep_ms, min_reps * estimate_ms)
     parameters = inspect.signature(triton.testing.do_bench).parameters
     kwargs = {"warmup": warmup_ms, "rep": rep_ms, "grad_to_none": grad_to_none}
     if "quantiles" in parameters:  # triton 2.1 and later, 3.6 and 3.9 included
@@ -61,7 +73,26 @@ def time_cuda(
     return Timing(median=median, p20=median, p80=median)
 
 
-def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none) -> Timing:
+def _estimate_ms(fn: Callable) -> float:
+    """Milliseconds of one call of ``fn`` (after one untimed call), from three timed back to back."""
+    fn()
+    began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    began.record()
+    for _ in range(3):
+        fn()
+    ended.record()
+    torch.cuda.synchronize()
+    return max(began.elapsed_time(ended) / 3, 1e-3)
+
+
+def call_counts(warmup_ms: float, rep_ms: float, estimate_ms: float, min_warmup: int = 1,
+                min_reps: int = 1) -> tuple[int, int]:
+    """``(warm-up calls, timed calls)`` for calls of ``estimate_ms`` within the budgets, at least ``min_warmup`` and
+    ``min_reps``."""
+    return (max(min_warmup, 1, int(warmup_ms / estimate_ms)), max(min_reps, 1, int(rep_ms / estimate_ms)))
+
+
+def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none, min_reps=1, min_warmup=1) -> Timing:
     # NOTE: do_bench's loop with an untimed setup before each call. The L2 flush comes after
     # the setup so the timed call starts cold, as a backward does long after its forward.
     flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")  # above any L2 (50 MiB H100, 60 MiB H200)
@@ -86,9 +117,9 @@ def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none) -> Tim
     ended.record()
     torch.cuda.synchronize()
     estimate_ms = max(began.elapsed_time(ended) / 5, 1e-3)  # setup and flush included: the loop lasts about rep_ms
-    for _ in range(max(1, int(warmup_ms / estimate_ms))):
+    warmups, repeats = call_counts(warmup_ms, rep_ms, estimate_ms, min_warmup, min_reps)
+    for _ in range(warmups):
         once()
-    repeats = max(1, int(rep_ms / estimate_ms))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for start, end in zip(starts, ends):
