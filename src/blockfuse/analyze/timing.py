@@ -50,9 +50,9 @@ def time_cuda(
     call is ``fn(setup())`` (the backward-only mode: a fresh forward, then the timed backward).
 
     ``min_reps`` / ``min_warmup``: at least that many timed / warm-up calls whatever the budgets
-    give (NOTE: a call longer than the budget otherwise gets one or two of each: a 24 ms training step
-    under ``bench block --quick``'s 25 / 50 ms was one warm-up and two samples, p20 = p80, and one
-    such run on an H200 read 33.1 ms where its repeat read 26.6, benchmarks/results/fp8/
+    give (NOTE: a call longer than the budgets otherwise gets one or two of each: a 24 ms training step
+    under ``bench block --quick``'s 25 / 50 ms was timed twice, p20 = p80 in its record, and one such
+    run on an H200 read 33.1 ms where its repeat read 26.6, benchmarks/results/fp8/
     7-weight-t-2026-11-28-h200/).
     """
     if setup is not None:

@@ -212,7 +212,7 @@ MIN_WARMUP = 3
 def _time(fn: Callable, settings: BlockSettings, setup: Callable) -> timing.Timing:
     """``fn(setup())`` timed, ``setup`` untimed before each call (the L2 flushed after it on CUDA)."""
     if settings.device.type == "cuda":
-        # (at least MIN_WARMUP / MIN_REPS calls: a long step got one and two under --quick's budgets)
+        # (at least MIN_WARMUP / MIN_REPS calls: a long step was timed twice under --quick's budgets)
         return timing.time_cuda(fn, setup=setup, warmup_ms=25 if settings.quick else 100,
                                 rep_ms=50 if settings.quick else 400, min_warmup=MIN_WARMUP, min_reps=MIN_REPS)
     return timing.time_cpu(fn, setup=setup, warmup=1, rep_ms=50 if settings.quick else 500, max_reps=20)
