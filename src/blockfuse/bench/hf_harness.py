@@ -48,8 +48,9 @@ def time_call(fn: Callable, device: torch.device, quick: bool, parameters=None) 
     """CUDA: ``timing.time_cuda`` (do_bench, the L2 flushed before each call; ``parameters``' grads
     set to None before each); CPU: the wall clock."""
     if device.type == "cuda":
+        # (at least 5 timed calls: a model's step of 100+ ms got 2-4 within --quick's 400 ms)
         return timing.time_cuda(fn, warmup_ms=100 if quick else 500, rep_ms=400 if quick else 2000,
-                                grad_to_none=parameters)
+                                grad_to_none=parameters, min_reps=5)
     return timing.time_cpu(fn, warmup=1, rep_ms=20 if quick else 200, min_reps=3, max_reps=20 if quick else 200)
 
 
