@@ -73,16 +73,17 @@ def time_cuda(
     return Timing(median=median, p20=median, p80=median)
 
 
-def _estimate_ms(fn: Callable) -> float:
-    """Milliseconds of one call of ``fn`` (after one untimed call), from three timed back to back."""
+def _estimate_ms(fn: Callable, calls: int = 3) -> float:
+    """Milliseconds of one call of ``fn`` (after one untimed call), from ``calls`` timed back to back."""
     fn()
+    torch.cuda.synchronize()
     began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     began.record()
-    for _ in range(3):
+    for _ in range(calls):
         fn()
     ended.record()
     torch.cuda.synchronize()
-    return max(began.elapsed_time(ended) / 3, 1e-3)
+    return max(began.elapsed_time(ended) / calls, 1e-3)
 
 
 def call_counts(warmup_ms: float, rep_ms: float, estimate_ms: float, min_warmup: int = 1,
@@ -108,15 +109,7 @@ def _time_cuda_after_setup(fn, setup, *, warmup_ms, rep_ms, grad_to_none, min_re
         if end is not None:
             end.record()
 
-    once()
-    torch.cuda.synchronize()
-    began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    began.record()
-    for _ in range(5):
-        once()
-    ended.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(began.elapsed_time(ended) / 5, 1e-3)  # setup and flush included: the loop lasts about rep_ms
+    estimate_ms = _estimate_ms(once, calls=5)  # setup and flush included: the loop lasts about rep_ms
     warmups, repeats = call_counts(warmup_ms, rep_ms, estimate_ms, min_warmup, min_reps)
     for _ in range(warmups):
         once()
