@@ -994,10 +994,10 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
 # FWD_TILE_ELEMENTS lanes a program (4 rows of 1024), which keeps bytes in flight where there are rows to spare; a
 # few thousand rows then make too few programs to fill the card ([2048, 768]: 512 programs of 4 warps, 2048 warps
 # where an H200 holds 132 x 64), and the kernel is a few microseconds long, so warps that could have been loading
-# are the time. So a row count below FWD_MIN_PROGRAMS_PER_SM programs a multiprocessor of the
-# width's tile takes fewer rows a program (a power of two, at least one), the warps following the lanes as in
-# _tile. 0 or None: off. Rows past the count, every backward, and traced calls with a symbolic row count keep the
-# width's tile.
+# are the time. So where the width's tile would make fewer than FWD_MIN_PROGRAMS_PER_SM programs a multiprocessor,
+# the forward takes fewer rows a program (a power of two, at least one), the warps following the lanes as in
+# _tile. 0 or None: off. More rows, every backward, and traced calls with a symbolic row count keep the width's
+# tile.
 FWD_MIN_PROGRAMS_PER_SM = 4
 
 
@@ -1014,12 +1014,12 @@ def rows_for_count(tile: Tile, m: int, sms: int, elements_per_warp: int = FWD_EL
 def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
     lanes = tile.block_n + (tile.block_t if tile.tail else 0)
     warps = min(tile.num_warps, max(4, next_power_of_2(cdiv(block_m * lanes, elements_per_warp))))
-    return tile._replace(block_m=min(block_m, tile.block_m), num_warps=warps)
+    return tile._replace(block_m=block_m, num_warps=warps)
 
 
 def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
     """The forward launch's tile: ``tile`` with :func:`rows_for_count` on CUDA for a plain int row count."""
-    if m.__class__ is not int or device.type != "cuda" or not FWD_MIN_PROGRAMS_PER_SM:
+    if m.__class__ is not int or device.type != "cuda":
         return tile
     return rows_for_count(tile, m, sm_count(device))
 
