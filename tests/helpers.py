@@ -300,3 +300,19 @@ def assert_runs_without_interpreter(script: str) -> None:
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "reference fallback ok" in result.stdout, result.stdout
+
+
+class FreeHooks(torch.autograd.graph.saved_tensors_hooks):
+    """Saved-tensor hooks that say every tensor is kept for free (as models/recompute.py's do of a recomputed or
+    already saved storage: ``pack.kept_for_free``) and keep each one as it is, noting ``(shape, dtype)`` of each in
+    ``packed``."""
+
+    def __init__(self):
+        self.packed = []
+
+        def pack(t):
+            self.packed.append((tuple(t.shape), t.dtype))
+            return t
+
+        pack.kept_for_free = lambda t: True
+        super().__init__(pack, lambda t: t)

@@ -22,13 +22,15 @@ of two quantized operands sums two such independent errors: about 0.037 for the 
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from blockfuse.ops import fp8
 from blockfuse.ops.fp8 import FP8_MAX, dequantize, fp8_linear, fp8_linear_ref, quantize, quantize_ref
-from tests.helpers import as_layout, random_tensor, relative_error
+from tests.helpers import FreeHooks, as_layout, random_tensor, relative_error
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
@@ -569,6 +571,43 @@ def test_the_weights_transpose_is_not_kept_between_forward_and_backward(recipe, 
     assert [tuple(t.shape) for t in entry[1:] if t.dtype == torch.float8_e4m3fn] == [(48, 64)]
     y.sum().backward()
     assert weight.grad is not None
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+@pytest.mark.parametrize("x_amax", [False, True], ids=["amax-pass", "amax-given"])
+def test_an_input_kept_for_free_is_kept_not_its_cast(recipe, x_amax, device):
+    """Under hooks that keep x for free (a fused block's recomputed norm output, attention's output), a tensorwise
+    layer keeps x itself and its amax, not x^T's e4m3 cast, and its backward casts x with that amax: output and
+    gradients equal to the plain call's, bit for bit. Rowwise layers (x's columns need scales of their own) keep
+    the cast as before."""
+    x, weight, bias = operands((24, 64), 48, torch.bfloat16, device, seed=85)
+    dy = random_tensor((24, 48), torch.bfloat16, seed=88).to(device)
+    amax = x.float().abs().amax().reshape(1) if x_amax and recipe == "tensorwise" else None
+    runs = []
+    for free in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        hooks = FreeHooks()
+        with hooks if free else contextlib.nullcontext():
+            y = fp8_linear(*leaves, recipe=recipe, x_amax=amax)
+        y.backward(dy)
+        runs.append([y.detach()] + [t.grad for t in leaves])
+    kept = [dtype for shape, dtype in hooks.packed]
+    if recipe == "tensorwise":
+        assert ((24, 64), torch.bfloat16) in hooks.packed and torch.float8_e4m3fn not in kept, hooks.packed
+    else:
+        assert torch.float8_e4m3fn in kept and ((24, 64), torch.bfloat16) not in hooks.packed, hooks.packed
+    for name, a, b in zip(("y", "dx", "dweight", "dbias"), runs[1], runs[0]):
+        assert torch.equal(a, b), name
+
+
+def test_tensor_amax_is_the_casts_amax(device):
+    """``tensor_amax``: max |x| as (1,) fp32, the amax pass the casts run (their value, exactly); 0 when empty."""
+    for shape, layout in (((37, 72), "contiguous"), ((3, 760), "transposed"), ((300, 1100), "strided")):
+        x = random_tensor(shape, torch.bfloat16, seed=7, layout=layout).to(device)
+        got = fp8.tensor_amax(x)
+        assert got.shape == (1,) and got.dtype == torch.float32
+        assert got.item() == x.float().abs().max().item(), shape
+    assert fp8.tensor_amax(torch.empty(0, 16, device=device)).item() == 0.0
 
 
 def test_an_update_through_data_needs_clear_weight_cache(device):

@@ -12,6 +12,8 @@ sums): a few fp32 roundings.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,7 +23,7 @@ from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8 import fp8_linear
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 from blockfuse.ops.gated import _gated_backward, _gated_forward
-from tests.helpers import as_layout, random_tensor, relative_error
+from tests.helpers import FreeHooks, as_layout, random_tensor, relative_error
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ON_GPU = torch.cuda.is_available()
@@ -408,6 +410,46 @@ def test_activation_checkpointing_sees_the_pre_activation(device):
     for run in runs[1:]:
         for name, a, b in zip(("dx", "dweight", "dbias"), run, runs[0]):
             assert torch.equal(a, b), name
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recomputed"])
+def test_an_input_kept_for_free_is_kept_not_its_cast(recompute, device):
+    """Under hooks that keep x for free (a fused block's recomputed norm output) the layer keeps x and no e4m3 cast
+    of it (with ``recompute``, not even the forward GEMM's operand: both casts are made again from x): output and
+    gradients equal to the plain call's, bit for bit."""
+    x, weight, bias = layer((37, 64), 48, "swiglu", torch.bfloat16, device, seed=120)
+    dy = random_tensor((37, 48), torch.bfloat16, seed=123).to(device)
+    runs = []
+    for free in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        hooks = FreeHooks()
+        with hooks if free else contextlib.nullcontext():
+            y, amax = fp8_linear_act(*leaves, "swiglu", recompute=recompute)
+        y.backward(dy)
+        runs.append([y.detach(), amax] + [t.grad for t in leaves])
+    assert ((37, 64), torch.bfloat16) in hooks.packed
+    assert torch.float8_e4m3fn not in [dtype for _, dtype in hooks.packed], hooks.packed
+    for name, a, b in zip(("y", "amax", "dx", "dweight", "dbias"), runs[1], runs[0]):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_output_recompute_gives_the_output_again(device):
+    """``output_recompute(y)``: y's values again, bit for bit, from the pre-activation the node keeps, while the
+    layer's backward has not run (after it, a clear error); None for a tensor that is not such an output, and for
+    a layer that keeps no pre-activation (``recompute=True``)."""
+    x, weight, bias = layer((3, 13, 64), 48, "swiglu", torch.bfloat16, device, seed=110)
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    y, amax = fp8_linear_act(*leaves, "swiglu")
+    again = fp8_act.output_recompute(y)
+    assert torch.equal(again(), y.detach().reshape(-1, 48))
+    assert fp8_act.output_recompute(y * 2) is None and fp8_act.output_recompute(x) is None
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="after the layer's backward"):
+        again()
+    y, _ = fp8_linear_act(*[t.clone().requires_grad_() for t in (x, weight, bias)], "swiglu", recompute=True)
+    assert fp8_act.output_recompute(y) is None
 
 
 @pytest.mark.usefixtures("requires_triton")

@@ -300,8 +300,12 @@ class FusedFeedForward(_StackedLinear):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
+            from blockfuse.models.recompute import _without_saved_activation  # (it imports this module)
+
             act, amax = inner(x, activation=mlp, x_amax=x_amax)
-            return outer(act, x_amax=amax)
+            # (eagerly the down projection keeps act, recomputed in its backward, not act^T's e4m3 cast)
+            with _without_saved_activation(act):
+                return outer(act, x_amax=amax)
         if x_amax is not None:
             pre = inner(x, x_amax=x_amax)
         else:

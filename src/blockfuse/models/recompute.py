@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from blockfuse.models.fused import _norm
+from blockfuse.ops.fp8_act import output_recompute
 from blockfuse.ops.sharding import is_dtensor
 
 
@@ -31,22 +32,37 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
 
     Views of ``y`` (a GEMM saves its input reshaped to 2-D) are rebuilt on the recomputed tensor.
     Eager only: under torch.compile the hooks would cost graph breaks, and Inductor plans its own
-    recomputation."""
+    recomputation.
+
+    ``pack.kept_for_free(t)``: saving ``t`` costs no memory under these hooks, because its storage is y's
+    (recomputed) or one an op under them saved already (attention keeps its output): an FP8 layer then keeps its
+    input, not a cast of it (``ops/fp8.py``, ``_kept_for_free``). A storage saved and then freed within the
+    hooks' life (a graph dropped during the forward) could be taken for a kept one at the same address: a
+    tensor kept that was not free, never a wrong value."""
 
     def __init__(self, y: Tensor, recompute):
         storage = y.untyped_storage()
         pointer, size = storage.data_ptr(), storage.nbytes()
+        saved = set()  # (pointer, size) of the storages the ops under these hooks keep
 
         def pack(t: Tensor):
             if is_dtensor(t):  # a DTensor (tensor parallelism, blockfuse.distributed) is never the plain y
                 return t.detach()
             kept = t.untyped_storage()
             if kept.data_ptr() != pointer or kept.nbytes() != size:
+                saved.add((kept.data_ptr(), kept.nbytes()))
                 # NOTE: detached, not t itself: an op that saves its own output (attention does)
                 # would otherwise hold node -> t -> t.grad_fn -> node, a cycle through C++ nodes
                 # that Python's collector cannot free (every training forward's graph leaked).
                 return t.detach()
             return (t.shape, t.stride(), t.storage_offset())  # no reference to y: it can be freed
+
+        def kept_for_free(t: Tensor) -> bool:
+            if is_dtensor(t):
+                return False
+            kept = t.untyped_storage()
+            key = (kept.data_ptr(), kept.nbytes())
+            return key == (pointer, size) or key in saved
 
         def unpack(packed):
             if isinstance(packed, Tensor):
@@ -56,6 +72,7 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
                 return recompute().as_strided(shape, stride, offset)
 
         pack.keeps_other_tensors = True  # (ops/fp8_act.py: a tensor kept on an autograd ctx is no different here)
+        pack.kept_for_free = kept_for_free
         super().__init__(pack, unpack)
 
 
@@ -75,6 +92,18 @@ def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
     # s.grad_fn); s's storage then lives as long as the hook, as the norm's own saved s does.
     source = s.detach()
     return _RecomputedOutput(y, lambda: _norm(norm, source))
+
+
+def _without_saved_activation(act: Tensor):
+    """The ``_RecomputedOutput`` context for the FP8 MLP's activation ``act`` (the output of
+    :func:`blockfuse.ops.fp8_act.fp8_linear_act`, the down projection's input) when autograd records it eagerly
+    and its layer keeps the pre-activation on its node: a tensorwise down projection then keeps ``act``, recomputed
+    from that pre-activation in its backward (the same kernel on the same values), instead of act^T's e4m3 cast
+    (1 byte a token x hidden); a context that does nothing otherwise."""
+    recompute = output_recompute(act) if _recording_eagerly(act) else None
+    if recompute is None:
+        return contextlib.nullcontext()
+    return _RecomputedOutput(act, recompute)
 
 
 def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):

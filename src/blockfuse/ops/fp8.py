@@ -487,6 +487,31 @@ def _tensor_amax_tile(x: Tensor, n: int) -> tuple[int, int]:
     return rows, block_n
 
 
+def _launch_tensor_amax(x: Tensor, x_scale: Optional[Tensor], amax: Tensor, partial: Optional[Tensor],
+                        iters: int) -> None:
+    """The tensorwise amax pass over ``x`` (M, N), M and N > 0: its maximum folded into ``amax`` (1,) fp32 (zeroed
+    before), and with ``partial`` the programs' column sums."""
+    m, n = x.shape
+    amax_m, amax_n = _tensor_amax_tile(x, n)
+    _tensor_amax_kernel((cdiv(m, amax_m * iters), cdiv(n, amax_n)), x, x_scale, amax, partial, x.stride(0),
+                        x.stride(1), m, n, HAS_SUM=partial is not None, BLOCK_M=amax_m, BLOCK_N=amax_n,
+                        ROW_ITERS=iters, num_warps=max(1, amax_n // 256))
+
+
+def tensor_amax(x: Tensor) -> Tensor:
+    """``max |x|`` of a 2-D high-precision ``x`` as the tensorwise casts take it (``amax=``): (1,) fp32, 0 for an
+    empty x. The casts' own amax pass (the kernels where they run, the reference elsewhere). Eager only (a
+    launcher without an op of its own: :func:`_forward` calls it where nothing traces)."""
+    if not use_triton(x):
+        return _amax(x.float()).reshape(1)
+    amax = torch.zeros((1,), device=x.device, dtype=torch.float32)
+    m, n = x.shape
+    if m > 0 and n > 0:
+        amax_m, amax_n = _tensor_amax_tile(x, n)
+        _launch_tensor_amax(x, None, amax, None, _amax_row_iters(x, cdiv(m, amax_m) * cdiv(n, amax_n)))
+    return amax
+
+
 def _amax_row_iters(x: Tensor, tiles: int) -> int:
     """Row tiles a program of the amax pass takes (a power of two): ``tiles`` tiles in all, spread so that
     at least AMAX_PROGRAMS_PER_SM programs a multiprocessor remain (see AMAX_MAX_ROW_ITERS)."""
@@ -532,11 +557,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
             _launch_rowwise(x, y, y_scale, e5m2)
     else:
         block_m, block_n, num_warps = TILE[_mode(x)]
-        if rowwise:
-            amax_m, amax_n, amax_warps = block_m, block_n, num_warps
-        else:
-            amax_m, amax_n = _tensor_amax_tile(x, n)
-            amax_warps = max(1, amax_n // 256)
+        amax_m, amax_n = (block_m, block_n) if rowwise else _tensor_amax_tile(x, n)
         iters = 1 if rowwise and rows else _amax_row_iters(x, cdiv(m, amax_m) * cdiv(n, amax_n))
         partial = None
         if sum_dtype is not None:
@@ -552,9 +573,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
                          HAS_COL=col_amax is not None, HAS_SUM=partial is not None, BLOCK_M=block_m,
                          BLOCK_N=block_n, ROW_ITERS=iters, num_warps=num_warps)
         elif m > 0 and n > 0 and amax is None:
-            _tensor_amax_kernel((cdiv(m, amax_m * iters), cdiv(n, amax_n)), x, x_scale, tensor_amax, partial,
-                                x.stride(0), x.stride(1), m, n, HAS_SUM=partial is not None, BLOCK_M=amax_m,
-                                BLOCK_N=amax_n, ROW_ITERS=iters, num_warps=amax_warps)
+            _launch_tensor_amax(x, x_scale, tensor_amax, partial, iters)
         if m > 0 and n > 0 and partial is not None:
             sum_partials(partial, col_sum, None)
         elif col_sum is not None:
@@ -798,10 +817,23 @@ def _transposed(q: Tensor, pad: int) -> Tensor:
     return bits.contiguous().view(q.dtype)
 
 
-def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None, keep_x=False):
+def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None, keep_x=False,
+             keep_hp=False):
     """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``. ``x_amax``: a
     high-precision x's tensorwise amax, known already (its cast then reads x once). ``keep_x``: the forward
-    GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again."""
+    GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again.
+    ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
+    its amax, which :func:`_x_operand` casts in the backward."""
+    if keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad:
+        # NOTE: saving x costs nothing here (it is recomputed, or kept by another op): its transposed cast is
+        # made by the backward from x and this amax, the same values, and not kept from the forward (half a
+        # byte an element less at the step's peak; benchmarks/NOTES.md, "FP8 inputs kept in high precision").
+        amax = x_amax if x_amax is not None else tensor_amax(x2)
+        x_q, x_s, _, _ = _quantize_2d(x2, torch.float8_e4m3fn, False, True, False, GEMM_MULTIPLE, None, amax)
+        w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
+        y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
+        # (keep_x: x_q is cast again from x too, by _forward_again: nothing of x's cast is kept)
+        return y, ((x2, amax, wt_q, wt_s, None, None) if keep_x else (x2, amax, wt_q, wt_s))
     if x2.dtype == torch.float8_e4m3fn:
         x_q, x_s = x2, x_scale
         xt_q = xt_s = None
@@ -822,10 +854,42 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     return y, (xt_q, xt_s, wt_q, wt_s)
 
 
-def _forward_again(x_q, x_s, weight, bias, out_dtype, cache):
+def _x_operand(xt: Optional[Tensor], xt_scale: Optional[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """The weight gradient's x operand as :func:`_forward` left it: x^T in e4m3 and its scale, or (``keep_hp``) x
+    in high precision and its amax, cast now as the forward would have cast it (the same amax, the same values)."""
+    if xt is None or xt.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return xt, xt_scale
+    _, _, xt_q, xt_s = _quantize_2d(xt, torch.float8_e4m3fn, False, False, True, GEMM_MULTIPLE, None, xt_scale)
+    return xt_q, xt_s
+
+
+def _top_saved_tensor_hooks():
+    """The innermost saved-tensor hooks in force, ``(pack, unpack)``, or None."""
+    try:
+        return torch._C._autograd._top_saved_tensors_default_hooks(True)
+    except TypeError:  # a torch whose binding takes no argument
+        return torch._C._autograd._top_saved_tensors_default_hooks()
+
+
+def _kept_for_free(x: Tensor) -> bool:
+    """Saving ``x`` for the backward costs no memory: the innermost saved-tensor hooks are blockfuse's
+    (``models/recompute.py``: a fused block's norm output, the FP8 MLP's activation, attention's output) and their
+    pack function says so of x's storage (``kept_for_free``): they recompute it in the backward, or an op of the
+    step saved it already. A tensorwise FP8 layer then keeps x, not x^T's e4m3 cast (:func:`_forward`'s
+    ``keep_hp``). Eager only: nothing of this runs where torch.compile or another dispatch mode traces."""
+    if torch.compiler.is_compiling() or tracing():
+        return False
+    top = _top_saved_tensor_hooks()
+    check = getattr(top[0], "kept_for_free", None) if top is not None else None
+    return check is not None and bool(check(x))
+
+
+def _forward_again(x_q, x_s, weight, bias, out_dtype, cache, x_hp=None, x_amax=None):
     """The tensorwise forward GEMM of :func:`_forward` once more, from its kept x operand (``keep_x``): the
     same operands (the weight's cast from the cache, or cast again the same way) and the same call, so the same
-    values."""
+    values. ``x_q`` None (``keep_hp``): x's cast made again from ``x_hp`` and its ``x_amax``."""
+    if x_q is None:
+        x_q, x_s, _, _ = _quantize_2d(x_hp, torch.float8_e4m3fn, False, True, False, GEMM_MULTIPLE, None, x_amax)
     w_q, w_s, _, _ = _weight_operands(weight, False, False, cache)
     return _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, False, True)
 
@@ -836,8 +900,9 @@ class _Fp8LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax):
-        rowwise, out_dtype, x_grad, weight_grad, cache = config
-        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax)
+        rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
+        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
+                            keep_hp=keep_hp)
         ctx.save_for_backward(*saved, weight)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
@@ -849,7 +914,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         xt_q, xt_s, wt_q, wt_s, weight = ctx.saved_tensors
-        rowwise, _, x_grad, weight_grad, cache = ctx.config
+        rowwise, _, x_grad, weight_grad, cache, _ = ctx.config
+        xt_q, xt_s = _x_operand(xt_q, xt_s)  # (first: a recomputed x goes before the GEMMs)
         # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
         # as torchao's rowwise recipe: per-row scales leave little range to cover.
         grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
@@ -1049,7 +1115,8 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     grad = torch.is_grad_enabled()
     x_grad = grad and (x.requires_grad if proxy is None else proxy.requires_grad)
     weight_grad = grad and weight.requires_grad
-    config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache)
+    keep_hp = weight_grad and not rowwise and not fp8_input and _kept_for_free(x2)
+    config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax)
     else:

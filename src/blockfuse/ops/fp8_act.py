@@ -34,7 +34,7 @@ and their references; the autograd Function; the public functional.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -348,10 +348,7 @@ def _foreign_saved_tensor_hooks() -> bool:
     """True under saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``) other than blockfuse's own
     (``models/recompute.py``'s, which keep every tensor they do not recompute as it is): activation checkpointing
     or offloading, which expect every tensor a backward needs to pass through them, so none is kept on a ctx."""
-    try:
-        top = torch._C._autograd._top_saved_tensors_default_hooks(True)
-    except TypeError:  # a torch whose binding takes no argument
-        top = torch._C._autograd._top_saved_tensors_default_hooks()
+    top = fp8._top_saved_tensor_hooks()
     return top is not None and not getattr(top[0], "keeps_other_tensors", False)
 
 
@@ -374,9 +371,9 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x2, weight, bias, activation, config, x_amax):
-        out_dtype, x_grad, weight_grad, cache, kernels, recompute = config
+        out_dtype, x_grad, weight_grad, cache, kernels, recompute, keep_hp = config
         pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax,
-                                  keep_x=recompute)
+                                  keep_x=recompute, keep_hp=keep_hp)
         y, amax = act_forward(pre, activation, kernels)
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
@@ -390,10 +387,10 @@ class _Fp8LinearActFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, _):
-        out_dtype, x_grad, weight_grad, cache, kernels, recompute = ctx.config
+        out_dtype, x_grad, weight_grad, cache, kernels, recompute, _ = ctx.config
         if recompute:
             xt_q, xt_s, wt_q, wt_s, x_q, x_s, weight, bias = ctx.saved_tensors
-            pre = fp8._forward_again(x_q, x_s, weight, bias, out_dtype, cache)
+            pre = fp8._forward_again(x_q, x_s, weight, bias, out_dtype, cache, xt_q, xt_s)
             del x_q, bias
         elif ctx.on_ctx:
             (xt_q, xt_s, wt_q, wt_s, weight), pre = ctx.saved_tensors, ctx.pre
@@ -403,6 +400,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             ctx.pre = None
         else:
             xt_q, xt_s, wt_q, wt_s, weight, pre = ctx.saved_tensors
+        xt_q, xt_s = fp8._x_operand(xt_q, xt_s)  # (x kept in high precision: cast now, before the GEMMs)
         sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
         # (a recomputed pre-activation is this backward's own: written over too)
         dpre, amax, db = act_backward(dy, pre, ctx.activation, sum_dtype, kernels,
@@ -420,6 +418,28 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             del wt_q
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
         return dx, dw, db, None, None, None
+
+
+def output_recompute(y: Tensor) -> Optional[Callable[[], Tensor]]:
+    """A function that computes ``y``, an output of :func:`fp8_linear_act` recorded eagerly, again (2-D, the same
+    values: the same kernel on the pre-activation its node keeps on ``ctx``), for as long as that node's backward
+    has not run; None for any other tensor, or a node that saved its pre-activation instead (traced, or under
+    foreign saved-tensor hooks) or keeps none (``recompute``). The blocks' recompute hooks use it
+    (``models/recompute.py``, ``_without_saved_activation``)."""
+    base = y._base if y._base is not None else y
+    node = base.grad_fn
+    if not isinstance(node, _Fp8LinearActFunction._backward_cls) or getattr(node, "pre", None) is None:
+        return None
+    activation, kernels = node.activation, node.config[4]
+
+    def recompute() -> Tensor:
+        pre = node.pre
+        if pre is None:
+            raise RuntimeError("fp8_linear_act: its activation is asked for after the layer's backward, which wrote "
+                               "its gradient over the pre-activation")
+        return act_forward(pre, activation, kernels)[0]
+
+    return recompute
 
 
 # ----------------------------------------------------------------------------------------
@@ -466,7 +486,8 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     weight_grad = grad and weight.requires_grad
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
-    config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute)
+    keep_hp = weight_grad and fp8._kept_for_free(x2)
+    config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax)
     else:

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 18, a tensorwise FP8 layer keeps its input (recomputed by the block's hooks, or kept by attention) instead of
+# its transposed e4m3 cast (ops/fp8.py, _kept_for_free; models/recompute.py): one GPU, one call (~8 minutes; carry
+# .whl with torchao's wheel):
+#   1. the FP8 and block tests on CUDA, and the reference-cycle test right after a compile test in one process (the
+#      order that failed in benchmarks/results/session-check/2026-11-28-h200-c/);
+#   2. te-4layer (4 layers, [8, 2048, 2048]) training step: bf16 compile and torchao tensorwise compiled (the
+#      targets' baselines), blockfuse's fused FP8 tensorwise block new and old, default and +recompute.
+#
+#   git archive <commit before> src | tar x -C _gpu/old    # the code before (untracked: it travels)
+#   bash scripts/issue18_keep_hp_gpu.sh OUT        (writes OUT/results.tar.gz)
+set -u
+PACK=${1:?usage: bash scripts/issue18_keep_hp_gpu.sh OUT}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+old_code
+step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_act.py tests/ops/test_fp8.py \
+    tests/nn/test_fp8.py tests/models/test_fused_fp8.py tests/models/test_blocks.py
+grep -v DEBUG "$OUT/tests.log" | grep -v "^\s*$" | tail -8 > "$OUT/tests-summary.log"
+step 120 cycles python3 -m pytest -q -p no:cacheprovider -rfE \
+    "tests/ops/test_norm.py::test_torch_compile_fullgraph" tests/models/test_reference_cycles.py
+TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
+step 60 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
+step 90 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise --providers compile:default \
+    --out "$OUT/te-torchao"
+# (the default twice: a first run may take its samples while its kernels compile)
+for linear in fp8:tensorwise fp8:tensorwise+recompute fp8:tensorwise; do
+    name=${linear#fp8:}
+    [ -e "$OUT/te-new-$name.log" ] && name=$name-2
+    step 45 "te-new-$name" python3 -m blockfuse bench block "${TE[@]}" --linear "$linear" --providers fused \
+        --out "$OUT/te-new-$name"
+    [ ${#OLD[@]} -gt 0 ] && step 45 "te-old-$name" "${OLD[@]}" python3 -m blockfuse bench block "${TE[@]}" \
+        --linear "$linear" --providers fused --out "$OUT/te-old-$name"
+done
+pack "$PACK"
