@@ -435,21 +435,63 @@ def test_an_input_kept_for_free_is_kept_not_its_cast(recompute, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_output_recompute_gives_the_output_again(device):
-    """``output_recompute(y)``: y's values again, bit for bit, from the pre-activation the node keeps, while the
-    layer's backward has not run (after it, a clear error); None for a tensor that is not such an output, and for
-    a layer that keeps no pre-activation (``recompute=True``)."""
-    x, weight, bias = layer((3, 13, 64), 48, "swiglu", torch.bfloat16, device, seed=110)
+@pytest.mark.parametrize("activation, shape, hidden", [("swiglu", (3, 13, 64), 48), ("gelu_tanh", (37, 64), 80),
+                                                       ("geglu", (16, 32), 24)])
+def test_cast_again_is_the_outputs_cast(activation, shape, hidden, device):
+    """``cast_again(y, amax)()``: y^T's tensorwise e4m3 cast and scale, padded to 16 rows, from the pre-activation
+    the node keeps (the activation computed again and cast in one pass): what casting y itself gives, bit for bit in
+    the interpreter (on a GPU the two kernels' arithmetic may contract differently: within one FP8 step of the
+    values); after the layer's backward, a clear error; None for a tensor that is not such an output, and for a
+    layer that keeps no pre-activation (``recompute=True``)."""
+    x, weight, bias = layer(shape, hidden, activation, torch.bfloat16, device, seed=110)
     leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    y, amax = fp8_linear_act(*leaves, "swiglu")
-    again = fp8_act.output_recompute(y)
-    assert torch.equal(again(), y.detach().reshape(-1, 48))
-    assert fp8_act.output_recompute(y * 2) is None and fp8_act.output_recompute(x) is None
+    y, amax = fp8_linear_act(*leaves, activation)
+    again = fp8_act.cast_again(y, amax)
+    yt, scale = again()
+    want_t, want_s = fp8._quantize_2d(y.detach().reshape(-1, hidden), torch.float8_e4m3fn, False, False, True,
+                                      fp8.GEMM_MULTIPLE, None, amax)[2:]
+    assert yt.shape == want_t.shape and yt.dtype == torch.float8_e4m3fn and torch.equal(scale, want_s)
+    if ON_GPU:
+        torch.testing.assert_close(yt.float(), want_t.float(), rtol=0.07, atol=0, msg="y^T")
+    else:
+        assert torch.equal(yt.view(torch.uint8), want_t.view(torch.uint8))
+    assert fp8_act.cast_again(y * 2, amax) is None and fp8_act.cast_again(x, amax) is None
     y.sum().backward()
     with pytest.raises(RuntimeError, match="after the layer's backward"):
         again()
-    y, _ = fp8_linear_act(*[t.clone().requires_grad_() for t in (x, weight, bias)], "swiglu", recompute=True)
-    assert fp8_act.output_recompute(y) is None
+    y, amax = fp8_linear_act(*[t.clone().requires_grad_() for t in (x, weight, bias)], activation, recompute=True)
+    assert fp8_act.cast_again(y, amax) is None
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_layer_given_x_cast_keeps_nothing_of_x(device):
+    """``fp8_linear(x, w, x_amax=amax, x_cast=cast_again(x, amax))`` for x an activation's output: the layer keeps
+    no tensor of x's size, calls the function once in its backward, and gives what the plain call gives, bit for bit;
+    a second backward through the graph raises a clear error; x_cast without x_amax is refused."""
+    x, weight, bias = layer((37, 64), 48, "swiglu", torch.bfloat16, device, seed=130)
+    w2 = random_tensor((32, 48), torch.bfloat16, seed=133, scale=0.1).to(device)
+    dy = random_tensor((37, 32), torch.bfloat16, seed=134).to(device)
+    runs = []
+    for given in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias, w2)]
+        act, amax = fp8_linear_act(*leaves[:3], "swiglu")
+        calls = []
+        cast = fp8_act.cast_again(act, amax)
+        out = fp8_linear(act, leaves[3], x_amax=amax,
+                         x_cast=(lambda: calls.append(1) or cast()) if given else None)
+        node = out.grad_fn
+        while "Fp8LinearFunction" not in type(node).__name__:
+            node = node.next_functions[0][0]
+        shapes = [tuple(t.shape) for t in node.saved_tensors if t is not None]
+        out.backward(dy, retain_graph=given)
+        runs.append([out.detach()] + [t.grad for t in leaves])
+    assert calls == [1] and (37, 48) not in shapes and (48, 48) not in shapes, shapes
+    for name, a, b in zip(("out", "dx", "dweight", "dbias", "dw2"), runs[1], runs[0]):
+        assert torch.equal(a, b), name
+    with pytest.raises(RuntimeError, match="second time"):
+        out.backward(dy)
+    with pytest.raises(ValueError, match="x_cast"):
+        fp8_linear(act.detach(), w2, x_cast=cast)
 
 
 @pytest.mark.usefixtures("requires_triton")

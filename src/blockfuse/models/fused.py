@@ -15,6 +15,7 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
+from blockfuse.ops.fp8_act import cast_again
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, norm_for_tensorwise_projection, rms_norm
@@ -300,12 +301,10 @@ class FusedFeedForward(_StackedLinear):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
-            from blockfuse.models.recompute import _without_saved_activation  # (it imports this module)
-
             act, amax = inner(x, activation=mlp, x_amax=x_amax)
-            # (eagerly the down projection keeps act, recomputed in its backward, not act^T's e4m3 cast)
-            with _without_saved_activation(act):
-                return outer(act, x_amax=amax)
+            # (eagerly the down projection keeps nothing of act: its backward casts act^T again from the
+            # pre-activation the first layer keeps, in one pass)
+            return outer(act, x_amax=amax, x_cast=cast_again(act, amax))
         if x_amax is not None:
             pre = inner(x, x_amax=x_amax)
         else:

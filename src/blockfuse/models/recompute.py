@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from blockfuse.models.fused import _norm
-from blockfuse.ops.fp8_act import output_recompute
 from blockfuse.ops.sharding import is_dtensor
 
 
@@ -35,8 +34,8 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
     recomputation.
 
     ``pack.kept_for_free(t)``: saving ``t`` costs no memory under these hooks, because its storage is y's
-    (recomputed) or one an op under them saved already (attention keeps its output): an FP8 layer then keeps its
-    input, not a cast of it (``ops/fp8.py``, ``_kept_for_free``). A storage saved and then freed within the
+    (recomputed) or one an op under them saved already (attention keeps its output): a tensorwise FP8 layer then
+    keeps its input, not a cast of it (``ops/fp8.py``, ``_kept_for_free``). A storage saved and then freed within the
     hooks' life (a graph dropped during the forward) could be taken for a kept one at the same address: a
     tensor kept that was not free, never a wrong value."""
 
@@ -92,18 +91,6 @@ def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
     # s.grad_fn); s's storage then lives as long as the hook, as the norm's own saved s does.
     source = s.detach()
     return _RecomputedOutput(y, lambda: _norm(norm, source))
-
-
-def _without_saved_activation(act: Tensor):
-    """The ``_RecomputedOutput`` context for the FP8 MLP's activation ``act`` (the output of
-    :func:`blockfuse.ops.fp8_act.fp8_linear_act`, the down projection's input) when autograd records it eagerly
-    and its layer keeps the pre-activation on its node: a tensorwise down projection then keeps ``act``, recomputed
-    from that pre-activation in its backward (the same kernel on the same values), instead of act^T's e4m3 cast
-    (1 byte a token x hidden); a context that does nothing otherwise."""
-    recompute = output_recompute(act) if _recording_eagerly(act) else None
-    if recompute is None:
-        return contextlib.nullcontext()
-    return _RecomputedOutput(act, recompute)
 
 
 def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):

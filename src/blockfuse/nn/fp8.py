@@ -39,6 +39,8 @@ class Float8Linear(nn.Linear):
     autograd and takes its gradient (:func:`blockfuse.ops.fp8.fp8_linear_quantized`; the fused blocks' norms).
     ``forward(x, x_amax=amax)`` (tensorwise): x's amax, folded by the op that wrote x (the fused MLP's
     activation, :func:`blockfuse.ops.fp8_act.fp8_linear_act`): the cast reads x once.
+    ``forward(x, x_amax=amax, x_cast=cast)`` (tensorwise): ``cast()`` makes x^T's e4m3 cast again in the backward
+    (:func:`blockfuse.ops.fp8.fp8_linear`), so the layer keeps nothing of x (the fused MLP's down projection).
     ``forward(x, activation=name)`` (tensorwise): ``(act(layer(x)), amax)``, the layer and its activation as
     one op (:func:`blockfuse.ops.fp8_act.fp8_linear_act`), called through the module so that its hooks run (FSDP2).
 
@@ -57,7 +59,10 @@ class Float8Linear(nn.Linear):
         self.recompute_activation = recompute_activation
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
-                x_amax: Optional[Tensor] = None, activation: Optional[str] = None):
+                x_amax: Optional[Tensor] = None, activation: Optional[str] = None,
+                x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None):
+        if x_cast is not None and (activation is not None or proxy is not None):
+            raise ValueError("x_cast: for a plain tensorwise call (x and its x_amax), not with activation= or proxy")
         if activation is not None:
             if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
@@ -70,7 +75,7 @@ class Float8Linear(nn.Linear):
                                  f"recipe is {self.recipe!r}")
             return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache)
         return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe=self.recipe,
-                          weight_cache=self.weight_cache, x_amax=x_amax)
+                          weight_cache=self.weight_cache, x_amax=x_amax, x_cast=x_cast)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True,

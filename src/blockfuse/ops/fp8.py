@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import functools
 
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -899,10 +899,13 @@ class _Fp8LinearFunction(torch.autograd.Function):
     x's gradient is then returned as the proxy's."""
 
     @staticmethod
-    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax):
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast):
         rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
                             keep_hp=keep_hp)
+        if x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
+            saved = (None, None, *saved[2:])
+        ctx.x_cast = x_cast
         ctx.save_for_backward(*saved, weight)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
@@ -915,6 +918,12 @@ class _Fp8LinearFunction(torch.autograd.Function):
     def backward(ctx, dy):
         xt_q, xt_s, wt_q, wt_s, weight = ctx.saved_tensors
         rowwise, _, x_grad, weight_grad, cache, _ = ctx.config
+        if ctx.x_cast is not None:
+            xt_q, xt_s = ctx.x_cast()
+            ctx.x_cast = None  # (what it holds, the layer before's node, goes with it)
+        elif weight_grad and xt_q is None:
+            raise RuntimeError("fp8_linear: backward through the same graph a second time (retain_graph=True) is not "
+                               "supported with x_cast: the first backward used it")
         xt_q, xt_s = _x_operand(xt_q, xt_s)  # (first: a recomputed x goes before the GEMMs)
         # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
         # as torchao's rowwise recipe: per-row scales leave little range to cover.
@@ -929,8 +938,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
             del wt_q  # a transpose made here goes before the next GEMM
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         if ctx.proxy_shape is not None:
-            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None
-        return dx, None, dw, db, None, None, None
+            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None
+        return dx, None, dw, db, None, None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -1039,7 +1048,8 @@ def fp8_supported(in_features: int, out_features: int) -> bool:
 
 
 def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_scale: Optional[Tensor] = None,
-               recipe: str = "tensorwise", weight_cache: bool = True, x_amax: Optional[Tensor] = None) -> Tensor:
+               recipe: str = "tensorwise", weight_cache: bool = True, x_amax: Optional[Tensor] = None,
+               x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> Tensor:
     """``x @ weight.T + bias`` with the three GEMMs of a linear layer (forward, input gradient, weight
     gradient) in FP8 on ``torch._scaled_mm``; differentiable in x, weight and bias.
 
@@ -1059,10 +1069,19 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     folded it while writing (:func:`blockfuse.ops.fp8_act.fp8_linear_act` returns it): x's cast then skips
     its amax pass and reads x once. It must be x's exact amax; a larger one only coarsens the scale, a
     smaller one saturates the values past it.
+
+    ``x_cast`` (tensorwise, with ``x_amax``): a function that makes x^T's e4m3 cast again, ``(xt (K, MP), scale)``
+    as the cast with x_amax's scale writes it (MP = the rows rounded up to 16, zero past them), called once by the
+    backward: the layer then keeps nothing of x for its weight gradient (an op that can make x again more cheaply
+    than x is kept: :func:`blockfuse.ops.fp8_act.cast_again`, from the activation's input). Eager calls only: a
+    traced call (torch.compile) keeps x's cast as usual and never calls it.
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
     _check_x_amax(x_amax, x, rowwise)
-    return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None, x_amax)
+    if x_cast is not None and (not callable(x_cast) or x_amax is None):
+        raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax (recipe 'tensorwise'), got "
+                         f"{type(x_cast).__name__} with x_amax {'given' if x_amax is not None else 'None'}")
+    return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None, x_amax, x_cast)
 
 
 def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weight: Tensor,
@@ -1093,7 +1112,8 @@ def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:
 
 
 def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Optional[Tensor], rowwise: bool,
-                weight_cache: bool, proxy: Optional[Tensor], x_amax: Optional[Tensor] = None) -> Tensor:
+                weight_cache: bool, proxy: Optional[Tensor], x_amax: Optional[Tensor] = None,
+                x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> Tensor:
     k, n = x.shape[-1], weight.shape[0]
     fp8_input = x.dtype == torch.float8_e4m3fn
     if not fp8_supported(k, n):
@@ -1115,10 +1135,13 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     grad = torch.is_grad_enabled()
     x_grad = grad and (x.requires_grad if proxy is None else proxy.requires_grad)
     weight_grad = grad and weight.requires_grad
-    keep_hp = weight_grad and not rowwise and not fp8_input and _kept_for_free(x2)
+    eager = not (torch.compiler.is_compiling() or tracing())
+    if not (weight_grad and eager and not rowwise and not fp8_input):
+        x_cast = None
+    keep_hp = weight_grad and not rowwise and not fp8_input and (x_cast is not None or _kept_for_free(x2))
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax)
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast)
     else:
         y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax)
     return y.view(*lead, n)

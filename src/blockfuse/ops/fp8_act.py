@@ -167,12 +167,50 @@ def _fp8_act_bwd_kernel(
             tl.store(partial + N + cols, sum_u, mask=col_mask)
 
 
+@triton.jit
+def _fp8_act_cast_t_kernel(
+    G,  # (M, N) the activation's input (gated: the gate half of each packed row)
+    U,  # (M, N) gated: the up half of each packed row; else None
+    AMAX,  # (1,) fp32 max |act| of the whole output, as the forward's kernel folded it
+    YT,  # (N, MP) e4m3: act^T quantized with AMAX's scale, zero past column M
+    YT_SCALE,  # () fp32 the scale
+    stride_g, stride_u,  # row strides (the last dimension is contiguous)
+    M, N, MP,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """The activation computed again from its input, as _fp8_act_fwd_kernel computes it (rounded to the input's
+    dtype, as the forward wrote it), straight into its transposed tensorwise e4m3 cast, the weight gradient's operand
+    of the next layer: one read of the pre-activation, where the activation made again and then cast would write and
+    read the activation once more. The cast is _fp8_cast_kernel's transposed tensorwise one (ops/fp8.py; its NOTE:
+    the scale loaded as a column of the one amax)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    mask = (rows < M)[:, None] & col_mask[None, :]
+    g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    y = activate(g, ACTIVATION)
+    if GATED:
+        y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    y = tl.where(mask, y.to(G.dtype.element_ty).to(tl.float32), 0.0)  # rows M..MP: the padding's zeros
+    col_scale = fp8.scale_of(tl.load(AMAX + cols * 0), fp8.E4M3_MAX)
+    qt = fp8._quantized(tl.trans(y), fp8.reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
+    tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
+    if (pid_m == 0) & (pid_n == 0):
+        tl.store(YT_SCALE, fp8.scale_of(tl.load(AMAX), fp8.E4M3_MAX))
+
+
 # ----------------------------------------------------------------------------------------
 # Launchers and their references
 # ----------------------------------------------------------------------------------------
 
 _fwd_kernel = Kernel(_fp8_act_fwd_kernel)
 _bwd_kernel = Kernel(_fp8_act_bwd_kernel)
+_cast_t_kernel = Kernel(_fp8_act_cast_t_kernel)
 
 
 def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, int, int, int]:
@@ -262,6 +300,27 @@ def _act_backward_(dy: Tensor, pre: Tensor, activation: str,
                    sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor]:
     """:func:`_act_backward` with the gradient written over ``pre`` (contiguous): returns ``(amax, col_sum)``."""
     return _launch_backward(dy, pre, pre, activation, sum_dtype)
+
+
+def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: bool) -> tuple[Tensor, Tensor]:
+    """``(yt, scale)``: y = act(pre) (as :func:`act_forward` writes it) transposed and quantized to e4m3 with the
+    tensorwise scale of ``amax`` (y's amax, as the forward folded it), ``(hidden, MP)`` with MP = M rounded up to
+    fp8.GEMM_MULTIPLE, zero past column M: what ``fp8._quantize_2d(y, e4m3, False, False, True, GEMM_MULTIPLE, None,
+    amax)`` gives, without y. ``kernels``: the kernel (eager only: no op of its own), else the reference."""
+    if not kernels:
+        y = act_forward_ref(pre, activation)[0]
+        return fp8._quantize_2d_ref(y, torch.float8_e4m3fn, False, False, True, fp8.GEMM_MULTIPLE, amax)[2:]
+    gated = ACTIVATIONS[activation].gated
+    g2, u2 = pre_halves(pre, gated)
+    m, hidden = g2.shape
+    mp = fp8.round_up(m, fp8.GEMM_MULTIPLE)
+    yt = pre.new_empty((hidden, mp), dtype=torch.float8_e4m3fn)
+    scale = pre.new_empty((), dtype=torch.float32)
+    block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
+    _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(hidden, block_n))), g2, u2, amax, yt, scale,
+                   g2.stride(0), pre.stride(0), m, hidden, mp, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise],
+                   GATED=gated, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return yt, scale
 
 
 def _act_value_ref(pre: Tensor, activation: str) -> Tensor:
@@ -420,26 +479,29 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         return dx, dw, db, None, None, None
 
 
-def output_recompute(y: Tensor) -> Optional[Callable[[], Tensor]]:
-    """A function that computes ``y``, an output of :func:`fp8_linear_act` recorded eagerly, again (2-D, the same
-    values: the same kernel on the pre-activation its node keeps on ``ctx``), for as long as that node's backward
-    has not run; None for any other tensor, or a node that saved its pre-activation instead (traced, or under
-    foreign saved-tensor hooks) or keeps none (``recompute``). The blocks' recompute hooks use it
-    (``models/recompute.py``, ``_without_saved_activation``)."""
+def cast_again(y: Tensor, amax: Tensor) -> Optional[Callable[[], tuple[Tensor, Tensor]]]:
+    """For ``(y, amax)`` of :func:`fp8_linear_act` recorded eagerly, whose node keeps its pre-activation on ``ctx``:
+    a function that makes y^T's tensorwise e4m3 cast and its scale again from that pre-activation in one pass
+    (:func:`act_transposed_cast`: what the next layer's weight gradient takes, the values of y's own cast), for as
+    long as that node's backward has not run. None for any other tensor, or a node that saved its pre-activation
+    instead (traced, or under foreign saved-tensor hooks) or keeps none (``recompute``). The fused MLP passes it to
+    its down projection (``fp8_linear(x_cast=...)``), which then keeps nothing of y."""
+    if torch.compiler.is_compiling() or tracing():
+        return None
     base = y._base if y._base is not None else y
     node = base.grad_fn
     if not isinstance(node, _Fp8LinearActFunction._backward_cls) or getattr(node, "pre", None) is None:
         return None
     activation, kernels = node.activation, node.config[4]
 
-    def recompute() -> Tensor:
+    def cast() -> tuple[Tensor, Tensor]:
         pre = node.pre
         if pre is None:
-            raise RuntimeError("fp8_linear_act: its activation is asked for after the layer's backward, which wrote "
+            raise RuntimeError("fp8_linear_act: its output's cast is asked for after the layer's backward, which wrote "
                                "its gradient over the pre-activation")
-        return act_forward(pre, activation, kernels)[0]
+        return act_transposed_cast(pre, activation, amax, kernels)
 
-    return recompute
+    return cast
 
 
 # ----------------------------------------------------------------------------------------
