@@ -2,6 +2,7 @@
 with blockfuse's kernel launches stubbed out, fused against eager.
 
     TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25] [--bf16]
+        [--linear fp8:tensorwise]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
@@ -59,6 +60,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N of the fused step")
     parser.add_argument("--bf16", action="store_true", help="bf16 tensors (default fp32: see the docstring)")
+    parser.add_argument("--linear", default="bf16", choices=("bf16", "fp8:tensorwise", "fp8:rowwise"),
+                        help="the blocks' Linear layers: as they are, or blockfuse.fp8.convert's (CPU _scaled_mm: "
+                             "torch >= 2.13 for rowwise)")
     args = parser.parse_args()
     if not interpreter_enabled():
         parser.error("set TRITON_INTERPRET=1: the fused block takes its kernel path only there on the CPU")
@@ -69,9 +73,15 @@ def main() -> None:
     config = replace(PRESETS[args.preset].config, d_model=64, n_heads=4, ffn_hidden=128)
     eager = TransformerBlock(config, "eager").to(dtype)
     fused = convert(eager, "fused")
+    if args.linear != "bf16":
+        import blockfuse.fp8
+
+        recipe = args.linear.split(":")[1]
+        eager, fused = (blockfuse.fp8.convert(block, recipe=recipe) for block in (eager, fused))
     x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
     dy = torch.randn(2, 16, 64, dtype=dtype)
-    print(f"{args.preset}, [2, 16, 64] {dtype}, torch {torch.__version__}, {args.steps} steps, median us:")
+    print(f"{args.preset}, [2, 16, 64] {dtype}, {args.linear} Linear layers, torch {torch.__version__}, "
+          f"{args.steps} steps, median us:")
     results = {}
     for label, block in (("eager", eager), ("fused", fused)):
         results[label] = time_steps(block, x, dy, args.steps)
