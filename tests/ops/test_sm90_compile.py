@@ -21,12 +21,12 @@ import pytest
 import torch
 
 import blockfuse
-from blockfuse.ops import launch
+from blockfuse.ops import fp8_act, launch
 from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
-           torch.float8_e5m2: "fp8e5"}
+           torch.float8_e5m2: "fp8e5", torch.uint8: "u8"}
 
 COMPILE_SCRIPT = r"""
 import importlib, json, sys
@@ -145,9 +145,10 @@ def _exercise_every_op(device: str) -> None:
     for recipe in ("tensorwise", "rowwise"):
         run(lambda x, w, b, recipe=recipe: blockfuse.fp8_linear(x, w, b, recipe=recipe), xf, wf, bf)
     # the layer with its activation, folding the amaxes (ops/fp8_act.py), gated and pointwise, bf16 and fp32
-    def mlp(x, w, b, activation):
+    def mlp(x, w, b, activation):  # (the down layer's input cast made again from the pre-activation: cast_again)
         act, amax = blockfuse.fp8.fp8_linear_act(x, w, b, activation)
-        return blockfuse.fp8_linear(act, wf[:, :16].to(x.dtype), x_amax=amax)
+        return blockfuse.fp8_linear(act, wf[:, :16].to(x.dtype).requires_grad_(), x_amax=amax,
+                                    x_cast=fp8_act.cast_again(act, amax))
 
     for dtype in (torch.bfloat16, torch.float32):
         for activation, rows in (("swiglu", 32), ("gelu_tanh", 16)):
@@ -188,8 +189,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     assert {1, 3} <= stages, stages
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
             "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
-            "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel"} <= kernels, \
-        kernels
+            "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel",
+            "_fp8_act_cast_t_kernel", "_transpose_bytes_kernel"} <= kernels, kernels
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
                             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
