@@ -35,3 +35,22 @@ old_code() {
 pack() {
     mkdir -p "$1" && tar czf "$1/results.tar.gz" -C "$OUT" .
 }
+
+# te_fp8_ab: te-4layer's training step (4 layers, [8, 2048, 2048], issue 18): bf16 compile and torchao tensorwise
+# compiled (the targets' baselines), then blockfuse's fused FP8 tensorwise block, default, +recompute and default
+# again (a first run may take its samples while its kernels compile), this checkout's code (te-new-*) and, after
+# old_code, the old one's (te-old-*).
+te_fp8_ab() {
+    local TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick) linear name
+    step 60 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
+    step 90 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise \
+        --providers compile:default --out "$OUT/te-torchao"
+    for linear in fp8:tensorwise fp8:tensorwise+recompute fp8:tensorwise; do
+        name=${linear#fp8:}
+        [ -e "$OUT/te-new-$name.log" ] && name=$name-2
+        step 45 "te-new-$name" python3 -m blockfuse bench block "${TE[@]}" --linear "$linear" --providers fused \
+            --out "$OUT/te-new-$name"
+        [ ${#OLD[@]} -gt 0 ] && step 45 "te-old-$name" "${OLD[@]}" python3 -m blockfuse bench block "${TE[@]}" \
+            --linear "$linear" --providers fused --out "$OUT/te-old-$name"
+    done
+}

@@ -21,17 +21,5 @@ step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test
 grep -v DEBUG "$OUT/tests.log" | grep -v "^\s*$" | tail -8 > "$OUT/tests-summary.log"
 step 120 cycles python3 -m pytest -q -p no:cacheprovider -rfE \
     "tests/ops/test_norm.py::test_torch_compile_fullgraph" tests/models/test_reference_cycles.py
-TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
-step 60 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
-step 90 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise --providers compile:default \
-    --out "$OUT/te-torchao"
-# (the default twice: a first run may take its samples while its kernels compile)
-for linear in fp8:tensorwise fp8:tensorwise+recompute fp8:tensorwise; do
-    name=${linear#fp8:}
-    [ -e "$OUT/te-new-$name.log" ] && name=$name-2
-    step 45 "te-new-$name" python3 -m blockfuse bench block "${TE[@]}" --linear "$linear" --providers fused \
-        --out "$OUT/te-new-$name"
-    [ ${#OLD[@]} -gt 0 ] && step 45 "te-old-$name" "${OLD[@]}" python3 -m blockfuse bench block "${TE[@]}" \
-        --linear "$linear" --providers fused --out "$OUT/te-old-$name"
-done
+te_fp8_ab
 pack "$PACK"

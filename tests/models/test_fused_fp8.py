@@ -32,6 +32,19 @@ def blocks(preset: str, recipe: str, device: str = "cpu", **overrides):
             blockfuse.fp8.convert(convert(eager, "fused"), recipe=recipe))
 
 
+def step_and_fp32_gradients(eager, device, seed: int):
+    """``(x, dy, reference)``: a bf16 input and output gradient (seeds ``seed``, ``seed + 1``) of the tests' [2, 16, 64]
+    step, and the fp32 copy of the eager block's gradients for them (input's under "x", then every parameter's)."""
+    from blockfuse.models import named_gradients
+
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(seed)).bfloat16().to(device)
+    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(seed + 1)).bfloat16().to(device)
+    oracle = copy.deepcopy(eager).float()
+    x32 = x.float().requires_grad_()
+    oracle(x32).backward(dy.float())
+    return x, dy, {"x": x32.grad, **named_gradients(oracle)}
+
+
 @pytest.fixture
 def fp8_calls(monkeypatch):
     """The input dtypes of every FP8 GEMM call a Float8Linear makes (``fp8_linear``, or ``fp8_linear_quantized``
@@ -102,12 +115,7 @@ def test_training_through_the_norms_fp8_outputs(preset, monkeypatch, device, req
     from blockfuse.models import named_gradients
 
     eager, _, fused_fp8 = blocks(preset, "rowwise", device)
-    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(6)).bfloat16().to(device)
-    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(7)).bfloat16().to(device)
-    oracle = copy.deepcopy(eager).float()
-    x32 = x.float().requires_grad_()
-    oracle(x32).backward(dy.float())
-    reference = {"x": x32.grad, **named_gradients(oracle)}
+    x, dy, reference = step_and_fp32_gradients(eager, device, seed=6)
 
     def step():
         fused_fp8.zero_grad(set_to_none=True)
@@ -218,12 +226,7 @@ def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, d
     from blockfuse.models import named_gradients
 
     eager, _, fused_fp8 = blocks("te-4layer", "tensorwise", device)
-    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(11)).bfloat16().to(device)
-    dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(12)).bfloat16().to(device)
-    oracle = copy.deepcopy(eager).float()
-    x32 = x.float().requires_grad_()
-    oracle(x32).backward(dy.float())
-    reference = {"x": x32.grad, **named_gradients(oracle)}
+    x, dy, reference = step_and_fp32_gradients(eager, device, seed=11)
 
     def step():
         fused_fp8.zero_grad(set_to_none=True)
