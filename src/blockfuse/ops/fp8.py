@@ -909,7 +909,7 @@ def _top_saved_tensor_hooks():
 
 def _kept_for_free(x: Tensor) -> bool:
     """Saving ``x`` for the backward costs no memory: the innermost saved-tensor hooks are blockfuse's
-    (``models/recompute.py``: a fused block's norm output, the FP8 MLP's activation, attention's output) and their
+    (``models/recompute.py``: a fused block's norm output, which they recompute, or attention's output) and their
     pack function says so of x's storage (``kept_for_free``): they recompute it in the backward, or an op of the
     step saved it already. A tensorwise FP8 layer then keeps x, not x^T's e4m3 cast (:func:`_forward`'s
     ``keep_hp``). Eager only: nothing of this runs where torch.compile or another dispatch mode traces."""
@@ -1109,7 +1109,8 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     ``x_cast`` (tensorwise, with ``x_amax``): a function that makes x^T's e4m3 cast again, ``(xt (K, MP), scale)``
     as the cast with x_amax's scale writes it (MP = the rows rounded up to 16, zero past them), called once by the
     backward: the layer then keeps nothing of x for its weight gradient (an op that can make x again more cheaply
-    than x is kept: :func:`blockfuse.ops.fp8_act.cast_again`, from the activation's input). Eager calls only: a
+    than x is kept: :func:`blockfuse.ops.fp8_act.cast_again` from an activation's input,
+    :func:`blockfuse.ops.norm.cast_again` from a norm's input and statistics). Eager calls only: a
     traced call (torch.compile) keeps x's cast as usual and never calls it.
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)

@@ -950,6 +950,7 @@ def _norm_cast_t_kernel(
     else:
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
     rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    # (no residual, seed or dropout; OUT_DTYPE z's, MODE none, HAS_DROPOUT no, ACTIVATION none, TILE_VECTORS no)
     y = _norm_fwd_value(z, W, B, None, rows, cols, col_mask, mask, mean, rstd, 0, N, 0, 0.0, 1.0,
                         Z.dtype.element_ty, 0, HAS_W, HAS_B, False, CAST_BEFORE_WEIGHT, 0, False)
     y = tl.where(mask, y.to(Z.dtype.element_ty).to(tl.float32), 0.0)  # rows M..MP: the padding's zeros
@@ -1535,8 +1536,10 @@ def cast_again(y: Tensor, amax: Tensor, bias: Optional[Tensor]):
     its backward (its input, or pre mode's stream, rounded to x's dtype as the backward reads it, with the
     forward's statistics), in one pass (:func:`_norm_cast_t_kernel`), for as long as that node's backward has not
     run; None for any other tensor, or while anything traces. The fused block passes it to the projection the
-    norm feeds (``x_cast=``), which then keeps nothing of y. The values are those of the block's recompute of y
-    (models/recompute.py), which normalizes the same rounded input."""
+    norm feeds (``x_cast=``), which then keeps nothing of y. Without a residual the values are y's own; in pre mode
+    (y normalized the fp32 sum) those of the kept stream with the forward's statistics, as the norm's backward
+    reads them (the block's recompute of y, models/recompute.py, takes that stream's own statistics: within a
+    rounding of these)."""
     if torch.compiler.is_compiling() or tracing() or not use_triton(y):
         return None
     node = y.grad_fn
