@@ -460,13 +460,15 @@ def _transpose_bytes_kernel(
     (H200: 16 weight transposes, 0.91 ms of te-4layer's FP8 step, benchmarks/results/fp8/9-cast-again-2026-11-28-h200/).
     Rows M..MP of the tile load as zeros: the padding of Y is written here too.
 
-    NOTE: transposed as 32-bit values, not as bytes: the cast kernel's transposed FP8 tile once came out with a
-    quarter of its rows wrong on an H200 (Triton 3.6) where the compiler transposed FP8 bytes (_fp8_cast_kernel's
-    NOTE); a 32-bit layout change is the one every other kernel here makes."""
+    NOTE: transposed as bytes. Widened to 32 bits first (after _fp8_cast_kernel's NOTE, where FP8 bytes the
+    compiler transposed came out a quarter wrong), the sm_90 build still changes the tile's layout on the bytes
+    (Triton moves the conversion before the extension); the activation's and the norm's transposed casts
+    (ops/fp8_act.py, ops/norm.py) change an FP8 tile's layout the same way, and the first passed its tests on an
+    H200 (benchmarks/results/fp8/9-cast-again-2026-11-28-h200/call-1/tests.log)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :], other=0)
-    tl.store(Y + cols[:, None].to(tl.int64) * MP + rows[None, :], tl.trans(x.to(tl.int32)).to(tl.uint8),
+    tl.store(Y + cols[:, None].to(tl.int64) * MP + rows[None, :], tl.trans(x),
              mask=(cols < K)[:, None] & (rows < MP)[None, :])
 
 
@@ -480,8 +482,8 @@ _tensor_amax_kernel = Kernel(_fp8_tensor_amax_kernel)
 _cast_kernel = Kernel(_fp8_cast_kernel)
 _roll_kernel = Kernel(_fp8_roll_kernel)
 _transpose_kernel = Kernel(_transpose_bytes_kernel)
-# The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 16 KiB of shared memory for the
-# tile's 32-bit transpose (_transpose_bytes_kernel's NOTE). Not yet timed on a GPU.
+# The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. Not yet
+# timed on a GPU.
 TRANSPOSE_TILE = {"compiled": (64, 4), "interpreted": (64, 4)}  # (BLOCK, num_warps)
 
 
