@@ -824,17 +824,15 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again.
     ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
     its amax, which :func:`_x_operand` casts in the backward."""
-    if keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad:
+    keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad
+    if keep_hp:
         # NOTE: saving x costs nothing here (it is recomputed, or kept by another op): its transposed cast is
         # made by the backward from x and this amax, the same values, and not kept from the forward (half a
         # byte an element less at the step's peak; benchmarks/NOTES.md, "FP8 inputs kept in high precision").
-        amax = x_amax if x_amax is not None else tensor_amax(x2)
-        x_q, x_s, _, _ = _quantize_2d(x2, torch.float8_e4m3fn, False, True, False, GEMM_MULTIPLE, None, amax)
-        w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
-        y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
-        # (keep_x: x_q is cast again from x too, by _forward_again: nothing of x's cast is kept)
-        return y, ((x2, amax, wt_q, wt_s, None, None) if keep_x else (x2, amax, wt_q, wt_s))
-    if x2.dtype == torch.float8_e4m3fn:
+        xt_s = x_amax if x_amax is not None else tensor_amax(x2)
+        x_q, x_s, _, _ = _quantize_2d(x2, torch.float8_e4m3fn, False, True, False, GEMM_MULTIPLE, None, xt_s)
+        xt_q = x2
+    elif x2.dtype == torch.float8_e4m3fn:
         x_q, x_s = x2, x_scale
         xt_q = xt_s = None
         if weight_grad and rowwise:  # x's columns need scales of their own: from x dequantized as it is read
@@ -849,8 +847,8 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     w_q, w_s, wt_q, wt_s = _weight_operands(weight, rowwise, x_grad, cache)
     # NOTE: fast accumulation for the forward GEMM only, as torchao (its gradients accumulate in full).
     y = _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, rowwise, True)
-    if keep_x:
-        return y, (xt_q, xt_s, wt_q, wt_s, x_q, x_s)
+    if keep_x:  # (with keep_hp x's cast too is made again from x, by _forward_again: none of it is kept)
+        return y, (xt_q, xt_s, wt_q, wt_s, *((None, None) if keep_hp else (x_q, x_s)))
     return y, (xt_q, xt_s, wt_q, wt_s)
 
 
@@ -873,7 +871,7 @@ def _top_saved_tensor_hooks():
 
 def _kept_for_free(x: Tensor) -> bool:
     """Saving ``x`` for the backward costs no memory: the innermost saved-tensor hooks are blockfuse's
-    (``models/recompute.py``: a fused block's norm output, the FP8 MLP's activation, attention's output) and their
+    (``models/recompute.py``: a fused block's norm output, which they recompute, or attention's output) and their
     pack function says so of x's storage (``kept_for_free``): they recompute it in the backward, or an op of the
     step saved it already. A tensorwise FP8 layer then keeps x, not x^T's e4m3 cast (:func:`_forward`'s
     ``keep_hp``). Eager only: nothing of this runs where torch.compile or another dispatch mode traces."""
