@@ -147,10 +147,14 @@ def test_tensorwise_blocks_fold_the_amaxes_of_their_casts(mlp, monkeypatch, fp8_
     kernels fold the amaxes of the two casts beside them (ops/fp8_act.py); a training step gives what the
     two-pass path gives (each layer casting with its own amax pass): in the interpreter the gated MLP bit for bit
     but the biases' gradients (fp32 sums in another order); the GELU MLP (whose two-pass path runs PyTorch's GELU)
-    within an FP8 rounding. On a GPU the norms' two kernels may add a row in another order: within a rounding."""
+    within an FP8 rounding. On a GPU the norms' two kernels may add a row in another order: within a rounding.
+    (Both paths make the norms' outputs again by the block's recompute for the weight gradients: the one-pass cast
+    from the norm's statistics, ops/norm.py's cast_again, normalizes with the forward's statistics and is tested on
+    its own, test_norm_cast_again_*.)"""
     from blockfuse.models import fused as fused_module
     from blockfuse.models import named_gradients
 
+    monkeypatch.setattr(blocks_module, "cast_again", lambda y, amax, bias: None)
     _, _, fused_fp8 = blocks("te-4layer", "tensorwise", device, mlp=mlp)
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(8)).bfloat16().to(device)
     dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(9)).bfloat16().to(device)
@@ -209,9 +213,10 @@ def _fp8_nodes(out):
 
 def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, device, requires_triton):
     """Eagerly, a tensorwise fused pre-norm block's FP8 layers keep no e4m3 cast of their inputs for the weight
-    gradients: the QKV, gate|up and output layers' inputs are kept anyway (the norms' outputs are recomputed in the
-    backward, attention keeps its output), so the layers keep them and cast them again in the backward with the
-    forward's amax (ops/fp8.py, _kept_for_free). The step is as accurate as with the casts kept, against the fp32 eager block:
+    gradients. The QKV and gate|up layers' inputs are the norms' outputs: their backward casts them again from the
+    norms' inputs and statistics in one pass (ops/norm.py, cast_again); the output layer's is attention's output,
+    which attention keeps, so the layer keeps it and casts it again with the forward's amax (ops/fp8.py,
+    _kept_for_free). The step is as accurate as with the casts kept, against the fp32 eager block:
     the only change is a norm output recomputed from its input as rounded to bf16 (the bf16 block's recompute
     does the same), a rounding that may move a value across an FP8 step. The down projection keeps nothing of its
     input: its backward casts the activation again from the pre-activation (fp8_act.cast_again). (The reordered
@@ -236,6 +241,7 @@ def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, d
     assert count == 4 and torch.float8_e4m3fn not in kept, kept  # QKV, gate|up + activation, down, output
     monkeypatch.setattr(fp8_ops, "_kept_for_free", lambda t: False)
     monkeypatch.setattr(fused_module, "cast_again", lambda y, amax: None)
+    monkeypatch.setattr(blocks_module, "cast_again", lambda y, amax, bias: None)
     _, kept, cast = step()
     assert kept.count(torch.float8_e4m3fn) == 4, kept
     for name in free:

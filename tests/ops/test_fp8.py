@@ -600,6 +600,21 @@ def test_an_input_kept_for_free_is_kept_not_its_cast(recipe, x_amax, device):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shape, pad, row_stride", [((37, 72), 16, None), ((130, 200), 1, None), ((16, 48), 16, 64),
+                                                    ((1, 3), 16, None), ((0, 32), 16, None), ((300, 129), 16, 160)])
+def test_the_byte_transpose_is_the_references(fmt, shape, pad, row_stride, device):
+    """``_transposed`` (the kernel, eagerly): (K, MP) bytes equal to the PyTorch reference's, zero past column M,
+    for tiles cut at odd sizes, padding and rows of a wider buffer."""
+    m, k = shape
+    full = random_tensor((m, row_stride or k), torch.float32, seed=21, scale=8.0).to(device).to(FORMATS[fmt])
+    q = full[:, :k]
+    got, want = fp8._transposed(q, pad), fp8._transposed_ref(q, pad)
+    assert got.dtype == FORMATS[fmt] and got.shape == want.shape == (k, fp8.round_up(m, pad)) and got.is_contiguous()
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
 def test_tensor_amax_is_the_casts_amax(device):
     """``tensor_amax``: max |x| as (1,) fp32, the amax pass the casts run (their value, exactly); 0 when empty."""
     for shape, layout in (((37, 72), "contiguous"), ((3, 760), "transposed"), ((300, 1100), "strided")):

@@ -26,7 +26,7 @@ from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
-           torch.float8_e5m2: "fp8e5"}
+           torch.float8_e5m2: "fp8e5", torch.uint8: "u8"}
 
 COMPILE_SCRIPT = r"""
 import importlib, json, sys
@@ -155,6 +155,7 @@ def _exercise_every_op(device: str) -> None:
             run(lambda x, w, b, activation=activation: mlp(x, w, b, activation), xf.to(dtype),
                 torch.randn(rows, 32, device=device, dtype=dtype) / 5, torch.randn(rows, device=device, dtype=dtype))
     # the norms' output for a tensorwise FP8 projection, its amax folded (FP8 code FP8_AMAX), with and without a residual
+    from blockfuse.ops.norm import cast_again as norm_cast_again
     from blockfuse.ops.norm import norm_for_tensorwise_projection
 
     for dtype in (torch.bfloat16, torch.float32):
@@ -164,6 +165,12 @@ def _exercise_every_op(device: str) -> None:
         run(lambda x, r, w, b: norm_for_tensorwise_projection(x, w, b, 1e-5, r, "pre", 0.0, True, False)[0][0], x, res,
             w, b)
         run(lambda x, w: norm_for_tensorwise_projection(x, w, None, 1e-6, None, "pre", 0.0, True, True)[0][0], x, w)
+        # its output's transposed cast made again from the norm's input and statistics (norm.cast_again)
+        for bias, is_rms in ((b, False), (None, True)):
+            leaves = [t.detach().requires_grad_() for t in (x, res, w)]
+            (y, amax), _ = norm_for_tensorwise_projection(leaves[0], leaves[2], bias, 1e-5, leaves[1], "pre", 0.0,
+                                                          True, is_rms)
+            norm_cast_again(y, amax, bias)()
     # the packed QKV form of RoPE: the rotations and v's row copy into one gradient (ops/rotary.py)
     for dtype in (torch.bfloat16, torch.float32):
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
@@ -190,7 +197,7 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
             "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
             "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel",
-            "_fp8_act_cast_t_kernel"} <= kernels, kernels
+            "_fp8_act_cast_t_kernel", "_transpose_bytes_kernel", "_norm_cast_t_kernel"} <= kernels, kernels
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
                             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,

@@ -41,6 +41,7 @@ from blockfuse.models.fused import (
 )
 from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
+from blockfuse.ops.norm import cast_again
 
 IMPLS = ("eager", "fused")
 
@@ -163,7 +164,11 @@ class TransformerBlock(nn.Module):
                 y, h0 = _norm(self.attn_norm, branch, residual, "pre", p, training)
             del residual, branch
             with _without_saved_norm_output(y, self.attn_norm, h0):
-                attended = self.attn(y, padding_mask) if amax is None else self.attn(y, padding_mask, x_amax=amax)
+                if amax is None:
+                    attended = self.attn(y, padding_mask)
+                else:  # (the QKV layer's weight gradient casts y again from the norm's input: norm.cast_again)
+                    attended = self.attn(y, padding_mask, x_amax=amax,
+                                         x_cast=cast_again(y, amax, getattr(self.attn_norm, "bias", None)))
             del y
         fp8 = isinstance(self.ffn, FusedFeedForward) and fp8_input_recipe(
             self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0)
@@ -175,7 +180,7 @@ class TransformerBlock(nn.Module):
             (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training)
             del attended, h0
             with _without_saved_norm_output(y, self.ffn_norm, h):
-                return h, self.ffn(y, x_amax=amax)
+                return h, self.ffn(y, x_amax=amax, x_cast=cast_again(y, amax, getattr(self.ffn_norm, "bias", None)))
         y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
         del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
         with _without_saved_norm_output(y, self.ffn_norm, h):

@@ -189,12 +189,13 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
     def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
-               x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:
+               x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None, x_cast=None) -> Tensor:
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
         (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale`` / ``x_proxy``: x is the
         e4m3 output of the norm before it with these rowwise scales and its stand-in for autograd
         (:func:`_norm_fp8`), for an FP8 QKV projection; ``x_amax``: x's amax, folded by the norm before it
-        (:func:`_norm_amax`), for a tensorwise one."""
+        (:func:`_norm_amax`), for a tensorwise one, and ``x_cast`` the function that makes x^T's cast again for its
+        weight gradient (``blockfuse.ops.norm.cast_again``)."""
         cfg = self.config
         batch, seq, _ = x.shape
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
@@ -204,7 +205,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # rotary_packed below writes that gradient whole instead): a backward that takes them separately measured
         # slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
         if x_amax is not None:
-            qkv = self.qkv_proj(x, x_amax=x_amax)
+            qkv = self.qkv_proj(x, x_amax=x_amax, x_cast=x_cast)
         else:
             qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
         if cfg.rope and not cfg.qk_norm:
@@ -237,8 +238,9 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
-                x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:  # x: (batch, seq, d)
-        return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy, x_amax))
+                x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,
+                x_cast=None) -> Tensor:  # x: (batch, seq, d)
+        return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy, x_amax, x_cast))
 
 
 class FusedFeedForward(_StackedLinear):
@@ -259,13 +261,14 @@ class FusedFeedForward(_StackedLinear):
             self.fc2 = nn.Linear(hidden, d, bias=config.bias)
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, x_proxy: Optional[Tensor] = None,
-                x_amax: Optional[Tensor] = None) -> Tensor:
+                x_amax: Optional[Tensor] = None, x_cast=None) -> Tensor:
         """``x_scale`` / ``x_proxy``: x is the e4m3 output of the norm before it with these rowwise scales and
         its stand-in for autograd (:func:`_norm_fp8`), for an FP8 first projection; ``x_amax``: x's amax, folded
-        by the norm before it (:func:`_norm_amax`), for a tensorwise one."""
+        by the norm before it (:func:`_norm_amax`), for a tensorwise one, and ``x_cast`` the function that makes
+        x^T's cast again for its weight gradient (``blockfuse.ops.norm.cast_again``)."""
         inner, outer = (self.gate_up_proj, self.down_proj) if self.config.gated else (self.fc1, self.fc2)
         if isinstance(inner, Float8Linear) or isinstance(outer, Float8Linear):
-            return self._forward_fp8(x, inner, outer, x_scale, x_proxy, x_amax)
+            return self._forward_fp8(x, inner, outer, x_scale, x_proxy, x_amax, x_cast)
         if x_scale is not None or x_amax is not None:
             raise ValueError("x_scale / x_amax: an FP8 input needs FP8 Linear layers (blockfuse.fp8.convert)")
         weights = (inner.weight, inner.bias, outer.weight, outer.bias)
@@ -283,7 +286,7 @@ class FusedFeedForward(_StackedLinear):
         return fused_mlp(x, *weights, self.config.mlp)
 
     def _forward_fp8(self, x: Tensor, inner: nn.Module, outer: nn.Module, x_scale: Optional[Tensor] = None,
-                     x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None) -> Tensor:
+                     x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None, x_cast=None) -> Tensor:
         """The MLP with FP8 Linear layers (``blockfuse.fp8.convert``): both GEMMs through the layers as modules
         (their casts and cached weight casts, FP8 dgrad and wgrad), the activation kernel between them. Both
         tensorwise: the first layer and the activation as one op whose kernels fold the amaxes of the casts on
@@ -301,12 +304,12 @@ class FusedFeedForward(_StackedLinear):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
-            act, amax = inner(x, activation=mlp, x_amax=x_amax)
+            act, amax = inner(x, activation=mlp, x_amax=x_amax, x_cast=x_cast)
             # (eagerly the down projection keeps nothing of act: its backward casts act^T again from the
             # pre-activation the first layer keeps, in one pass)
             return outer(act, x_amax=amax, x_cast=cast_again(act, amax))
         if x_amax is not None:
-            pre = inner(x, x_amax=x_amax)
+            pre = inner(x, x_amax=x_amax, x_cast=x_cast)
         else:
             pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         if mlp == "gelu_tanh":

@@ -39,8 +39,9 @@ class Float8Linear(nn.Linear):
     autograd and takes its gradient (:func:`blockfuse.ops.fp8.fp8_linear_quantized`; the fused blocks' norms).
     ``forward(x, x_amax=amax)`` (tensorwise): x's amax, folded by the op that wrote x (the fused MLP's
     activation, :func:`blockfuse.ops.fp8_act.fp8_linear_act`): the cast reads x once.
-    ``forward(x, x_amax=amax, x_cast=cast)`` (tensorwise): ``cast()`` makes x^T's e4m3 cast again in the backward
-    (:func:`blockfuse.ops.fp8.fp8_linear`), so the layer keeps nothing of x (the fused MLP's down projection).
+    ``forward(x, x_amax=amax, x_cast=cast)`` (tensorwise, with or without ``activation``): ``cast()`` makes x^T's
+    e4m3 cast again in the backward (:func:`blockfuse.ops.fp8.fp8_linear`), so the layer keeps nothing of x (the
+    fused blocks' projections after a norm, and the MLP's down projection).
     ``forward(x, activation=name)`` (tensorwise): ``(act(layer(x)), amax)``, the layer and its activation as
     one op (:func:`blockfuse.ops.fp8_act.fp8_linear_act`), called through the module so that its hooks run (FSDP2).
 
@@ -61,14 +62,14 @@ class Float8Linear(nn.Linear):
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None,
                 x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None):
-        if x_cast is not None and (activation is not None or proxy is not None):
-            raise ValueError("x_cast: for a plain tensorwise call (x and its x_amax), not with activation= or proxy")
+        if x_cast is not None and proxy is not None:
+            raise ValueError("x_cast: for a tensorwise call (x and its x_amax), not with a quantized input's proxy")
         if activation is not None:
             if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
                                  f"x_amax), with recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
             return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache,
-                                  x_amax=x_amax, recompute=self.recompute_activation)
+                                  x_amax=x_amax, recompute=self.recompute_activation, x_cast=x_cast)
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "

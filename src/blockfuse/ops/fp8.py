@@ -448,6 +448,30 @@ def _fp8_cast_kernel(
                 tl.store(YT_SCALE + cols, col_scale, mask=col_mask)
 
 
+@triton.jit
+def _transpose_bytes_kernel(
+    X,  # (M, K) bytes (an FP8 tensor viewed as uint8), unit column stride
+    Y,  # (K, MP) bytes: X transposed, zero past column M
+    stride_x, M, K, MP,
+    BLOCK: tl.constexpr,
+):
+    """A tile of X transposed into Y through shared memory (tl.trans), so that both the loads and the stores run
+    along rows: PyTorch's strided copy of a transposed byte tensor ran at about a tenth of the copy's bandwidth
+    (H200: 16 weight transposes, 0.91 ms of te-4layer's FP8 step, benchmarks/results/fp8/9-cast-again-2026-11-28-h200/).
+    Rows M..MP of the tile load as zeros: the padding of Y is written here too.
+
+    NOTE: transposed as bytes. Widened to 32 bits first (after _fp8_cast_kernel's NOTE, where FP8 bytes the
+    compiler transposed came out a quarter wrong), the sm_90 build still changes the tile's layout on the bytes
+    (Triton moves the conversion before the extension); the activation's and the norm's transposed casts
+    (ops/fp8_act.py, ops/norm.py) change an FP8 tile's layout the same way, and the first passed its tests on an
+    H200 (benchmarks/results/fp8/9-cast-again-2026-11-28-h200/call-1/tests.log)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :], other=0)
+    tl.store(Y + cols[:, None].to(tl.int64) * MP + rows[None, :], tl.trans(x),
+             mask=(cols < K)[:, None] & (rows < MP)[None, :])
+
+
 # ----------------------------------------------------------------------------------------
 # Launcher: plain Python that allocates, tiles and launches, registered as an op without autograd
 # ----------------------------------------------------------------------------------------
@@ -457,6 +481,10 @@ _amax_kernel = Kernel(_fp8_amax_kernel)
 _tensor_amax_kernel = Kernel(_fp8_tensor_amax_kernel)
 _cast_kernel = Kernel(_fp8_cast_kernel)
 _roll_kernel = Kernel(_fp8_roll_kernel)
+_transpose_kernel = Kernel(_transpose_bytes_kernel)
+# The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. Not yet
+# timed on a GPU.
+TRANSPOSE_TILE = {"compiled": (64, 4), "interpreted": (64, 4)}  # (BLOCK, num_warps)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -806,7 +834,22 @@ def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_d
 
 
 def _transposed(q: Tensor, pad: int) -> Tensor:
-    """An FP8 (M, K) as (K, MP) row-major, MP = M rounded up to ``pad``, zero past column M."""
+    """An FP8 (M, K) as (K, MP) row-major, MP = M rounded up to ``pad``, zero past column M: by
+    :func:`_transpose_bytes_kernel` where the kernels run eagerly, else (the references, traced calls) by PyTorch."""
+    m, k = q.shape
+    if use_triton(q) and q.stride(1) == 1 and not (torch.compiler.is_compiling() or tracing()):
+        mp = round_up(m, pad)
+        out = torch.empty((k, mp), dtype=torch.uint8, device=q.device)
+        block, num_warps = TRANSPOSE_TILE[_mode(q)]
+        if k > 0 and mp > 0:
+            _transpose_kernel((cdiv(mp, block), cdiv(k, block)), q.view(torch.uint8), out, q.stride(0), m, k, mp,
+                              BLOCK=block, num_warps=num_warps)
+        return out.view(q.dtype)
+    return _transposed_ref(q, pad)
+
+
+def _transposed_ref(q: Tensor, pad: int) -> Tensor:
+    """:func:`_transposed` in PyTorch."""
     m, k = q.shape
     # NOTE: moved as bytes (a zero byte is +0.0 in both FP8 formats): Inductor's CPU code cannot fill or
     # select FP8 values (it promotes them to bool), but copies and pads uint8.
@@ -1071,7 +1114,8 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     ``x_cast`` (tensorwise, with ``x_amax``): a function that makes x^T's e4m3 cast again, ``(xt (K, MP), scale)``
     as the cast with x_amax's scale writes it (MP = the rows rounded up to 16, zero past them), called once by the
     backward: the layer then keeps nothing of x for its weight gradient (an op that can make x again more cheaply
-    than x is kept: :func:`blockfuse.ops.fp8_act.cast_again`, from the activation's input). Eager calls only: a
+    than x is kept: :func:`blockfuse.ops.fp8_act.cast_again` from an activation's input,
+    :func:`blockfuse.ops.norm.cast_again` from a norm's input and statistics). Eager calls only: a
     traced call (torch.compile) keeps x's cast as usual and never calls it.
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
@@ -1194,7 +1238,7 @@ def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad, amax=None):
             y = _cast_ref(xf, y_scale, dtype).contiguous()
         if transposed:
             col_scale = _scale_ref(_amax(xf, 0), fp8_max)  # (1, N)
-            yt = _transposed(_cast_ref(xf, col_scale, dtype), pad)
+            yt = _transposed_ref(_cast_ref(xf, col_scale, dtype), pad)
             yt_scale = col_scale.reshape(-1).unsqueeze(1)  # (N, 1), unit strides (_scaled_mm checks them)
     else:
         scale = _scale_ref(_amax(xf) if amax is None else amax.reshape(()), fp8_max)  # ()
@@ -1202,7 +1246,7 @@ def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad, amax=None):
         if rows:
             y, y_scale = q, scale
         if transposed:
-            yt, yt_scale = _transposed(q, pad), scale.clone()
+            yt, yt_scale = _transposed_ref(q, pad), scale.clone()
     return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
 
 

@@ -429,10 +429,13 @@ class _Fp8LinearActFunction(torch.autograd.Function):
     gate|up layer 32 against 256 MiB a layer), for one more FP8 GEMM the size of the forward's."""
 
     @staticmethod
-    def forward(ctx, x2, weight, bias, activation, config, x_amax):
+    def forward(ctx, x2, weight, bias, activation, config, x_amax, x_cast):
         out_dtype, x_grad, weight_grad, cache, kernels, recompute, keep_hp = config
         pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax,
                                   keep_x=recompute, keep_hp=keep_hp)
+        if x_cast is not None:  # nothing of x kept: the backward has x^T's cast made again (fp8_linear's x_cast)
+            saved = (None, None, *saved[2:])
+        ctx.x_cast = x_cast
         y, amax = act_forward(pre, activation, kernels)
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
@@ -459,6 +462,9 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             ctx.pre = None
         else:
             xt_q, xt_s, wt_q, wt_s, weight, pre = ctx.saved_tensors
+        if ctx.x_cast is not None:
+            xt_q, xt_s = ctx.x_cast()
+            ctx.x_cast = None
         xt_q, xt_s = fp8._x_operand(xt_q, xt_s)  # (x kept in high precision: cast now, before the GEMMs)
         sum_dtype = ctx.bias_dtype if ctx.needs_input_grad[2] else None
         # (a recomputed pre-activation is this backward's own: written over too)
@@ -476,7 +482,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False)
             del wt_q
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
-        return dx, dw, db, None, None, None
+        return dx, dw, db, None, None, None, None
 
 
 def cast_again(y: Tensor, amax: Tensor) -> Optional[Callable[[], tuple[Tensor, Tensor]]]:
@@ -510,8 +516,8 @@ def cast_again(y: Tensor, amax: Tensor) -> Optional[Callable[[], tuple[Tensor, T
 
 
 def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "swiglu", *,
-                   weight_cache: bool = True, x_amax: Optional[Tensor] = None,
-                   recompute: bool = False) -> tuple[Tensor, Tensor]:
+                   weight_cache: bool = True, x_amax: Optional[Tensor] = None, recompute: bool = False,
+                   x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> tuple[Tensor, Tensor]:
     """``(y, amax)``: ``y = act(x @ weight.T + bias)`` with the GEMMs in tensorwise FP8 (``fp8_linear``'s:
     x and the weight in e4m3, the gradient in e5m2) and ``amax = max |y|`` as a (1,) fp32 tensor, for the
     next tensorwise FP8 layer: ``fp8_linear(y, w2, x_amax=amax)`` casts y in one pass. Differentiable in
@@ -526,6 +532,8 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     ``x_amax``: x's amax, known already (:func:`blockfuse.ops.fp8.fp8_linear`'s, the norm before the layer's).
     ``recompute``: keep x's e4m3 cast instead of the pre-activation and run the forward GEMM again in the
     backward (memory for time: the pre-activation is the largest tensor the layer keeps; same values).
+    ``x_cast`` (with ``x_amax``): a function making x^T's e4m3 cast again for the weight gradient, as
+    :func:`blockfuse.ops.fp8.fp8_linear` takes it (eager calls without ``recompute``; ignored otherwise).
     """
     if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn:
         raise TypeError("x: expected a float32, float16 or bfloat16 tensor (fp8_linear_act quantizes x itself), "
@@ -548,10 +556,15 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     weight_grad = grad and weight.requires_grad
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
-    keep_hp = weight_grad and fp8._kept_for_free(x2)
+    if x_cast is not None and (not callable(x_cast) or x_amax is None):
+        raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax, got {type(x_cast).__name__} "
+                         f"with x_amax {'given' if x_amax is not None else 'None'}")
+    if not weight_grad or recompute or torch.compiler.is_compiling() or tracing():
+        x_cast = None
+    keep_hp = weight_grad and (x_cast is not None or fp8._kept_for_free(x2))
     config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax)
+        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax, x_cast)
     else:
         pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache, x_amax)
         y, amax = act_forward(pre, activation, config[4])

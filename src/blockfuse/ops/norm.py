@@ -32,12 +32,14 @@ from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu,
 from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
+from blockfuse.ops import fp8 as _fp8
 from blockfuse.ops.fp8 import (
     E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
     fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, vector,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, tracing,
+    vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -913,6 +915,52 @@ def _norm_bwd_kernel(
                     tl.store(partial_b, pb + tl.sum(dy, axis=0), mask=col_mask)
 
 
+@triton.jit
+def _norm_cast_t_kernel(
+    Z,  # (M, N) the normalized input as the norm's backward reads it (x, or pre mode's stream s)
+    MEAN,  # (M,) fp32 LayerNorm's means, or None (RMSNorm)
+    RSTD,  # (M,) fp32
+    W,  # (N,) or None
+    B,  # (N,) or None
+    AMAX,  # (1,) fp32 max |y| of the output as the forward wrote it
+    YT,  # (N, MP) e4m3: y^T quantized with AMAX's scale, zero past column M
+    YT_SCALE,  # () fp32 the scale
+    stride_z, M, N, MP,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """The norm's output made again from its input and the forward's statistics, as _norm_fwd_value makes it and
+    rounded to the input's dtype as the forward wrote it, straight into its transposed tensorwise e4m3 cast (the
+    weight gradient's operand of the FP8 projection it feeds): one read of the input, where the norm made again
+    and then cast would write and read the output once more (ops/fp8.py's _fp8_cast_kernel does the cast the same
+    way, its NOTE: the scale loaded as a column of the one amax)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+    z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if MEAN is None:
+        mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+    else:
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    # (no residual, seed or dropout; OUT_DTYPE z's, MODE none, HAS_DROPOUT no, ACTIVATION none, TILE_VECTORS no)
+    y = _norm_fwd_value(z, W, B, None, rows, cols, col_mask, mask, mean, rstd, 0, N, 0, 0.0, 1.0,
+                        Z.dtype.element_ty, 0, HAS_W, HAS_B, False, CAST_BEFORE_WEIGHT, 0, False)
+    y = tl.where(mask, y.to(Z.dtype.element_ty).to(tl.float32), 0.0)  # rows M..MP: the padding's zeros
+    col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
+    qt = _fp8._quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
+    tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
+    if (pid_m == 0) & (pid_n == 0):
+        tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
+
+
 # ----------------------------------------------------------------------------------------
 # Launchers: plain Python that allocates, tiles and launches, registered as ops without autograd
 # ----------------------------------------------------------------------------------------
@@ -920,6 +968,7 @@ def _norm_bwd_kernel(
 _fwd_kernel = Kernel(_norm_fwd_kernel)
 _fwd_fp8_kernel = Kernel(_norm_fwd_fp8_kernel)
 _bwd_kernel = Kernel(_norm_bwd_kernel)
+_cast_t_kernel = Kernel(_norm_cast_t_kernel)
 
 
 class Tile(NamedTuple):
@@ -1460,6 +1509,50 @@ def norm_for_tensorwise_projection(x, weight, bias, eps, residual, residual_mode
         return (y, amax), s
     y, amax, s, _, _ = _norm_fwd_amax(x, weight, bias, residual, seed, *config[:5], False)
     return (y, amax), (s if mode == PRE else None)
+
+
+def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weight: Optional[Tensor],
+                          bias: Optional[Tensor], amax: Tensor, cast_before_weight: bool) -> tuple[Tensor, Tensor]:
+    """``(yt, scale)``: the norm's output of ``z`` with the forward's statistics, transposed and quantized to e4m3
+    with the tensorwise scale of ``amax``, ``(N, MP)``, MP = the rows rounded up to fp8.GEMM_MULTIPLE, zero past
+    them (:func:`_norm_cast_t_kernel`; eager only: no op of its own)."""
+    n = int(z.shape[-1])
+    z2 = as_rows(z, n)
+    m = z2.shape[0]
+    mp = _fp8.round_up(m, _fp8.GEMM_MULTIPLE)
+    yt = z.new_empty((n, mp), dtype=torch.float8_e4m3fn)
+    scale = z.new_empty((), dtype=torch.float32)
+    block_m, block_n, num_warps = _fp8.TILE[_fp8._mode(z)]
+    _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), z2, mean, rstd, vector(weight),
+                   vector(bias), amax, yt, scale, z2.stride(0), m, n, mp, HAS_W=weight is not None,
+                   HAS_B=bias is not None, CAST_BEFORE_WEIGHT=cast_before_weight, BLOCK_M=block_m, BLOCK_N=block_n,
+                   num_warps=num_warps)
+    return yt, scale
+
+
+def cast_again(y: Tensor, amax: Tensor, bias: Optional[Tensor]):
+    """For ``(y, amax)`` of :func:`norm_for_tensorwise_projection` recorded eagerly (``bias``: the norm's bias, or
+    None): a function that makes y^T's tensorwise e4m3 cast and its scale again from what the norm's node keeps for
+    its backward (its input, or pre mode's stream, rounded to x's dtype as the backward reads it, with the
+    forward's statistics), in one pass (:func:`_norm_cast_t_kernel`), for as long as that node's backward has not
+    run; None for any other tensor, or while anything traces. The fused block passes it to the projection the
+    norm feeds (``x_cast=``), which then keeps nothing of y. Without a residual the values are y's own; in pre mode
+    (y normalized the fp32 sum) those of the kept stream with the forward's statistics, as the norm's backward
+    reads them (the block's recompute of y, models/recompute.py, takes that stream's own statistics: within a
+    rounding of these)."""
+    if torch.compiler.is_compiling() or tracing() or not use_triton(y):
+        return None
+    node = y.grad_fn
+    if not isinstance(node, _NormAmaxFunction._backward_cls):
+        return None
+    cast_before_weight = node.config[4]
+    bias = None if bias is None else bias.detach()
+
+    def cast() -> tuple[Tensor, Tensor]:
+        z, weight, _, mean, rstd, _ = node.saved_tensors
+        return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight)
+
+    return cast
 
 
 def _call_form(x, residual, residual_mode, dropout_p, training) -> tuple[float, int, Optional[Tensor]]:
