@@ -8,7 +8,8 @@
 #
 # TREES: NAME:DIR pairs, DIR empty for this checkout (default "new: mid:_gpu/mid old:_gpu/old", the call of
 # benchmarks/results/fp8/9-cast-again-2026-11-28-h200/call-2/); BASELINES=1 first runs bf16 compile and torchao
-# tensorwise compiled, the targets' baselines.
+# tensorwise compiled, the targets' baselines; HOST=1 profiles the host too (`profile_block.py --cpu`: ms to enqueue a
+# step, and the ops by self CPU time).
 set -u
 PACK=${1:?usage: bash scripts/fp8_rounds_gpu.sh OUT}
 OUT=$(mktemp -d)
@@ -21,6 +22,7 @@ tree_env() {  # DIR -> ENV=(...) running that tree's code (empty DIR: this check
     [ -n "$1" ] && ENV=(env PYTHONPATH="$PWD/$1/src:$PYTHONPATH")
 }
 PROFILE=(benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --top 40 --providers fused --linear fp8:tensorwise)
+[ "${HOST:-0}" = 1 ] && PROFILE+=(--cpu)
 for which in $TREES; do
     name=${which%%:*}; tree_env "${which#*:}"
     step 40 "profile-$name" "${ENV[@]}" python3 "${PROFILE[@]}" --json "$OUT/profile-$name.json"
