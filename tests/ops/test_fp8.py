@@ -603,7 +603,8 @@ def test_an_input_kept_for_free_is_kept_not_its_cast(recipe, x_amax, device):
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("shape, pad, row_stride", [((37, 72), 16, None), ((130, 200), 1, None), ((16, 48), 16, 64),
-                                                    ((1, 3), 16, None), ((0, 32), 16, None), ((300, 129), 16, 160)])
+                                                    ((1, 3), 16, None), ((0, 32), 16, None), ((300, 129), 16, 160),
+                                                    ((100, 4304), 1, None), ((1152, 40), 16, None)])  # real widths
 def test_the_byte_transpose_is_the_references(fmt, shape, pad, row_stride, device):
     """``_transposed`` (the kernel, eagerly): (K, MP) bytes equal to the PyTorch reference's, zero past column M,
     for tiles cut at odd sizes, padding and rows of a wider buffer."""

@@ -435,8 +435,10 @@ def test_an_input_kept_for_free_is_kept_not_its_cast(recompute, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("activation, shape, hidden", [("swiglu", (3, 13, 64), 48), ("gelu_tanh", (37, 64), 80),
-                                                       ("geglu", (16, 32), 24)])
+@pytest.mark.parametrize("activation, shape, hidden", [
+    ("swiglu", (3, 13, 64), 48), ("gelu_tanh", (37, 64), 80), ("geglu", (16, 32), 24),
+    # real models' FFN widths (SigLIP-2's 4304, Llama-3-8B's 14336), few rows
+    ("gelu_tanh", (21, 48), 4304), ("swiglu", (5, 32), 14336)])
 def test_cast_again_is_the_outputs_cast(activation, shape, hidden, device):
     """``cast_again(y, amax)()``: y^T's tensorwise e4m3 cast and scale, padded to 16 rows, from the pre-activation
     the node keeps (the activation computed again and cast in one pass): what casting y itself gives, bit for bit in

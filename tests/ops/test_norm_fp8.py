@@ -720,17 +720,19 @@ def test_the_output_with_its_amax_refuses_post_mode(device):
     (False, True, True, False), (False, True, False, False), (False, False, False, False), (True, True, False, False),
     (True, True, False, True)], ids=["ln", "ln-nobias", "ln-noaffine", "rms", "rms-castfirst"])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "pre"])
-def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_before_weight, residual, device):
+@pytest.mark.parametrize("width", [72, 1152, 4304], ids=lambda w: f"n{w}")  # and SigLIP-2's widths, d and FFN
+def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_before_weight, residual, width,
+                                             device):
     """``norm.cast_again(y, amax, bias)()`` for the output of ``norm_for_tensorwise_projection``: y^T's tensorwise
     e4m3 cast and scale, padded to 16 rows, made in one pass from what the norm's node keeps (its input, or pre mode's
     stream rounded to x's dtype, and the forward's statistics). Without a residual that is y's own cast, bit for bit
     in the interpreter; in pre mode (y normalized the fp32 sum) the cast of the kept stream normalized with those
     statistics, computed here in PyTorch. On a GPU within one FP8 step. None for a tensor that is not such an output,
     and without autograd."""
-    x = random_tensor((3, 13, 72), torch.bfloat16, seed=140, scale=2.0).to(device) + 0.5
-    weight = (1.0 + 0.2 * random_tensor((72,), torch.bfloat16, seed=141)).to(device) if has_weight else None
-    bias = (0.2 * random_tensor((72,), torch.bfloat16, seed=142)).to(device) if has_bias else None
-    res = random_tensor((3, 13, 72), torch.bfloat16, seed=143).to(device) if residual else None
+    x = random_tensor((3, 13, width), torch.bfloat16, seed=140, scale=2.0).to(device) + 0.5
+    weight = (1.0 + 0.2 * random_tensor((width,), torch.bfloat16, seed=141)).to(device) if has_weight else None
+    bias = (0.2 * random_tensor((width,), torch.bfloat16, seed=142)).to(device) if has_bias else None
+    res = random_tensor((3, 13, width), torch.bfloat16, seed=143).to(device) if residual else None
     leaves = [t.clone().requires_grad_() if t is not None else None for t in (x, weight, bias, res)]
     (y, amax), _ = norm.norm_for_tensorwise_projection(leaves[0], leaves[1], leaves[2], 1e-5, leaves[3], "pre", 0.0,
                                                        True, is_rms, cast_before_weight)
@@ -746,9 +748,9 @@ def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_
         written = downcast(v, torch.bfloat16)  # (rounded as a kernel on this device rounds)
     else:
         written = y.detach()
-    want_t, want_s = fp8._quantize_2d_ref(written.reshape(-1, 72), E4M3, False, False, True, fp8.GEMM_MULTIPLE,
+    want_t, want_s = fp8._quantize_2d_ref(written.reshape(-1, width), E4M3, False, False, True, fp8.GEMM_MULTIPLE,
                                           amax)[2:]
-    assert yt.shape == want_t.shape == (72, 48) and yt.dtype == E4M3 and torch.equal(scale, want_s)
+    assert yt.shape == want_t.shape == (width, 48) and yt.dtype == E4M3 and torch.equal(scale, want_s)
     if torch.cuda.is_available():
         torch.testing.assert_close(yt.float(), want_t.float(), rtol=0.07, atol=0, msg="y^T")
     else:
