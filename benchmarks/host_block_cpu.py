@@ -36,10 +36,17 @@ from blockfuse.runtime import interpreter_enabled
 
 
 def time_steps(block, x, dy, steps: int) -> tuple[float, float]:
-    """Median (forward, backward) microseconds of ``steps`` training steps after 50 untimed ones."""
+    """Median (forward, backward) microseconds of ``steps`` training steps after 50 untimed ones. FP8 layers' weight
+    casts are forgotten before each step (untimed), as ``blockfuse bench block`` does: an optimizer step would make
+    them stale, so a training step makes them (kept between steps, they hid a backward that cast every weight
+    again: benchmarks/NOTES.md, "The weights cast twice a step")."""
+    from blockfuse.nn.fp8 import clear_weight_cache
+
     params = list(block.parameters())
     forward, backward = [], []
     for i in range(steps + 50):
+        for p in params:
+            clear_weight_cache(p)
         t0 = time.perf_counter()
         out = block(x)
         t1 = time.perf_counter()
