@@ -4,7 +4,7 @@
 #   bash scripts/session_check_gpu.sh PACK        (writes PACK/check.tar.gz)
 #
 # `pytest -n 8` of the tests that run kernels on CUDA: tests/ops, tests/nn, tests/models, tests/patching and the
-# CUDA timer's, tests/bench/test_timing.py (the newest run: benchmarks/results/session-check/2026-11-28-h200-c/; on
+# CUDA timer's, tests/bench/test_timing.py (the newest run: benchmarks/results/session-check/2026-11-28-h200-d/; on
 # 2026-11-28 the compiled reordered and standard blocks were found wrong by tests/models/test_blocks.py a day after
 # the change that broke them, because only the changed files' tests had run:
 # benchmarks/results/session-check/2026-11-28-h200/).
