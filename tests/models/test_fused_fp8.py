@@ -197,6 +197,40 @@ def test_tensorwise_blocks_fold_the_amaxes_of_their_casts(mlp, monkeypatch, fp8_
             assert relative_error(folded[name], two_pass[name]) < 0.05, name
 
 
+@pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_a_training_step_casts_each_weight_once(preset, recipe, monkeypatch, device, requires_triton):
+    """The weights' e4m3 casts are made by the forward and found again by the backward through the block's
+    saved-tensor hooks (whose unpacked weight is another tensor object than the parameter that carries the cache,
+    ops/fp8.py's weight_cache_entry): tensorwise, one cast a weight a step (the backward transposes its bytes);
+    rowwise, the forward's cast and the backward's by columns. Before, every backward cast every weight again."""
+    _, _, fused_fp8 = blocks(preset, recipe, device)
+    weights = {p.data_ptr(): name for name, p in fused_fp8.named_parameters()
+               if name.endswith("weight") and p.dim() == 2}
+    casts = []
+    original = fp8_ops._quantize_2d
+
+    def counting(x, *args):
+        if x.data_ptr() in weights:
+            casts.append((weights[x.data_ptr()], args[2:4]))  # (rows, transposed)
+        return original(x, *args)
+
+    monkeypatch.setattr(fp8_ops, "_quantize_2d", counting)
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(12)).bfloat16().to(device)
+    for _ in range(2):  # the second step: its casts made again (an optimizer step would change the weights)
+        for p in fused_fp8.parameters():
+            nn_fp8.clear_weight_cache(p)
+        casts.clear()
+        fused_fp8(x.clone().requires_grad_()).sum().backward()
+        forward = sorted(name for name, kind in casts if kind == (True, False))
+        assert forward == sorted(weights.values()), casts
+        others = [cast for cast in casts if cast[1] != (True, False)]
+        if recipe == "tensorwise":
+            assert others == [], others
+        else:
+            assert sorted(name for name, _ in others) == sorted(weights.values()), others
+
+
 def _fp8_nodes(out):
     """The nodes of blockfuse's FP8 layers in ``out``'s graph."""
     seen, todo, nodes = set(), [out.grad_fn], []

@@ -740,7 +740,7 @@ def roll_amax_history(history: Tensor, amax: Tensor) -> None:
 _CACHE_ATTRIBUTE = "_blockfuse_fp8_casts"
 
 
-def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool):
+def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, known: Optional[tuple] = None):
     """``(w, w_scale, wt, wt_scale)``: the weight (N, K) in e4m3 for the forward, and its transpose (K, N) in e4m3
     for the input gradient when ``dgrad`` and the casts are made here (None otherwise: see below); both from one
     cast.
@@ -755,11 +755,15 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool):
     the step's peak (the start of the backward, every layer's activations kept) holds one of them, not one a layer
     (te-4layer: 160 MiB, 1 byte a parameter; the first build kept both casts, 2 bytes a parameter, from one cast
     pass: benchmarks/NOTES.md, "FP8 weights' transposes made in the backward"). Under ``torch.compile`` (and any
-    tracing) both casts are made in the graph on every call, where Inductor fuses them and plans their buffers."""
+    tracing) both casts are made in the graph on every call, where Inductor fuses them and plans their buffers.
+
+    ``known``: the cache entry the forward found (:func:`weight_cache_entry`), for a backward whose ``weight`` is
+    another tensor object than the forward's (an alias of the same parameter, as saved-tensor hooks unpack it),
+    which carries no cache of its own: used where its key still matches."""
     if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
         return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
     key = (weight.data_ptr(), weight._version, tuple(weight.shape), weight.dtype, weight.device, rowwise)
-    entry = getattr(weight, _CACHE_ATTRIBUTE, None)
+    entry = getattr(weight, _CACHE_ATTRIBUTE, None) or known
     if entry is None or entry[0] != key:
         setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale cast goes before the new one is made
         w_q, w_s, _, _ = _quantize_2d(weight.detach(), torch.float8_e4m3fn, rowwise, True, False, 1)
@@ -768,18 +772,33 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool):
     return entry[1], entry[2], None, None
 
 
-def _dgrad_operands(weight: Tensor, rowwise: bool, cache: bool, wt_q: Optional[Tensor], wt_s: Optional[Tensor]):
+def _dgrad_operands(weight: Tensor, rowwise: bool, cache: bool, wt_q: Optional[Tensor], wt_s: Optional[Tensor],
+                    known: Optional[tuple] = None):
     """The weight's transposed e4m3 cast for the input gradient's GEMM: ``(wt_q, wt_s)`` as the forward made them,
     or where it left them to the backward (:func:`_weight_operands`' NOTE), made now: tensorwise, the forward's
-    cast (from the cache) with its bytes transposed, the same values and scale; rowwise, the weight cast again
-    with its columns' scales, as the forward's one pass would have."""
+    cast (from the cache, or ``known``: :func:`weight_cache_entry`) with its bytes transposed, the same values and
+    scale; rowwise, the weight cast again with its columns' scales, as the forward's one pass would have."""
     if wt_q is not None:
         return wt_q, wt_s
     if not rowwise:
-        w_q, w_s, _, _ = _weight_operands(weight, False, False, cache)
+        w_q, w_s, _, _ = _weight_operands(weight, False, False, cache, known)
         return _transposed(w_q, 1), w_s
     _, _, wt_q, wt_s = _quantize_2d(weight.detach(), torch.float8_e4m3fn, True, False, True, 1)
     return wt_q, wt_s
+
+
+def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
+    """The forward's cache entry of ``weight`` (its e4m3 cast and the key it holds for), for the backward to find
+    through :func:`_dgrad_operands`' ``known``. NOTE: the backward's weight comes from ``ctx.saved_tensors``; under
+    saved-tensor hooks that is the hooks' unpacked tensor (a fused block's, ``models/recompute.py``, save
+    ``weight.detach()``), another Python object without the cache attribute: every backward then cast each weight
+    again (te-4layer's FP8 step: 16 amax passes and 16 casts of the weights more than the forward's,
+    ``benchmarks/NOTES.md``, "The weights cast twice a step"). Kept on the ctx, the entry is a reference to the cast
+    the parameter keeps anyway; its key is checked against the backward's weight. None while anything traces (the
+    cache is eager's)."""
+    if not cache or torch.compiler.is_compiling() or tracing():
+        return None
+    return getattr(weight, _CACHE_ATTRIBUTE, None)
 
 
 def clear_weight_cache(weight: Tensor) -> None:
@@ -947,6 +966,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
         if x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
         ctx.x_cast = x_cast
+        ctx.weight_entry = weight_cache_entry(weight, cache and not rowwise)
         ctx.save_for_backward(*saved, weight)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
@@ -974,7 +994,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
                                                         None, ctx.bias_dtype if ctx.needs_input_grad[3] else None)
         dx = None
         if x_grad:
-            wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s)
+            wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s, ctx.weight_entry)
             dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False)
             del wt_q  # a transpose made here goes before the next GEMM
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None

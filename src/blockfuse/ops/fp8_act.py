@@ -436,6 +436,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         if x_cast is not None:  # nothing of x kept: the backward has x^T's cast made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
         ctx.x_cast = x_cast
+        ctx.weight_entry = fp8.weight_cache_entry(weight, cache)
         y, amax = act_forward(pre, activation, kernels)
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
@@ -478,7 +479,7 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         del dpre  # eagerly its memory (the pre-activation's) goes back before the GEMMs
         dx = None
         if x_grad:  # the weight's transpose, made now where the forward left it (fp8._weight_operands)
-            wt_q, wt_s = fp8._dgrad_operands(weight, False, cache, wt_q, wt_s)
+            wt_q, wt_s = fp8._dgrad_operands(weight, False, cache, wt_q, wt_s, ctx.weight_entry)
             dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False)
             del wt_q
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
