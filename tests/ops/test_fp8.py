@@ -626,6 +626,60 @@ def test_tensor_amax_is_the_casts_amax(device):
     assert fp8.tensor_amax(torch.empty(0, 16, device=device)).item() == 0.0
 
 
+@pytest.mark.usefixtures("requires_triton")
+def test_the_casts_amax_passes_need_no_zero_fill(poison_allocations, device):
+    """A tensorwise cast's amax pass folds into one of the stream's two amax slots (fp8.AMAX_SLOTS), zeroed by the
+    cast before it, and its cast kernel zeroes the other: casts in a row with shrinking values (a slot left
+    holding an earlier amax would give a larger scale), e5m2 and e4m3, rows and transposed, with a cast of a given
+    amax (no pass, no slot) between them, each bit for bit the reference's, with every fresh allocation poisoned;
+    after a cast the slot it will not read next is zero."""
+    poison_allocations()
+    for i, scale in enumerate((64.0, 8.0, 1.0, 0.125, 0.015625)):
+        x = random_tensor((67, 96), torch.bfloat16, seed=200 + i, scale=scale).to(device)
+        fmt = (E5M2, E4M3)[i % 2]
+        for rows, transposed in ((True, False), (True, True), (False, True)):
+            got = fp8._quantize_2d(x, fmt, False, rows, transposed, 16)
+            want = fp8._quantize_2d_ref(x, fmt, False, rows, transposed, 16)
+            for mine, theirs in zip(got, want, strict=True):
+                if mine is None:
+                    assert theirs is None or theirs.numel() == 0
+                else:
+                    comparable = [bits(t) if t.dtype in FP8_MAX else t for t in (mine, theirs)]
+                    assert torch.equal(*[t.cpu() for t in comparable]), (scale, rows, transposed)
+        given = fp8._quantize_2d(x, fmt, False, True, False, 16, None, x.float().abs().amax().reshape(1))
+        assert torch.equal(given[1].cpu(), fp8._quantize_2d_ref(x, fmt, False, True, False, 16)[1].cpu())
+        slot, _ = fp8.AMAX_SLOTS.take(x)  # the next pass's slot is zero
+        assert slot.item() == 0.0, scale
+        fp8.AMAX_SLOTS.take(x)  # (back to the order the casts left)
+
+
+@pytest.mark.gpu
+def test_amax_slots_are_the_streams_and_not_taken_in_a_capture():
+    """A stream of its own gets slots of its own (launches on two streams may run at once); while a CUDA graph
+    captures, no slots: the cast's amax is zero-filled, in the graph, and replays give the replayed input's scale."""
+    x = random_tensor((1000, 256), torch.bfloat16, seed=5).cuda()
+    main = fp8.AMAX_SLOTS.take(x)
+    fp8.AMAX_SLOTS.take(x)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        other = fp8.AMAX_SLOTS.take(x)
+        fp8.AMAX_SLOTS.take(x)
+        assert {t.data_ptr() for t in other}.isdisjoint({t.data_ptr() for t in main})
+        q, q_scale = fp8._quantize_2d(x, E4M3, False, True, False, 16)[:2]
+        assert torch.equal(q_scale, fp8._quantize_2d_ref(x, E4M3, False, True, False, 16)[1])
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    source = x.clone()
+    with torch.cuda.graph(graph):
+        assert fp8.AMAX_SLOTS.take(source) is None
+        q_scale = fp8._quantize_2d(source, E4M3, False, True, False, 16)[1]
+    for scale in (3.0, 0.5):
+        source.copy_(x * scale)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(q_scale, fp8._quantize_2d_ref(source, E4M3, False, True, False, 16)[1]), scale
+
+
 def test_an_update_through_data_needs_clear_weight_cache(device):
     """``weight.data`` has a version counter of its own: such an update is not seen until the cache is cleared
     (documented in fp8_linear)."""

@@ -389,6 +389,7 @@ def _fp8_cast_kernel(
     X_SCALE,  # (M,) fp32 scale of each row of an FP8 X (x = X * X_SCALE), or None
     AMAX,  # tensorwise: (1,) amax of the tensor; rowwise: (M,) amax of each row (Y's scales)
     COL_AMAX,  # rowwise: (N,) amax of each column (YT's scales); tensorwise: None
+    RESET,  # tensorwise: (1,) fp32 the other slot of the stream's amax scratch, zeroed here; or None (AmaxSlots)
     Y,  # (M, N) FP8 output, row-major; or None
     Y_SCALE,  # tensorwise: () fp32 scale; rowwise: (M,) scale of each row; or None
     YT,  # (N, MP) FP8 output, row-major: X transposed, its columns M..MP zero; or None
@@ -438,6 +439,8 @@ def _fp8_cast_kernel(
                 tl.store(Y_SCALE, scale)
             if HAS_YT:
                 tl.store(YT_SCALE, scale)
+            if RESET is not None:
+                tl.store(RESET, 0.0)
     if HAS_YT:
         # Rows M..MP of the tile were loaded as zeros: the padding of YT is written here too.
         qt = _quantized(tl.trans(x), reciprocal(col_scale)[:, None], YT, E5M2)  # (BLOCK_N, BLOCK_M)
@@ -526,6 +529,45 @@ def _launch_tensor_amax(x: Tensor, x_scale: Optional[Tensor], amax: Tensor, part
                         ROW_ITERS=iters, num_warps=max(1, amax_n // 256))
 
 
+class _AmaxSlots:
+    """Two (1,) fp32 slots a CUDA stream (or the CPU) for the tensorwise casts' own amax passes, so that their amax
+    needs no zero fill (a ``torch.zeros`` allocation and launch on the host: 48 of te-4layer's FP8 step's 394
+    launches): a cast's amax pass folds into one slot, which the other cast before it zeroed, and its cast kernel
+    reads that slot and zeroes the other one for the next. Launches on one stream run in order, so each pass finds
+    its slot zero, as long as every pass is followed by its cast before the next pass (``_fp8_quantize`` launches
+    them back to back) and the slots are used from one thread a stream.
+
+    None (the launcher zero-fills its amax as before) while anything traces (the kernels are the compiler's then,
+    and the slots would be hidden constants) and during a CUDA graph's capture (a graph replayed would start from
+    the slot its capture ended on)."""
+
+    def __init__(self) -> None:
+        self.slots: dict = {}  # (device index or -1, raw stream) -> [(slot 0, slot 1), index of the next one]
+
+    def take(self, like: Tensor) -> Optional[tuple[Tensor, Tensor]]:
+        """``(slot, other)``: the slot (zero) the next amax pass on ``like``'s stream folds into and the one its cast
+        kernel zeroes; or None (see the class)."""
+        if tracing():
+            return None
+        if like.is_cuda:
+            device = like.get_device()
+            if torch.cuda.is_current_stream_capturing():
+                return None
+            key = (device, torch._C._cuda_getCurrentRawStream(device))
+        else:
+            key = (-1, 0)
+        entry = self.slots.get(key)
+        if entry is None:
+            pair = torch.zeros((2,), dtype=torch.float32, device=like.device)
+            entry = self.slots[key] = [(pair[0:1], pair[1:2]), 0]
+        (first, second), index = entry
+        entry[1] = 1 - index
+        return (first, second) if index == 0 else (second, first)
+
+
+AMAX_SLOTS = _AmaxSlots()
+
+
 def tensor_amax(x: Tensor) -> Tensor:
     """``max |x|`` of a 2-D high-precision ``x`` as the tensorwise casts take it (``amax=``): (1,) fp32, 0 for an
     empty x. The casts' own amax pass (the kernels where they run, the reference elsewhere). Eager only (a
@@ -591,26 +633,39 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
         if sum_dtype is not None:
             col_sum = x.new_empty((n,), dtype=sum_dtype)
             partial = x.new_empty((1, cdiv(m, amax_m * iters), n), dtype=torch.float32)
-        tensor_amax = None if rowwise else amax if amax is not None else torch.zeros((1,), device=x.device,
-                                                                                      dtype=torch.float32)
+        slots = None
+        if rowwise:
+            tensor_amax = None
+        elif amax is not None:
+            tensor_amax = amax
+        else:
+            slots = AMAX_SLOTS.take(x) if m > 0 and n > 0 else None
+            tensor_amax = slots[0] if slots is not None else torch.zeros((1,), device=x.device, dtype=torch.float32)
         row_amax = torch.zeros((m,), device=x.device, dtype=torch.float32) if rowwise and rows else None
         col_amax = torch.zeros((n,), device=x.device, dtype=torch.float32) if rowwise and transposed else None
-        if m > 0 and n > 0 and rowwise:
-            _amax_kernel((cdiv(m, block_m * iters), cdiv(n, block_n)), x, x_scale, row_amax, col_amax, partial,
-                         x.stride(0), x.stride(1), m, n, HAS_ROW=row_amax is not None,
-                         HAS_COL=col_amax is not None, HAS_SUM=partial is not None, BLOCK_M=block_m,
-                         BLOCK_N=block_n, ROW_ITERS=iters, num_warps=num_warps)
-        elif m > 0 and n > 0 and amax is None:
-            _launch_tensor_amax(x, x_scale, tensor_amax, partial, iters)
-        if m > 0 and n > 0 and partial is not None:
-            sum_partials(partial, col_sum, None)
-        elif col_sum is not None:
-            col_sum.zero_()  # an empty x: the sum of nothing
-        # At least one program on each axis: an empty x still gets its scales (of the floor).
-        grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
-        _cast_kernel(grid, x, x_scale, row_amax if rowwise else tensor_amax, col_amax, y, y_scale, yt, yt_scale,
-                     x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
-                     HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+        try:
+            if m > 0 and n > 0 and rowwise:
+                _amax_kernel((cdiv(m, block_m * iters), cdiv(n, block_n)), x, x_scale, row_amax, col_amax, partial,
+                             x.stride(0), x.stride(1), m, n, HAS_ROW=row_amax is not None,
+                             HAS_COL=col_amax is not None, HAS_SUM=partial is not None, BLOCK_M=block_m,
+                             BLOCK_N=block_n, ROW_ITERS=iters, num_warps=num_warps)
+            elif m > 0 and n > 0 and amax is None:
+                _launch_tensor_amax(x, x_scale, tensor_amax, partial, iters)
+            if m > 0 and n > 0 and partial is not None:
+                sum_partials(partial, col_sum, None)
+            elif col_sum is not None:
+                col_sum.zero_()  # an empty x: the sum of nothing
+            # At least one program on each axis: an empty x still gets its scales (of the floor).
+            grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
+            _cast_kernel(grid, x, x_scale, row_amax if rowwise else tensor_amax, col_amax,
+                         None if slots is None else slots[1], y, y_scale, yt, yt_scale,
+                         x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
+                         HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+        except BaseException:
+            if slots is not None:  # a pass without its cast: both slots zero again for the next
+                slots[0].zero_()
+                slots[1].zero_()
+            raise
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
 
