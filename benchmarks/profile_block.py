@@ -2,6 +2,7 @@
 
     python benchmarks/profile_block.py reordered [--providers fused,compile:default] [--mode fwdbwd]
         [--layers 1] [--encoder] [--linear fp8:tensorwise] [--top 25] [--cpu] [--python STEPS] [--json FILE]
+        [--trace DIR]
 
 For each provider (``eager``, ``fused``, ``compile:MODE`` = eager under torch.compile, ``fused+compile:MODE``)
 prints the profiler's CUDA kernels of one step after warm-up (total time, calls) and splits the kernel time
@@ -12,6 +13,11 @@ implementation that runs the same GEMMs and attention with every other kernel re
 ``--encoder``: for ``siglip2``, the whole encoder (patch and position embeddings, post-norm) on NaFlex
 inputs, as ``blockfuse bench model siglip2`` runs it, instead of a stack of its blocks.
 ``--mode fwd``: a training forward (inputs require grad); ``infer``: a forward under no_grad.
+``--trace DIR``: also Chrome traces of three steps back to back, for ``benchmarks/trace_gaps.py`` (where the GPU
+waits on the host within and between steps, and the runtime calls that wait on the GPU: synchronizations, blocking
+copies, cudaMalloc / cudaFree): ``DIR/trace-<provider>-gpu.json`` records the GPU and the CUDA runtime only, which
+costs the host little, so its gaps are close to an unprofiled step's; ``-host.json`` adds the host's ops, whose
+recording slows the host by about half (te-4layer's FP8 step: 35 against 24 ms): rank host costs there, not gaps.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ def python_profile(step, calls: int, top: int) -> None:
 
 
 def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
-                     python: int = 0, linear: str = "bf16") -> dict:
+                     python: int = 0, linear: str = "bf16", trace: str | None = None) -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
     compile_mode = provider.split(":", 1)[1] if ":" in provider else None
     if linear == "bf16":
@@ -115,6 +121,18 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
         print(cpu_prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
     if python:
         python_profile(step, python, top)
+    if trace:
+        from pathlib import Path
+
+        for kind, activities in (("gpu", [ProfilerActivity.CUDA]), ("host", [ProfilerActivity.CPU, ProfilerActivity.CUDA])):
+            with profile(activities=activities) as traced:
+                for _ in range(3):
+                    step()
+                torch.cuda.synchronize()
+            path = Path(trace) / f"trace-{provider.replace(':', '-')}-{kind}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            traced.export_chrome_trace(str(path))
+            print(f"wrote {path}")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
@@ -145,12 +163,13 @@ def main() -> None:
                         help="also cProfile this many steps: the Python functions by own time")
     parser.add_argument("--linear", default="bf16", help="bf16, fp8:RECIPE or torchao:RECIPE (bench block's --linear)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--trace", default=None, metavar="DIR", help="also a Chrome trace of three steps a provider")
     args = parser.parse_args()
     layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
     rows = []
     for provider in args.providers.split(","):
         rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu,
-                                     args.python, args.linear))
+                                     args.python, args.linear, args.trace))
         gc.collect()  # the provider's module and activations, before the next one allocates
         torch.cuda.empty_cache()
     if args.json:
