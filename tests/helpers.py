@@ -11,8 +11,10 @@ Every op test follows the same pattern:
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
@@ -316,3 +318,12 @@ class FreeHooks(torch.autograd.graph.saved_tensors_hooks):
 
         pack.kept_for_free = lambda t: True
         super().__init__(pack, lambda t: t)
+
+
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` as a module (the benchmark scripts are files, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "benchmarks"
+                                                  / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

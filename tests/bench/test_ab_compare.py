@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import load_benchmark
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("ab_compare", REPO_ROOT / "benchmarks" / "ab_compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ab_compare")
 
 
 def _write(folder: Path, records: list[dict]) -> None:

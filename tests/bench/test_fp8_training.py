@@ -3,25 +3,19 @@ tiny size on CPU, its data generator, and the FP8 weight casts refreshed by the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 import blockfuse.fp8
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fp8_training.py"
+from tests.helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("fp8_training", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fp8_training")
 
 
 @pytest.mark.slow

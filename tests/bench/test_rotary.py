@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,9 +12,9 @@ import torch
 from blockfuse.bench import rotary as rotary_bench
 from blockfuse.bench import runner
 from blockfuse.bench.spec import mode_bytes
+from tests.helpers import load_benchmark
 
 BENCH = rotary_bench.BENCHMARKS[0]
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_declared_rotary_benchmark():
@@ -91,10 +89,7 @@ def test_runner_measures_rotary_on_cpu():
 
 
 def load_layout_script():
-    spec = importlib.util.spec_from_file_location("rotary_layout", REPO_ROOT / "benchmarks" / "rotary_layout.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("rotary_layout")
 
 
 def test_layout_script_counts_kernels_on_a_fake_trace():

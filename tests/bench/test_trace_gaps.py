@@ -3,18 +3,13 @@ that make the host wait for the GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("trace_gaps", REPO_ROOT / "benchmarks" / "trace_gaps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("trace_gaps")
 
 
 def event(name, cat, ts, dur, tid=1):
