@@ -15,9 +15,11 @@ inputs, as ``blockfuse bench model siglip2`` runs it, instead of a stack of its 
 ``--mode fwd``: a training forward (inputs require grad); ``infer``: a forward under no_grad.
 ``--trace DIR``: also Chrome traces of three steps back to back, for ``benchmarks/trace_gaps.py`` (where the GPU
 waits on the host within and between steps, and the runtime calls that wait on the GPU: synchronizations, blocking
-copies, cudaMalloc / cudaFree): ``DIR/trace-<provider>-gpu.json`` records the GPU and the CUDA runtime only, which
-costs the host little, so its gaps are close to an unprofiled step's; ``-host.json`` adds the host's ops, whose
-recording slows the host by about half (te-4layer's FP8 step: 35 against 24 ms): rank host costs there, not gaps.
+copies, cudaMalloc / cudaFree): ``DIR/trace-<provider>-gpu.json`` records the GPU and the CUDA runtime only,
+``-host.json`` the host's ops too. Both slow the host: te-4layer's FP8 fused step took 32.5 and 39 ms a step
+traced against ~24-26 unprofiled (the runtime's recording alone ~25 us a launch), so a step bound by its GPU
+unprofiled may show host gaps traced; rank costs and find the phases there, and take the unprofiled wall time
+(``benchmarks/host_slack.py``) for whether the GPU waits.
 """
 
 from __future__ import annotations
@@ -124,7 +126,8 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
     if trace:
         from pathlib import Path
 
-        for kind, activities in (("gpu", [ProfilerActivity.CUDA]), ("host", [ProfilerActivity.CPU, ProfilerActivity.CUDA])):
+        for kind, activities in (("gpu", [ProfilerActivity.CUDA]),
+                                 ("host", [ProfilerActivity.CPU, ProfilerActivity.CUDA])):
             with profile(activities=activities) as traced:
                 for _ in range(3):
                     step()

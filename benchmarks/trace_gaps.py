@@ -1,11 +1,16 @@
 """Where a profiled step's GPU time goes: busy, waiting on NCCL, or waiting on the host.
 
 Reads Chrome traces of the torch profiler: ``blockfuse bench model ... --profile``'s
-(``trace-<parallel>-<provider>-rank0.json``, one step of rank 0) or ``benchmarks/profile_block.py --trace DIR``'s (three
-steps of one GPU; gzipped or not), and prints, per trace: the step's GPU span, the union of its compute kernels' busy time, the
-idle gaps on the compute streams split into "NCCL" (a collective kernel on another stream ends within 30 us of the
-gap's end: the compute stream waited for it) and "host" (nothing to run: the CPU had not launched it yet), the
-largest gaps, the top host-side ops (outermost CPU ops per thread) and the top kernels.
+(``trace-<parallel>-<provider>-rank0.json``, one step of rank 0) or ``benchmarks/profile_block.py --trace DIR``'s
+(three steps of one GPU; gzipped or not), and prints, per trace: the step's GPU span, the union of its compute
+kernels' busy time, the idle gaps over 10 us on the compute streams split into "NCCL" (a collective kernel on
+another stream ends within 30 us of the gap's end: the compute stream waited for it) and "host" (nothing to run:
+the CPU had not launched it yet), the shorter gaps apart (a kernel starting after the one before it, both queued),
+the largest gaps (where in the trace, and the kernel after each), the top host-side ops (outermost CPU ops per
+thread), the top kernels, the CUDA runtime calls that make the host wait for the GPU (synchronizations, blocking
+copies, cudaMalloc / cudaFree: after one the GPU's queue is empty and its next kernels wait on the host), and with
+``--phases KERNEL...`` the kernels cut into phases (e.g. each step's forward and backward) with their spans and
+busy times.
 
     python benchmarks/trace_gaps.py benchmarks/results/distributed/fsdp-traces/*.json [--json OUT.json]
 
@@ -146,7 +151,8 @@ def main() -> None:
         print(f"== {r['trace']}: GPU span {r['span_ms']:.1f} ms, compute busy {r['compute_busy_ms']:.1f} ms, "
               f"NCCL kernels {r['collective_ms']:.1f} ms; compute idle waiting on NCCL "
               f"{r['idle_waiting_on_nccl_ms']:.1f} ms, on the host {r['idle_waiting_on_host_ms']:.1f} ms; "
-              f"{r['short_gaps']} gaps of {MIN_GAP_US:.0f} us or less between queued kernels, {r['short_gaps_ms']:.2f} ms")
+              f"{r['short_gaps']} gaps of {MIN_GAP_US:.0f} us or less between queued kernels, "
+              f"{r['short_gaps_ms']:.2f} ms")
         print("   host (outermost ops): " + "; ".join(f"{o['name']} {o['ms']:.1f} ms x{o['count']}"
                                                     for o in r["host_ops"]))
         print("   largest gaps: " + "; ".join(f"{g['us']:.0f} us at {g['at_ms']:.1f} ms before {g['before'][:40]}"

@@ -4,8 +4,9 @@
 #
 #   bash scripts/fp8_trace_gpu.sh PACK        (writes PACK/results.tar.gz)
 #
-# `benchmarks/profile_block.py --trace`: three steps back to back, a Chrome trace of the GPU alone and one with the host; then
-# `benchmarks/trace_gaps.py` on them: the GPU's idle gaps, where they fall, and the runtime calls that wait on the GPU.
+# `benchmarks/profile_block.py --trace`: three steps back to back, a Chrome trace of the GPU alone and one with the
+# host; then `benchmarks/trace_gaps.py` on them: the GPU's idle gaps, where they fall, and the runtime calls that wait
+# on the GPU.
 # Then `benchmarks/host_slack.py`, unprofiled: each step with a GPU spin of 1, 2 and 4 ms queued first, which hides
 # any wait of the GPU on the host up to the spin's length. SLACK_ONLY=1: that alone.
 set -u
