@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -124,8 +125,6 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
     if python:
         python_profile(step, python, top)
     if trace:
-        from pathlib import Path
-
         for kind, activities in (("gpu", [ProfilerActivity.CUDA]),
                                  ("host", [ProfilerActivity.CPU, ProfilerActivity.CUDA])):
             with profile(activities=activities) as traced:

@@ -487,7 +487,7 @@ _roll_kernel = Kernel(_fp8_roll_kernel)
 _transpose_kernel = Kernel(_transpose_bytes_kernel)
 # The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. H200: the 16
 # weight transposes of te-4layer's FP8 step in 0.084 ms (benchmarks/results/fp8/10-untimed-kernels-2026-11-28-h200/).
-TRANSPOSE_TILE = {"compiled": (64, 4), "interpreted": (64, 4)}  # (BLOCK, num_warps)
+TRANSPOSE_TILE = (64, 4)  # (BLOCK, num_warps)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -914,7 +914,7 @@ def _transposed(q: Tensor, pad: int) -> Tensor:
     if use_triton(q) and q.stride(1) == 1 and not (torch.compiler.is_compiling() or tracing()):
         mp = round_up(m, pad)
         out = torch.empty((k, mp), dtype=torch.uint8, device=q.device)
-        block, num_warps = TRANSPOSE_TILE[_mode(q)]
+        block, num_warps = TRANSPOSE_TILE
         if k > 0 and mp > 0:
             _transpose_kernel((cdiv(mp, block), cdiv(k, block)), q.view(torch.uint8), out, q.stride(0), m, k, mp,
                               BLOCK=block, num_warps=num_warps)
@@ -1195,9 +1195,7 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     """
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
     _check_x_amax(x_amax, x, rowwise)
-    if x_cast is not None and (not callable(x_cast) or x_amax is None):
-        raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax (recipe 'tensorwise'), got "
-                         f"{type(x_cast).__name__} with x_amax {'given' if x_amax is not None else 'None'}")
+    _check_x_cast(x_cast, x_amax)
     return _fp8_linear(x, weight, bias, x_scale, rowwise, weight_cache, None, x_amax, x_cast)
 
 
@@ -1212,6 +1210,13 @@ def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weig
         raise ValueError(f"proxy: expected the input's shape {tuple(q.shape)}, got {tuple(proxy.shape)}")
     _check_fp8_linear_args(q, weight, bias, scale, "rowwise")
     return _fp8_linear(q, weight, bias, scale, True, weight_cache, proxy)
+
+
+def _check_x_cast(x_cast, x_amax) -> None:
+    """``x_cast`` (fp8_linear's, fp8_linear_act's): None, or a function making x^T's cast, given with x_amax."""
+    if x_cast is not None and (not callable(x_cast) or x_amax is None):
+        raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax (recipe 'tensorwise'), got "
+                         f"{type(x_cast).__name__} with x_amax {'given' if x_amax is not None else 'None'}")
 
 
 def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:

@@ -557,9 +557,7 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     weight_grad = grad and weight.requires_grad
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
-    if x_cast is not None and (not callable(x_cast) or x_amax is None):
-        raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax, got {type(x_cast).__name__} "
-                         f"with x_amax {'given' if x_amax is not None else 'None'}")
+    fp8._check_x_cast(x_cast, x_amax)
     if not weight_grad or recompute or torch.compiler.is_compiling() or tracing():
         x_cast = None
     keep_hp = weight_grad and (x_cast is not None or fp8._kept_for_free(x2))
