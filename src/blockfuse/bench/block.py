@@ -72,15 +72,15 @@ class BlockSettings:
     overrides: tuple = ()
     # compiled providers whose first call is also timed with cold and with warm caches (two more compiles each)
     compile_times: tuple[str, ...] = ()
-    # the Linear layers: "bf16" (as built), "fp8:tensorwise" / "fp8:rowwise" (blockfuse.fp8.convert on every
-    # provider's copy, before it is compiled; "fp8:tensorwise+recompute": with recompute_activation) or
+    # the Linear layers: "bf16" (as built), "fp8:tensorwise" / "fp8:rowwise" / "fp8:delayed" (blockfuse.fp8.convert
+    # on every provider's copy, before it is compiled; "fp8:tensorwise+recompute": with recompute_activation) or
     # "torchao:tensorwise" / "torchao:rowwise" (torchao's float8 training, the FP8 baseline a PyTorch user picks;
     # not for the fused providers)
     linear: str = "bf16"
 
 
-LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:tensorwise+recompute", "torchao:tensorwise",
-                  "torchao:rowwise")
+LINEAR_CHOICES = ("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:tensorwise+recompute", "fp8:delayed",
+                  "torchao:tensorwise", "torchao:rowwise")
 
 
 def parse_linear(text: str) -> str:

@@ -143,7 +143,8 @@ def add_bench_parser(subparsers) -> None:
         parser.add_argument("--linear", default="bf16", metavar="KIND",
                             help="the Linear layers: bf16 (default), fp8 (tensorwise) or fp8:rowwise / fp8:tensorwise "
                             "(blockfuse.fp8.convert on every provider's copy, before any compile; "
-                            "fp8:tensorwise+recompute: the MLP's pre-activation recomputed, not kept), or "
+                            "fp8:tensorwise+recompute: the MLP's pre-activation recomputed, not kept; "
+                            "fp8:delayed: tensorwise with x's and the gradient's scales from amax histories), or "
                             "torchao:tensorwise / torchao:rowwise (torchao's float8 training, the baseline; "
                             "eager, compile and surgical providers)")
         if model:

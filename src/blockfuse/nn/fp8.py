@@ -12,21 +12,21 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.fp8 import (
-    RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref,
+    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref,
     fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 
 __all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "fp8_linear_act",
            "fp8_linear_act_ref", "quantize", "quantize_ref", "dequantize", "clear_weight_cache", "fp8_supported",
-           "RECIPES"]
+           "RECIPES", "LINEAR_RECIPES"]
 
 _log = logging.getLogger(__name__)
 
 
 def _check_recipe(recipe) -> str:
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe: expected one of {', '.join(map(repr, RECIPES))}, got {recipe!r}")
+    if recipe not in LINEAR_RECIPES:
+        raise ValueError(f"recipe: expected one of {', '.join(map(repr, LINEAR_RECIPES))}, got {recipe!r}")
     return recipe
 
 
@@ -45,7 +45,10 @@ class Float8Linear(nn.Linear):
     ``forward(x, activation=name)`` (tensorwise): ``(act(layer(x)), amax)``, the layer and its activation as
     one op (:func:`blockfuse.ops.fp8_act.fp8_linear_act`), called through the module so that its hooks run (FSDP2).
 
-    ``recipe``: "tensorwise" (one scale a tensor) or "rowwise" (a scale a row of each GEMM operand).
+    ``recipe``: "tensorwise" (one scale a tensor), "rowwise" (a scale a row of each GEMM operand) or "delayed"
+    (tensorwise, x's and the output gradient's scales from amax histories the layer keeps: buffers
+    ``fp8_x_history`` / ``fp8_grad_history`` of ``history_len`` amaxes, with their ``*_amax`` scratch, left out of
+    the state dict; every cast one pass; :func:`blockfuse.fp8_linear`). A delayed layer takes a plain x only.
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
     parameter kept; see :func:`blockfuse.fp8_linear`).
     ``recompute_activation``: with ``activation=``, keep x's e4m3 cast instead of the pre-activation and run the
@@ -53,17 +56,42 @@ class Float8Linear(nn.Linear):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
-                 recipe: str = "tensorwise", weight_cache: bool = True, recompute_activation: bool = False):
+                 recipe: str = "tensorwise", weight_cache: bool = True, recompute_activation: bool = False,
+                 history_len: int = HISTORY_LEN):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.recipe = _check_recipe(recipe)
         self.weight_cache = weight_cache
         self.recompute_activation = recompute_activation
+        if self.recipe == "delayed":
+            self._new_scaling(history_len, device)
+
+    def _new_scaling(self, history_len: int, device) -> None:
+        """Fresh delayed-scaling state (recipe "delayed"): empty histories, not in the state dict."""
+        for role in ("x", "grad"):
+            history, amax = Float8Scaling.new(history_len, device)
+            self.register_buffer(f"fp8_{role}_history", history, persistent=False)
+            self.register_buffer(f"fp8_{role}_amax", amax, persistent=False)
+
+    def fp8_scaling(self) -> tuple[Float8Scaling, Float8Scaling]:
+        """Recipe "delayed": ``(x_state, grad_state)``, the layer's own histories (updated in place by each call)."""
+        if self.recipe != "delayed":
+            raise ValueError(f"fp8_scaling: only recipe 'delayed' keeps amax histories; this layer's recipe is "
+                             f"{self.recipe!r}")
+        return (Float8Scaling(self.fp8_x_history, self.fp8_x_amax),
+                Float8Scaling(self.fp8_grad_history, self.fp8_grad_amax))
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None,
                 x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None):
         if x_cast is not None and proxy is not None:
             raise ValueError("x_cast: for a tensorwise call (x and its x_amax), not with a quantized input's proxy")
+        if self.recipe == "delayed":
+            if activation is not None or proxy is not None:
+                raise ValueError("activation / proxy: a layer with recipe 'delayed' takes a plain high-precision x "
+                                 "(its cast is one pass with x's history's scale), pass neither")
+            return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe="delayed",
+                              weight_cache=self.weight_cache, x_amax=x_amax, x_cast=x_cast,
+                              fp8_scaling=self.fp8_scaling())
         if activation is not None:
             if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
@@ -80,16 +108,19 @@ class Float8Linear(nn.Linear):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True,
-                    recompute_activation: bool = False) -> "Float8Linear":
+                    recompute_activation: bool = False, history_len: int = HISTORY_LEN) -> "Float8Linear":
         """A Float8Linear holding ``linear``'s own parameters (the same Parameter objects: an optimizer
         built on the model keeps working), in its training mode."""
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"linear: expected a torch.nn.Linear, got {type(linear).__name__}")
         with torch.device("meta"):  # no throwaway initialization: the parameters are linear's
             module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, recipe=recipe,
-                         weight_cache=weight_cache, recompute_activation=recompute_activation)
+                         weight_cache=weight_cache, recompute_activation=recompute_activation,
+                         history_len=history_len)
         module.weight = linear.weight
         module.bias = linear.bias
+        if module.recipe == "delayed":  # (made on the meta device above)
+            module._new_scaling(history_len, linear.weight.device)
         module.train(linear.training)
         return module
 

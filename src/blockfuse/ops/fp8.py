@@ -87,6 +87,9 @@ FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 # scale, and its values quantize to zero.
 AMAX_FLOOR = 1e-12
 RECIPES = ("tensorwise", "rowwise")
+# fp8_linear's recipes: "delayed" is tensorwise with x's and the output gradient's scales from amax histories
+# (TransformerEngine's default; a cast is one pass over its input), the weight's from its own amax.
+LINEAR_RECIPES = (*RECIPES, "delayed")
 # The FP8 output option of another op's kernel (the norms', the gated activations'): its ``FP8`` constexpr
 # (0: no FP8 output). E4M3_MAX as a literal for those kernels (a kernel reads constexpr globals only).
 FP8_ROWWISE: tl.constexpr = tl.constexpr(1)
@@ -238,6 +241,17 @@ def delayed_scale(HISTORY, history_len, BLOCK_H: tl.constexpr):
     offs = tl.arange(0, BLOCK_H)
     amax = tl.max(tl.load(HISTORY + offs, mask=offs < history_len, other=0.0), axis=0)
     return tl.where(amax > 0.0, scale_of(amax, E4M3_MAX), 1.0)
+
+
+@triton.jit
+def delayed_scales(HISTORY, history_len, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, FP8_MAX: tl.constexpr):
+    """:func:`delayed_scale` for any FP8 maximum, as a (BLOCK_N,) vector of that one scale: each of its elements
+    reduces its own load of the history (see _fp8_cast_kernel's NOTE on a scalar scale and a transposed tile)."""
+    offs = tl.arange(0, BLOCK_H)
+    cols = tl.arange(0, BLOCK_N)
+    history = tl.load(HISTORY + offs[None, :] + cols[:, None] * 0, mask=(offs < history_len)[None, :], other=0.0)
+    amax = tl.max(history, axis=1)  # (BLOCK_N,), all equal
+    return tl.where(amax > 0.0, scale_of(amax, FP8_MAX), 1.0)
 
 
 @triton.jit
@@ -394,7 +408,10 @@ def _fp8_cast_kernel(
     Y_SCALE,  # tensorwise: () fp32 scale; rowwise: (M,) scale of each row; or None
     YT,  # (N, MP) FP8 output, row-major: X transposed, its columns M..MP zero; or None
     YT_SCALE,  # tensorwise: () fp32 scale; rowwise: (N,) scale of each of X's columns; or None
-    stride_m, stride_n, M, N, MP,
+    HISTORY,  # delayed (tensorwise): (H,) fp32 amaxes of earlier calls, the scale's source; AMAX then takes this
+    #           call's amax (atomic max) for the history's roll after; else None
+    COL_SUM,  # delayed: (grid rows, N) fp32 each program's column sums of its tile (HAS_SUM); else None
+    stride_m, stride_n, M, N, MP, history_len,
     FP8_MAX: tl.constexpr,
     E5M2: tl.constexpr,
     ROWWISE: tl.constexpr,
@@ -402,6 +419,8 @@ def _fp8_cast_kernel(
     HAS_YT: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr,  # delayed: history_len rounded up to a power of two (else 1)
+    HAS_SUM: tl.constexpr,  # delayed: COL_SUM written
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -421,6 +440,21 @@ def _fp8_cast_kernel(
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
         if HAS_YT:
             col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)  # (BLOCK_N,)
+    elif HISTORY is not None:
+        # Delayed scaling: the scale from earlier calls' amaxes, this call's folded for the roll after.
+        col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
+        scale = tl.max(col_scale, axis=0)
+        fold_amax(AMAX, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+        if HAS_Y:
+            q = _quantized(x, reciprocal(scale), Y, E5M2)
+            tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
+        if HAS_SUM:  # rows past M were loaded as zeros
+            tl.store(COL_SUM + pid_m.to(tl.int64) * N + cols, tl.sum(x, axis=0), mask=col_mask)
+        if (pid_m == 0) & (pid_n == 0):
+            if HAS_Y:
+                tl.store(Y_SCALE, scale)
+            if HAS_YT:
+                tl.store(YT_SCALE, scale)
     else:
         scale = scale_of(tl.load(AMAX), FP8_MAX)
         if HAS_Y:
@@ -658,14 +692,53 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
             # At least one program on each axis: an empty x still gets its scales (of the floor).
             grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
             _cast_kernel(grid, x, x_scale, row_amax if rowwise else tensor_amax, col_amax,
-                         None if slots is None else slots[1], y, y_scale, yt, yt_scale,
-                         x.stride(0), x.stride(1), m, n, mp, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
-                         HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+                         None if slots is None else slots[1], y, y_scale, yt, yt_scale, None, None,
+                         x.stride(0), x.stride(1), m, n, mp, 0, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
+                         HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=1, HAS_SUM=False,
+                         num_warps=num_warps)
         except BaseException:
             if slots is not None:  # a pass without its cast: both slots zero again for the next
                 slots[0].zero_()
                 slots[1].zero_()
             raise
+    return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
+            empty_if_none(col_sum, x))
+
+
+@launcher_op("fp8_quantize_delayed", mutates_args=("history", "amax"))
+def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed: bool, pad: int, history: Tensor,
+                          amax: Tensor, sum_dtype: Optional[torch.dtype] = None
+                          ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_fp8_quantize`'s tensorwise outputs with delayed scaling: the scale from ``history`` (H,) fp32, the
+    amaxes of earlier calls (``max(history) / fp8_max``, 1.0 while it is all zeros), so one pass over x (no amax
+    pass): the cast kernel folds x's amax into ``amax`` (1,) (zero before the call) and writes each program's
+    column sums with ``sum_dtype``; then one program rolls it in (``history = [amax, *history[:-1]]``, ``amax =
+    0``). ``x`` is high precision (M, N), any strides."""
+    m, n = x.shape
+    mp = round_up(m, pad)
+    e5m2 = dtype == torch.float8_e5m2
+    y = x.new_empty((m, n), dtype=dtype) if rows else None
+    y_scale = x.new_empty((), dtype=torch.float32) if rows else None
+    yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
+    yt_scale = x.new_empty((), dtype=torch.float32) if transposed else None
+    block_m, block_n, num_warps = TILE[_mode(x)]
+    # At least one program on each axis: an empty x still gets its scales.
+    grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
+    col_sum = partial = None
+    if sum_dtype is not None:
+        col_sum = x.new_empty((n,), dtype=sum_dtype)
+        partial = x.new_empty((1, grid[0], n), dtype=torch.float32)
+    h = int(history.shape[0])
+    _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, partial,
+                 x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
+                 HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
+                 HAS_SUM=partial is not None, num_warps=num_warps)
+    if partial is not None:
+        if n > 0:
+            sum_partials(partial, col_sum, None)
+        else:
+            col_sum.zero_()
+    roll_amax_history(history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
 
@@ -691,10 +764,20 @@ def _fused_column_sum(rowwise: bool, rows: bool) -> bool:
 
 def _quantize_2d_sum(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
                      x_scale: Optional[Tensor] = None, sum_dtype: Optional[torch.dtype] = None,
-                     amax: Optional[Tensor] = None):
+                     amax: Optional[Tensor] = None, scaling: Optional["Float8Scaling"] = None):
     """:func:`_quantize_2d`, and fifth x's column sum in ``sum_dtype`` (None when it is None): from the kernels'
     amax pass where it runs, else ``x.sum(0)`` in fp32. ``amax``: x's tensorwise amax, known already (see
-    :func:`_fp8_quantize`; no column sum with it)."""
+    :func:`_fp8_quantize`; no column sum with it). ``scaling``: tensorwise with delayed scaling from this state,
+    updated in place (:func:`_fp8_quantize_delayed`; a high-precision x, no ``amax``)."""
+    if scaling is not None:
+        if use_triton(x):
+            y, y_scale, yt, yt_scale, col_sum = _fp8_quantize_delayed(x, dtype, rows, transposed, pad,
+                                                                      scaling.history, scaling.amax, sum_dtype)
+        else:
+            y, y_scale, yt, yt_scale, col_sum = _quantize_delayed_ref(x, dtype, rows, transposed, pad,
+                                                                      scaling.history, scaling.amax, sum_dtype)
+        return (y if rows else None, y_scale if rows else None, yt if transposed else None,
+                yt_scale if transposed else None, col_sum if sum_dtype is not None else None)
     fused_sum = sum_dtype is not None and _fused_column_sum(rowwise, rows) and amax is None
     if use_triton(x):
         y, y_scale, yt, yt_scale, col_sum = _fp8_quantize(x, dtype, rowwise, rows, transposed, pad,
@@ -935,14 +1018,18 @@ def _transposed_ref(q: Tensor, pad: int) -> Tensor:
 
 
 def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None, keep_x=False,
-             keep_hp=False):
+             keep_hp=False, scaling=None):
     """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``. ``x_amax``: a
     high-precision x's tensorwise amax, known already (its cast then reads x once). ``keep_x``: the forward
     GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again.
     ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
-    its amax, which :func:`_x_operand` casts in the backward."""
-    keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad
-    if keep_hp:
+    its amax, which :func:`_x_operand` casts in the backward. ``scaling``: recipe "delayed", x's state
+    (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept."""
+    keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad and scaling is None
+    if scaling is not None:
+        x_q, x_s, xt_q, xt_s, _ = _quantize_2d_sum(x2, torch.float8_e4m3fn, False, True, weight_grad, GEMM_MULTIPLE,
+                                                   scaling=scaling)
+    elif keep_hp:
         # NOTE: saving x costs nothing here (it is recomputed, or kept by another op): its transposed cast is
         # made by the backward from x and this amax, the same values, and not kept from the forward (half a
         # byte an element less at the step's peak; benchmarks/NOTES.md, "FP8 inputs kept in high precision").
@@ -1014,10 +1101,11 @@ class _Fp8LinearFunction(torch.autograd.Function):
     x's gradient is then returned as the proxy's."""
 
     @staticmethod
-    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast):
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None):
         rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
-                            keep_hp=keep_hp)
+                            keep_hp=keep_hp, scaling=None if scaling is None else scaling[0])
+        ctx.grad_scaling = None if scaling is None else scaling[1]
         if x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
         ctx.x_cast = x_cast
@@ -1046,7 +1134,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
         grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
         # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
         dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE,
-                                                        None, ctx.bias_dtype if ctx.needs_input_grad[3] else None)
+                                                        None, ctx.bias_dtype if ctx.needs_input_grad[3] else None,
+                                                        scaling=ctx.grad_scaling)
         dx = None
         if x_grad:
             wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s, ctx.weight_entry)
@@ -1054,8 +1143,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
             del wt_q  # a transpose made here goes before the next GEMM
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         if ctx.proxy_shape is not None:
-            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None
-        return dx, None, dw, db, None, None, None, None
+            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None, None
+        return dx, None, dw, db, None, None, None, None, None
 
 
 # ----------------------------------------------------------------------------------------
@@ -1087,7 +1176,7 @@ def _check_quantize_args(x, dtype, recipe) -> bool:
 
 
 def quantize(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
-             recipe: str = "tensorwise") -> tuple[Tensor, Tensor]:
+             recipe: str = "tensorwise", fp8_scaling: Optional["Float8Scaling"] = None) -> tuple[Tensor, Tensor]:
     """``(x_fp8, scale)``: ``x`` in ``dtype`` (``float8_e4m3fn`` or ``float8_e5m2``) with its fp32 scale,
     ``x ~= x_fp8.float() * scale``.
 
@@ -1097,10 +1186,23 @@ def quantize(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
     amax over the whole tensor, a 0-d scale (two passes over x: the amax, then the cast);
     ``"rowwise"``: amax of each row (over the last dimension), scales of shape
     ``(*x.shape[:-1], 1)`` (one pass: a program holds whole rows). Not differentiable.
+
+    ``fp8_scaling`` (tensorwise only; a :class:`Float8Scaling` kept from call to call): delayed scaling, one
+    pass over x. The scale comes from the amaxes of earlier calls, ``max(fp8_scaling.history) / fp8_max`` (1.0
+    while the history is all zeros), values past that range saturate at ``fp8_max``, and x's own amax is rolled
+    into the history for the next call (``history = [amax, *history[:-1]]``), on the device, in place.
     """
     rowwise = _check_quantize_args(x, dtype, recipe)
+    if fp8_scaling is not None:
+        if rowwise:
+            raise ValueError("fp8_scaling: recipe 'rowwise' takes each row's scale from the row itself; delayed "
+                             "scaling (an amax history) is for recipe 'tensorwise' only, pass fp8_scaling=None")
+        check_fp8_output("tensorwise", fp8_scaling, x)
     x = x.detach()
     x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    if fp8_scaling is not None:
+        y, scale, _, _, _ = _quantize_2d_sum(x2, dtype, False, True, False, 1, scaling=fp8_scaling)
+        return y.view(x.shape), scale
     y, scale, _, _ = _quantize_2d(x2, dtype, rowwise, True, False, 1)
     return y.view(x.shape), scale.view(*x.shape[:-1], 1) if rowwise else scale
 
@@ -1165,7 +1267,8 @@ def fp8_supported(in_features: int, out_features: int) -> bool:
 
 def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_scale: Optional[Tensor] = None,
                recipe: str = "tensorwise", weight_cache: bool = True, x_amax: Optional[Tensor] = None,
-               x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> Tensor:
+               x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None,
+               fp8_scaling: Optional[tuple["Float8Scaling", "Float8Scaling"]] = None) -> Tensor:
     """``x @ weight.T + bias`` with the three GEMMs of a linear layer (forward, input gradient, weight
     gradient) in FP8 on ``torch._scaled_mm``; differentiable in x, weight and bias.
 
@@ -1192,7 +1295,24 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     than x is kept: :func:`blockfuse.ops.fp8_act.cast_again` from an activation's input,
     :func:`blockfuse.ops.norm.cast_again` from a norm's input and statistics). Eager calls only: a
     traced call (torch.compile) keeps x's cast as usual and never calls it.
+
+    ``recipe="delayed"`` (a high-precision x): tensorwise, with delayed scaling for x and the output gradient,
+    ``fp8_scaling=(x_state, grad_state)``, two :class:`Float8Scaling` kept from step to step (a
+    :class:`blockfuse.nn.Float8Linear` holds its own): each cast is one pass over its input with the scale of
+    its history (``max(history) / fp8_max``; 1.0 while empty, TransformerEngine's start), values past that range
+    saturate, and the tensor's amax is rolled into the history for the next call (:func:`quantize`'s
+    ``fp8_scaling``). The weight keeps its own amax (cast once while it is unchanged). No ``x_amax`` /
+    ``x_cast`` with it. NOTE: a forward run again by activation checkpointing casts x with its history as it is
+    then, and records x's amax once more (TransformerEngine saves and restores the scales around the recompute).
     """
+    if recipe not in LINEAR_RECIPES:
+        raise ValueError(f"recipe: expected one of {', '.join(map(repr, LINEAR_RECIPES))}, got {recipe!r}")
+    if recipe == "delayed":
+        _check_delayed_args(x, x_scale, x_amax, x_cast, fp8_scaling)
+        _check_fp8_linear_args(x, weight, bias, None, "tensorwise")
+        return _fp8_linear(x, weight, bias, None, False, weight_cache, None, scaling=tuple(fp8_scaling))
+    if fp8_scaling is not None:
+        raise ValueError(f"fp8_scaling: only for recipe 'delayed' (its amax histories), got recipe {recipe!r}")
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
     _check_x_amax(x_amax, x, rowwise)
     _check_x_cast(x_cast, x_amax)
@@ -1219,6 +1339,22 @@ def _check_x_cast(x_cast, x_amax) -> None:
                          f"{type(x_cast).__name__} with x_amax {'given' if x_amax is not None else 'None'}")
 
 
+def _check_delayed_args(x, x_scale, x_amax, x_cast, fp8_scaling) -> None:
+    """fp8_linear's checks for recipe 'delayed' beyond the tensorwise ones (made by the caller after this)."""
+    if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn or x_scale is not None:
+        raise ValueError("x: recipe 'delayed' casts a high-precision x itself with its history's scale; an FP8 x with "
+                         "x_scale is for recipes 'tensorwise' / 'rowwise'")
+    if x_amax is not None or x_cast is not None:
+        raise ValueError("x_amax / x_cast: recipe 'delayed' takes x's scale from its history, not from its amax; "
+                         "pass None")
+    if (isinstance(fp8_scaling, Float8Scaling) or not isinstance(fp8_scaling, (tuple, list)) or len(fp8_scaling) != 2
+            or not all(isinstance(state, Float8Scaling) for state in fp8_scaling)):
+        raise TypeError("fp8_scaling: recipe 'delayed' needs (x_state, grad_state), two Float8Scaling kept from step "
+                        f"to step (blockfuse.nn.Float8Linear holds its own), got {type(fp8_scaling).__name__}")
+    for state in fp8_scaling:
+        check_fp8_output("tensorwise", state, x)
+
+
 def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:
     if x_amax is None:
         return
@@ -1235,7 +1371,8 @@ def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:
 
 def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Optional[Tensor], rowwise: bool,
                 weight_cache: bool, proxy: Optional[Tensor], x_amax: Optional[Tensor] = None,
-                x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> Tensor:
+                x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None,
+                scaling: Optional[tuple["Float8Scaling", "Float8Scaling"]] = None) -> Tensor:
     k, n = x.shape[-1], weight.shape[0]
     fp8_input = x.dtype == torch.float8_e4m3fn
     if not fp8_supported(k, n):
@@ -1260,12 +1397,14 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     eager = not (torch.compiler.is_compiling() or tracing())
     if not (weight_grad and eager and not rowwise and not fp8_input):
         x_cast = None
-    keep_hp = weight_grad and not rowwise and not fp8_input and (x_cast is not None or _kept_for_free(x2))
+    keep_hp = (weight_grad and not rowwise and not fp8_input and scaling is None
+               and (x_cast is not None or _kept_for_free(x2)))
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast)
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling)
     else:
-        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax)
+        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax,
+                        scaling=None if scaling is None else scaling[0])
     return y.view(*lead, n)
 
 
@@ -1330,10 +1469,41 @@ def _quantize_2d_ref(x, dtype, rowwise, rows, transposed, pad, amax=None):
     return empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x)
 
 
+def _history_scale_ref(history: Tensor, fp8_max: float) -> Tensor:
+    """``max(history) / fp8_max`` in fp32 (0-d), 1.0 for an all-zero history: the delayed scale."""
+    top = history.float().amax()
+    return torch.where(top > 0, _scale_ref(top, fp8_max), torch.ones_like(top))
+
+
+def _quantize_delayed_ref(x, dtype, rows, transposed, pad, history, amax, sum_dtype=None):
+    """Pure-PyTorch :func:`_fp8_quantize_delayed`: the same outputs, and the same update of ``history`` and
+    ``amax`` in place."""
+    xf = x.float()
+    scale = _history_scale_ref(history, FP8_MAX[dtype])
+    q = _cast_ref(xf, scale, dtype).contiguous()
+    y = y_scale = yt = yt_scale = col_sum = None
+    if rows:
+        y, y_scale = q, scale
+    if transposed:
+        yt, yt_scale = _transposed_ref(q, pad), scale.clone()
+    if sum_dtype is not None:
+        col_sum = xf.sum(0).to(sum_dtype)
+    newest = torch.maximum(amax.reshape(()), _amax(xf))
+    history.copy_(torch.cat((newest.reshape(1), history[:-1])))
+    amax.zero_()
+    return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
+            empty_if_none(col_sum, x))
+
+
 def quantize_ref(x: Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *,
-                 recipe: str = "tensorwise") -> tuple[Tensor, Tensor]:
-    """Pure-PyTorch :func:`quantize`: the same scales and values."""
+                 recipe: str = "tensorwise", fp8_scaling: Optional["Float8Scaling"] = None) -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch :func:`quantize`: the same scales and values (and with ``fp8_scaling`` the same update of
+    its history)."""
     rowwise = _check_quantize_args(x, dtype, recipe)
+    if fp8_scaling is not None:
+        x2 = x.detach().reshape(-1, x.shape[-1])
+        y, scale, _, _, _ = _quantize_delayed_ref(x2, dtype, True, False, 1, *fp8_scaling)
+        return y.view(x.shape), scale
     xf = x.detach().float()
     scale = _scale_ref(_amax(xf, -1) if rowwise else _amax(xf), FP8_MAX[dtype])
     return _cast_ref(xf, scale, dtype), scale

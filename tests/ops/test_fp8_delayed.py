@@ -1,0 +1,249 @@
+"""Delayed scaling (``ops/fp8.py``): the one-pass tensorwise cast whose scale comes from an amax history
+(``quantize(..., fp8_scaling=)``, ``blockfuse::fp8_quantize_delayed``), and ``fp8_linear(recipe="delayed")`` /
+``Float8Linear(recipe="delayed")`` on it.
+
+The casts are exact arithmetic and are checked bit for bit against the reference, call after call (the history
+moves with each), with the semantics spelled out once by hand: the first call's scale is 1.0, a later call's
+``max(history) / fp8_max``, values past that range saturate, and each call's amax enters the history. The layer
+is checked against float64 with the bounds of ``tests/ops/test_fp8.py`` (its module docstring): a delayed scale is
+a tensorwise scale from another tensor, so only values past its range (saturated) could err more, and the data
+here stay within the history's range after the first call.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import blockfuse.fp8 as bf_fp8
+from blockfuse.ops import fp8
+from blockfuse.ops.fp8 import FP8_MAX, Float8Scaling, fp8_linear, quantize, quantize_ref
+from tests.helpers import random_tensor, relative_error
+from tests.ops.test_fp8 import FORWARD_BOUND, GRADIENT_BOUND, bits, operands, wide_range
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
+MAGNITUDES = (1.0, 3.0, 0.25, 40.0)  # one call each: the history grows, holds, and is outgrown
+
+
+def states(device, history_len=4):
+    """Two fresh states: the kernels' and the reference's."""
+    return Float8Scaling.new(history_len, device), Float8Scaling.new(history_len, device)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("shape, layout", [((37, 72), "contiguous"), ((1, 1), "contiguous"),
+                                           ((130, 300), "contiguous"), ((45, 40), "transposed")])
+def test_the_delayed_cast_is_the_references_call_after_call(fmt, dtype, shape, layout, device):
+    """Both layouts, their scales, the column sums and the history, after each of several calls."""
+    mine, theirs = states(device)
+    for call, magnitude in enumerate(MAGNITUDES):
+        x = wide_range(shape, torch.float32, seed=call, layout=layout) * magnitude
+        x = x.clamp(-6e4, 6e4).to(dtype).to(device)  # finite in fp16
+        got = fp8._quantize_2d_sum(x, FORMATS[fmt], False, True, True, 16, sum_dtype=torch.float32, scaling=mine)
+        want = fp8._quantize_delayed_ref(x, FORMATS[fmt], True, True, 16, *theirs, torch.float32)
+        for name, a, b in zip(("y", "y_scale", "yt", "yt_scale"), got[:4], want[:4]):
+            assert torch.equal(bits(a), bits(b)) if a.dtype in FP8_MAX else torch.equal(a, b), (call, name)
+        # fp32 sums of at most 300 terms in another order: within 1e-5 of the magnitudes summed
+        bound = 1e-5 * x.double().abs().sum(0) + 1e-30
+        assert ((got[4].double() - x.double().sum(0)).abs() <= bound).all(), call
+        assert torch.equal(mine.history, theirs.history), call
+        assert torch.equal(mine.amax, torch.zeros_like(mine.amax)), call
+        assert mine.history[0] == x.float().abs().max(), call  # this call's amax, newest first
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_first_scale_is_one_then_the_historys_and_larger_values_saturate(fmt, device):
+    dtype, fp8_max = FORMATS[fmt], FP8_MAX[FORMATS[fmt]]
+    state = Float8Scaling.new(3, device)
+    x = random_tensor((20, 48), seed=5).to(device)
+    q, scale = quantize(x, dtype, fp8_scaling=state)
+    assert scale.item() == 1.0 and torch.equal(bits(q), bits(x.clamp(-fp8_max, fp8_max).to(dtype)))
+    first = x.abs().max()
+    assert state.history.tolist() == [first.item(), 0.0, 0.0]
+    # A tensor four times larger: scaled by the first call's amax, so a quarter of its range saturates.
+    big = x * 4
+    q, scale = quantize(big, dtype, fp8_scaling=state)
+    assert scale == torch.tensor(first.item()) / torch.tensor(fp8_max)
+    values = q.float() * scale
+    inside = big.abs() <= first
+    assert (q.float().abs()[~inside] == fp8_max).all() and (~inside).any()
+    assert relative_error(values[inside], big[inside]) < 0.06
+    assert state.history.tolist() == [big.abs().max().item(), first.item(), 0.0]
+    # The history's maximum rules until it leaves the history: two calls later the small x is scaled by 4 first
+    for _ in range(2):
+        _, scale = quantize(x, dtype, fp8_scaling=state)
+    assert scale == torch.tensor((4 * first).item()) / torch.tensor(fp8_max)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_quantize_with_fp8_scaling_is_quantize_refs(device):
+    mine, theirs = states(device)
+    for call, magnitude in enumerate(MAGNITUDES):
+        x = (random_tensor((3, 5, 24), torch.bfloat16, seed=20 + call) * magnitude).to(device)
+        q, scale = quantize(x, E4M3, fp8_scaling=mine)
+        q_ref, scale_ref = quantize_ref(x, E4M3, fp8_scaling=theirs)
+        assert q.shape == x.shape and scale.shape == () and torch.equal(scale, scale_ref)
+        assert torch.equal(bits(q), bits(q_ref)) and torch.equal(mine.history, theirs.history)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_delayed_launcher_passes_opcheck(device):
+    """Schema (the history and amax written in place), fake implementation and AOT dispatch."""
+    if device != "cpu":
+        pytest.skip("the interpreter's custom op")
+    x = wide_range((19, 48), torch.bfloat16, seed=2)
+    history = torch.tensor([3.0, 0.5, 0.0])
+    for rows, transposed, sum_dtype in ((True, False, None), (True, True, torch.bfloat16), (False, True, None)):
+        torch.library.opcheck(torch.ops.blockfuse.fp8_quantize_delayed.default,
+                              (x, E5M2, rows, transposed, 16, history.clone(), torch.zeros(1), sum_dtype),
+                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_linear(recipe="delayed") and Float8Linear
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_delayed_layer_trains_within_fp8_error_and_records_its_amaxes(dtype, device):
+    """Three steps of one layer: output and gradients against float64 within tensorwise FP8's bounds, and the
+    histories holding x's and the output gradient's amaxes, newest first."""
+    x, weight, bias = operands((3, 13, 64), 48, dtype, device, seed=30)
+    layer = bf_fp8.Float8Linear(64, 48, recipe="delayed", device=device, dtype=dtype)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+    amaxes = {"x": [], "grad": []}
+    for step in range(3):
+        leaf = (x * (1.0, 0.9, 0.8)[step]).detach().requires_grad_()  # within the first call's range
+        layer.zero_grad()
+        out = layer(leaf)
+        dy = random_tensor(out.shape, dtype, seed=40 + step).to(device)
+        out.backward(dy)
+        exact = [t.detach().double().requires_grad_() for t in (leaf, layer.weight, layer.bias)]
+        out64 = F.linear(*exact)
+        out64.backward(dy.double())
+        assert relative_error(out, out64) < FORWARD_BOUND, step
+        for got, want in zip((leaf.grad, layer.weight.grad, layer.bias.grad), exact):
+            assert relative_error(got, want.grad) < GRADIENT_BOUND["tensorwise"], step
+        amaxes["x"].insert(0, leaf.float().abs().max().item())
+        amaxes["grad"].insert(0, dy.float().abs().max().item())
+        x_state, grad_state = layer.fp8_scaling()
+        assert x_state.history[:step + 1].tolist() == amaxes["x"], step
+        assert grad_state.history[:step + 1].tolist() == amaxes["grad"], step
+
+
+def test_a_delayed_layers_state_dict_is_a_linears(device):
+    linear = nn.Linear(32, 16, device=device)
+    layer = bf_fp8.Float8Linear.from_linear(copy.deepcopy(linear), "delayed", history_len=5)
+    assert layer.weight.device == layer.fp8_x_history.device and layer.fp8_grad_history.shape == (5,)
+    assert set(layer.state_dict()) == set(linear.state_dict()) == {"weight", "bias"}
+    layer.load_state_dict(linear.state_dict())
+    assert bf_fp8.convert(copy.deepcopy(linear), recipe="delayed").recipe == "delayed"
+    assert "recipe='delayed'" in repr(layer)
+
+
+def test_delayed_bad_arguments_raise_clear_errors(device):
+    x, weight, bias = operands((7, 32), 16, torch.float32, device, seed=110)
+    pair = (Float8Scaling.new(device=device), Float8Scaling.new(device=device))
+    q, scale = quantize(x)
+    layer = bf_fp8.Float8Linear(32, 16, recipe="delayed", device=device)
+    tensorwise = bf_fp8.Float8Linear(32, 16, device=device)
+    calls = [
+        (lambda: fp8_linear(x, weight, recipe="delayed"), TypeError, "fp8_scaling: recipe 'delayed' needs"),
+        (lambda: fp8_linear(x, weight, recipe="delayed", fp8_scaling=pair[0]), TypeError, "(x_state, grad_state)"),
+        (lambda: fp8_linear(x, weight, recipe="delayed", fp8_scaling=(pair[0], "no")), TypeError,
+         "(x_state, grad_state)"),
+        (lambda: fp8_linear(x, weight, recipe="delayed", fp8_scaling=(pair[0], Float8Scaling(torch.zeros(4),
+                                                                                          torch.zeros(2)))),
+         ValueError, "fp8_scaling.amax: expected shape (1,)"),
+        (lambda: fp8_linear(x, weight, fp8_scaling=pair), ValueError, "fp8_scaling: only for recipe 'delayed'"),
+        (lambda: fp8_linear(q, weight, x_scale=scale, recipe="delayed", fp8_scaling=pair), ValueError,
+         "x: recipe 'delayed' casts a high-precision x"),
+        (lambda: fp8_linear(x, weight, recipe="delayed", fp8_scaling=pair, x_amax=x.abs().amax().reshape(1)),
+         ValueError, "x_amax / x_cast"),
+        (lambda: fp8_linear(x, weight.t(), recipe="delayed", fp8_scaling=pair), ValueError,
+         "weight: expected shape (out_features, 32)"),
+        (lambda: fp8_linear(x, weight, recipe="late"), ValueError, "recipe: expected one of 'tensorwise', "
+         "'rowwise', 'delayed'"),
+        (lambda: quantize(x, recipe="rowwise", fp8_scaling=pair[0]), ValueError, "fp8_scaling: recipe 'rowwise'"),
+        (lambda: quantize(x, fp8_scaling=(torch.zeros(4, dtype=torch.float64), torch.zeros(1))), TypeError,
+         "fp8_scaling:"),
+        (lambda: layer(x, activation="silu"), ValueError, "activation / proxy: a layer with recipe 'delayed'"),
+        (lambda: tensorwise.fp8_scaling(), ValueError, "fp8_scaling: only recipe 'delayed'"),
+        (lambda: bf_fp8.Float8Linear(32, 16, recipe="late"), ValueError, "recipe: expected one of"),
+    ]
+    for call, error, message in calls:
+        with pytest.raises(error) as raised:
+            call()
+        assert message in str(raised.value), (message, str(raised.value))
+
+
+def test_a_fused_block_with_delayed_layers_trains_like_its_eager_block(device):
+    """te-4layer's block shape, small: the fused block with delayed layers (its norms and activation in x's
+    dtype, each layer casting in one pass) against the eager block with delayed layers, both against fp32."""
+    from dataclasses import replace
+
+    from blockfuse.models import PRESETS, TransformerBlock, convert
+
+    torch.manual_seed(0)
+    config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
+    eager = TransformerBlock(config, "eager").to(device)
+    oracle = copy.deepcopy(eager)
+    eager_fp8 = bf_fp8.convert(copy.deepcopy(eager).bfloat16(), recipe="delayed")
+    fused_fp8 = bf_fp8.convert(convert(copy.deepcopy(eager), "fused").bfloat16(), recipe="delayed")
+    errors = {}
+    for step in range(3):
+        x = random_tensor((2, 16, 64), torch.bfloat16, seed=60 + step).to(device)
+        dy = random_tensor((2, 16, 64), torch.bfloat16, seed=70 + step).to(device)
+        x32 = x.float().requires_grad_()
+        out32 = oracle(x32)
+        out32.backward(dy.float())
+        for name, module in (("eager", eager_fp8), ("fused", fused_fp8)):
+            leaf = x.clone().requires_grad_()
+            out = module(leaf)
+            out.backward(dy)
+            errors[name, step] = (relative_error(out, out32), relative_error(leaf.grad, x32.grad))
+    for step in range(3):
+        for index in (0, 1):
+            assert errors["fused", step][index] < 0.08 and errors["eager", step][index] < 0.08, errors
+            assert errors["fused", step][index] <= 1.5 * errors["eager", step][index] + 1e-3, errors
+    layers = [m for m in fused_fp8.modules() if isinstance(m, bf_fp8.Float8Linear)]
+    assert len(layers) == 4 and all((m.fp8_x_history[:3] > 0).all() for m in layers)
+
+
+def test_a_delayed_layer_compiles_fullgraph(device):
+    """``torch.compile(fullgraph=True)`` of a delayed layer (aot_eager: the same ops): the histories, updated in
+    place inside the graph, follow eager's call for call, and the values are eager's within FP8's error (traced, a
+    small tensor's casts may run their references: another fp32 order, an FP8 value a step away)."""
+    layer = bf_fp8.Float8Linear(64, 48, recipe="delayed", device=device)
+    twin = copy.deepcopy(layer)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(twin, backend="aot_eager", fullgraph=True)
+        for step in range(3):
+            x = random_tensor((37, 64), seed=80 + step).to(device)
+            dy = random_tensor((37, 48), seed=90 + step).to(device)
+            results = []
+            for run in (layer, compiled):
+                leaf = x.clone().requires_grad_()
+                out = run(leaf)
+                out.backward(dy)
+                results.append((out.detach(), leaf.grad))
+            (out, grad), (compiled_out, compiled_grad) = results
+            assert relative_error(compiled_out, out) < 2e-2 and relative_error(compiled_grad, grad) < 5e-2, step
+            for name in ("fp8_x_history", "fp8_grad_history"):
+                assert torch.equal(getattr(layer, name), getattr(twin, name)), (step, name)
+            assert relative_error(twin.weight.grad, layer.weight.grad) < 5e-2, step
+            layer.zero_grad()
+            twin.zero_grad()
+    finally:
+        torch._dynamo.reset()
