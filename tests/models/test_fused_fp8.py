@@ -62,7 +62,7 @@ def fp8_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
+@pytest.mark.parametrize("recipe", blockfuse.fp8.LINEAR_RECIPES)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_fused_fp8_block_matches_the_eager_fp8_block(preset, recipe, fp8_calls, device):
     eager, eager_fp8, fused_fp8 = blocks(preset, recipe, device)
@@ -197,7 +197,7 @@ def test_tensorwise_blocks_fold_the_amaxes_of_their_casts(mlp, monkeypatch, fp8_
             assert relative_error(folded[name], two_pass[name]) < 0.05, name
 
 
-@pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
+@pytest.mark.parametrize("recipe", blockfuse.fp8.LINEAR_RECIPES)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_a_training_step_casts_each_weight_once(preset, recipe, monkeypatch, device, requires_triton):
     """The weights' e4m3 casts are made by the forward and found again by the backward through the block's
@@ -225,7 +225,7 @@ def test_a_training_step_casts_each_weight_once(preset, recipe, monkeypatch, dev
         forward = sorted(name for name, kind in casts if kind == (True, False))
         assert forward == sorted(weights.values()), casts
         others = [cast for cast in casts if cast[1] != (True, False)]
-        if recipe == "tensorwise":
+        if recipe != "rowwise":  # one tensorwise cast a weight (delayed layers keep the weight's own amax)
             assert others == [], others
         else:
             assert sorted(name for name, _ in others) == sorted(weights.values()), others

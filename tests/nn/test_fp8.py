@@ -131,7 +131,7 @@ def test_convert_filter_and_a_bare_linear(device):
     module = blockfuse.fp8.convert(linear)
     assert type(module) is Float8Linear and module.weight is linear.weight
     with pytest.raises(ValueError, match="recipe: expected one of"):
-        blockfuse.fp8.convert(model, recipe="delayed")
+        blockfuse.fp8.convert(model, recipe="blockwise")
     with pytest.raises(TypeError, match="linear: expected a torch.nn.Linear"):
         Float8Linear.from_linear(nn.Conv1d(4, 4, 1))
 

@@ -177,7 +177,12 @@ def test_delayed_bad_arguments_raise_clear_errors(device):
         (lambda: quantize(x, recipe="rowwise", fp8_scaling=pair[0]), ValueError, "fp8_scaling: recipe 'rowwise'"),
         (lambda: quantize(x, fp8_scaling=(torch.zeros(4, dtype=torch.float64), torch.zeros(1))), TypeError,
          "fp8_scaling:"),
-        (lambda: layer(x, activation="silu"), ValueError, "activation / proxy: a layer with recipe 'delayed'"),
+        (lambda: layer(x, activation="silu"), ValueError, "activation: a layer with recipe 'delayed'"),
+        (lambda: layer(x, None, x), ValueError, "proxy: stands for an e4m3 x with its x_scale"),
+        (lambda: fp8.fp8_linear_quantized(q, scale, None, weight, recipe="columnwise"), ValueError, "recipe: expected "
+         "'rowwise' or 'tensorwise'"),
+        (lambda: fp8.fp8_linear_quantized(q, scale, None, weight, x_cast=lambda: None), ValueError,
+         "x_cast / grad_scaling: for a tensorwise q"),
         (lambda: tensorwise.fp8_scaling(), ValueError, "fp8_scaling: only recipe 'delayed'"),
         (lambda: bf_fp8.Float8Linear(32, 16, recipe="late"), ValueError, "recipe: expected one of"),
     ]
@@ -247,3 +252,80 @@ def test_a_delayed_layer_compiles_fullgraph(device):
             twin.zero_grad()
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("residual", [False, True], ids=["alone", "pre"])
+def test_the_norms_delayed_output_is_cast_again_for_the_weight_gradient(is_rms, residual, device):
+    """A norm writing e4m3 with a delayed scale for a delayed projection (``norm_for_fp8_projection`` with
+    ``fp8_scaling``): its q and scale are the reference's, and the weight gradient's operand made again from the
+    norm's input and statistics (``cast_again_quantized``) is q's bytes transposed without a residual (y is made
+    the same way from the same input); in pre mode it is y of the kept stream (the fp32 sum rounded to bf16) with
+    the forward's statistics, quantized with the forward's scale."""
+    from blockfuse.ops.norm import cast_again_quantized, norm_for_fp8_projection
+
+    n = 48
+    x = random_tensor((2, 9, n), torch.bfloat16, seed=3).to(device).requires_grad_()
+    res = random_tensor((2, 9, n), torch.bfloat16, seed=4).to(device) if residual else None
+    weight = (1 + 0.1 * random_tensor((n,), seed=5)).to(device).requires_grad_()
+    bias = None if is_rms else (0.1 * random_tensor((n,), seed=6)).to(device).requires_grad_()
+    state = Float8Scaling.new(4, device)
+    state.history.fill_(3.0)  # as after earlier steps
+    (q, scale, proxy), stream = norm_for_fp8_projection(x, weight, bias, 1e-5, res, "pre", 0.0, True,
+                                                        is_rms, fp8_scaling=state)
+    assert q.dtype == E4M3 and scale.shape == () and scale == torch.tensor(3.0) / torch.tensor(448.0)
+    z = (x.float() + res.float()) if residual else x.float()
+    y = F.rms_norm(z, (n,), weight.float(), 1e-5) if is_rms else F.layer_norm(z, (n,), weight.float(), bias.float(),
+                                                                                   1e-5)
+    assert state.history[0] == y.abs().max() or abs(state.history[0] - y.abs().max()) < 1e-5 * y.abs().max()
+    assert relative_error(q.float() * scale, y) < 0.05
+    cast = cast_again_quantized(proxy, scale, bias)
+    assert cast is not None
+    yt, yt_scale = cast()
+    assert torch.equal(yt_scale, scale) and yt.shape == (n, 32)  # 18 rows padded to 32
+    forward = q.reshape(-1, n).t()
+    if residual:
+        # y of the kept (bf16) stream with the forward's statistics, quantized with the scale: the recast is that,
+        # within one FP8 step (another order of fp32 operations may round a value the other way)
+        kept, _, _, mean, rstd, _ = proxy.grad_fn.saved_tensors
+        centered = kept.float() if is_rms else kept.float() - mean[..., None]
+        y_kept = centered * rstd[..., None] * weight.float() + (0.0 if is_rms else bias.float())
+        want = (y_kept.reshape(-1, n).t() / scale).clamp(-448, 448)
+        assert (yt[:, :18].float() - want).abs().le(want.abs() * 2**-3 + 2**-9).all()
+        assert relative_error(yt[:, :18].float(), forward.float()) < 0.02  # and close to the forward's bytes
+    else:
+        assert torch.equal(bits(yt[:, :18]), bits(forward))
+    assert not yt[:, 18:].float().any()
+    proxy.sum().backward()  # the norm's gradient flows through the proxy
+    assert x.grad is not None and weight.grad is not None
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_delayed_fused_block_keeps_no_fp8_copies_of_the_norms_outputs(device):
+    """te-4layer's block, fused, delayed layers: the norms write the QKV and gate|up inputs in e4m3, and those
+    layers keep nothing of them for their weight gradients (the backward casts y^T again from the norm's input);
+    the output and down layers keep their inputs' transposed casts (made by the one-pass cast)."""
+    from dataclasses import replace
+
+    from blockfuse.models import PRESETS, TransformerBlock, convert
+
+    torch.manual_seed(0)
+    config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
+    fused = bf_fp8.convert(convert(TransformerBlock(config, "eager").bfloat16().to(device), "fused"),
+                           recipe="delayed")
+    x = random_tensor((2, 16, 64), torch.bfloat16, seed=7).to(device).requires_grad_()
+    out = fused(x)
+    seen, todo, kept = set(), [out.grad_fn], {}
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if "Fp8Linear" in type(node).__name__:
+            kept[node] = [t.dtype for t in node.saved_tensors if t is not None]
+        todo.extend(f for f, _ in node.next_functions)
+    assert len(kept) == 4
+    assert sorted(dtypes.count(E4M3) for dtypes in kept.values()) == [0, 0, 1, 1], kept
+    out.float().sum().backward()
+    assert all(p.grad is not None for p in fused.parameters())

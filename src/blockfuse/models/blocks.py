@@ -41,7 +41,7 @@ from blockfuse.models.fused import (
 )
 from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
-from blockfuse.ops.norm import cast_again
+from blockfuse.ops.norm import cast_again, cast_again_quantized
 
 IMPLS = ("eager", "fused")
 
@@ -141,9 +141,22 @@ class TransformerBlock(nn.Module):
         # (the projection keeps its FP8 input for the weight gradient; the norm, its input and statistics).
         # (a module swapped in for the fused attention or MLP, a benchmark's say, takes its input as it is)
         # In front of tensorwise ones each norm writes its output in x's dtype and folds its amax, which the
-        # projection's cast then skips (one pass over the output instead of two).
+        # projection's cast then skips (one pass over the output instead of two). In front of delayed ones
+        # (recipe "delayed": the scale from the projection's x history) each norm writes e4m3 with that scale, and
+        # the projection's weight gradient casts y^T again from the norm's input (norm.cast_again_quantized).
         fp8 = isinstance(self.attn, FusedAttention) and fp8_input_recipe(self.attn.qkv_proj, residual)
-        if fp8 == "rowwise":
+        if fp8 == "delayed":
+            state = self.attn.qkv_proj.fp8_scaling()[0]
+            if branch is None:
+                h0, ((q, scale, proxy), _) = residual, _norm_fp8(self.attn_norm, residual, scaling=state)
+            else:
+                (q, scale, proxy), h0 = _norm_fp8(self.attn_norm, branch, residual, "pre", p, training, state)
+            del residual, branch
+            x_cast = None if proxy is None else cast_again_quantized(proxy, scale,
+                                                                     getattr(self.attn_norm, "bias", None))
+            attended = self.attn(q, padding_mask, scale, proxy, x_cast=x_cast)
+            del q, proxy, x_cast
+        elif fp8 == "rowwise":
             if branch is None:
                 h0, (normed, _) = residual, _norm_fp8(self.attn_norm, residual)
             else:
@@ -176,6 +189,13 @@ class TransformerBlock(nn.Module):
             normed, h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training)
             del attended, h0
             return h, self.ffn(*normed)
+        if fp8 == "delayed":
+            inner = self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1
+            (q, scale, proxy), h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training,
+                                             inner.fp8_scaling()[0])
+            del attended, h0
+            x_cast = None if proxy is None else cast_again_quantized(proxy, scale, getattr(self.ffn_norm, "bias", None))
+            return h, self.ffn(q, scale, proxy, x_cast=x_cast)
         if fp8 == "tensorwise":
             (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training)
             del attended, h0

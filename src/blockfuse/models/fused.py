@@ -79,14 +79,16 @@ def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
 
 
 def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
-              training: bool = True):
+              training: bool = True, scaling=None):
     """:func:`_norm` with the output for one rowwise FP8 projection: ``((q, scale, proxy), stream)``
-    (:func:`blockfuse.ops.norm.norm_for_fp8_projection`; pass all three to the :class:`Float8Linear`)."""
+    (:func:`blockfuse.ops.norm.norm_for_fp8_projection`; pass all three to the :class:`Float8Linear`).
+    ``scaling``: tensorwise instead, with this delayed-scaling state (a ``"delayed"`` projection's x history)."""
     if isinstance(module, blockfuse.nn.LayerNorm):
-        return norm_for_fp8_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training, False)
+        return norm_for_fp8_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training, False,
+                                       fp8_scaling=scaling)
     if isinstance(module, blockfuse.nn.RMSNorm):
         return norm_for_fp8_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
-                                       module.cast_before_weight)
+                                       module.cast_before_weight, fp8_scaling=scaling)
     raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's has no FP8 output")
 
 
@@ -206,6 +208,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # slower and lowered no peak (benchmarks/NOTES.md, "Concatenated gradients").
         if x_amax is not None:
             qkv = self.qkv_proj(x, x_amax=x_amax, x_cast=x_cast)
+        elif x_cast is not None:  # (a delayed layer's e4m3 input: its transpose made again for the weight gradient)
+            qkv = self.qkv_proj(x, x_scale, x_proxy, x_cast=x_cast)
         else:
             qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
         if cfg.rope and not cfg.qk_norm:
@@ -310,6 +314,8 @@ class FusedFeedForward(_StackedLinear):
             return outer(act, x_amax=amax, x_cast=cast_again(act, amax))
         if x_amax is not None:
             pre = inner(x, x_amax=x_amax, x_cast=x_cast)
+        elif x_cast is not None:  # (a delayed layer's e4m3 input, as in attend)
+            pre = inner(x, x_scale, x_proxy, x_cast=x_cast)
         else:
             pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
         if mlp == "gelu_tanh":

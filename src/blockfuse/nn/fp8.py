@@ -48,7 +48,9 @@ class Float8Linear(nn.Linear):
     ``recipe``: "tensorwise" (one scale a tensor), "rowwise" (a scale a row of each GEMM operand) or "delayed"
     (tensorwise, x's and the output gradient's scales from amax histories the layer keeps: buffers
     ``fp8_x_history`` / ``fp8_grad_history`` of ``history_len`` amaxes, with their ``*_amax`` scratch, left out of
-    the state dict; every cast one pass; :func:`blockfuse.fp8_linear`). A delayed layer takes a plain x only.
+    the state dict; every cast one pass; :func:`blockfuse.fp8_linear`). A delayed layer takes a plain x, or
+    ``forward(x_fp8, x_scale, proxy, x_cast=cast)`` for the e4m3 output a fused block's norm wrote with the layer's
+    x history (``fp8_scaling()[0]``; :func:`blockfuse.ops.fp8.fp8_linear_quantized`).
     ``weight_cache``: keep the weight's FP8 casts while the weight is unchanged (1 to 2 bytes a
     parameter kept; see :func:`blockfuse.fp8_linear`).
     ``recompute_activation``: with ``activation=``, keep x's e4m3 cast instead of the pre-activation and run the
@@ -83,15 +85,20 @@ class Float8Linear(nn.Linear):
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None,
                 x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None):
+        if self.recipe == "delayed":
+            if activation is not None:
+                raise ValueError("activation: a layer with recipe 'delayed' takes its input as it is (a plain x, "
+                                 "or a norm's e4m3 output with its scale), pass activation=None")
+            x_state, grad_state = self.fp8_scaling()
+            if x_scale is not None:  # the norm before wrote x in e4m3 with x_state's scale (models/blocks.py)
+                return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache,
+                                            recipe="tensorwise", x_cast=x_cast, grad_scaling=grad_state)
+            if proxy is not None:
+                raise ValueError("proxy: stands for an e4m3 x with its x_scale; x_scale is None")
+            return fp8_linear(x, self.weight, self.bias, recipe="delayed", weight_cache=self.weight_cache,
+                              x_amax=x_amax, x_cast=x_cast, fp8_scaling=(x_state, grad_state))
         if x_cast is not None and proxy is not None:
             raise ValueError("x_cast: for a tensorwise call (x and its x_amax), not with a quantized input's proxy")
-        if self.recipe == "delayed":
-            if activation is not None or proxy is not None:
-                raise ValueError("activation / proxy: a layer with recipe 'delayed' takes a plain high-precision x "
-                                 "(its cast is one pass with x's history's scale), pass neither")
-            return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe="delayed",
-                              weight_cache=self.weight_cache, x_amax=x_amax, x_cast=x_cast,
-                              fp8_scaling=self.fp8_scaling())
         if activation is not None:
             if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "

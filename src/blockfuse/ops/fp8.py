@@ -1018,13 +1018,14 @@ def _transposed_ref(q: Tensor, pad: int) -> Tensor:
 
 
 def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax=None, keep_x=False,
-             keep_hp=False, scaling=None):
+             keep_hp=False, scaling=None, x_cast_given=False):
     """The forward GEMM and what the backward needs: ``(y, (xt, xt_scale, wt, wt_scale))``. ``x_amax``: a
     high-precision x's tensorwise amax, known already (its cast then reads x once). ``keep_x``: the forward
     GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again.
     ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
     its amax, which :func:`_x_operand` casts in the backward. ``scaling``: recipe "delayed", x's state
-    (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept."""
+    (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept. ``x_cast_given``: an FP8 x's
+    transpose is not made (the backward makes x^T's cast again: fp8_linear's ``x_cast``)."""
     keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad and scaling is None
     if scaling is not None:
         x_q, x_s, xt_q, xt_s, _ = _quantize_2d_sum(x2, torch.float8_e4m3fn, False, True, weight_grad, GEMM_MULTIPLE,
@@ -1041,7 +1042,7 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
         xt_q = xt_s = None
         if weight_grad and rowwise:  # x's columns need scales of their own: from x dequantized as it is read
             _, _, xt_q, xt_s = _quantize_2d(x_q, torch.float8_e4m3fn, True, False, True, GEMM_MULTIPLE, x_s)
-        elif weight_grad:
+        elif weight_grad and not x_cast_given:
             xt_q, xt_s = _transposed(x_q, GEMM_MULTIPLE), x_s
     else:
         # NOTE: x^T for the weight gradient is written here, by the same cast (tensorwise: the same
@@ -1104,7 +1105,8 @@ class _Fp8LinearFunction(torch.autograd.Function):
     def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None):
         rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
-                            keep_hp=keep_hp, scaling=None if scaling is None else scaling[0])
+                            keep_hp=keep_hp, scaling=None if scaling is None else scaling[0],
+                            x_cast_given=x_cast is not None)
         ctx.grad_scaling = None if scaling is None else scaling[1]
         if x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
@@ -1320,16 +1322,34 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
 
 
 def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weight: Tensor,
-                         bias: Optional[Tensor] = None, *, weight_cache: bool = True) -> Tensor:
-    """:func:`fp8_linear` (rowwise) of an input quantized by the op before it, in a training step: ``q``
-    (..., in_features) e4m3 and its rows' ``scale`` (..., 1), as the norms write them
+                         bias: Optional[Tensor] = None, *, weight_cache: bool = True, recipe: str = "rowwise",
+                         x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None,
+                         grad_scaling: Optional["Float8Scaling"] = None) -> Tensor:
+    """:func:`fp8_linear` of an input quantized by the op before it, in a training step: ``q``
+    (..., in_features) e4m3 and its ``scale``, the rows' (..., 1) as the norms write them
     (``ops/norm.py``, :func:`norm_for_fp8_projection`), and ``proxy``, the tensor standing for that input in
     autograd (its shape; None without autograd): the input's gradient (FP8 dgrad, in the proxy's dtype) is
-    returned as the proxy's. The weight gradient casts q's columns from q itself (1 byte an element read)."""
+    returned as the proxy's. The weight gradient casts q's columns from q itself (1 byte an element read).
+
+    ``recipe="tensorwise"``: a 0-d ``scale`` (a norm's delayed-scaling output, for a ``"delayed"`` layer), the
+    weight gradient taking q's bytes transposed, or with ``x_cast`` (see :func:`fp8_linear`; eager calls only)
+    nothing of q kept: ``x_cast()`` makes q^T's cast again with the same scale. ``grad_scaling``: the output
+    gradient's cast with delayed scaling from this state (a ``"delayed"`` layer's), else its own amax."""
     if proxy is not None and tuple(proxy.shape) != tuple(q.shape):
         raise ValueError(f"proxy: expected the input's shape {tuple(q.shape)}, got {tuple(proxy.shape)}")
-    _check_fp8_linear_args(q, weight, bias, scale, "rowwise")
-    return _fp8_linear(q, weight, bias, scale, True, weight_cache, proxy)
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe: expected 'rowwise' or 'tensorwise' (the scale's form), got {recipe!r}")
+    if recipe == "rowwise" and (x_cast is not None or grad_scaling is not None):
+        raise ValueError("x_cast / grad_scaling: for a tensorwise q (recipe 'tensorwise'), got recipe 'rowwise'")
+    if x_cast is not None and not callable(x_cast):
+        raise ValueError(f"x_cast: expected a function making q^T's cast, got {type(x_cast).__name__}")
+    rowwise = _check_fp8_linear_args(q, weight, bias, scale, recipe)
+    if grad_scaling is not None:
+        check_fp8_output("tensorwise", grad_scaling, q)
+        scaling = (None, grad_scaling)
+    else:
+        scaling = None
+    return _fp8_linear(q, weight, bias, scale, rowwise, weight_cache, proxy, x_cast=x_cast, scaling=scaling)
 
 
 def _check_x_cast(x_cast, x_amax) -> None:
@@ -1395,7 +1415,7 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     x_grad = grad and (x.requires_grad if proxy is None else proxy.requires_grad)
     weight_grad = grad and weight.requires_grad
     eager = not (torch.compiler.is_compiling() or tracing())
-    if not (weight_grad and eager and not rowwise and not fp8_input):
+    if not (weight_grad and eager and not rowwise):
         x_cast = None
     keep_hp = (weight_grad and not rowwise and not fp8_input and scaling is None
                and (x_cast is not None or _kept_for_free(x2)))

@@ -922,13 +922,16 @@ def _norm_cast_t_kernel(
     RSTD,  # (M,) fp32
     W,  # (N,) or None
     B,  # (N,) or None
-    AMAX,  # (1,) fp32 max |y| of the output as the forward wrote it
+    AMAX,  # (1,) fp32 max |y| of the output as the forward wrote it; GIVEN_SCALE: () fp32 the scale itself
     YT,  # (N, MP) e4m3: y^T quantized with AMAX's scale, zero past column M
     YT_SCALE,  # () fp32 the scale
     stride_z, M, N, MP,
     HAS_W: tl.constexpr,
     HAS_B: tl.constexpr,
     CAST_BEFORE_WEIGHT: tl.constexpr,
+    GIVEN_SCALE: tl.constexpr,  # AMAX is the forward's scale (delayed scaling: the forward's e4m3 output's)
+    ROUND: tl.constexpr,  # y rounded to Z's dtype first, as a forward writing y in x's dtype had it (else fp32 y,
+    #                       as a forward writing e4m3 quantized it)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -953,12 +956,20 @@ def _norm_cast_t_kernel(
     # (no residual, seed or dropout; OUT_DTYPE z's, MODE none, HAS_DROPOUT no, ACTIVATION none, TILE_VECTORS no)
     y = _norm_fwd_value(z, W, B, None, rows, cols, col_mask, mask, mean, rstd, 0, N, 0, 0.0, 1.0,
                         Z.dtype.element_ty, 0, HAS_W, HAS_B, False, CAST_BEFORE_WEIGHT, 0, False)
-    y = tl.where(mask, y.to(Z.dtype.element_ty).to(tl.float32), 0.0)  # rows M..MP: the padding's zeros
-    col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
+    if ROUND:
+        y = y.to(Z.dtype.element_ty).to(tl.float32)
+    y = tl.where(mask, y, 0.0)  # rows M..MP: the padding's zeros
+    if GIVEN_SCALE:
+        col_scale = tl.load(AMAX + cols * 0)
+    else:
+        col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
     qt = _fp8._quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
     tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
     if (pid_m == 0) & (pid_n == 0):
-        tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
+        if GIVEN_SCALE:
+            tl.store(YT_SCALE, tl.load(AMAX))
+        else:
+            tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
 
 
 # ----------------------------------------------------------------------------------------
@@ -1410,10 +1421,11 @@ class _NormFp8Function(torch.autograd.Function):
     ``scale`` take no gradient."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, residual, seed, config):
+    def forward(ctx, x, weight, bias, residual, seed, config, history=None, amax=None):
         eps, mode, dropout_p, is_rms, cast_before_weight, activation = config
+        # (history, amax: tensorwise with delayed scaling from this state, updated in place; None: rowwise)
         q, scale, s, y, mean, rstd = _norm_fwd_fp8(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
-                                                   cast_before_weight, activation, None, None, True)
+                                                   cast_before_weight, activation, history, amax, True)
         s = _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
         ctx.mark_non_differentiable(q, scale)
         out = y if mode == POST else x.new_zeros(()).expand(x.shape)
@@ -1421,7 +1433,7 @@ class _NormFp8Function(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, ds, dq, dscale):
-        return _norm_backward(ctx, dy, ds)
+        return (*_norm_backward(ctx, dy, ds), None, None)
 
 
 class _NormAmaxFunction(torch.autograd.Function):
@@ -1477,20 +1489,25 @@ def _norm_backward(ctx, dy, ds):
 
 
 def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropout_p, training, is_rms,
-                            cast_before_weight=False):
+                            cast_before_weight=False, fp8_scaling: Optional[Float8Scaling] = None):
     """The norm (LayerNorm, or RMSNorm with ``is_rms``; residual forms as :func:`layer_norm`'s) whose output one
     rowwise FP8 projection reads: ``((q, scale, proxy), stream)``. ``q`` (e4m3, x's shape) and ``scale`` (fp32,
     ``(*x.shape[:-1], 1)``) are the normalized output and its rows' scales, written by the one pass; ``stream``
     the residual stream (pre mode's ``s``, post mode's output), None without a residual. ``proxy``: None without
     autograd; in a training step what :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes for the input's
-    gradient (see :class:`_NormFp8Function`). For blocks (models/fused.py); needs the Triton path."""
+    gradient (see :class:`_NormFp8Function`). For blocks (models/fused.py); needs the Triton path.
+    ``fp8_scaling``: tensorwise instead, the one 0-d scale from this delayed-scaling state (the projection's,
+    a ``Float8Linear(recipe="delayed")``'s x history; updated in place)."""
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
+    if fp8_scaling is not None:
+        check_fp8_output("tensorwise", fp8_scaling, x)
+    history, amax = (None, None) if fp8_scaling is None else fp8_scaling
     p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
     config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
     if _needs_grad(x, weight, bias, residual):
-        out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config)
+        out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config, history, amax)
         return (q, scale, out), (out if mode == POST else s)
-    q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, None, None, False)
+    q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, history, amax, False)
     return (q, scale, None), (s if mode == PRE else y if mode == POST else None)
 
 
@@ -1512,10 +1529,13 @@ def norm_for_tensorwise_projection(x, weight, bias, eps, residual, residual_mode
 
 
 def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weight: Optional[Tensor],
-                          bias: Optional[Tensor], amax: Tensor, cast_before_weight: bool) -> tuple[Tensor, Tensor]:
+                          bias: Optional[Tensor], amax: Tensor, cast_before_weight: bool,
+                          given_scale: bool = False) -> tuple[Tensor, Tensor]:
     """``(yt, scale)``: the norm's output of ``z`` with the forward's statistics, transposed and quantized to e4m3
     with the tensorwise scale of ``amax``, ``(N, MP)``, MP = the rows rounded up to fp8.GEMM_MULTIPLE, zero past
-    them (:func:`_norm_cast_t_kernel`; eager only: no op of its own)."""
+    them (:func:`_norm_cast_t_kernel`; eager only: no op of its own). ``given_scale``: ``amax`` is the 0-d scale of
+    the forward's own e4m3 output (delayed scaling), which quantized y in fp32, so y is not rounded to z's dtype
+    first."""
     n = int(z.shape[-1])
     z2 = as_rows(z, n)
     m = z2.shape[0]
@@ -1525,8 +1545,8 @@ def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weigh
     block_m, block_n, num_warps = _fp8.TILE[_fp8._mode(z)]
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), z2, mean, rstd, vector(weight),
                    vector(bias), amax, yt, scale, z2.stride(0), m, n, mp, HAS_W=weight is not None,
-                   HAS_B=bias is not None, CAST_BEFORE_WEIGHT=cast_before_weight, BLOCK_M=block_m, BLOCK_N=block_n,
-                   num_warps=num_warps)
+                   HAS_B=bias is not None, CAST_BEFORE_WEIGHT=cast_before_weight, GIVEN_SCALE=given_scale,
+                   ROUND=not given_scale, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     return yt, scale
 
 
@@ -1551,6 +1571,29 @@ def cast_again(y: Tensor, amax: Tensor, bias: Optional[Tensor]):
     def cast() -> tuple[Tensor, Tensor]:
         z, weight, _, mean, rstd, _ = node.saved_tensors
         return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight)
+
+    return cast
+
+
+def cast_again_quantized(proxy: Tensor, scale: Tensor, bias: Optional[Tensor]):
+    """:func:`cast_again` for a norm that wrote its output in e4m3 with a tensorwise (delayed) ``scale``
+    (:func:`norm_for_fp8_projection` with ``fp8_scaling``, recorded eagerly, no residual or pre mode; ``proxy``
+    its stand-in): a function making y^T's e4m3 cast with that scale again from what the norm's node keeps for
+    its backward, in one pass, for the projection's weight gradient (``x_cast=``), which then keeps nothing of
+    the norm's output. y is quantized in fp32 as the forward quantized it: without a residual the forward's
+    bytes transposed; in pre mode those of the kept stream with the forward's statistics (see
+    :func:`cast_again`). None for any other tensor, or while anything traces."""
+    if torch.compiler.is_compiling() or tracing() or not use_triton(proxy):
+        return None
+    node = proxy.grad_fn
+    if not isinstance(node, _NormFp8Function._backward_cls) or scale.dim() != 0 or node.config[1] == POST:
+        return None
+    cast_before_weight = node.config[4]
+    bias = None if bias is None else bias.detach()
+
+    def cast() -> tuple[Tensor, Tensor]:
+        z, weight, _, mean, rstd, _ = node.saved_tensors
+        return _norm_transposed_cast(z, mean, rstd, weight, bias, scale, cast_before_weight, given_scale=True)
 
     return cast
 
