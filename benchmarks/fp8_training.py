@@ -31,7 +31,8 @@ The runs, from one initialization and the same batches:
   NOTE: not ``torch.autocast``: blockfuse's fused ops take no autocast (a pre-norm stack's residual
   stays fp32 while its branches come back bf16, and the fused norm refuses the mix), so the model holds
   bf16 weights as Megatron-style mixed precision does; the optimizer's numerics are the same;
-* ``fp8-tensorwise``, ``fp8-rowwise``: the bf16 run with ``blockfuse.fp8.convert(model, recipe)``: every
+* ``fp8-tensorwise``, ``fp8-rowwise``, ``fp8-delayed``: the bf16 run with ``blockfuse.fp8.convert(model, recipe)``
+  (delayed: tensorwise with x's and the gradients' scales from the layers' amax histories): every
   projection of the blocks (QKV, output, gate|up, down) a ``Float8Linear``; the LM head stays bf16, as
   torchao and torchtitan leave the output layer. The copy back after the optimizer step bumps each
   weight's version counter, which drops its cached FP8 casts (``ops/fp8.py``: no ``clear_weight_cache``
@@ -68,7 +69,7 @@ import blockfuse.fp8
 from blockfuse.bench.runner import environment
 from blockfuse.models import BlockConfig, TransformerStack
 
-RUNS = ("fp32", "bf16", "fp8-tensorwise", "fp8-rowwise")
+RUNS = ("fp32", "bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed")
 SIZES = {
     "full": dict(vocab=4096, successors=16, d_model=512, layers=4, heads=8, ffn=1408, seq=512, batch=32,
                  validation_batches=8),

@@ -303,12 +303,14 @@ def test_the_norms_delayed_output_is_cast_again_for_the_weight_gradient(is_rms, 
 
 @pytest.mark.usefixtures("requires_triton")
 def test_a_delayed_fused_block_keeps_no_fp8_copies_of_the_norms_outputs(device):
-    """te-4layer's block, fused, delayed layers: the norms write the QKV and gate|up inputs in e4m3, and those
-    layers keep nothing of them for their weight gradients (the backward casts y^T again from the norm's input);
-    the output and down layers keep their inputs' transposed casts (made by the one-pass cast)."""
+    """te-4layer's block, fused, delayed layers: the norms write the QKV and gate|up inputs in e4m3 and the
+    activation the down projection's, and those layers keep nothing of them for their weight gradients (the
+    backward casts y^T again from the norm's input, act^T from the pre-activation); the output layer keeps its
+    input's transposed cast (made by its one-pass cast of attention's output)."""
     from dataclasses import replace
 
     from blockfuse.models import PRESETS, TransformerBlock, convert
+    from tests.models.test_fused_fp8 import _fp8_nodes
 
     torch.manual_seed(0)
     config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
@@ -316,16 +318,49 @@ def test_a_delayed_fused_block_keeps_no_fp8_copies_of_the_norms_outputs(device):
                            recipe="delayed")
     x = random_tensor((2, 16, 64), torch.bfloat16, seed=7).to(device).requires_grad_()
     out = fused(x)
-    seen, todo, kept = set(), [out.grad_fn], {}
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        if "Fp8Linear" in type(node).__name__:
-            kept[node] = [t.dtype for t in node.saved_tensors if t is not None]
-        todo.extend(f for f, _ in node.next_functions)
+    kept = {node: [t.dtype for t in node.saved_tensors if t is not None] for node in _fp8_nodes(out)}
     assert len(kept) == 4
-    assert sorted(dtypes.count(E4M3) for dtypes in kept.values()) == [0, 0, 1, 1], kept
+    assert sorted(dtypes.count(E4M3) for dtypes in kept.values()) == [0, 0, 0, 1], kept
     out.float().sum().backward()
     assert all(p.grad is not None for p in fused.parameters())
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", ["swiglu", "geglu", "gelu_tanh"])
+def test_the_activations_delayed_output_and_its_transposed_cast(activation, device):
+    """``act_fp8_delayed``: q and scale are the reference's bit for bit, call after call with the history; the
+    transposed cast made again from pre (``cast_again_quantized``) is q's bytes transposed; pre's gradient
+    through the proxy is the activation's backward."""
+    from blockfuse.ops.fp8_act import act_backward_ref, act_fp8_delayed, act_forward_delayed_ref, cast_again_quantized
+
+    width = 2 * 40 if activation != "gelu_tanh" else 40
+    mine, theirs = states(device)
+    for call, magnitude in enumerate((1.0, 2.0, 0.5)):
+        pre = (random_tensor((3, 7, width), torch.bfloat16, seed=30 + call) * magnitude).to(device)
+        leaf = pre.clone().requires_grad_()
+        q, scale, proxy = act_fp8_delayed(leaf, activation, mine)
+        q_ref, scale_ref = act_forward_delayed_ref(pre.reshape(-1, width), activation, *theirs)
+        assert q.shape == (3, 7, 40) and torch.equal(scale, scale_ref), call
+        assert torch.equal(bits(q.reshape(-1, 40)), bits(q_ref)), call
+        # fp32 activations of another implementation (exp, tanh): the amaxes within a few ulps; the next call
+        # then starts both from the kernels' history, so that its scale and bytes can be compared exactly
+        torch.testing.assert_close(mine.history, theirs.history, rtol=1e-5, atol=0)
+        theirs.history.copy_(mine.history)
+        cast = cast_again_quantized(proxy, scale)
+        yt, yt_scale = cast()
+        assert torch.equal(yt_scale, scale) and yt.shape == (40, 32), call
+        assert torch.equal(bits(yt[:, :21]), bits(q.reshape(-1, 40).t())) and not yt[:, 21:].float().any(), call
+        dy = random_tensor((3, 7, 40), torch.bfloat16, seed=40 + call).to(device)
+        proxy.backward(dy)
+        want = act_backward_ref(dy.reshape(-1, 40), pre.reshape(-1, width), activation, None)[0]
+        assert relative_error(leaf.grad.reshape(-1, width), want) < 1e-2, call  # bf16 gradients, any order
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_delayed_activation_launcher_passes_opcheck(device):
+    if device != "cpu":
+        pytest.skip("the interpreter's custom op")
+    pre = random_tensor((19, 96), torch.bfloat16, seed=2)
+    torch.library.opcheck(torch.ops.blockfuse.fp8_act_fwd_delayed.default,
+                          (pre, "swiglu", torch.tensor([3.0, 0.5, 0.0]), torch.zeros(1)),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))

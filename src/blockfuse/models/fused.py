@@ -15,7 +15,8 @@ import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.nn.fp8 import Float8Linear
-from blockfuse.ops.fp8_act import cast_again
+from blockfuse.ops.activation import ACTIVATIONS
+from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, norm_for_tensorwise_projection, rms_norm
@@ -76,6 +77,12 @@ def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
     """Both layers of an MLP are tensorwise :class:`Float8Linear` ones (the first then runs with the activation and
     folds the amaxes of the casts, :func:`blockfuse.ops.fp8_act.fp8_linear_act`)."""
     return all(isinstance(layer, Float8Linear) and layer.recipe == "tensorwise" for layer in (inner, outer))
+
+
+def _delayed_pair(inner: nn.Module, outer: nn.Module) -> bool:
+    """Both layers of an MLP are delayed-scaling :class:`Float8Linear` ones (the activation then writes the down
+    projection's input in e4m3 with that layer's x history, :func:`blockfuse.ops.fp8_act.act_fp8_delayed`)."""
+    return all(isinstance(layer, Float8Linear) and layer.recipe == "delayed" for layer in (inner, outer))
 
 
 def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
@@ -318,6 +325,11 @@ class FusedFeedForward(_StackedLinear):
             pre = inner(x, x_scale, x_proxy, x_cast=x_cast)
         else:
             pre = inner(x) if x_scale is None else inner(x, x_scale, x_proxy)
+        if _delayed_pair(inner, outer) and use_triton(pre) and mlp in ACTIVATIONS:
+            # Both layers delayed: the activation writes the down projection's input in e4m3 with that layer's x
+            # history, and (eagerly) the down projection's weight gradient casts act^T again from pre.
+            q, scale, proxy = act_fp8_delayed(pre, mlp, outer.fp8_scaling()[0])
+            return outer(q, scale, proxy, x_cast=None if proxy is None else cast_again_quantized(proxy, scale))
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))
         gated = swiglu if mlp == "swiglu" else geglu

@@ -80,21 +80,30 @@ def _rows_of(i, M, BLOCK_M: tl.constexpr, ROW_ITERS: tl.constexpr):
 def _fp8_act_fwd_kernel(
     G,  # (M, N) the activation's input (gated: the gate half of each packed row)
     U,  # (M, N) gated: the up half of each packed row; else None
-    Y,  # (M, N) output act(gate) * up (not GATED: act(gate)), in Y's dtype
-    AMAX,  # (1,) fp32 max |Y| (as written) of the whole output: zeroed before the call, atomic max
+    Y,  # (M, N) output act(gate) * up (not GATED: act(gate)), in Y's dtype (HISTORY: e4m3 over Y_SCALE)
+    AMAX,  # (1,) fp32 max |Y| (as written; HISTORY: of the fp32 values) of the whole output: zeroed before the
+    #        call, atomic max
+    HISTORY,  # delayed scaling: (H,) fp32 amaxes of earlier calls, Y's scale from them (ops/fp8.py); else None
+    Y_SCALE,  # HISTORY: () fp32 Y's scale; else None
     stride_g, stride_u, stride_y,  # row strides (the last dimension is contiguous)
-    M, N,
+    M, N, history_len,
     ACTIVATION: tl.constexpr,  # activation.CODES
     GATED: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROW_ITERS: tl.constexpr,
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+    BLOCK_H: tl.constexpr,  # HISTORY: history_len rounded up to a power of two (else 1)
 ):
     N, stride_g, stride_u, stride_y = N * VEC, stride_g * VEC, stride_u * VEC, stride_y * VEC
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if HISTORY is not None:
+        scale = fp8.delayed_scale(HISTORY, history_len, BLOCK_H)
+        inverse = fp8.reciprocal(scale)
+        if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
+            tl.store(Y_SCALE, scale)
     for i in range(ROW_ITERS):
         rows, row_mask = _rows_of(i, M, BLOCK_M, ROW_ITERS)
         mask = row_mask[:, None] & col_mask[None, :]
@@ -103,10 +112,14 @@ def _fp8_act_fwd_kernel(
         y = activate(g, ACTIVATION)
         if GATED:
             y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        written = y.to(Y.dtype.element_ty)
-        tl.store(Y + rows[:, None] * stride_y + cols[None, :], written, mask=mask)
-        # The amax of the values as written (the cast reads those), not of the fp32 ones.
-        peak = tl.maximum(peak, tl.where(mask, tl.abs(written.to(tl.float32)), 0.0))
+        if HISTORY is not None:  # e4m3 with the history's scale, as the norms' FP8 output (fp32 y quantized)
+            tl.store(Y + rows[:, None] * stride_y + cols[None, :], fp8.to_e4m3(y, inverse, Y), mask=mask)
+            peak = tl.maximum(peak, tl.where(mask, tl.abs(y), 0.0))
+        else:
+            written = y.to(Y.dtype.element_ty)
+            tl.store(Y + rows[:, None] * stride_y + cols[None, :], written, mask=mask)
+            # The amax of the values as written (the cast reads those), not of the fp32 ones.
+            peak = tl.maximum(peak, tl.where(mask, tl.abs(written.to(tl.float32)), 0.0))
     fold_amax(AMAX, tl.max(tl.max(peak, axis=1), axis=0))
 
 
@@ -178,6 +191,7 @@ def _fp8_act_cast_t_kernel(
     M, N, MP,
     ACTIVATION: tl.constexpr,  # activation.CODES
     GATED: tl.constexpr,
+    GIVEN_SCALE: tl.constexpr,  # AMAX is the forward's scale itself (delayed scaling: the forward wrote e4m3)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -196,12 +210,19 @@ def _fp8_act_cast_t_kernel(
     y = activate(g, ACTIVATION)
     if GATED:
         y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    y = tl.where(mask, y.to(G.dtype.element_ty).to(tl.float32), 0.0)  # rows M..MP: the padding's zeros
-    col_scale = fp8.scale_of(tl.load(AMAX + cols * 0), fp8.E4M3_MAX)
+    if GIVEN_SCALE:  # the forward quantized fp32 y with this scale
+        y = tl.where(mask, y, 0.0)  # rows M..MP: the padding's zeros
+        col_scale = tl.load(AMAX + cols * 0)
+    else:  # the forward wrote y in the input's dtype, and the cast read that
+        y = tl.where(mask, y.to(G.dtype.element_ty).to(tl.float32), 0.0)
+        col_scale = fp8.scale_of(tl.load(AMAX + cols * 0), fp8.E4M3_MAX)
     qt = fp8._quantized(tl.trans(y), fp8.reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
     tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
     if (pid_m == 0) & (pid_n == 0):
-        tl.store(YT_SCALE, fp8.scale_of(tl.load(AMAX), fp8.E4M3_MAX))
+        if GIVEN_SCALE:
+            tl.store(YT_SCALE, tl.load(AMAX))
+        else:
+            tl.store(YT_SCALE, fp8.scale_of(tl.load(AMAX), fp8.E4M3_MAX))
 
 
 # ----------------------------------------------------------------------------------------
@@ -253,10 +274,34 @@ def _act_forward(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
         return y, amax
     block_m, block_n, iters, num_warps = act_tile(m, hidden, 2 if gated else 1, pre.device)
     vec, n_units, strides = in_row_units(hidden, pre.stride(0), pre.stride(0), y.stride(0))
-    _fwd_kernel((cdiv(m, block_m * iters), cdiv(hidden, block_n)), g2, u2, y, amax, *strides, m, n_units,
-                ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, BLOCK_M=block_m,
-                BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, num_warps=num_warps)
+    _fwd_kernel((cdiv(m, block_m * iters), cdiv(hidden, block_n)), g2, u2, y, amax, None, None, *strides, m, n_units,
+                0, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, BLOCK_M=block_m,
+                BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, BLOCK_H=1, num_warps=num_warps)
     return y, amax
+
+
+@launcher_op("fp8_act_fwd_delayed", mutates_args=("history", "amax"))
+def _act_forward_delayed(pre: Tensor, activation: str, history: Tensor, amax: Tensor) -> tuple[Tensor, Tensor]:
+    """``(q, scale)``: y = act(gate) * up (or act(pre)) written in e4m3 with the delayed scale of ``history``
+    (the next layer's x history: ``max(history) / 448``, 1.0 while empty; ops/fp8.py), the 0-d scale; y's amax
+    (of its fp32 values) is folded into ``amax`` (zero before) and rolled into the history after."""
+    gated = ACTIVATIONS[activation].gated
+    g2, u2 = pre_halves(pre, gated)
+    hidden = g2.shape[1]
+    m = pre.shape[0]
+    q = pre.new_empty((m, hidden), dtype=torch.float8_e4m3fn)
+    scale = pre.new_empty((), dtype=torch.float32)
+    if m == 0 or hidden == 0:
+        scale.copy_(fp8.delayed_scale_ref(history))
+    else:
+        h = int(history.shape[0])
+        block_m, block_n, iters, num_warps = act_tile(m, hidden, 2 if gated else 1, pre.device)
+        vec, n_units, strides = in_row_units(hidden, pre.stride(0), pre.stride(0), q.stride(0))
+        _fwd_kernel((cdiv(m, block_m * iters), cdiv(hidden, block_n)), g2, u2, q, amax, history, scale, *strides, m,
+                    n_units, h, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, BLOCK_M=block_m,
+                    BLOCK_N=block_n, ROW_ITERS=iters, VEC=vec, BLOCK_H=next_power_of_2(h), num_warps=num_warps)
+    fp8.roll_amax_history(history, amax)
+    return q, scale
 
 
 def _launch_backward(dy: Tensor, pre: Tensor, dpre: Tensor, activation: str,
@@ -302,12 +347,19 @@ def _act_backward_(dy: Tensor, pre: Tensor, activation: str,
     return _launch_backward(dy, pre, pre, activation, sum_dtype)
 
 
-def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: bool) -> tuple[Tensor, Tensor]:
+def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: bool,
+                        given_scale: bool = False) -> tuple[Tensor, Tensor]:
     """``(yt, scale)``: y = act(pre) (as :func:`act_forward` writes it) transposed and quantized to e4m3 with the
     tensorwise scale of ``amax`` (y's amax, as the forward folded it), ``(hidden, MP)`` with MP = M rounded up to
     fp8.GEMM_MULTIPLE, zero past column M: what ``fp8._quantize_2d(y, e4m3, False, False, True, GEMM_MULTIPLE, None,
-    amax)`` gives, without y. ``kernels``: the kernel (eager only: no op of its own), else the reference."""
+    amax)`` gives, without y. ``kernels``: the kernel (eager only: no op of its own), else the reference.
+    ``given_scale``: ``amax`` is the 0-d scale the forward's e4m3 output had (delayed scaling), which quantized y
+    in fp32: y^T quantized the same way."""
     if not kernels:
+        if given_scale:
+            yt = fp8._transposed_ref(fp8._cast_ref(_act_value_ref(pre, activation).float(), amax,
+                                                   torch.float8_e4m3fn), fp8.GEMM_MULTIPLE)
+            return yt, amax.clone()
         y = act_forward_ref(pre, activation)[0]
         return fp8._quantize_2d_ref(y, torch.float8_e4m3fn, False, False, True, fp8.GEMM_MULTIPLE, amax)[2:]
     gated = ACTIVATIONS[activation].gated
@@ -319,7 +371,7 @@ def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: boo
     block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(hidden, block_n))), g2, u2, amax, yt, scale,
                    g2.stride(0), pre.stride(0), m, hidden, mp, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise],
-                   GATED=gated, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+                   GATED=gated, GIVEN_SCALE=given_scale, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     return yt, scale
 
 
@@ -340,6 +392,17 @@ def act_forward_ref(pre: Tensor, activation: str) -> tuple[Tensor, Tensor]:
     """Pure-PyTorch :func:`_act_forward`."""
     y = _act_value_ref(pre, activation).to(pre.dtype)
     return y, _amax_ref(y)
+
+
+def act_forward_delayed_ref(pre: Tensor, activation: str, history: Tensor, amax: Tensor) -> tuple[Tensor, Tensor]:
+    """Pure-PyTorch :func:`_act_forward_delayed`, the same update of ``history`` and ``amax``."""
+    y = _act_value_ref(pre, activation).float()
+    scale = fp8.delayed_scale_ref(history)
+    q = fp8._cast_ref(y, scale, torch.float8_e4m3fn)
+    newest = torch.maximum(amax.reshape(()), fp8._amax(y))
+    history.copy_(torch.cat((newest.reshape(1), history[:-1])))
+    amax.zero_()
+    return q, scale
 
 
 def _activate_grad_ref(z: Tensor, pointwise: str) -> Tensor:
@@ -507,6 +570,74 @@ def cast_again(y: Tensor, amax: Tensor) -> Optional[Callable[[], tuple[Tensor, T
             raise RuntimeError("fp8_linear_act: its output's cast is asked for after the layer's backward, which wrote "
                                "its gradient over the pre-activation")
         return act_transposed_cast(pre, activation, amax, kernels)
+
+    return cast
+
+
+class _ActDelayedFunction(torch.autograd.Function):
+    """act(pre) written in e4m3 with a delayed scale, for a ``"delayed"`` FP8 layer after it (the fused MLP's down
+    projection): returns ``(proxy, q, scale)``, ``proxy`` a zero-stride stand-in of act's shape and pre's dtype that
+    takes act's gradient (``fp8_linear_quantized``'s proxy), q and scale not differentiable. Keeps pre (the
+    activation's backward reads it; the next layer's weight gradient casts act^T again from it:
+    :func:`cast_again_quantized`) and writes pre's gradient over it where it can (eagerly)."""
+
+    @staticmethod
+    def forward(ctx, pre, activation, history, amax, kernels):
+        if kernels:
+            q, scale = _act_forward_delayed(pre, activation, history, amax)
+        else:
+            q, scale = act_forward_delayed_ref(pre, activation, history, amax)
+        ctx.save_for_backward(pre)
+        ctx.activation, ctx.kernels = activation, kernels
+        ctx.mark_non_differentiable(q, scale)
+        return pre.new_zeros(()).expand(q.shape), q, scale
+
+    @staticmethod
+    def backward(ctx, dproxy, dq, dscale):
+        (pre,) = ctx.saved_tensors
+        if dproxy is None:
+            return None, None, None, None, None
+        dpre, _, _ = act_backward(dproxy, pre, ctx.activation, None, ctx.kernels, in_place=True)
+        return dpre, None, None, None, None
+
+
+def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scaling"
+                    ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """``(q, scale, proxy)``: act(pre) (gated: act(gate) * up of the packed rows) in e4m3 with the delayed scale of
+    ``fp8_scaling`` (the next layer's x history, updated in place: :class:`blockfuse.ops.fp8.Float8Scaling`), the
+    0-d scale, and in a training step the proxy that takes act's gradient (None without autograd): what a
+    ``Float8Linear(recipe="delayed")`` takes as ``layer(q, scale, proxy, x_cast=cast_again_quantized(proxy,
+    scale))``. ``pre``: (..., width), its last dimension contiguous."""
+    check_activation(activation)
+    fp8.check_fp8_output("tensorwise", fp8_scaling, pre)
+    lead = pre.shape[:-1]
+    pre2 = pre.reshape(-1, pre.shape[-1])
+    kernels = use_triton(pre)
+    if torch.is_grad_enabled() and pre.requires_grad:
+        proxy, q, scale = _ActDelayedFunction.apply(pre2, activation, *fp8_scaling, kernels)
+        return q.view(*lead, q.shape[-1]), scale, proxy.view(*lead, q.shape[-1])
+    forward = _act_forward_delayed if kernels else act_forward_delayed_ref
+    q, scale = forward(pre2, activation, *fp8_scaling)
+    return q.view(*lead, q.shape[-1]), scale, None
+
+
+def cast_again_quantized(proxy: Tensor, scale: Tensor) -> Optional[Callable[[], tuple[Tensor, Tensor]]]:
+    """For ``(q, scale, proxy)`` of :func:`act_fp8_delayed` recorded eagerly: a function making act^T's e4m3 cast
+    with that scale again from the pre-activation the node keeps, in one pass (:func:`act_transposed_cast`), the
+    forward's values transposed, for the next layer's weight gradient (``x_cast=``), which then keeps nothing of
+    q. None for any other tensor, or while anything traces."""
+    if torch.compiler.is_compiling() or tracing():
+        return None
+    node = proxy.grad_fn
+    if node is not None and not isinstance(node, _ActDelayedFunction._backward_cls) and node.next_functions:
+        node = node.next_functions[0][0]  # (through the view act_fp8_delayed returns)
+    if not isinstance(node, _ActDelayedFunction._backward_cls):
+        return None
+    activation, kernels = node.activation, node.kernels
+
+    def cast() -> tuple[Tensor, Tensor]:
+        (pre,) = node.saved_tensors
+        return act_transposed_cast(pre, activation, scale, kernels, given_scale=True)
 
     return cast
 
