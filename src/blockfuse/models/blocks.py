@@ -39,7 +39,7 @@ from blockfuse.models.eager import Attention, FeedForward, _eager_norm
 from blockfuse.models.fused import (
     FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_amax, _norm_fp8, fp8_input_recipe,
 )
-from blockfuse.models.recompute import _without_saved_norm_output, _without_saved_projection
+from blockfuse.models.recompute import _with_kept_storages, _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 from blockfuse.ops.norm import cast_again, cast_again_quantized
 
@@ -154,7 +154,8 @@ class TransformerBlock(nn.Module):
             del residual, branch
             x_cast = None if proxy is None else cast_again_quantized(proxy, scale,
                                                                      getattr(self.attn_norm, "bias", None))
-            attended = self.attn(q, padding_mask, scale, proxy, x_cast=x_cast)
+            with _with_kept_storages(q, proxy):  # (the output projection then keeps attention's output)
+                attended = self.attn(q, padding_mask, scale, proxy, x_cast=x_cast)
             del q, proxy, x_cast
         elif fp8 == "rowwise":
             if branch is None:

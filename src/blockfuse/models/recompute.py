@@ -5,6 +5,7 @@ tensors kept anyway. Eager autograd only."""
 from __future__ import annotations
 
 import contextlib
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -104,3 +105,17 @@ def _without_saved_projection(y: Tensor, linear: nn.Linear, a: Tensor):
     bias = None if linear.bias is None else linear.bias.detach()
     return _RecomputedOutput(y, lambda: F.linear(source, weight, bias))
 
+
+
+def _with_kept_storages(q: Tensor, proxy: Optional[Tensor]):
+    """blockfuse's saved-tensor hooks around the ops that read ``q``, a norm's e4m3 output (``proxy`` its stand-in
+    in autograd), when autograd records eagerly: they recompute nothing (no op under them saves q: its layer casts
+    q^T again from the norm's input) but know which storages those ops keep (``pack.kept_for_free``), so that the
+    attention's output projection keeps that output, which attention keeps anyway, not a cast of it."""
+    if proxy is None or not _recording_eagerly(proxy):
+        return contextlib.nullcontext()
+
+    def unreachable():
+        raise RuntimeError("a norm's e4m3 output was saved under blockfuse's hooks, which do not recompute it")
+
+    return _RecomputedOutput(q, unreachable)

@@ -421,6 +421,7 @@ def _fp8_cast_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,  # delayed: history_len rounded up to a power of two (else 1)
     HAS_SUM: tl.constexpr,  # delayed: COL_SUM written
+    GIVEN_SCALE: tl.constexpr,  # tensorwise: AMAX holds the () scale itself (a delayed cast made again), no fold
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -440,11 +441,13 @@ def _fp8_cast_kernel(
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
         if HAS_YT:
             col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)  # (BLOCK_N,)
-    elif HISTORY is not None:
-        # Delayed scaling: the scale from earlier calls' amaxes, this call's folded for the roll after.
-        col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
+    elif (HISTORY is not None) or GIVEN_SCALE:
+        if GIVEN_SCALE:  # the scale of an earlier delayed cast of the same values
+            col_scale = tl.load(AMAX + cols * 0)  # (BLOCK_N,), all one scale (the NOTE below)
+        else:  # delayed scaling: the scale from earlier calls' amaxes, this call's folded for the roll after
+            col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
+            fold_amax(AMAX, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
         scale = tl.max(col_scale, axis=0)
-        fold_amax(AMAX, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
         if HAS_Y:
             q = _quantized(x, reciprocal(scale), Y, E5M2)
             tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
@@ -695,7 +698,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
                          None if slots is None else slots[1], y, y_scale, yt, yt_scale, None, None,
                          x.stride(0), x.stride(1), m, n, mp, 0, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=rowwise,
                          HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=1, HAS_SUM=False,
-                         num_warps=num_warps)
+                         GIVEN_SCALE=False, num_warps=num_warps)
         except BaseException:
             if slots is not None:  # a pass without its cast: both slots zero again for the next
                 slots[0].zero_()
@@ -732,7 +735,7 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, partial,
                  x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
                  HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
-                 HAS_SUM=partial is not None, num_warps=num_warps)
+                 HAS_SUM=partial is not None, GIVEN_SCALE=False, num_warps=num_warps)
     if partial is not None:
         if n > 0:
             sum_partials(partial, col_sum, None)
@@ -741,6 +744,25 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     roll_amax_history(history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
+
+
+def transposed_cast_with_scale(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tensor]:
+    """``(xt, scale)``: x (M, N) high precision, transposed and cast to e4m3 with a given 0-d ``scale`` (that of an
+    earlier delayed cast of x: the same values transposed), ``(N, MP)``, MP = M rounded up to ``pad``, zero past
+    column M. One pass (:func:`_fp8_cast_kernel`'s GIVEN_SCALE); eager only: no op of its own (a traced layer keeps
+    its operand instead: fp8_linear's ``keep_hp`` is eager only)."""
+    if not use_triton(x):
+        return _transposed_ref(_cast_ref(x.float(), scale, torch.float8_e4m3fn), pad), scale.clone()
+    m, n = x.shape
+    mp = round_up(m, pad)
+    yt = x.new_empty((n, mp), dtype=torch.float8_e4m3fn)
+    yt_scale = x.new_empty((), dtype=torch.float32)
+    block_m, block_n, num_warps = TILE[_mode(x)]
+    _cast_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), x, None, scale, None, None, None, None, yt,
+                 yt_scale, None, None, x.stride(0), x.stride(1), m, n, mp, 0, FP8_MAX=FP8_MAX[torch.float8_e4m3fn],
+                 E5M2=False, ROWWISE=False, HAS_Y=False, HAS_YT=True, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=1,
+                 HAS_SUM=False, GIVEN_SCALE=True, num_warps=num_warps)
+    return yt, yt_scale
 
 
 def _quantize_2d(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, transposed: bool, pad: int,
@@ -1024,12 +1046,15 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     GEMM's x operand too, ``(y, (xt, xt_scale, wt, wt_scale, x_q, x_scale))``, to run the GEMM again.
     ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
     its amax, which :func:`_x_operand` casts in the backward. ``scaling``: recipe "delayed", x's state
-    (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept. ``x_cast_given``: an FP8 x's
+    (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept (``keep_hp``: x and the 0-d
+    scale its cast had). ``x_cast_given``: an FP8 x's
     transpose is not made (the backward makes x^T's cast again: fp8_linear's ``x_cast``)."""
-    keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad and scaling is None
+    keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad
     if scaling is not None:
-        x_q, x_s, xt_q, xt_s, _ = _quantize_2d_sum(x2, torch.float8_e4m3fn, False, True, weight_grad, GEMM_MULTIPLE,
-                                                   scaling=scaling)
+        x_q, x_s, xt_q, xt_s, _ = _quantize_2d_sum(x2, torch.float8_e4m3fn, False, True, weight_grad and not keep_hp,
+                                                   GEMM_MULTIPLE, scaling=scaling)
+        if keep_hp:  # x kept (for free), its transposed cast made by the backward with this scale (_x_operand)
+            xt_q, xt_s = x2, x_s
     elif keep_hp:
         # NOTE: saving x costs nothing here (it is recomputed, or kept by another op): its transposed cast is
         # made by the backward from x and this amax, the same values, and not kept from the forward (half a
@@ -1059,9 +1084,12 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
 
 def _x_operand(xt: Optional[Tensor], xt_scale: Optional[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor]]:
     """The weight gradient's x operand as :func:`_forward` left it: x^T in e4m3 and its scale, or (``keep_hp``) x
-    in high precision and its amax, cast now as the forward would have cast it (the same amax, the same values)."""
+    in high precision and its amax (1,), cast now as the forward would have cast it (the same amax, the same values),
+    or with a delayed scale the 0-d scale the forward's cast had."""
     if xt is None or xt.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         return xt, xt_scale
+    if xt_scale.dim() == 0:  # recipe "delayed": the forward's scale, not an amax
+        return transposed_cast_with_scale(xt, xt_scale, GEMM_MULTIPLE)
     _, _, xt_q, xt_s = _quantize_2d(xt, torch.float8_e4m3fn, False, False, True, GEMM_MULTIPLE, None, xt_scale)
     return xt_q, xt_s
 
@@ -1417,8 +1445,7 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     eager = not (torch.compiler.is_compiling() or tracing())
     if not (weight_grad and eager and not rowwise):
         x_cast = None
-    keep_hp = (weight_grad and not rowwise and not fp8_input and scaling is None
-               and (x_cast is not None or _kept_for_free(x2)))
+    keep_hp = weight_grad and not rowwise and not fp8_input and (x_cast is not None or _kept_for_free(x2))
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling)
