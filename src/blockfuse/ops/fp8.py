@@ -398,6 +398,26 @@ def _fp8_tensor_amax_kernel(
 
 
 @triton.jit
+def _known_scale_outputs(x, scale, Y, Y_SCALE, YT_SCALE, COL_SUM, rows, cols, row_mask, col_mask, N,
+                         E5M2: tl.constexpr, HAS_Y: tl.constexpr, HAS_YT: tl.constexpr, HAS_SUM: tl.constexpr):
+    """_fp8_cast_kernel's row-major tile, the scales and the column sums when the tensorwise scale is known before
+    the pass (delayed, or given): Y's tile quantized with ``scale``, each program's column sums of its tile (rows
+    past M were loaded as zeros), and the scales from program (0, 0). (Y^T's tile is the caller's, as for every
+    recipe.)"""
+    pid_m = tl.program_id(0)
+    if HAS_Y:
+        q = _quantized(x, reciprocal(scale), Y, E5M2)
+        tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
+    if HAS_SUM:
+        tl.store(COL_SUM + pid_m.to(tl.int64) * N + cols, tl.sum(x, axis=0), mask=col_mask)
+    if (pid_m == 0) & (tl.program_id(1) == 0):
+        if HAS_Y:
+            tl.store(Y_SCALE, scale)
+        if HAS_YT:
+            tl.store(YT_SCALE, scale)
+
+
+@triton.jit
 def _fp8_cast_kernel(
     X,  # (M, N) input, any strides
     X_SCALE,  # (M,) fp32 scale of each row of an FP8 X (x = X * X_SCALE), or None
@@ -441,23 +461,15 @@ def _fp8_cast_kernel(
                 tl.store(Y_SCALE + rows, row_scale, mask=row_mask)
         if HAS_YT:
             col_scale = scale_of(tl.load(COL_AMAX + cols, mask=col_mask, other=0.0), FP8_MAX)  # (BLOCK_N,)
-    elif (HISTORY is not None) or GIVEN_SCALE:
-        if GIVEN_SCALE:  # the scale of an earlier delayed cast of the same values
-            col_scale = tl.load(AMAX + cols * 0)  # (BLOCK_N,), all one scale (the NOTE below)
-        else:  # delayed scaling: the scale from earlier calls' amaxes, this call's folded for the roll after
-            col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
-            fold_amax(AMAX, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
-        scale = tl.max(col_scale, axis=0)
-        if HAS_Y:
-            q = _quantized(x, reciprocal(scale), Y, E5M2)
-            tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], q, mask=row_mask[:, None] & col_mask[None, :])
-        if HAS_SUM:  # rows past M were loaded as zeros
-            tl.store(COL_SUM + pid_m.to(tl.int64) * N + cols, tl.sum(x, axis=0), mask=col_mask)
-        if (pid_m == 0) & (pid_n == 0):
-            if HAS_Y:
-                tl.store(Y_SCALE, scale)
-            if HAS_YT:
-                tl.store(YT_SCALE, scale)
+    elif GIVEN_SCALE:  # the scale of an earlier delayed cast of the same values
+        col_scale = tl.load(AMAX + cols * 0)  # (BLOCK_N,), all one scale (the NOTE below)
+        _known_scale_outputs(x, tl.max(col_scale, axis=0), Y, Y_SCALE, YT_SCALE, COL_SUM, rows, cols, row_mask,
+                             col_mask, N, E5M2, HAS_Y, HAS_YT, HAS_SUM)
+    elif HISTORY is not None:  # delayed scaling: the scale from earlier calls' amaxes, this call's folded
+        col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
+        fold_amax(AMAX, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+        _known_scale_outputs(x, tl.max(col_scale, axis=0), Y, Y_SCALE, YT_SCALE, COL_SUM, rows, cols, row_mask,
+                             col_mask, N, E5M2, HAS_Y, HAS_YT, HAS_SUM)
     else:
         scale = scale_of(tl.load(AMAX), FP8_MAX)
         if HAS_Y:
