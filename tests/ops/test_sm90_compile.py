@@ -171,6 +171,33 @@ def _exercise_every_op(device: str) -> None:
             (y, amax), _ = norm_for_tensorwise_projection(leaves[0], leaves[2], bias, 1e-5, leaves[1], "pre", 0.0,
                                                           True, is_rms)
             norm_cast_again(y, amax, bias)()
+    # recipe "delayed": the one-pass cast with its column sums, the recast with a given scale, the norms' and the
+    # activation's e4m3 outputs with a history and their transposed casts made again with the forward's scale
+    from blockfuse.ops import fp8 as fp8_ops
+    from blockfuse.ops.norm import cast_again_quantized as norm_cast_again_quantized
+    from blockfuse.ops.norm import norm_for_fp8_projection
+
+    def delayed_pair():
+        return (fp8_ops.Float8Scaling.new(4, device), fp8_ops.Float8Scaling.new(4, device))
+
+    for dtype in (torch.bfloat16, torch.float32):
+        pair = delayed_pair()
+        run(lambda x, w, b: blockfuse.fp8_linear(x, w, b, recipe="delayed", fp8_scaling=pair), xf.to(dtype),
+            wf.to(dtype), bf.to(dtype))
+        fp8_ops.transposed_cast_with_scale(xf.to(dtype), torch.tensor(0.01, device=device), 16)
+        x = torch.randn(6, 72, dtype=dtype, device=device)
+        res, w, b = torch.randn_like(x), torch.randn(72, dtype=dtype, device=device), torch.randn(72, dtype=dtype,
+                                                                                                 device=device)
+        for bias, is_rms in ((b, False), (None, True)):
+            leaves = [t.detach().requires_grad_() for t in (x, res, w)]
+            (q, scale, proxy), _ = norm_for_fp8_projection(leaves[0], leaves[2], bias, 1e-5, leaves[1], "pre", 0.0,
+                                                           True, is_rms, fp8_scaling=pair[0])
+            norm_cast_again_quantized(proxy, scale, bias)()
+        for activation, width in (("swiglu", 64), ("gelu_tanh", 32)):
+            pre = torch.randn(6, width, dtype=dtype, device=device, requires_grad=True)
+            q, scale, proxy = fp8_act.act_fp8_delayed(pre, activation, pair[1])
+            fp8_act.cast_again_quantized(proxy, scale)()
+            proxy.backward(torch.randn(proxy.shape, dtype=dtype, device=device))
     # the packed QKV form of RoPE: the rotations and v's row copy into one gradient (ops/rotary.py)
     for dtype in (torch.bfloat16, torch.float32):
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
@@ -198,6 +225,13 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
             "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
             "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel",
             "_fp8_act_cast_t_kernel", "_transpose_bytes_kernel", "_norm_cast_t_kernel"} <= kernels, kernels
+    delayed = {(record["kernel"], key) for record in launches.values() for key in ("GIVEN_SCALE", "HAS_SUM")
+               if record["constexprs"].get(key)}
+    delayed |= {(record["kernel"], "BLOCK_H") for record in launches.values()
+                if (record["constexprs"].get("BLOCK_H") or 1) > 1}
+    assert {("_fp8_cast_kernel", "GIVEN_SCALE"), ("_fp8_cast_kernel", "HAS_SUM"), ("_fp8_cast_kernel", "BLOCK_H"),
+            ("_norm_cast_t_kernel", "GIVEN_SCALE"), ("_fp8_act_cast_t_kernel", "GIVEN_SCALE"),
+            ("_fp8_act_fwd_kernel", "BLOCK_H")} <= delayed, delayed  # recipe "delayed"'s variants
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
                             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
