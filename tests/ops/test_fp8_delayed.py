@@ -395,3 +395,77 @@ def test_a_delayed_layer_keeping_its_input_gives_the_same_gradients(monkeypatch,
         grads.append([t.grad for t in leaves])
     for a, b in zip(*grads):
         assert torch.equal(a, b)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation, width", [("swiglu", 2 * 40), ("geglu", 2 * 24), ("gelu_tanh", 40)])
+@pytest.mark.parametrize("rows, transposed", [(True, True), (True, False), (False, True)])
+def test_the_activations_delayed_backward_is_the_references(activation, width, rows, transposed, device):
+    """``blockfuse::fp8_act_bwd_delayed``: pre's gradient through the activation in e5m2 with the history's scale,
+    both layouts and the column sums, against the reference (the fp32 gradient quantized as it is): the bytes
+    within one e5m2 step (the activations' fp32 arithmetic is another implementation's), the sums within fp32's,
+    the amax rolled in."""
+    from blockfuse.ops.fp8_act import _act_backward_delayed, act_backward_delayed_ref
+
+    hidden = width // 2 if activation != "gelu_tanh" else width
+    mine, theirs = states(device)
+    for call in range(2):
+        pre = random_tensor((21, width), torch.bfloat16, seed=50 + call).to(device)
+        dy = random_tensor((21, hidden), torch.bfloat16, seed=60 + call).to(device)
+        got = _act_backward_delayed(dy, pre, activation, *mine, rows, transposed, 16, torch.float32)
+        want = act_backward_delayed_ref(dy, pre, activation, *theirs, rows, transposed, 16, torch.float32)
+        for index in ((0, 2) if rows and transposed else (0,) if rows else (2,)):
+            a, b = got[index].float(), want[index].float()
+            assert a.shape == b.shape and (a - b).abs().le(b.abs() * 2**-2 + 2**-16).all(), (call, index)
+            assert torch.equal(got[index + 1], want[index + 1]), (call, index)
+        if transposed:
+            assert not got[2][:, 21:].float().any()
+        torch.testing.assert_close(got[4], want[4], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(mine.history, theirs.history, rtol=1e-5, atol=0)
+        theirs.history.copy_(mine.history)  # (the next call's scale from one history)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(monkeypatch, device):
+    """In a fused block with delayed layers the activation's backward writes the gate|up layer's e5m2 gradient
+    operands itself (one call a step) and that layer casts nothing: no cast of a zero-stride stand-in, and the
+    gradients match a step where the layer casts its own (the activation's plain backward)."""
+    from dataclasses import replace
+
+    from blockfuse.models import PRESETS, TransformerBlock, convert, named_gradients
+    from blockfuse.ops import fp8_act
+
+    config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
+    torch.manual_seed(0)
+    block = bf_fp8.convert(convert(TransformerBlock(config, "eager").bfloat16().to(device), "fused"),
+                           recipe="delayed")
+    x = random_tensor((2, 16, 64), torch.bfloat16, seed=8).to(device)
+    states_before = {name: t.clone() for name, t in block.named_buffers()}
+    handed, casts = [], []
+    original_handed, original_cast = fp8_act._act_backward_delayed, fp8._quantize_2d_sum
+
+    def counting_handed(*args):
+        handed.append(args[0].shape)
+        return original_handed(*args)
+
+    def counting_cast(x, *args, **kwargs):
+        casts.append(x.stride())
+        return original_cast(x, *args, **kwargs)
+
+    monkeypatch.setattr(fp8_act, "_act_backward_delayed", counting_handed)
+    monkeypatch.setattr(fp8, "_quantize_2d_sum", counting_cast)
+    leaf = x.clone().requires_grad_()
+    block(leaf).float().sum().backward()
+    handed_grads = {"x": leaf.grad, **named_gradients(block)}
+    assert len(handed) == 1 and all(0 not in stride for stride in casts), (handed, casts)
+    # the same step, the layer casting its own gradient (the states as before the first step)
+    block.zero_grad(set_to_none=True)
+    for name, t in block.named_buffers():
+        t.copy_(states_before[name])
+    monkeypatch.setattr(fp8_act, "_delayed_producer", lambda pre: None)
+    leaf = x.clone().requires_grad_()
+    block(leaf).float().sum().backward()
+    own = {"x": leaf.grad, **named_gradients(block)}
+    for name in own:
+        # the same gradient, quantized from fp32 instead of from its bf16 rounding: within FP8's error of each other
+        assert relative_error(handed_grads[name], own[name]) < 5e-2, name

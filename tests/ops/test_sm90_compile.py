@@ -198,6 +198,10 @@ def _exercise_every_op(device: str) -> None:
             q, scale, proxy = fp8_act.act_fp8_delayed(pre, activation, pair[1])
             fp8_act.cast_again_quantized(proxy, scale)()
             proxy.backward(torch.randn(proxy.shape, dtype=dtype, device=device))
+            # the backward writing the layer before's e5m2 operands itself (a delayed MLP's first layer)
+            dy = torch.randn(6, width // 2 if activation == "swiglu" else width, dtype=dtype, device=device)
+            fp8_act._act_backward_delayed(dy, pre.detach(), activation, *delayed_pair()[1], True, True, 16,
+                                          torch.float32)
     # the packed QKV form of RoPE: the rotations and v's row copy into one gradient (ops/rotary.py)
     for dtype in (torch.bfloat16, torch.float32):
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
@@ -231,7 +235,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
                 if (record["constexprs"].get("BLOCK_H") or 1) > 1}
     assert {("_fp8_cast_kernel", "GIVEN_SCALE"), ("_fp8_cast_kernel", "HAS_SUM"), ("_fp8_cast_kernel", "BLOCK_H"),
             ("_norm_cast_t_kernel", "GIVEN_SCALE"), ("_fp8_act_cast_t_kernel", "GIVEN_SCALE"),
-            ("_fp8_act_fwd_kernel", "BLOCK_H")} <= delayed, delayed  # recipe "delayed"'s variants
+            ("_fp8_act_fwd_kernel", "BLOCK_H"), ("_fp8_act_bwd_delayed_kernel", "HAS_SUM")} <= delayed, delayed
+    # (recipe "delayed"'s variants, above)
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(list(launches.values())),
                             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,

@@ -328,7 +328,7 @@ class FusedFeedForward(_StackedLinear):
         if _delayed_pair(inner, outer) and use_triton(pre) and mlp in ACTIVATIONS:
             # Both layers delayed: the activation writes the down projection's input in e4m3 with that layer's x
             # history, and (eagerly) the down projection's weight gradient casts act^T again from pre.
-            q, scale, proxy = act_fp8_delayed(pre, mlp, outer.fp8_scaling()[0])
+            q, scale, proxy = act_fp8_delayed(pre, mlp, outer.fp8_scaling()[0], sole_consumer=True)
             return outer(q, scale, proxy, x_cast=None if proxy is None else cast_again_quantized(proxy, scale))
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))

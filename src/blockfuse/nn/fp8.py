@@ -12,8 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from blockfuse.ops.fp8 import (
-    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref,
-    fp8_supported, quantize, quantize_ref,
+    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear,
+    fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 

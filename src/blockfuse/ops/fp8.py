@@ -99,6 +99,7 @@ FP8_OUTPUT_CODES = {"rowwise": FP8_ROWWISE.value, "tensorwise": FP8_TENSORWISE.v
 # a tensorwise FP8 layer whose cast then reads it once (fp8_linear's x_amax; ops/norm.py's norms).
 FP8_AMAX: tl.constexpr = tl.constexpr(3)
 E4M3_MAX: tl.constexpr = tl.constexpr(448.0)
+E5M2_MAX: tl.constexpr = tl.constexpr(57344.0)
 # Amaxes a delayed-scaling history keeps by default (torchao's default length).
 HISTORY_LEN = 16
 # _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
@@ -1174,10 +1175,18 @@ class _Fp8LinearFunction(torch.autograd.Function):
         # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
         # as torchao's rowwise recipe: per-row scales leave little range to cover.
         grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
-        # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
-        dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE,
-                                                        None, ctx.bias_dtype if ctx.needs_input_grad[3] else None,
-                                                        scaling=ctx.grad_scaling)
+        precast = getattr(ctx, "precast", None)
+        if precast is not None:
+            # (recipe "delayed": the op after this layer wrote dy's casts and column sums itself, and dy is a
+            # zero-stride stand-in: ops/fp8_act.py's _ActDelayedFunction)
+            dy_q, dy_s, dyt_q, dyt_s, db = precast
+            ctx.precast = None
+        else:
+            # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
+            dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad,
+                                                            GEMM_MULTIPLE, None,
+                                                            ctx.bias_dtype if ctx.needs_input_grad[3] else None,
+                                                            scaling=ctx.grad_scaling)
         dx = None
         if x_grad:
             wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s, ctx.weight_entry)

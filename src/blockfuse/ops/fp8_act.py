@@ -225,6 +225,83 @@ def _fp8_act_cast_t_kernel(
             tl.store(YT_SCALE, fp8.scale_of(tl.load(AMAX), fp8.E4M3_MAX))
 
 
+@triton.jit
+def _fp8_act_bwd_delayed_kernel(
+    DY,  # (M, N) gradient of the activation's output
+    G,  # (M, N) the activation's input (gated: the gate half)
+    U,  # (M, N) gated: the up half; else None
+    HISTORY,  # (H,) fp32 amaxes of the earlier calls of the gradient's cast (the layer before's grad history)
+    AMAX,  # (1,) fp32 this call's amax of the gradient (zero before the call; atomic max), for the roll after
+    Q,  # (M, W) e5m2: the input's gradient (W = 2 N gated: gate's columns, then up's), row-major; or None
+    Q_SCALE,  # () fp32 its scale; or None
+    QT,  # (W, MP) e5m2: the gradient transposed, zero past column M; or None
+    QT_SCALE,  # () fp32 its scale; or None
+    COL_SUM,  # (row tiles, W) fp32 the gradient's column sums over each program's rows, or None
+    stride_dy, stride_g, stride_u,  # row strides (the last dimension is contiguous)
+    M, N, MP, history_len,
+    ACTIVATION: tl.constexpr,  # activation.CODES
+    GATED: tl.constexpr,
+    HAS_Q: tl.constexpr,
+    HAS_QT: tl.constexpr,
+    HAS_SUM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr,  # history_len rounded up to a power of two
+):
+    """The activation's backward written straight into the layer before's e5m2 gradient operands with a delayed
+    scale (recipe "delayed"): both layouts, the column sums (its bias gradient) and the amax for the history, in
+    one pass over dy and the pre-activation, where the plain backward writes the gradient in x's dtype and the
+    layer's cast reads it back. The fp32 gradient is quantized as it is (the arithmetic of _fp8_act_bwd_kernel).
+    Tiles of (BLOCK_M rows, BLOCK_N columns of the N), both halves of a gated gradient from each; rows M..MP load
+    as zeros (the transposed padding)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy_gate = dy
+    if GATED:
+        dy_gate = dy * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dg = tl.where(mask, dy_gate * activate_grad(g, ACTIVATION), 0.0)
+    peak = tl.max(tl.max(tl.abs(dg), axis=1), axis=0)
+    if GATED:
+        du = tl.where(mask, dy * activate(g, ACTIVATION), 0.0)
+        peak = tl.maximum(peak, tl.max(tl.max(tl.abs(du), axis=1), axis=0))
+    fold_amax(AMAX, peak)
+    col_scale = fp8.delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, fp8.E5M2_MAX)  # (BLOCK_N,), one scale
+    scale = tl.max(col_scale, axis=0)
+    width = 2 * N if GATED else N
+    if HAS_Q:
+        inverse = fp8.reciprocal(scale)
+        q_rows = Q + rows[:, None] * width
+        tl.store(q_rows + cols[None, :], fp8._quantized(dg, inverse, Q, True), mask=mask)
+        if GATED:
+            tl.store(q_rows + N + cols[None, :], fp8._quantized(du, inverse, Q, True), mask=mask)
+    if HAS_QT:
+        t_mask = col_mask[:, None] & (rows < MP)[None, :]
+        inverse_t = fp8.reciprocal(col_scale)[:, None]
+        qt_cols = QT + rows[None, :]
+        tl.store(qt_cols + cols[:, None].to(tl.int64) * MP, fp8._quantized(tl.trans(dg), inverse_t, QT, True),
+                 mask=t_mask)
+        if GATED:
+            tl.store(qt_cols + (N + cols[:, None]).to(tl.int64) * MP,
+                     fp8._quantized(tl.trans(du), inverse_t, QT, True), mask=t_mask)
+    if HAS_SUM:
+        partial = COL_SUM + pid_m.to(tl.int64) * width
+        tl.store(partial + cols, tl.sum(dg, axis=0), mask=col_mask)
+        if GATED:
+            tl.store(partial + N + cols, tl.sum(du, axis=0), mask=col_mask)
+    if (pid_m == 0) & (pid_n == 0):
+        if HAS_Q:
+            tl.store(Q_SCALE, scale)
+        if HAS_QT:
+            tl.store(QT_SCALE, scale)
+
+
 # ----------------------------------------------------------------------------------------
 # Launchers and their references
 # ----------------------------------------------------------------------------------------
@@ -232,6 +309,7 @@ def _fp8_act_cast_t_kernel(
 _fwd_kernel = Kernel(_fp8_act_fwd_kernel)
 _bwd_kernel = Kernel(_fp8_act_bwd_kernel)
 _cast_t_kernel = Kernel(_fp8_act_cast_t_kernel)
+_bwd_delayed_kernel = Kernel(_fp8_act_bwd_delayed_kernel)
 
 
 def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, int, int, int]:
@@ -345,6 +423,62 @@ def _act_backward_(dy: Tensor, pre: Tensor, activation: str,
                    sum_dtype: Optional[torch.dtype]) -> tuple[Tensor, Tensor]:
     """:func:`_act_backward` with the gradient written over ``pre`` (contiguous): returns ``(amax, col_sum)``."""
     return _launch_backward(dy, pre, pre, activation, sum_dtype)
+
+
+@launcher_op("fp8_act_bwd_delayed", mutates_args=("history", "amax"))
+def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Tensor, amax: Tensor, rows: bool,
+                          transposed: bool, pad: int, sum_dtype: Optional[torch.dtype] = None
+                          ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(q, q_scale, qt, qt_scale, col_sum)``: pre's gradient through the activation (``dy`` the output's, (M,
+    hidden)) in e5m2 with the delayed scale of ``history`` (:func:`blockfuse.ops.fp8._fp8_quantize_delayed`'s
+    outputs for it, without it in x's dtype): ``rows`` the (M, width) layout, ``transposed`` the (width, MP) one,
+    ``sum_dtype`` the column sums (the layer before's bias gradient); the gradient's amax folded into ``amax`` and
+    rolled into the history after. Empty where not asked for."""
+    gated = ACTIVATIONS[activation].gated
+    g2, u2 = pre_halves(pre, gated)
+    m, hidden = g2.shape
+    width = pre.shape[1]
+    mp = fp8.round_up(m, pad)
+    e5m2 = torch.float8_e5m2
+    q = pre.new_empty((m, width), dtype=e5m2) if rows else None
+    q_scale = pre.new_empty((), dtype=torch.float32) if rows else None
+    qt = pre.new_empty((width, mp), dtype=e5m2) if transposed else None
+    qt_scale = pre.new_empty((), dtype=torch.float32) if transposed else None
+    block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
+    grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n)))
+    col_sum = partial = None
+    if sum_dtype is not None:
+        col_sum = pre.new_empty((width,), dtype=sum_dtype)
+        partial = pre.new_empty((1, grid[0], width), dtype=torch.float32)
+    h = int(history.shape[0])
+    dy2 = as_rows(dy, hidden)
+    _bwd_delayed_kernel(grid, dy2, g2, u2, history, amax, q, q_scale, qt, qt_scale, partial, dy2.stride(0),
+                        g2.stride(0), pre.stride(0), m, hidden, mp, h,
+                        ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, HAS_Q=rows,
+                        HAS_QT=transposed, HAS_SUM=partial is not None, BLOCK_M=block_m, BLOCK_N=block_n,
+                        BLOCK_H=next_power_of_2(h), num_warps=num_warps)
+    if partial is not None:
+        if width > 0:
+            sum_partials(partial, col_sum, None)
+        else:
+            col_sum.zero_()
+    fp8.roll_amax_history(history, amax)
+    return (empty_if_none(q, pre), empty_if_none(q_scale, pre), empty_if_none(qt, pre), empty_if_none(qt_scale, pre),
+            empty_if_none(col_sum, pre))
+
+
+def act_backward_delayed_ref(dy: Tensor, pre: Tensor, activation: str, history: Tensor, amax: Tensor, rows: bool,
+                             transposed: bool, pad: int, sum_dtype: Optional[torch.dtype] = None):
+    """Pure-PyTorch :func:`_act_backward_delayed`: the same outputs (the fp32 gradient quantized as it is) and the
+    same update of ``history`` and ``amax``."""
+    pointwise, gated = ACTIVATIONS[activation]
+    g, u = pre_halves(pre.float(), gated)
+    dyf = dy.reshape(g.shape).float()
+    if gated:
+        grad = torch.cat((dyf * u * _activate_grad_ref(g, pointwise), dyf * activate_ref(g, pointwise)), dim=1)
+    else:
+        grad = dyf * _activate_grad_ref(g, pointwise)
+    return fp8._quantize_delayed_ref(grad, torch.float8_e5m2, rows, transposed, pad, history, amax, sum_dtype)
 
 
 def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: bool,
@@ -582,39 +716,74 @@ class _ActDelayedFunction(torch.autograd.Function):
     :func:`cast_again_quantized`) and writes pre's gradient over it where it can (eagerly)."""
 
     @staticmethod
-    def forward(ctx, pre, activation, history, amax, kernels):
+    def forward(ctx, pre, activation, history, amax, kernels, producer=None):
         if kernels:
             q, scale = _act_forward_delayed(pre, activation, history, amax)
         else:
             q, scale = act_forward_delayed_ref(pre, activation, history, amax)
         ctx.save_for_backward(pre)
         ctx.activation, ctx.kernels = activation, kernels
+        # (the delayed layer whose output pre is, when it hands pre's gradient to nothing else: see backward)
+        ctx.producer = producer
         ctx.mark_non_differentiable(q, scale)
         return pre.new_zeros(()).expand(q.shape), q, scale
 
     @staticmethod
     def backward(ctx, dproxy, dq, dscale):
         (pre,) = ctx.saved_tensors
+        producer, ctx.producer = ctx.producer, None
         if dproxy is None:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
+        if producer is not None:
+            # The layer before is delayed and pre is its output alone: its gradient operands in e5m2 (both layouts,
+            # with the bias gradient's column sums) written here from dy and pre in one pass, handed to its backward
+            # on its node, which takes them instead of casting a gradient in x's dtype; autograd gets a zero-stride
+            # stand-in (ops/fp8.py's _Fp8LinearFunction.backward).
+            _, _, x_grad, weight_grad, _, _ = producer.config
+            sum_dtype = producer.bias_dtype if producer.needs_input_grad[3] else None
+            state = producer.grad_scaling
+            backward = _act_backward_delayed if ctx.kernels else act_backward_delayed_ref
+            dy_q, dy_s, dyt_q, dyt_s, db = backward(dproxy, pre, ctx.activation, state.history, state.amax, x_grad,
+                                                    weight_grad, fp8.GEMM_MULTIPLE, sum_dtype)
+            producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
+                                dyt_s if weight_grad else None, db if sum_dtype is not None else None)
+            return pre.new_zeros(()).expand(pre.shape), None, None, None, None, None
         dpre, _, _ = act_backward(dproxy, pre, ctx.activation, None, ctx.kernels, in_place=True)
-        return dpre, None, None, None, None
+        return dpre, None, None, None, None, None
 
 
-def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scaling"
-                    ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+def _delayed_producer(pre: Tensor):
+    """The node of the delayed FP8 layer whose output ``pre`` is (through views), or None: a tensorwise
+    ``_Fp8LinearFunction`` with a gradient state (recipe "delayed")."""
+    node = pre.grad_fn
+    while node is not None and type(node).__name__ in ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0"):
+        node = node.next_functions[0][0]
+    if (isinstance(node, fp8._Fp8LinearFunction._backward_cls) and getattr(node, "grad_scaling", None) is not None
+            and not node.config[0]):
+        return node
+    return None
+
+
+def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scaling", *,
+                    sole_consumer: bool = False) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """``(q, scale, proxy)``: act(pre) (gated: act(gate) * up of the packed rows) in e4m3 with the delayed scale of
     ``fp8_scaling`` (the next layer's x history, updated in place: :class:`blockfuse.ops.fp8.Float8Scaling`), the
     0-d scale, and in a training step the proxy that takes act's gradient (None without autograd): what a
     ``Float8Linear(recipe="delayed")`` takes as ``layer(q, scale, proxy, x_cast=cast_again_quantized(proxy,
-    scale))``. ``pre``: (..., width), its last dimension contiguous."""
+    scale))``. ``pre``: (..., width), its last dimension contiguous.
+
+    ``sole_consumer``: nothing else takes pre's gradient (the fused MLP's pre-activation). Eagerly, when pre is the
+    output of a delayed layer, the backward then writes that layer's e5m2 gradient operands itself, in one pass
+    with their column sums, and hands them to it (the layer's own cast would read a gradient in x's dtype)."""
     check_activation(activation)
     fp8.check_fp8_output("tensorwise", fp8_scaling, pre)
     lead = pre.shape[:-1]
     pre2 = pre.reshape(-1, pre.shape[-1])
     kernels = use_triton(pre)
     if torch.is_grad_enabled() and pre.requires_grad:
-        proxy, q, scale = _ActDelayedFunction.apply(pre2, activation, *fp8_scaling, kernels)
+        eager = not (torch.compiler.is_compiling() or tracing())
+        producer = _delayed_producer(pre) if sole_consumer and eager else None
+        proxy, q, scale = _ActDelayedFunction.apply(pre2, activation, *fp8_scaling, kernels, producer)
         return q.view(*lead, q.shape[-1]), scale, proxy.view(*lead, q.shape[-1])
     forward = _act_forward_delayed if kernels else act_forward_delayed_ref
     q, scale = forward(pre2, activation, *fp8_scaling)
