@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N of the fused step")
     parser.add_argument("--bf16", action="store_true", help="bf16 tensors (default fp32: see the docstring)")
-    parser.add_argument("--linear", default="bf16", choices=("bf16", "fp8:tensorwise", "fp8:rowwise"),
+    parser.add_argument("--linear", default="bf16", choices=("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:delayed"),
                         help="the blocks' Linear layers: as they are, or blockfuse.fp8.convert's (CPU _scaled_mm: "
                              "torch >= 2.13 for rowwise)")
     args = parser.parse_args()
