@@ -111,6 +111,13 @@ GEMM_MULTIPLE = 16
 # rows up to 8192 elements (two passes over chunks past that, the second from L2). The interpreter
 # pays per program, so it takes larger tiles.
 TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLOCK_N, num_warps)
+# The one-pass delayed cast with the column sums (a gradient's cast, its layer's bias gradient): each program
+# reduces its tile across its rows, and that reduction, not the bytes, set the pace at TILE (H200, both layouts:
+# 148 us at [16384, 4096] where the cast without sums took 81 and a copy of the same bytes 64). Its cost falls
+# with fewer warps (a cheaper cross-warp step) and taller tiles (fewer partial rows a column): 128 x 64, 2 warps
+# (the same cast 90 us; 51 at [16384, 2048] against the two-pass tensorwise 78; 20 at [8192, 1152]), the best
+# of ten tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+SUM_TILE = {"compiled": (128, 64, 2), "interpreted": TILE["interpreted"]}
 # The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
 # keep AMAX_PROGRAMS_PER_SM programs a multiprocessor, at most AMAX_MAX_ROW_ITERS (the interpreter, which
 # counts no multiprocessors: 2, so the tests run the loop and its masked last tiles).
@@ -737,7 +744,7 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     y_scale = x.new_empty((), dtype=torch.float32) if rows else None
     yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
     yt_scale = x.new_empty((), dtype=torch.float32) if transposed else None
-    block_m, block_n, num_warps = TILE[_mode(x)]
+    block_m, block_n, num_warps = (TILE if sum_dtype is None else SUM_TILE)[_mode(x)]
     # At least one program on each axis: an empty x still gets its scales.
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
     col_sum = partial = None

@@ -58,6 +58,12 @@ from blockfuse.runtime import use_triton
 MAX_BLOCK_N = {"compiled": 1024, "interpreted": 256}
 MIN_BLOCK_N = 128
 LANES_PER_THREAD = {"compiled": 32, "interpreted": 256}  # input values a thread holds of one tile
+# _fp8_act_bwd_delayed_kernel's tile (BLOCK_M, BLOCK_N, num_warps): it holds two or three fp32 inputs and one or
+# two gradients a tile, then transposes them, where the cast kernel (fp8.TILE, 64 x 128, 8 warps) holds one. Half
+# the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
+# fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
+# (103); the best of fourteen tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+BWD_DELAYED_TILE = {"compiled": (64, 64, 4), "interpreted": (128, 256, 4)}
 COLUMNS_PER_THREAD = 8
 # At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
 # many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
@@ -444,7 +450,7 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
     q_scale = pre.new_empty((), dtype=torch.float32) if rows else None
     qt = pre.new_empty((width, mp), dtype=e5m2) if transposed else None
     qt_scale = pre.new_empty((), dtype=torch.float32) if transposed else None
-    block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
+    block_m, block_n, num_warps = BWD_DELAYED_TILE[fp8._mode(pre)]
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n)))
     col_sum = partial = None
     if sum_dtype is not None:
@@ -726,6 +732,9 @@ class _ActDelayedFunction(torch.autograd.Function):
         # (the delayed layer whose output pre is, when it hands pre's gradient to nothing else: see backward)
         ctx.producer = producer
         ctx.mark_non_differentiable(q, scale)
+        # NOTE: without this autograd hands backward a zero-filled e4m3 tensor of q's shape (a fill kernel over
+        # the whole of q each step, H200 profile of fp8/14): q and scale take no gradient.
+        ctx.set_materialize_grads(False)
         return pre.new_zeros(()).expand(q.shape), q, scale
 
     @staticmethod
