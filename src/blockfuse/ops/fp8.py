@@ -116,7 +116,7 @@ TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLO
 # 148 us at [16384, 4096] where the cast without sums took 81 and a copy of the same bytes 64). Its cost falls
 # with fewer warps (a cheaper cross-warp step) and taller tiles (fewer partial rows a column): 128 x 64, 2 warps
 # (the same cast 90 us; 51 at [16384, 2048] against the two-pass tensorwise 78; 20 at [8192, 1152]), the best
-# of ten tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+# of 17 tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
 SUM_TILE = {"compiled": (128, 64, 2), "interpreted": TILE["interpreted"]}
 # The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
 # keep AMAX_PROGRAMS_PER_SM programs a multiprocessor, at most AMAX_MAX_ROW_ITERS (the interpreter, which

@@ -62,7 +62,7 @@ LANES_PER_THREAD = {"compiled": 32, "interpreted": 256}  # input values a thread
 # two gradients a tile, then transposes them, where the cast kernel (fp8.TILE, 64 x 128, 8 warps) holds one. Half
 # the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
 # fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
-# (103); the best of fourteen tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+# (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
 BWD_DELAYED_TILE = {"compiled": (64, 64, 4), "interpreted": (128, 256, 4)}
 COLUMNS_PER_THREAD = 8
 # At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
