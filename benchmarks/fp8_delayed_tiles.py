@@ -1,6 +1,7 @@
 """Tile sweep for recipe "delayed"'s one-pass kernels (issue 18), against the tensorwise passes they replace.
 
-Run on the GPU:  PYTHONPATH=src python3 benchmarks/fp8_delayed_tiles.py [--out FILE.json]
+Run on the GPU:  PYTHONPATH=src python3 benchmarks/fp8_delayed_tiles.py [--ablate] [--tiles "64,64,4;..."]
+    [--out FILE.json]
 
 Times, with CUDA-graph replays and the L2 flushed before each call (the kernels' own time):
 - ``act-bwd``: the activation's backward written straight into both e5m2 layouts with the bias column sums
@@ -8,18 +9,22 @@ Times, with CUDA-graph replays and the L2 flushed before each call (the kernels'
   then ``_fp8_quantize``'s cast of both layouts with that amax);
 - ``cast``: the one-pass delayed cast of x (both layouts, column sums: ``fp8._fp8_quantize_delayed``) against the
   tensorwise two-pass cast (``_fp8_quantize``: amax pass with the sums, then the cast);
-at each (BLOCK_M, BLOCK_N, num_warps) of ``TILES`` (``fp8.TILE``, which both launchers read at each call), with
-the bytes each must move and the GB/s that makes, beside an eager copy's. Errors: each variant's outputs are
-compared bit for bit with the default tile's (a tile changes no value).
+at each (BLOCK_M, BLOCK_N, num_warps) of ``TILES`` (set in ``fp8.TILE``, ``fp8.SUM_TILE`` and
+``fp8_act.BWD_DELAYED_TILE`` alike, which the launchers read at each call: :func:`tile_of`), with the bytes each must
+move and the GB/s that makes, beside an eager copy's. Errors: each variant's outputs are
+compared bit for bit with the first tile's (a tile changes no value).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 
 import torch
 
+from blockfuse.analyze.ceilings import copy_bandwidth
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import fp8, fp8_act
 
@@ -30,13 +35,21 @@ CAST_SHAPES = [(16384, 2048), (16384, 4096), (8192, 1152)]
 E5M2, E4M3 = torch.float8_e5m2, torch.float8_e4m3fn
 
 
-def copy_gbps() -> float:
-    from triton.testing import do_bench
+TABLES = (fp8.TILE, fp8.SUM_TILE, fp8_act.BWD_DELAYED_TILE)  # every tile table of the timed launchers
 
-    src = torch.randn(2**29, device="cuda", dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    return 2 * src.numel() * 2 / ms / 1e6
+
+@contextlib.contextmanager
+def tile_of(tile):
+    """Every launcher timed here on ``tile`` (None: each on its own table's), restored after."""
+    saved = [table["compiled"] for table in TABLES]
+    try:
+        if tile is not None:
+            for table in TABLES:
+                table["compiled"] = tile
+        yield
+    finally:
+        for table, value in zip(TABLES, saved):
+            table["compiled"] = value
 
 
 def same_outputs(outs, reference):
@@ -56,7 +69,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     parser.add_argument("--ablate", action="store_true", help="only the cast's parts: each output alone, with and "
-                        "without the column sums, delayed and with a given amax, at two tiles")
+                        "without the column sums, delayed and with a given amax, at the launchers' own tiles and at "
+                        "each of --tiles")
     parser.add_argument("--tiles", default=None, help="BLOCK_M,BLOCK_N,WARPS;... instead of TILES")
     args = parser.parse_args()
     if args.tiles:
@@ -65,10 +79,10 @@ def main() -> None:
         return ablate(args.out)
     flush = l2_flush()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    default = fp8.TILE["compiled"]
     records = []
-    copy = copy_gbps()
-    print(f"{torch.cuda.get_device_name()}: eager copy {copy:.0f} GB/s; default tile {default}")
+    copy = copy_bandwidth()["gbps"]
+    print(f"{torch.cuda.get_device_name()}: eager copy {copy:.0f} GB/s; the launchers' own tiles: "
+          f"{', '.join(str(table['compiled']) for table in TABLES)}")
     for activation, m, hidden in ACT_SHAPES:
         gated = activation == "swiglu"
         width = 2 * hidden if gated else hidden
@@ -89,7 +103,6 @@ def main() -> None:
                             ms=ms, gbps=moved / ms / 1e6))
         reference = None
         for tile in TILES:
-            fp8.TILE["compiled"] = tile
 
             def delayed():
                 return fp8_act._act_backward_delayed(dy, pre, activation, history, amax, True, True,
@@ -97,22 +110,22 @@ def main() -> None:
 
             try:
                 history.fill_(3.0)
-                outs = fp8_act._act_backward_delayed(dy, pre, activation, history.clone(), amax.zero_(), True,
-                                                     True, fp8.GEMM_MULTIPLE, torch.bfloat16)
-                amax.zero_()
-                same = same_outputs(outs, reference)
-                reference = reference or [o.clone() for o in outs]
-                ms = timed(delayed, flush)
+                with tile_of(tile):
+                    outs = fp8_act._act_backward_delayed(dy, pre, activation, history.clone(), amax.zero_(), True,
+                                                         True, fp8.GEMM_MULTIPLE, torch.bfloat16)
+                    amax.zero_()
+                    same = same_outputs(outs, reference)
+                    reference = reference or [o.clone() for o in outs]
+                    ms = timed(delayed, flush)
             except Exception as error:  # a tile the card cannot run (shared memory): recorded, not fatal
                 print(f"  {tile}: {type(error).__name__}: {str(error)[:120]}")
                 records.append(dict(kind="act-bwd", activation=activation, m=m, hidden=hidden, variant=str(tile),
                                     error=str(error)[:300]))
                 continue
             print(f"  {tile}: {ms * 1e3:.1f} us, {moved / ms / 1e6:.0f} GB/s ({moved / ms / 1e6 / copy:.2f} of "
-                  f"copy), same as default: {same}")
+                  f"copy), same as the first tile: {same}")
             records.append(dict(kind="act-bwd", activation=activation, m=m, hidden=hidden, variant=str(tile),
-                                ms=ms, gbps=moved / ms / 1e6, same_as_default=same))
-        fp8.TILE["compiled"] = default
+                                ms=ms, gbps=moved / ms / 1e6, same_as_first_tile=same))
     for m, n in CAST_SHAPES:
         x = torch.randn(m, n, device="cuda", generator=gen).bfloat16()
         history = torch.full((16,), 3.0, device="cuda")
@@ -127,25 +140,24 @@ def main() -> None:
         records.append(dict(kind="cast", m=m, n=n, variant="tensorwise", ms=ms, gbps=moved / ms / 1e6))
         reference = None
         for tile in TILES:
-            fp8.TILE["compiled"] = tile
             try:
                 history.fill_(3.0)  # the timed calls roll x's amax in: every tile's check from one state
-                outs = fp8._fp8_quantize_delayed(x, E4M3, True, True, fp8.GEMM_MULTIPLE, history.clone(),
-                                                 amax.zero_(), torch.bfloat16)
-                amax.zero_()
-                same = same_outputs(outs, reference)
-                reference = reference or [o.clone() for o in outs]
-                ms = timed(lambda: fp8._fp8_quantize_delayed(x, E4M3, True, True, fp8.GEMM_MULTIPLE, history,
-                                                             amax, torch.bfloat16), flush)
+                with tile_of(tile):
+                    outs = fp8._fp8_quantize_delayed(x, E4M3, True, True, fp8.GEMM_MULTIPLE, history.clone(),
+                                                     amax.zero_(), torch.bfloat16)
+                    amax.zero_()
+                    same = same_outputs(outs, reference)
+                    reference = reference or [o.clone() for o in outs]
+                    ms = timed(lambda: fp8._fp8_quantize_delayed(x, E4M3, True, True, fp8.GEMM_MULTIPLE, history,
+                                                                 amax, torch.bfloat16), flush)
             except Exception as error:
                 print(f"  {tile}: {type(error).__name__}: {str(error)[:120]}")
                 records.append(dict(kind="cast", m=m, n=n, variant=str(tile), error=str(error)[:300]))
                 continue
             print(f"  {tile}: {ms * 1e3:.1f} us, {moved / ms / 1e6:.0f} GB/s ({moved / ms / 1e6 / copy:.2f} of "
-                  f"copy), same as default: {same}")
+                  f"copy), same as the first tile: {same}")
             records.append(dict(kind="cast", m=m, n=n, variant=str(tile), ms=ms, gbps=moved / ms / 1e6,
-                                same_as_default=same))
-        fp8.TILE["compiled"] = default
+                                same_as_first_tile=same))
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(dict(card=torch.cuda.get_device_name(), torch=torch.__version__,
@@ -155,35 +167,35 @@ def main() -> None:
 
 def ablate(out) -> None:
     """The delayed cast's cost by part: rows / transposed / both, column sums or not, against the tensorwise
-    cast kernel alone (amax given: no amax pass) with the same outputs."""
+    cast kernel alone (amax given: no amax pass) with the same outputs; at the launchers' own tiles (tile None:
+    the delayed cast with sums then on ``fp8.SUM_TILE``, the others on ``fp8.TILE``), then every one at each of
+    ``TILES``."""
     flush = l2_flush()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    default = fp8.TILE["compiled"]
-    copy = copy_gbps()
+    copy = copy_bandwidth()["gbps"]
     records = []
     for m, n in [(16384, 4096), (16384, 2048)]:
         x = torch.randn(m, n, device="cuda", generator=gen).bfloat16()
         history = torch.full((16,), 3.0, device="cuda")
         amax = torch.zeros(1, device="cuda")
         given = x.abs().amax().float().reshape(1)
-        for tile in [default, *TILES]:
-            fp8.TILE["compiled"] = tile
-            for rows, transposed in [(True, False), (False, True), (True, True)]:
-                moved = m * n * 2 + m * n * (rows + transposed)
-                cases = [("given-amax", lambda: fp8._fp8_quantize(x, E4M3, False, rows, transposed,
-                                                                   fp8.GEMM_MULTIPLE, None, None, given))]
-                for sums in (None, torch.bfloat16):
-                    cases.append((f"delayed{'+sums' if sums else ''}",
-                                  lambda sums=sums: fp8._fp8_quantize_delayed(x, E4M3, rows, transposed,
-                                                                              fp8.GEMM_MULTIPLE, history, amax,
-                                                                              sums)))
-                for name, fn in cases:
+        for tile, rows, transposed in itertools.product([None, *TILES], (True, False), (False, True)):
+            if not (rows or transposed):
+                continue
+            moved = m * n * 2 + m * n * (rows + transposed)
+            cases = [("given-amax", lambda: fp8._fp8_quantize(x, E4M3, False, rows, transposed, fp8.GEMM_MULTIPLE,
+                                                               None, None, given))]
+            for sums in (None, torch.bfloat16):
+                cases.append((f"delayed{'+sums' if sums else ''}",
+                              lambda sums=sums: fp8._fp8_quantize_delayed(x, E4M3, rows, transposed,
+                                                                          fp8.GEMM_MULTIPLE, history, amax, sums)))
+            for name, fn in cases:
+                with tile_of(tile):
                     ms = timed(fn, flush)
-                    print(f"{m}x{n} {tile} rows={rows} transposed={transposed} {name}: {ms * 1e3:.1f} us, "
-                          f"{moved / ms / 1e6 / copy:.2f} of copy")
-                    records.append(dict(m=m, n=n, tile=str(tile), rows=rows, transposed=transposed, variant=name,
-                                        ms=ms, fraction_of_copy=moved / ms / 1e6 / copy))
-    fp8.TILE["compiled"] = default
+                print(f"{m}x{n} {tile or 'own'} rows={rows} transposed={transposed} {name}: {ms * 1e3:.1f} us, "
+                      f"{moved / ms / 1e6 / copy:.2f} of copy")
+                records.append(dict(m=m, n=n, tile=str(tile or "own"), rows=rows, transposed=transposed,
+                                    variant=name, ms=ms, fraction_of_copy=moved / ms / 1e6 / copy))
     if out:
         with open(out, "w") as handle:
             json.dump(dict(card=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbps=copy,
