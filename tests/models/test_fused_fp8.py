@@ -365,4 +365,3 @@ def test_fused_delayed_block_compiles_fullgraph():
         else:
             assert ((compiled_histories[name] - history).abs() <= 0.05 * history.abs()).all(), name
         assert not torch.equal(history, start[name]), name  # the step rolled it
-
