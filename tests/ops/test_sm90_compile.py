@@ -286,6 +286,59 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     assert rows[4304][1] > 1.5 * rows[4096][1], rows
 
 
+DELAYED_TILES_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, "benchmarks")
+from kernel_stats import compile_sm90, sass_stats
+from blockfuse.ops import fp8, fp8_act
+
+def stats(kernel, signature, constexprs, divisible, warps):
+    for name, kind in list(signature.items()):
+        if kind is None:
+            del signature[name]
+            constexprs[name] = None
+    compiled = compile_sm90(kernel, signature, constexprs, divisible, num_warps=warps)
+    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    return {"registers": registers, "stack": stack}
+
+report = {}
+bm, bn, warps = fp8.SUM_TILE["compiled"]
+report["cast"] = stats(fp8._fp8_cast_kernel, {
+    "X": "*bf16", "X_SCALE": None, "AMAX": "*fp32", "COL_AMAX": None, "RESET": None, "Y": "*fp8e5",
+    "Y_SCALE": "*fp32", "YT": "*fp8e5", "YT_SCALE": "*fp32", "HISTORY": "*fp32", "COL_SUM": "*fp32",
+    "stride_m": "i32", "stride_n": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
+    dict(FP8_MAX=57344.0, E5M2=True, ROWWISE=False, HAS_Y=True, HAS_YT=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
+         HAS_SUM=True, GIVEN_SCALE=False), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
+bm, bn, warps = fp8_act.BWD_DELAYED_TILE["compiled"]
+report["activation backward"] = stats(fp8_act._fp8_act_bwd_delayed_kernel, {
+    "DY": "*bf16", "G": "*bf16", "U": "*bf16", "HISTORY": "*fp32", "AMAX": "*fp32", "Q": "*fp8e5",
+    "Q_SCALE": "*fp32", "QT": "*fp8e5", "QT_SCALE": "*fp32", "COL_SUM": "*fp32", "stride_dy": "i32",
+    "stride_g": "i32", "stride_u": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
+    dict(ACTIVATION=2, GATED=True, HAS_Q=True, HAS_QT=True, HAS_SUM=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16),
+    ["DY", "G", "U", "Q", "QT", "stride_dy", "stride_g", "stride_u", "N", "MP"], warps)
+print(json.dumps(report))
+"""
+
+
+def test_delayed_tiles_compile_for_sm90_without_spills():
+    """The delayed cast with column sums at ``fp8.SUM_TILE`` (128 x 64 on 2 warps) and the gated delayed
+    activation backward at ``fp8_act.BWD_DELAYED_TILE`` (64 x 64 on 4 warps), compiled for sm_90 as a Hopper
+    launches them (the interpreter's tiles are others): no spills. Both were timed best with these tiles on an
+    H200 (fp8/14-delayed-2026-11-28-h200), with 244 and 154 registers a thread; a spill would be a slower kernel
+    than the one measured."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", DELAYED_TILES_SCRIPT], env=env, cwd=root, capture_output=True,
+                            text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(report) == {"cast", "activation backward"}, report
+    for kernel, usage in report.items():
+        assert 32 < usage["registers"] <= 255 and usage["stack"] == 0, (kernel, usage)
+
+
 SATFINITE_SCRIPT = r"""
 import triton
 import triton.language as tl
