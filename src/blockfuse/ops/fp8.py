@@ -740,17 +740,11 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     m, n = x.shape
     mp = round_up(m, pad)
     e5m2 = dtype == torch.float8_e5m2
-    y = x.new_empty((m, n), dtype=dtype) if rows else None
-    y_scale = x.new_empty((), dtype=torch.float32) if rows else None
-    yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
-    yt_scale = x.new_empty((), dtype=torch.float32) if transposed else None
+    y, y_scale, yt, yt_scale = tensorwise_outputs(x, m, n, mp, dtype, rows, transposed)
     block_m, block_n, num_warps = (TILE if sum_dtype is None else SUM_TILE)[_mode(x)]
     # At least one program on each axis: an empty x still gets its scales.
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
-    col_sum = partial = None
-    if sum_dtype is not None:
-        col_sum = x.new_empty((n,), dtype=sum_dtype)
-        partial = x.new_empty((1, grid[0], n), dtype=torch.float32)
+    col_sum, partial = column_partials(x, grid[0], n, sum_dtype)
     h = int(history.shape[0])
     _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, partial,
                  x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
@@ -764,6 +758,27 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     roll_amax_history(history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
+
+
+def tensorwise_outputs(like: Tensor, m: int, n: int, mp: int, dtype: torch.dtype, rows: bool, transposed: bool
+                       ) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """``(y, y_scale, yt, yt_scale)`` of a one-pass tensorwise cast into ``dtype`` (on ``like``'s device): the
+    (m, n) layout with its 0-d scale where ``rows``, the (n, mp) one where ``transposed``, None otherwise."""
+    y = like.new_empty((m, n), dtype=dtype) if rows else None
+    y_scale = like.new_empty((), dtype=torch.float32) if rows else None
+    yt = like.new_empty((n, mp), dtype=dtype) if transposed else None
+    yt_scale = like.new_empty((), dtype=torch.float32) if transposed else None
+    return y, y_scale, yt, yt_scale
+
+
+def column_partials(like: Tensor, programs: int, n: int, sum_dtype: Optional[torch.dtype]
+                    ) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """``(col_sum, partial)`` for a pass that sums columns a row block at a time: the (n,) sums in ``sum_dtype``
+    and the (1, programs, n) fp32 partials a kernel writes (:func:`blockfuse.ops.reduce.sum_partials` adds
+    them); both None without ``sum_dtype``."""
+    if sum_dtype is None:
+        return None, None
+    return like.new_empty((n,), dtype=sum_dtype), like.new_empty((1, programs, n), dtype=torch.float32)
 
 
 def transposed_cast_with_scale(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tensor]:

@@ -445,17 +445,10 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
     m, hidden = g2.shape
     width = pre.shape[1]
     mp = fp8.round_up(m, pad)
-    e5m2 = torch.float8_e5m2
-    q = pre.new_empty((m, width), dtype=e5m2) if rows else None
-    q_scale = pre.new_empty((), dtype=torch.float32) if rows else None
-    qt = pre.new_empty((width, mp), dtype=e5m2) if transposed else None
-    qt_scale = pre.new_empty((), dtype=torch.float32) if transposed else None
+    q, q_scale, qt, qt_scale = fp8.tensorwise_outputs(pre, m, width, mp, torch.float8_e5m2, rows, transposed)
     block_m, block_n, num_warps = BWD_DELAYED_TILE[fp8._mode(pre)]
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n)))
-    col_sum = partial = None
-    if sum_dtype is not None:
-        col_sum = pre.new_empty((width,), dtype=sum_dtype)
-        partial = pre.new_empty((1, grid[0], width), dtype=torch.float32)
+    col_sum, partial = fp8.column_partials(pre, grid[0], width, sum_dtype)
     h = int(history.shape[0])
     dy2 = as_rows(dy, hidden)
     _bwd_delayed_kernel(grid, dy2, g2, u2, history, amax, q, q_scale, qt, qt_scale, partial, dy2.stride(0),
