@@ -6,8 +6,8 @@ Run on the GPU (under a minute on an H100 or H200):
 Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed):
     PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8]
 
-``--warps``: the norms' FP8 forward with at least these many warps (``norm.FP8_FWD_MIN_WARPS``, default: the
-forward's tile, 4 at 4096): the first for the main figures, the others timed beside them (``rowwise_w8``, ...).
+``--warps``: the norms' FP8 forward with at least these many warps (``norm.FP8_FWD_MIN_WARPS``, default: its
+rule's warps, 2 at 4096): the first for the main figures, the others timed beside them (``rowwise_w8``, ...).
 
 For each width and form (``rms``, ``ln``: LayerNorm with a bias, ``rms-pre``: RMSNorm of residual + x, ``ln-post``:
 residual + LayerNorm(x), ``ln-gelu``, and ``swiglu`` / ``geglu``: the gated activations of two (rows, width)
@@ -149,14 +149,54 @@ def _fp8_tile(norm, tile):
         yield
         return
     original = norm.fp8_forward_tile
-    norm.fp8_forward_tile = lambda n, *rule: original(n, *rule)._replace(block_m=tile[0], num_warps=tile[1])
+    norm.fp8_forward_tile = lambda n, *rule, **form: original(n, *rule, **form)._replace(block_m=tile[0],
+                                                                                        num_warps=tile[1])
     try:
         yield
     finally:
         norm.fp8_forward_tile = original
 
 
-def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=()) -> list[dict]:
+@contextlib.contextmanager
+def _lanes_per_warp(norm, lanes):
+    """``norm.fp8_forward_tile`` with one warp a ``lanes`` lanes of its tile (a power of two, 1 to 16) where the
+    rule gives one piece (no tail, no chunks), within the block (None: unchanged)."""
+    if lanes is None:
+        yield
+        return
+    from blockfuse.ops.launch import cdiv, next_power_of_2
+
+    original = norm.fp8_forward_tile
+
+    def tile_of(n, *rule, **form):
+        tile = original(n, *rule, **form)
+        if tile.tail or tile.num_chunks > 1:
+            return tile
+        return tile._replace(num_warps=min(16, next_power_of_2(cdiv(tile.block_m * tile.block_n, lanes))))
+
+    norm.fp8_forward_tile = tile_of
+    try:
+        yield
+    finally:
+        norm.fp8_forward_tile = original
+
+
+@contextlib.contextmanager
+def _no_roll(norm, active: bool):
+    """Within the block, the norms' launcher does not roll the amax history after its kernel (``--ablate``: what
+    the roll's launch costs; the results are not checked)."""
+    if not active:
+        yield
+        return
+    original = norm.roll_amax_history
+    norm.roll_amax_history = lambda history, amax: None
+    try:
+        yield
+    finally:
+        norm.roll_amax_history = original
+
+
+def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=()) -> list[dict]:
     import blockfuse.fp8
     from blockfuse.ops import norm
     from blockfuse.ops.fp8 import Float8Scaling
@@ -195,17 +235,24 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=()) -> list[dict]
                 for cap in caps:  # the FP8 forward's register cap (norm.FP8_FWD_MAXNREG), on the rule's tile
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_r{cap}"] = (calls[recipe][0], calls[recipe][1], f"r{cap}")
+                for lanes in lanes_per_warp:  # the FP8 forward's warps from its tile's lanes
+                    for recipe in ("rowwise", "tensorwise"):
+                        calls[f"{recipe}_l{lanes}"] = (calls[recipe][0], calls[recipe][1], f"l{lanes}")
+                if ablate:  # timing only: the history's roll (a second launch) left out, the history not rolled
+                    calls["tensorwise_noroll"] = (calls["tensorwise"][0], calls["tensorwise"][1], "noroll")
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
             default_warps = norm.FP8_FWD_MIN_WARPS
             with torch.no_grad():
                 for name, (fn, per_element, variant) in calls.items():
                     tile = variant if isinstance(variant, tuple) else None
-                    cap = int(variant[1:]) if isinstance(variant, str) else None
-                    norm.FP8_FWD_MIN_WARPS = (None if tile or cap else variant) or warps[0] or default_warps
+                    cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
+                    lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
+                    min_warps = variant if isinstance(variant, int) else None
+                    norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
                     norm.FP8_FWD_MAXNREG = cap
                     try:
-                        with _fp8_tile(norm, tile):
+                        with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _no_roll(norm, variant == "noroll"):
                             ms = graph_ms(fn)
                     finally:
                         norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
@@ -240,13 +287,14 @@ def register_stats(widths, warps_options=(4,)) -> None:
           "stack |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
-        tile = _forward_tile(norm, n, 1)  # the plain forward's
+        tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                          norm.TAIL_FROM_LANES)  # the plain forward's
         tail = f" + {tile.block_t}" if tile.tail else ""
         for form, (is_rms, mode, activation) in norm_forms.items():
             plain = _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation)
             for recipe in FP8_OUTPUT_CODES:
                 for min_warps in warps_options:
-                    num_warps = _forward_tile(norm, n, min_warps).num_warps
+                    num_warps = _forward_tile(norm, n, min_warps, mode != norm.NONE).num_warps
                     registers, stack = _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode,
                                                        activation, recipe, num_warps)
                     print(f"| {n} | {form} | {recipe} | {tile.block_m} x {tile.block_n}{tail}, {tile.num_chunks}, "
@@ -273,12 +321,12 @@ def register_stats(widths, warps_options=(4,)) -> None:
 BF16, F32, E4M3 = "*bf16", "*fp32", "*fp8e4nv"
 
 
-def _forward_tile(norm, n: int, min_warps: int):
-    """``norm.fp8_forward_tile(n)`` with ``norm.FP8_FWD_MIN_WARPS = min_warps`` (1: the plain forward's tile)."""
+def _forward_tile(norm, n: int, min_warps: int, residual: bool):
+    """``norm.fp8_forward_tile(n, residual=residual)`` with ``norm.FP8_FWD_MIN_WARPS = min_warps``."""
     saved = norm.FP8_FWD_MIN_WARPS
     norm.FP8_FWD_MIN_WARPS = min_warps
     try:
-        return norm.fp8_forward_tile(n)
+        return norm.fp8_forward_tile(n, residual=residual)
     finally:
         norm.FP8_FWD_MIN_WARPS = saved
 
@@ -341,6 +389,10 @@ def main() -> None:
                                                     "with that tile too, timed as rowwise_tROWSxWARPS, ...")
     parser.add_argument("--maxnreg", default="", help="comma-separated register caps of the norms' FP8 forward "
                                                       "(norm.FP8_FWD_MAXNREG), timed as rowwise_rCAP, ...")
+    parser.add_argument("--lanes-per-warp", default="", help="comma-separated lanes a warp of the norms' FP8 forward "
+                                                              "(its warps from its tile), timed as rowwise_lLANES, ...")
+    parser.add_argument("--ablate", action="store_true", help="the norms' tensorwise forward without the history's "
+                                                               "roll too, timed as tensorwise_noroll")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
     args = parser.parse_args()
     if args.registers:
@@ -356,7 +408,8 @@ def main() -> None:
     warps = tuple(int(w) for w in args.warps.split(",")) if args.warps else (None,)
     tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",") if t]
     caps = [int(c) for c in args.maxnreg.split(",") if c]
-    rows = bench(forms, args.rows, widths, warps, tiles, caps)
+    lanes = [int(v) for v in args.lanes_per_warp.split(",") if v]
+    rows = bench(forms, args.rows, widths, warps, tiles, caps, args.ablate, lanes)
     if args.out is None:
         return
     os.makedirs(args.out, exist_ok=True)
