@@ -399,7 +399,10 @@ def test_activation_checkpointing_sees_the_pre_activation(device):
         if wrap == "checkpoint":
             y = checkpoint(call, *leaves, use_reentrant=False)
         elif wrap == "blockfuse":
-            with _RecomputedOutput(torch.empty(1, device=device), lambda: None):
+            # NOTE: the hooks' "y" held while they run: freed at once, its 4 bytes went to the next 4-byte tensor
+            # on CUDA (a 0-d scale), which the hooks then took for y and recomputed (with None: a failure).
+            held = torch.empty(1, device=device)
+            with _RecomputedOutput(held, lambda: None):
                 y = call(*leaves)
         else:
             y = call(*leaves)
