@@ -301,12 +301,16 @@ def test_masked_lanes_do_not_count(n, recipe, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("rows", (37, 20000))
 @pytest.mark.parametrize("history_len", (1, 3, 16))
-def test_the_history_rolls_newest_first(history_len, device):
+def test_the_history_rolls_newest_first(history_len, rows, device):
     """Calls on inputs of growing magnitude: the history holds the last ``history_len`` amaxes, newest first, and
-    each call's scale is the max of the history before it."""
+    each call's scale is the max of the history before it, with every program's amax folded (10 programs, and
+    on CUDA 5000), and the amax scratch zero after each call."""
+    if rows > 1000 and device != "cuda":
+        pytest.skip("thousands of programs at once: on CUDA (the interpreter runs one after another)")
     scaling = Float8Scaling.new(history_len, device=device)
-    x, w, b, _ = inputs((7, 760), torch.float32, seed=5, device=device)
+    x, w, b, _ = inputs((rows, 760), torch.float32, seed=5, device=device)
     amaxes = []
     with torch.no_grad():
         for k in range(5):
@@ -321,7 +325,33 @@ def test_the_history_rolls_newest_first(history_len, device):
             newest_first = list(reversed(amaxes))[:history_len]
             expected_history = newest_first + [0.0] * (history_len - len(newest_first))
             assert_same(scaling.history, torch.tensor(expected_history), device, "history")
+            assert not scaling.amax.any()
     assert len(set(amaxes)) == len(amaxes)  # the amaxes differ: the order is checked
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ("rms", "ln"))
+def test_the_history_rolls_in_cuda_graph_replays(form, device):
+    """A tensorwise norm captured in a CUDA graph rolls its history once a replay: after 3 replays of one input,
+    the history holds its amax 3 times and the scratch is zero."""
+    if device != "cuda":
+        pytest.skip("CUDA graphs")
+    x, w, b, _ = inputs((4099, 4096), torch.bfloat16, seed=41, device=device)
+    scaling = Float8Scaling.new(4, device=device)
+    with torch.no_grad():
+        y = call(form, x, w, b)
+        call(form, x, w, b, fp8="tensorwise", fp8_scaling=Float8Scaling.new(4, device=device))  # compiled
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call(form, x, w, b, fp8="tensorwise", fp8_scaling=scaling)
+        scaling.history.zero_()
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+    amax = y.float().abs().amax()
+    torch.testing.assert_close(scaling.history, torch.stack([amax, amax, amax, torch.zeros_like(amax)]),
+                               rtol=2e-2, atol=0)
+    assert not scaling.amax.any()
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -534,6 +564,30 @@ def test_the_launcher_passes_opcheck(device):
         torch.library.opcheck(torch.ops.blockfuse.norm_fwd_fp8.default,
                               (x, w, b, residual, None, 1e-5, mode, 0.0, False, False, 0, history, amax, stats),
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_fp8_forward_warps_follow_the_lanes():
+    """The FP8 forward's warps (norm.fp8_forward_tile's rule) at real models' widths and others: a warp per
+    1024-2048 lanes of a one-piece tile (4 warps at 8192 lanes where the plain forward takes 8), the residual
+    forms at least 2 warps a row, at most 16; rows with a tail or in chunks keep the plain forward's warps."""
+    widths = (64, 72, 768, 1000, 1152, 2048, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
+    assert norm.fp8_forward_tile(4096).num_warps == 2 and norm.fp8_forward_tile(8192).num_warps == 4
+    for n in widths:
+        plain = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                           norm.TAIL_FROM_LANES)
+        for residual in (False, True):
+            tile = norm.fp8_forward_tile(n, residual=residual)
+            assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces
+            if plain.tail or plain.num_chunks > 1:
+                assert tile.num_warps == plain.num_warps, n
+                continue
+            lanes = tile.block_m * tile.block_n
+            assert 1 <= tile.num_warps <= 16 and tile.num_warps & (tile.num_warps - 1) == 0, (n, tile)
+            assert lanes <= tile.num_warps * norm.FP8_FWD_LANES_PER_WARP, (n, tile)
+            if residual:
+                assert tile.num_warps >= min(16, 2 * tile.block_m), (n, tile)
+            if tile.num_warps > max(1, 2 * tile.block_m if residual else 1):
+                assert lanes > (tile.num_warps // 2) * norm.FP8_FWD_LANES_PER_WARP, (n, tile)  # no warp to spare
 
 
 @pytest.mark.usefixtures("requires_triton")

@@ -1217,23 +1217,36 @@ def _fwd_maxnreg(tile: Tile) -> Optional[int]:
     return FWD_WIDE_MAXNREG if tile.num_warps >= FWD_WIDE_WARPS else None
 
 
-# The forward with an FP8 output (forward only) takes the forward's tiles (_tile), with at least this many warps.
-# NOTE: not yet measured on a GPU. Rowwise, a program keeps its rows' fp32 output until their amax is known:
-# compiled for sm_90 at 4096 lanes the FP8 forward holds 64-96 registers a thread at 4 warps and 40-62 at 8,
-# where the plain one (without statistics) holds 48 at 4 (benchmarks/norm_fp8.py --registers --warps 4,8; no
-# spills either way); benchmarks/norm_fp8.py --warps 4,8 times both.
-FP8_FWD_MIN_WARPS = 4
+# The forward with an FP8 output (forward only) takes the forward's tiles (_tile) and rows a program, with its own
+# warps: one per FP8_FWD_LANES_PER_WARP lanes of the tile, and at least FP8_FWD_RESIDUAL_WARPS_PER_ROW a row in the
+# residual forms, which stream 4 more bytes an element (a row with a tail, or in chunks, keeps the forward's).
+# NOTE: measured against the forward's warps (one per 1024 lanes, at least 4), H200, [16384, n] bf16, old and new code
+# in one call (benchmarks/results/fp8/15-fp8-forward-2026-11-29-h200/): 2048 lanes a warp ran as fast or faster in
+# the plain forms from 1152 to 8192 wide, and in the residual forms from 4096 (best of two rounds, rowwise: LayerNorm
+# 8192 1.08x, 4304 1.13x; post-residual 4304 1.20x, 14336 1.61x; LayerNorm at 4096 0.90 -> 0.93 of copy); with one
+# warp a row (two rows a program at 1152 and 2048) the residual forms lost (post-residual 1152 0.83 -> 0.75), hence
+# their floor; 4096 lanes a warp lost almost everywhere. Left as measured: 0.96-0.98x at 2560 (post-residual, and
+# LayerNorm tensorwise) and LayerNorm rowwise at 14336 (0.97x).
+FP8_FWD_LANES_PER_WARP = 2048
+FP8_FWD_RESIDUAL_WARPS_PER_ROW = 2
+FP8_FWD_MIN_WARPS = 1  # a floor for benchmarks/norm_fp8.py --warps
 FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
 
 
-def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None) -> Tile:
+def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, residual: bool = False) -> Tile:
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
-    forward's row-count rule): the forward's, with at least FP8_FWD_MIN_WARPS warps (benchmarks/norm_fp8.py
-    compiles and times it)."""
+    forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
+    by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
     tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
     if device is not None:
         tile = _forward_tile(tile, m, device)
-    return tile._replace(num_warps=max(tile.num_warps, FP8_FWD_MIN_WARPS))
+    warps = tile.num_warps
+    if not tile.tail and tile.num_chunks == 1:
+        warps = next_power_of_2(cdiv(tile.block_m * tile.block_n, FP8_FWD_LANES_PER_WARP))
+        if residual:
+            warps = max(warps, tile.block_m * FP8_FWD_RESIDUAL_WARPS_PER_ROW)
+        warps = min(16, warps)
+    return tile._replace(num_warps=max(warps, FP8_FWD_MIN_WARPS))
 
 
 @launcher_op("norm_fwd_fp8", mutates_args=("history", "amax"))
@@ -1285,7 +1298,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
     h = 0 if history is None else int(history.shape[0])
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
-    tile = fp8_forward_tile(n, m, x2.device)
+    tile = fp8_forward_tile(n, m, x2.device, residual=mode != NONE)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
