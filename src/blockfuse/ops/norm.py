@@ -95,6 +95,7 @@ FWD_TILE_ELEMENTS = 4096
 BWD_TILE_ELEMENTS = 4096
 BWD_PROGRAMS_PER_SM = 2
 FWD_ELEMENTS_PER_WARP = 1024
+FWD_MIN_WARPS = 4  # the plain forward's floor (benchmarks/norm_tiles.py --fwd-knob FWD_MIN_WARPS=4,2 times others)
 BWD_ELEMENTS_PER_WARP = 1024
 # NOTE: the plain backward's warps and dz's form, measured together on an H200 (torch 2.11, triton 3.6; the
 # backward launcher alone, CUDA-graph replays, benchmarks/results/launch-rules/7-two-fma/): 1024 elements a warp
@@ -1022,7 +1023,8 @@ def row_pieces(n: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=None)
-def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float) -> Tile:
+def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float,
+          min_warps: int = 4) -> Tile:
     """The launch rule of both kernels, from the row width alone (see the constants above):
 
     * a row of at most ``max_lanes`` lanes stays in registers: one power-of-two tile, or two pieces
@@ -1032,7 +1034,7 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
     * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
       CHUNK_TILE_ELEMENTS lanes a program (several rows: a persistent backward program alone on its
       multiprocessor must keep enough bytes in flight);
-    * warps: one per ``elements_per_warp`` lanes, a power of two within 4-16."""
+    * warps: one per ``elements_per_warp`` lanes, a power of two within ``min_warps``-16."""
     whole = next_power_of_2(n)
     head, tail = row_pieces(n) if whole > tail_from else (whole, 0)
     lanes = head + tail
@@ -1044,7 +1046,7 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
         block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
         tile_lanes = block_m * block_n
-    num_warps = min(16, max(4, next_power_of_2(cdiv(tile_lanes, elements_per_warp))))
+    num_warps = min(16, max(min_warps, next_power_of_2(cdiv(tile_lanes, elements_per_warp))))
     if tail >= 4 * 32 * TAIL_VECTOR:
         num_warps = min(num_warps, tail // (32 * TAIL_VECTOR))  # (the NOTE above TAIL_VECTOR)
     return Tile(block_m, block_n, num_chunks, num_warps, tail > 0, max(tail, 1))
@@ -1185,8 +1187,8 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _forward_tile(_tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES), m,
-                         x2.device)
+    tile = _forward_tile(_tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
+                               FWD_MIN_WARPS), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
