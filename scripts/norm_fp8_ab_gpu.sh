@@ -5,10 +5,10 @@
 #   mkdir -p _gpu/old && git archive COMMIT src | tar x -C _gpu/old     # the code before (untracked: it travels)
 #   ROUNDS=2 bash scripts/norm_fp8_ab_gpu.sh PACK                        (writes PACK/results.tar.gz)
 #
-# NEW_ARGS: more arguments of the new code's runs (e.g. "--ablate --lanes-per-warp 2048,4096": variants timed
-# beside its figures).
 # 1. the norms' FP8 tests and the FP8 blocks' on CUDA;
 # 2. benchmarks/norm_fp8.py at 16384 rows, real models' widths, every norm form: new, then old, ROUNDS times.
+# WIDTHS and FORMS (comma-separated) replace the defaults below; NEW_ARGS are more arguments of the new code's runs
+# (e.g. "--ablate --lanes-per-warp 2048,4096": variants timed beside its figures).
 set -u
 PACK=${1:?usage: bash scripts/norm_fp8_ab_gpu.sh PACK}
 OUT=$(mktemp -d)
