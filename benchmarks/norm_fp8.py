@@ -198,6 +198,7 @@ def _no_roll(norm, active: bool):
 
 def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=()) -> list[dict]:
     import blockfuse.fp8
+    from blockfuse.ops import fp8 as fp8_ops
     from blockfuse.ops import norm
     from blockfuse.ops.fp8 import Float8Scaling
 
@@ -238,8 +239,10 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                 for lanes in lanes_per_warp:  # the FP8 forward's warps from its tile's lanes
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_l{lanes}"] = (calls[recipe][0], calls[recipe][1], f"l{lanes}")
-                if ablate:  # timing only: the history's roll (a second launch) left out, the history not rolled
+                if ablate:  # timing only: the history's roll (a second launch) left out, the history not rolled;
+                    # and the roll launched plainly, not as a programmatic dependent launch
                     calls["tensorwise_noroll"] = (calls["tensorwise"][0], calls["tensorwise"][1], "noroll")
+                    calls["tensorwise_nopdl"] = (calls["tensorwise"][0], calls["tensorwise"][1], "nopdl")
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
             default_warps = norm.FP8_FWD_MIN_WARPS
@@ -252,10 +255,12 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                     norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
                     norm.FP8_FWD_MAXNREG = cap
                     try:
+                        fp8_ops.ROLL_PDL = variant != "nopdl"
                         with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _no_roll(norm, variant == "noroll"):
                             ms = graph_ms(fn)
                     finally:
                         norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
+                        fp8_ops.ROLL_PDL = True
                     if per_element not in copies:
                         copies[per_element] = copy_ms(per_element * elements)
                     copy = copies[per_element]
@@ -391,8 +396,10 @@ def main() -> None:
                                                       "(norm.FP8_FWD_MAXNREG), timed as rowwise_rCAP, ...")
     parser.add_argument("--lanes-per-warp", default="", help="comma-separated lanes a warp of the norms' FP8 forward "
                                                               "(its warps from its tile), timed as rowwise_lLANES, ...")
-    parser.add_argument("--ablate", action="store_true", help="the norms' tensorwise forward without the history's "
-                                                               "roll too, timed as tensorwise_noroll")
+    parser.add_argument("--ablate", action="store_true",
+                        help="the norms' tensorwise forward without the history's roll too, timed as "
+                             "tensorwise_noroll, and with the roll a plain launch (no programmatic dependent launch), "
+                             "as tensorwise_nopdl")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
     args = parser.parse_args()
     if args.registers:

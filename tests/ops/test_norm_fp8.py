@@ -355,6 +355,39 @@ def test_the_history_rolls_in_cuda_graph_replays(form, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ("rms", "ln"))
+def test_the_rolls_by_programmatic_dependent_launch_change_no_bit(form, device, monkeypatch):
+    """Eight tensorwise calls back to back, no synchronization between them, on outputs whose amax grows a call:
+    with the rolls launched as programmatic dependent launches (sm_90 and later: each may start while its norm's
+    last programs run) every e4m3 byte, scale and history entry is what plain launches give. 20000 rows: the
+    programs' atomics are still landing when the roll is placed."""
+    if device != "cuda":
+        pytest.skip("programmatic dependent launch is a CUDA launch")
+    x, w, b, _ = inputs((20000, 2048), torch.bfloat16, seed=43, device=device)
+
+    def calls():
+        scaling = Float8Scaling.new(4, device=device)
+        outputs = [call(form, x, w * (k + 1), b * (k + 1), fp8="tensorwise", fp8_scaling=scaling)
+                   for k in range(8)]
+        torch.cuda.synchronize()
+        return outputs, scaling
+
+    with torch.no_grad():
+        with_pdl, scaling_pdl = calls()
+        monkeypatch.setattr(fp8, "ROLL_PDL", False)
+        plain, scaling = calls()
+    for k, ((q, scale), (q_plain, scale_plain)) in enumerate(zip(with_pdl, plain)):
+        assert torch.equal(bits(q), bits(q_plain)), f"call {k}: e4m3 bytes"
+        assert torch.equal(scale, scale_plain), f"call {k}: scale"
+    assert torch.equal(scaling_pdl.history, scaling.history) and not scaling_pdl.amax.any()
+    assert len(set(scaling.history.tolist())) == 4  # four different amaxes, newest first
+    assert scaling.history[0] > scaling.history[3]
+    if torch.cuda.get_device_capability(device) >= (9, 0) and not fp8._roll_kernel._plain:  # (cached launches)
+        launched = [c.metadata.launch_pdl for c in fp8._roll_kernel.compiled()]
+        assert any(launched) and not all(launched), launched  # both ways were launched
+
+
+@pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("n", tuple(sorted({760, TAIL_WIDTH})))
 def test_values_past_the_history_saturate(n, device):
     """A history whose amax is a quarter of this call's: the largest values clamp to +-448 (no inf, no NaN),

@@ -49,6 +49,8 @@ for launch in launches:
         options = {"num_warps": launch["num_warps"]}
         if launch["maxnreg"] is not None:
             options["maxnreg"] = launch["maxnreg"]
+        if launch["launch_pdl"]:
+            options["launch_pdl"] = True
         triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     except Exception as error:  # report every failure, not only the first
         failures.append(f"{launch['kernel']} {launch['constexprs']} num_warps={launch['num_warps']}: "
@@ -60,9 +62,10 @@ print(json.dumps({"compiled": len(launches), "failures": failures}))
 def _record_launches(monkeypatch) -> list[dict]:
     """Patch ``launch.Kernel`` to note each launch (and still run it in the interpreter)."""
     seen: dict[str, dict] = {}
+    with_pdl: set[str] = set()
     original = launch.Kernel.__call__
 
-    def recording_call(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
+    def recording_call(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, launch_pdl=False, **constexprs):
         fn = getattr(self.fn, "fn", self.fn)
         names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
         signature, none = {}, []
@@ -82,9 +85,16 @@ def _record_launches(monkeypatch) -> list[dict]:
         for name in constexprs:
             signature[name] = "constexpr"
         record = {"module": fn.__module__, "kernel": fn.__name__, "signature": signature, "none": none,
-                  "constexprs": constexprs, "num_warps": num_warps, "maxnreg": maxnreg}
+                  "constexprs": constexprs, "num_warps": num_warps, "maxnreg": maxnreg, "launch_pdl": launch_pdl}
         seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
-        return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, maxnreg=maxnreg, **constexprs)
+        if constexprs.get("PDL") is False and fn.__name__ not in with_pdl:
+            # The interpreter launches without programmatic dependent launch, a GPU from sm_90 with it: one such
+            # launch a kernel (the grid-dependency instructions), not each specialization again.
+            with_pdl.add(fn.__name__)
+            pdl = dict(record, constexprs={**constexprs, "PDL": True}, launch_pdl=True)
+            seen.setdefault(json.dumps(pdl, sort_keys=True, default=str), pdl)
+        return original(self, grid, *args, num_warps=num_warps, num_stages=num_stages, maxnreg=maxnreg,
+                        launch_pdl=launch_pdl, **constexprs)
 
     monkeypatch.setattr(launch.Kernel, "__call__", recording_call)
     return seen
@@ -225,6 +235,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     stages = {record["constexprs"].get("STAGES") for record in launches.values()
               if record["kernel"] == "_norm_bwd_kernel"}
     assert {1, 3} <= stages, stages
+    assert {record["kernel"] for record in launches.values() if record["launch_pdl"]} == {
+        "_fp8_roll_kernel", "_norm_fwd_fp8_kernel"}
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
             "_gated_bwd_kernel", "_rotary_kernel", "_rotary_flat_kernel", "_bias_dropout_add_fwd_kernel",
             "_bias_dropout_add_bwd_kernel", "_fp8_act_fwd_kernel", "_fp8_act_bwd_kernel", "_copy_rows_kernel",

@@ -75,9 +75,12 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 from torch import Tensor
 
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing
+from blockfuse.ops.launch import (
+    Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
+)
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import interpreter_enabled, use_triton
 
@@ -102,6 +105,9 @@ E4M3_MAX: tl.constexpr = tl.constexpr(448.0)
 E5M2_MAX: tl.constexpr = tl.constexpr(57344.0)
 # Amaxes a delayed-scaling history keeps by default (torchao's default length).
 HISTORY_LEN = 16
+# The history's roll after a producer: a programmatic dependent launch where the card has one (roll_amax_history;
+# a knob for A/B runs, benchmarks/norm_fp8.py --ablate).
+ROLL_PDL = True
 # _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
 GEMM_MULTIPLE = 16
 
@@ -268,8 +274,11 @@ def _fp8_roll_kernel(
     AMAX,  # (1,) fp32 the amax the call just made recorded (atomic max); zeroed for the next call
     history_len,
     BLOCK_H: tl.constexpr,
+    PDL: tl.constexpr,  # launched with programmatic dependent launch: wait for the producer's end first
 ):
     # One program: HISTORY = [AMAX, *HISTORY[:-1]], AMAX = 0.
+    if PDL:
+        gdc_wait()  # the producer's programs all done and their atomics visible
     offs = tl.arange(0, BLOCK_H)
     older = tl.load(HISTORY + offs - 1, mask=(offs > 0) & (offs < history_len), other=0.0)
     newest = tl.load(AMAX)
@@ -923,9 +932,18 @@ def refuse_fp8_gradient(*tensors: Optional[Tensor]) -> None:
 
 def roll_amax_history(history: Tensor, amax: Tensor) -> None:
     """``history = [amax, *history[:-1]]`` and ``amax = 0``, in place, in one launch: after a kernel recorded a
-    call's amax (for launchers)."""
+    call's amax (for launchers).
+
+    NOTE: on sm_90 and later the roll is a programmatic dependent launch: the card may place it while the
+    launch before it (the producer) still runs, from when each of its programs has called
+    ``gdc_launch_dependents`` (the norms' tensorwise forward does, first thing) or ended, and it waits for that
+    launch's end (``gdc_wait``) before it reads. The launch before it was an ordinary one, placed after everything
+    earlier had ended, so whatever precedes the roll, it reads after all of it. H200, [16384, 4096] LayerNorm +
+    tensorwise e4m3 (CUDA graph): 59.0-59.1 us against 59.6-59.7 with a plain roll launch, 58.1-58.5 with none
+    (benchmarks/results/fp8/16-pdl-roll-2026-11-29-h200/)."""
     h = int(history.shape[0])
-    _roll_kernel((1,), history, amax, h, BLOCK_H=next_power_of_2(h), num_warps=1)
+    pdl = ROLL_PDL and not _roll_kernel._interpreted and programmatic_launch(history)
+    _roll_kernel((1,), history, amax, h, BLOCK_H=next_power_of_2(h), PDL=pdl, num_warps=1, launch_pdl=pdl)
 
 
 # ----------------------------------------------------------------------------------------

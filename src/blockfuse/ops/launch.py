@@ -140,26 +140,29 @@ class Kernel:
         if any(not p.is_constexpr for p in params[first:]):
             raise TypeError(f"{self.name}: a Kernel needs the constexpr parameters last")
 
-    def __call__(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, **constexprs):
+    def __call__(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, launch_pdl=False, **constexprs):
         """Launches the kernel on ``grid`` (1 to 3 ints). ``maxnreg``: a register cap a thread for
-        ptxas (None: its own choice), ignored by the interpreter."""
+        ptxas (None: its own choice), ignored by the interpreter. ``launch_pdl``: a programmatic dependent
+        launch (:func:`programmatic_launch`), ignored by the interpreter and in traced graphs (Inductor's
+        launch)."""
+        options = (num_warps, num_stages, maxnreg, launch_pdl)
         if self._plain or _dispatch_modes() or args[0].__class__ not in _PLAIN_TENSORS:
-            self._launch_slow(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            self._launch_slow(grid, args, constexprs, options)
             return
         # NOTE: the key holds each tensor's dtype and pointer alignment and every other argument as
         # itself (one list comprehension: about 0.2 us an argument, against 0.3 for Triton's class of
         # an int through a function call); a key first seen is mapped to Triton's specialization (the
         # classes of :func:`_spec`) once, so varying ints cost one lookup, not one compile.
         key = (args[0].get_device(), *[(a.dtype, a.data_ptr() & 15) if isinstance(a, Tensor) else a for a in args],
-               *constexprs.values(), num_warps, num_stages, maxnreg)
+               *constexprs.values(), options)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._entry(grid, args, constexprs, num_warps, num_stages, maxnreg, key)
+            entry = self._entry(grid, args, constexprs, options, key)
             if entry is None:
                 return  # launched through Triton's own path
         run, function, metadata, device = entry
         if _launch_hooks():
-            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)  # a profiler's hooks
+            self._launch_plain(grid, args, constexprs, options)  # a profiler's hooks
             return
         # The compiled runner takes every parameter in declaration order, constexprs included (it
         # skips them), after the grid, the stream and the launch metadata.
@@ -169,22 +172,26 @@ class Kernel:
                 *constexprs.values())
         except TypeError as error:  # a launcher interface other than the one measured: Triton's own path
             _give_up_fast_launch(self, error)
-            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            self._launch_plain(grid, args, constexprs, options)
 
-    def _options(self, num_warps, num_stages, maxnreg) -> dict:
-        options = {"num_warps": num_warps}
+    def _options(self, options) -> dict:
+        """Triton's launch options of ``(num_warps, num_stages, maxnreg, launch_pdl)``."""
+        num_warps, num_stages, maxnreg, launch_pdl = options
+        triton_options = {"num_warps": num_warps}
         if num_stages is not None:
-            options["num_stages"] = num_stages
+            triton_options["num_stages"] = num_stages
         if maxnreg is not None and not self._interpreted:
-            options["maxnreg"] = maxnreg
-        return options
+            triton_options["maxnreg"] = maxnreg
+        if launch_pdl and not self._interpreted:
+            triton_options["launch_pdl"] = True
+        return triton_options
 
-    def _launch_plain(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+    def _launch_plain(self, grid, args, constexprs, options):
         if self._autotuned:
             return self.fn[grid](*args, **constexprs)
-        return self.fn[tuple(grid)](*args, **constexprs, **self._options(num_warps, num_stages, maxnreg))
+        return self.fn[tuple(grid)](*args, **constexprs, **self._options(options))
 
-    def _entry(self, grid, args, constexprs, num_warps, num_stages, maxnreg, key):
+    def _entry(self, grid, args, constexprs, options, key):
         """The cache entry of a key first seen: from the entry of its Triton specialization if one was
         compiled, else launched through Triton's path (which compiles) and recorded. Returns None when
         this call has been launched already."""
@@ -192,11 +199,10 @@ class Kernel:
             raise TypeError(f"{self.name}: pass every constexpr by name in declaration order "
                             f"({', '.join(self._constexpr_names)}), got {', '.join(constexprs)}")
         device = args[0].get_device()
-        specialization = (device, tuple([_spec(a) for a in args]), *constexprs.values(), num_warps, num_stages,
-                          maxnreg)
+        specialization = (device, tuple([_spec(a) for a in args]), *constexprs.values(), options)
         entry = self._specializations.get(specialization)
         if entry is None:
-            compiled = self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            compiled = self._launch_plain(grid, args, constexprs, options)
             if compiled is None or not hasattr(compiled, "_init_handles"):
                 return None
             compiled._init_handles()
@@ -211,39 +217,40 @@ class Kernel:
         self._cache[key] = entry
         return None if launched else entry
 
-    def _launch_slow(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+    def _launch_slow(self, grid, args, constexprs, options):
         if self._interpreted and self._constexpr_names is not None and list(constexprs) != self._constexpr_names:
             # NOTE: the GPU's cached launch passes the constexprs positionally and refuses any other order;
             # checked here too, so that a test in the interpreter catches what only a GPU would.
             raise TypeError(f"{self.name}: pass every constexpr by name in declaration order "
                             f"({', '.join(self._constexpr_names)}), got {', '.join(constexprs)}")
         if _tracing(args):
-            self._launch_traced(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            self._launch_traced(grid, args, constexprs, options)
         else:
-            self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+            self._launch_plain(grid, args, constexprs, options)
 
-    def _launch_traced(self, grid, args, constexprs, num_warps, num_stages, maxnreg):
+    def _launch_traced(self, grid, args, constexprs, options):
         if self._interpreted:
             # The interpreter runs kernels on real CPU tensors only; on the fake tensors of a custom
             # op's fake implementation there is nothing to run (the launcher allocated the outputs).
             if not any(_is_fake(a) for a in args):
-                self._launch_plain(grid, args, constexprs, num_warps, num_stages, maxnreg)
+                self._launch_plain(grid, args, constexprs, options)
             return
         from torch.library import wrap_triton
 
         if self._autotuned:
             wrap_triton(self.fn)[grid](*args, **constexprs)
             return
-        options = {"num_warps": num_warps}
+        num_warps, num_stages, maxnreg, _ = options  # (Inductor's launch: no programmatic dependent launch)
+        triton_options = {"num_warps": num_warps}
         if num_stages is not None:
-            options["num_stages"] = num_stages
+            triton_options["num_stages"] = num_stages
         kernel = self.fn
         if maxnreg is not None:
             # NOTE: Inductor takes num_warps / num_stages as launch options of a user kernel but not
             # maxnreg; a one-config autotuner carries it (and the other options) into its launch.
             kernel = self._with_options(num_warps, num_stages, maxnreg)
-            options = {}
-        wrap_triton(kernel)[tuple(grid)](*args, **constexprs, **options)
+            triton_options = {}
+        wrap_triton(kernel)[tuple(grid)](*args, **constexprs, **triton_options)
 
     def _with_options(self, num_warps, num_stages, maxnreg):
         key = (num_warps, num_stages, maxnreg)
@@ -263,6 +270,23 @@ class Kernel:
         """The compiled kernels (Triton's ``CompiledKernel``: ``n_regs``, ``n_spills``, ``asm``) of the
         cached launches so far."""
         return list(self._compiled)
+
+
+# Programmatic dependent launch (sm_90 and later): on where the card has it (a knob for A/B runs).
+PDL = True
+
+
+@functools.lru_cache(maxsize=None)
+def _has_pdl(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) >= (9, 0)
+
+
+def programmatic_launch(t: Tensor) -> bool:
+    """True where a kernel on ``t``'s device may be launched with programmatic dependent launch (``launch_pdl``):
+    it may start before the kernel before it in the stream has finished, from when every program of that one has
+    called ``gdc_launch_dependents`` (or ended), and must call ``gdc_wait`` before it reads what that kernel
+    writes (sm_90 and later; CUDA graphs keep the dependency as a programmatic edge)."""
+    return PDL and t.is_cuda and _has_pdl(t.get_device())
 
 
 def _is_autotuner(fn) -> bool:

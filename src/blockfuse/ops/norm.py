@@ -27,6 +27,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad
 from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
@@ -38,8 +39,8 @@ from blockfuse.ops.fp8 import (
     fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units, sm_count, tracing,
-    vector,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, programmatic_launch, row_stride, in_row_units,
+    sm_count, tracing, vector,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -288,7 +289,10 @@ def _norm_fwd_fp8_kernel(
     FP8: tl.constexpr,  # fp8.FP8_ROWWISE, fp8.FP8_TENSORWISE or fp8.FP8_AMAX
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+    PDL: tl.constexpr,  # tensorwise: the history's roll may be placed from now (a programmatic dependent launch)
 ):
+    if PDL:
+        gdc_launch_dependents()  # (the roll waits for this kernel's end before it reads: fp8.roll_amax_history)
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
     # The body with an FP8 output (constexprs as in _norm_fwd_kernel).
@@ -1310,7 +1314,8 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
-        num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
+        PDL=code == FP8_TENSORWISE.value and _fp8.ROLL_PDL and not _fwd_fp8_kernel._interpreted
+        and programmatic_launch(x2), num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
     )
 
 
