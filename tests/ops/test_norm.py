@@ -542,6 +542,27 @@ def test_forward_tail_warps_rule(n):
     assert {9000: 4, 9216: 4, 10240: 8, 11008: 16, 8200: 16, 4300: 8}.get(n, tile.num_warps) == tile.num_warps
 
 
+@pytest.mark.parametrize("n", [768, 1152, 1536, 2560, 2880, 3072, 4096, 4304, 4608, 4864, 5120, 6144, 6400, 8192])
+def test_forward_vector_tail_rule(n):
+    """Below TAIL_FROM_LANES the forward takes two pieces exactly where the tail fills 4 warps with 16-byte vectors
+    (FWD_VECTOR_TAIL_LANES: 5120 = 4096 + 1024, not 8192; 2880 = 2048 + 1024), at most one vector a thread of the
+    tail; a smaller tail keeps the padded tile (4304 in 8192 lanes); the backward's tile does not change."""
+    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    fwd, padded = norm._tile(*rule, vector_tail=norm.FWD_VECTOR_TAIL_LANES), norm._tile(*rule)
+    head, tail = norm.row_pieces(n)
+    if tail >= norm.FWD_VECTOR_TAIL_LANES:
+        assert (fwd.block_n, fwd.tail, fwd.block_t) == (head, True, tail), fwd
+        assert fwd.block_t // (fwd.num_warps * 32) >= norm.TAIL_VECTOR, fwd
+    else:
+        assert fwd == padded
+    expected = {5120: (4096, 1024), 4864: (4096, 1024), 6144: (4096, 2048), 2880: (2048, 1024), 3072: (2048, 1024)}
+    assert ((fwd.block_n, fwd.block_t) if fwd.tail else None) == expected.get(n), (n, fwd)
+    assert fwd.num_warps in (4, 8), fwd
+    if n == 5120:  # the forward as launched takes it (a CPU tensor: no card, the width's rows)
+        x = torch.randn(3, n)
+        assert norm.fp8_forward_tile(n).tail and norm.fp8_forward_tile(n, 3, x.device).block_t == 1024
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

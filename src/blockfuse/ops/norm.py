@@ -88,6 +88,14 @@ MIN_TAIL = 16
 # 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes have no tail (4300:
 # one padded tile of 8 warps, measured best against 4).
 TAIL_VECTOR = 8
+# NOTE: the forward also takes two pieces below TAIL_FROM_LANES where the tail alone fills 4 warps with 16-byte
+# vectors (FWD_VECTOR_TAIL_LANES lanes, so the warps stay at one vector a thread: the NOTE above): 4609-6144 wide
+# (5120: 4096 + 1024 lanes, not 8192), 2561-3072 (3072: 2048 + 1024), and below 1024 lanes never. A smaller tail
+# keeps the padded tile: H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
+# 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps) LayerNorm 0.70
+# -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward
+# keeps its tiles (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256). 0: off.
+FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -1028,11 +1036,12 @@ def row_pieces(n: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float,
-          min_warps: int = 4) -> Tile:
+          min_warps: int = 4, vector_tail: int = 0) -> Tile:
     """The launch rule of both kernels, from the row width alone (see the constants above):
 
     * a row of at most ``max_lanes`` lanes stays in registers: one power-of-two tile, or two pieces
-      (:func:`row_pieces`) when the tile would pass ``tail_from`` lanes; narrow rows are packed several to a
+      (:func:`row_pieces`) when the tile would pass ``tail_from`` lanes or the tail has at least ``vector_tail``
+      lanes (nonzero: the forward's FWD_VECTOR_TAIL_LANES); narrow rows are packed several to a
       program (``target_elements`` lanes a program: one row of 1024 bf16 alone is too little work to hide
       memory latency);
     * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
@@ -1040,7 +1049,9 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
       multiprocessor must keep enough bytes in flight);
     * warps: one per ``elements_per_warp`` lanes, a power of two within ``min_warps``-16."""
     whole = next_power_of_2(n)
-    head, tail = row_pieces(n) if whole > tail_from else (whole, 0)
+    head, tail = row_pieces(n)
+    if whole <= tail_from and not (vector_tail and tail >= vector_tail):
+        head, tail = whole, 0
     lanes = head + tail
     if lanes <= max_lanes:
         block_m = max(1, target_elements // lanes)
@@ -1192,7 +1203,7 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     tile = _forward_tile(_tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
-                               FWD_MIN_WARPS), m, x2.device)
+                               FWD_MIN_WARPS, FWD_VECTOR_TAIL_LANES), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
@@ -1243,7 +1254,8 @@ def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, resi
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
     forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
     by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
+                 vector_tail=FWD_VECTOR_TAIL_LANES)
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
