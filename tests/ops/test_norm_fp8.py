@@ -607,7 +607,7 @@ def test_fp8_forward_warps_follow_the_lanes():
     assert norm.fp8_forward_tile(4096).num_warps == 2 and norm.fp8_forward_tile(8192).num_warps == 4
     for n in widths:
         plain = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                           norm.TAIL_FROM_LANES, vector_tail=norm.FWD_VECTOR_TAIL_LANES)
+                           norm.TAIL_FROM_LANES)
         for residual in (False, True):
             tile = norm.fp8_forward_tile(n, residual=residual)
             assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces

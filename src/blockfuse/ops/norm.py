@@ -94,7 +94,9 @@ TAIL_VECTOR = 8
 # keeps the padded tile: H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
 # 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps) LayerNorm 0.70
 # -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward
-# keeps its tiles (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256). 0: off.
+# keeps its tiles (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256), and so does the FP8 forward
+# (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
+# 0.82x at 6144 (same folder, fp8/). 0: off.
 FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
@@ -1254,8 +1256,7 @@ def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, resi
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
     forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
     by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
-                 vector_tail=FWD_VECTOR_TAIL_LANES)
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
