@@ -562,6 +562,38 @@ def test_forward_vector_tail_rule(n):
     assert not norm.fp8_forward_tile(n).tail or n > norm.TAIL_FROM_LANES  # the FP8 forward keeps its tiles
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [2880, 5120])
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post", "ln-gelu"])
+def test_forward_in_vector_tail_pieces_matches_the_reference(form, n, device):
+    """The forward's two pieces below 8192 lanes (2880 = 2048 + 1024, 5120 = 4096 + 1024) compute what the
+    reference does in every form, on rows read with a stride (x a slice of a wider tensor)."""
+    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    assert norm._tile(*rule, vector_tail=norm.FWD_VECTOR_TAIL_LANES).tail
+    m = 5
+    x = random_tensor((m, n + 64), torch.bfloat16, device, scale=2.0, offset=0.5, seed=11)[:, :n]
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=12)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=13)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=14)
+    out = _norm_form(form, False, x, w, b, r)
+    expected = _norm_form(form, True, x.double(), w.double(), b.double(), r.double())
+    own = _norm_form(form, True, x, w, b, r)  # PyTorch in bf16
+    assert expected.abs().max() > 0
+    assert_close_to_reference(out, own, expected)
+
+
+def _norm_form(form, reference, x, w, b, r):
+    """The normalized output of ``form`` (ln, rms, ln-post, ln-gelu): blockfuse's op, or the PyTorch reference."""
+    layer_norm = norm.layer_norm_ref if reference else blockfuse.layer_norm
+    if form == "ln":
+        return layer_norm(x, w, b)
+    if form == "rms":
+        return (norm.rms_norm_ref if reference else blockfuse.rms_norm)(x, w)
+    if form == "ln-post":
+        return layer_norm(x, w, b, residual=r, residual_mode="post")[0]
+    return (norm.layer_norm_gelu_ref if reference else blockfuse.layer_norm_gelu)(x, w, b)
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows
