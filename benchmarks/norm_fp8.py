@@ -198,7 +198,7 @@ def _no_roll(norm, active: bool):
 
 def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=()) -> list[dict]:
     import blockfuse.fp8
-    from blockfuse.ops import fp8 as fp8_ops
+    from blockfuse.ops import launch as launch_ops
     from blockfuse.ops import norm
     from blockfuse.ops.fp8 import Float8Scaling
 
@@ -255,12 +255,12 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                     norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
                     norm.FP8_FWD_MAXNREG = cap
                     try:
-                        fp8_ops.ROLL_PDL = variant != "nopdl"
+                        launch_ops.PDL = variant != "nopdl"
                         with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _no_roll(norm, variant == "noroll"):
                             ms = graph_ms(fn)
                     finally:
                         norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
-                        fp8_ops.ROLL_PDL = True
+                        launch_ops.PDL = True
                     if per_element not in copies:
                         copies[per_element] = copy_ms(per_element * elements)
                     copy = copies[per_element]

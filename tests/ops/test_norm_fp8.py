@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 import blockfuse
-from blockfuse.ops import fp8, norm
+from blockfuse.ops import fp8, launch, norm
 from blockfuse.ops.fp8 import Float8Scaling, fp8_linear
 from blockfuse.runtime import COMPILED_INFERENCE_MAX_ELEMENTS
 from tests.helpers import assert_compiles_like_eager, downcast, interpreter_truncates, random_tensor, relative_error
@@ -374,7 +374,7 @@ def test_the_rolls_by_programmatic_dependent_launch_change_no_bit(form, device, 
 
     with torch.no_grad():
         with_pdl, scaling_pdl = calls()
-        monkeypatch.setattr(fp8, "ROLL_PDL", False)
+        monkeypatch.setattr(launch, "PDL", False)
         plain, scaling = calls()
     for k, ((q, scale), (q_plain, scale_plain)) in enumerate(zip(with_pdl, plain)):
         assert torch.equal(bits(q), bits(q_plain)), f"call {k}: e4m3 bytes"

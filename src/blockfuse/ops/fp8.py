@@ -105,9 +105,6 @@ E4M3_MAX: tl.constexpr = tl.constexpr(448.0)
 E5M2_MAX: tl.constexpr = tl.constexpr(57344.0)
 # Amaxes a delayed-scaling history keeps by default (torchao's default length).
 HISTORY_LEN = 16
-# The history's roll after a producer: a programmatic dependent launch where the card has one (roll_amax_history;
-# a knob for A/B runs, benchmarks/norm_fp8.py --ablate).
-ROLL_PDL = True
 # _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
 GEMM_MULTIPLE = 16
 
@@ -930,6 +927,13 @@ def refuse_fp8_gradient(*tensors: Optional[Tensor]) -> None:
             "fp8_linear quantize (blockfuse.ops.fp8's docstring has the design for training)")
 
 
+def roll_pdl(t: Tensor) -> bool:
+    """Whether the history's roll after a producer on ``t``'s device is a programmatic dependent launch
+    (:func:`roll_amax_history`), and so whether a producer triggers it early (``gdc_launch_dependents``): one
+    decision for both sides. The knob for A/B runs is ``launch.PDL`` (benchmarks/norm_fp8.py --ablate)."""
+    return not _roll_kernel._interpreted and programmatic_launch(t)
+
+
 def roll_amax_history(history: Tensor, amax: Tensor) -> None:
     """``history = [amax, *history[:-1]]`` and ``amax = 0``, in place, in one launch: after a kernel recorded a
     call's amax (for launchers).
@@ -942,7 +946,7 @@ def roll_amax_history(history: Tensor, amax: Tensor) -> None:
     tensorwise e4m3 (CUDA graph): 59.0-59.1 us against 59.6-59.7 with a plain roll launch, 58.1-58.5 with none
     (benchmarks/results/fp8/16-pdl-roll-2026-11-29-h200/)."""
     h = int(history.shape[0])
-    pdl = ROLL_PDL and not _roll_kernel._interpreted and programmatic_launch(history)
+    pdl = roll_pdl(history)
     _roll_kernel((1,), history, amax, h, BLOCK_H=next_power_of_2(h), PDL=pdl, num_warps=1, launch_pdl=pdl)
 
 

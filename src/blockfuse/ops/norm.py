@@ -39,7 +39,7 @@ from blockfuse.ops.fp8 import (
     fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, programmatic_launch, row_stride, in_row_units,
+    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units,
     sm_count, tracing, vector,
 )
 from blockfuse.ops.reduce import sum_partials
@@ -1327,8 +1327,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
-        PDL=code == FP8_TENSORWISE.value and _fp8.ROLL_PDL and not _fwd_fp8_kernel._interpreted
-        and programmatic_launch(x2), num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
+        PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2), num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
     )
 
 
