@@ -109,8 +109,11 @@ def rule_stats(n: int, form: str) -> dict:
     common = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                   ACTIVATION=activation)
     out = {}
-    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                      norm.TAIL_FROM_LANES)
+    if hasattr(norm, "forward_rule"):  # (the launcher's rule; older code: the width's tile without its tails)
+        tile = norm.forward_rule(n)
+    else:
+        tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
+                          norm.TAIL_FROM_LANES)
     signature = {"X": bf, "W": bf, "Y": bf, "RSTD": f32, "stride_x": "i32", "stride_res": "i32", "stride_y": "i32",
                  "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
                  "dropout_scale": "fp32"}

@@ -544,10 +544,10 @@ def test_forward_tail_warps_rule(n):
 
 @pytest.mark.parametrize("n", [768, 1152, 1536, 2560, 2880, 3072, 4096, 4304, 4608, 4864, 5120, 6144, 6400, 8192])
 def test_forward_vector_tail_rule(n):
-    """Below TAIL_FROM_LANES the forward takes two pieces exactly where the tail fills 4 warps with 16-byte vectors
-    (FWD_VECTOR_TAIL_LANES: 5120 = 4096 + 1024, not 8192; 2880 = 2048 + 1024), at most one vector a thread of the
-    tail; a smaller tail keeps the padded tile (4304 in 8192 lanes); the backward's and the FP8 forward's tiles do
-    not change."""
+    """Below TAIL_FROM_LANES (and without the one-row pieces of the next test) the forward takes two pieces exactly
+    where the tail fills 4 warps with 16-byte vectors (FWD_VECTOR_TAIL_LANES: 5120 = 4096 + 1024, not 8192; 2880 =
+    2048 + 1024), at most one vector a thread of the tail; a smaller tail keeps the padded tile (4304 in 8192 lanes);
+    the backward's tiles do not change, nor the FP8 forward's at these tails."""
     rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
     fwd, padded = norm._tile(*rule, vector_tail=norm.FWD_VECTOR_TAIL_LANES), norm._tile(*rule)
     head, tail = norm.row_pieces(n)
@@ -559,17 +559,56 @@ def test_forward_vector_tail_rule(n):
     expected = {5120: (4096, 1024), 4864: (4096, 1024), 6144: (4096, 2048), 2880: (2048, 1024), 3072: (2048, 1024)}
     assert ((fwd.block_n, fwd.block_t) if fwd.tail else None) == expected.get(n), (n, fwd)
     assert fwd.num_warps in (4, 8), fwd
-    assert not norm.fp8_forward_tile(n).tail or n > norm.TAIL_FROM_LANES  # the FP8 forward keeps its tiles
+    fp8 = norm.fp8_forward_tile(n)  # the FP8 forward takes no vector tails (it takes the one-row pieces: below)
+    assert not fp8.tail or n > norm.TAIL_FROM_LANES or fp8.block_t < norm.LAYOUT_TAIL_LANES.value, fp8
+
+
+@pytest.mark.parametrize("n", [640, 768, 1024, 1152, 1280, 1536, 2048, 2304, 2560, 2880, 4096, 4160, 4304, 4608, 5120,
+                               6656, 8192, 11008])
+def test_forward_one_row_pieces_rule(n, monkeypatch):
+    """From FWD_PIECES_FROM_LANES up to TAIL_FROM_LANES the forward takes two pieces at a tail of any size, one row a
+    program, one warp per FWD_PIECE_LANES_PER_WARP lanes, at least FWD_PIECE_MIN_WARPS (1152 = 1024 + 128 on 2 warps,
+    4304 = 4096 + 256 on 4, not one padded tile of 8192 lanes on 8); a tail of 4 warps' vectors keeps the vector
+    tails' rule, rows without a tail and narrower rows keep their tiles, and 0 turns it off."""
+    tile = norm.forward_rule(n)
+    head, tail = norm.row_pieces(n)
+    expected = {1152: (1024, 128, 2), 1280: (1024, 256, 2), 1536: (1024, 512, 2), 2304: (2048, 256, 2),
+                2560: (2048, 512, 2), 4160: (4096, 64, 4), 4304: (4096, 256, 4), 4608: (4096, 512, 4)}
+    if n in expected:
+        assert (tile.block_m, tile.block_n, tile.tail, tile.block_t, tile.num_warps) == (1, *expected[n][:1], True,
+                                                                                         *expected[n][1:]), tile
+        assert tail < norm.LAYOUT_TAIL_LANES.value and norm.FWD_PIECES_FROM_LANES <= n <= norm.TAIL_FROM_LANES
+        lanes_a_warp = -(-(head + tail) // tile.num_warps)
+        assert lanes_a_warp <= norm.FWD_PIECE_LANES_PER_WARP < 2 * lanes_a_warp or tile.num_warps == 2
+    monkeypatch.setattr(norm, "FWD_PIECES_FROM_LANES", 0)
+    norm._tile.cache_clear()
+    off = norm.forward_rule(n)
+    norm._tile.cache_clear()
+    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    assert off == norm._tile(*rule, norm.FWD_MIN_WARPS, norm.FWD_VECTOR_TAIL_LANES)
+    assert (off == tile) == (n not in expected), (off, tile)
+    if n in expected:
+        assert not off.tail and off.block_n == norm.next_power_of_2(n)  # the padded tile it replaces
+    # the FP8 forward takes the same pieces from FP8_FWD_PIECES_FROM_LANES (its statistics are then the plain
+    # forward's arithmetic)
+    monkeypatch.undo()
+    fp8 = norm.fp8_forward_tile(n)
+    if n in expected and n >= norm.FP8_FWD_PIECES_FROM_LANES:
+        assert (fp8.block_m, fp8.block_n, fp8.tail, fp8.block_t, fp8.num_warps) == (
+            tile.block_m, tile.block_n, True, tile.block_t, tile.num_warps), fp8
+    else:
+        assert not fp8.tail or n > norm.TAIL_FROM_LANES, fp8
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("n", [2880, 5120])
+@pytest.mark.parametrize("n", [1152, 2304, 2880, 4304, 5120])
 @pytest.mark.parametrize("form", ["ln", "rms", "ln-post", "ln-gelu"])
-def test_forward_in_vector_tail_pieces_matches_the_reference(form, n, device):
-    """The forward's two pieces below 8192 lanes (2880 = 2048 + 1024, 5120 = 4096 + 1024) compute what the
-    reference does in every form, on rows read with a stride (x a slice of a wider tensor)."""
-    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
-    assert norm._tile(*rule, vector_tail=norm.FWD_VECTOR_TAIL_LANES).tail
+def test_forward_in_pieces_matches_the_reference(form, n, device):
+    """The forward's two pieces below 8192 lanes compute what the reference does in every form, on rows read with a
+    stride (x a slice of a wider tensor): one row a program with a tail of another layout than the head (1152 =
+    1024 + 128, 2304 = 2048 + 256, 4304 = 4096 + 256: the statistics reduced piece by piece) and the vector tails
+    (2880 = 2048 + 1024, 5120 = 4096 + 1024)."""
+    assert norm.forward_rule(n).tail
     m = 5
     x = random_tensor((m, n + 64), torch.bfloat16, device, scale=2.0, offset=0.5, seed=11)[:, :n]
     w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=12)

@@ -602,12 +602,15 @@ def test_the_launcher_passes_opcheck(device):
 def test_fp8_forward_warps_follow_the_lanes():
     """The FP8 forward's warps (norm.fp8_forward_tile's rule) at real models' widths and others: a warp per
     1024-2048 lanes of a one-piece tile (4 warps at 8192 lanes where the plain forward takes 8), the residual
-    forms at least 2 warps a row, at most 16; rows with a tail or in chunks keep the plain forward's warps."""
-    widths = (64, 72, 768, 1000, 1152, 2048, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
+    forms at least 2 warps a row, at most 16; rows with a tail or in chunks keep the plain forward's warps (the
+    one-row pieces from FP8_FWD_PIECES_FROM_LANES: 2304, 4304 in pieces, 1152 in its padded tile)."""
+    widths = (64, 72, 768, 1000, 1152, 2048, 2304, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
     assert norm.fp8_forward_tile(4096).num_warps == 2 and norm.fp8_forward_tile(8192).num_warps == 4
+    assert norm.fp8_forward_tile(4304).tail and norm.fp8_forward_tile(2304).tail
+    assert not norm.fp8_forward_tile(1152).tail and not norm.fp8_forward_tile(5120).tail
     for n in widths:
         plain = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                           norm.TAIL_FROM_LANES)
+                           norm.TAIL_FROM_LANES, one_row_pieces=norm._one_row_pieces(norm.FP8_FWD_PIECES_FROM_LANES))
         for residual in (False, True):
             tile = norm.fp8_forward_tile(n, residual=residual)
             assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces

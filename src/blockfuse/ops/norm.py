@@ -98,6 +98,27 @@ TAIL_VECTOR = 8
 # (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
 # 0.82x at 6144 (same folder, fp8/). 0: off.
 FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
+# NOTE: below TAIL_FROM_LANES, a row of at least FWD_PIECES_FROM_LANES with a tail of any size also goes in two
+# pieces, one row a program, one warp per FWD_PIECE_LANES_PER_WARP lanes and at least FWD_PIECE_MIN_WARPS: 1152 and
+# 1536 as 1024 + 128 / 512 lanes on 2 warps, 2304 and 2560 as 2048 + 256 / 512 on 2, 4160-4608 as 4096 + 64-512 on 4,
+# where one padded tile left up to half its lanes idle. (Narrower rows pack several to a program: FWD_TILE_ELEMENTS.)
+# A tail of fewer than LAYOUT_TAIL_LANES lanes has another layout than its head, and adding the two pieces' row sums
+# made the compiler move the head into the tail's layout through shared memory (sm_90, LayerNorm at 4304: 8 KiB, 11
+# barriers), which is why 4096 + 256 had measured slower than the padded tile (the NOTE above). The statistics of
+# such a row reduce each piece to a scalar first (_row_statistics_of_pieces: 64 bytes, 7 barriers). Measured on an
+# H200, [16384, n] bf16, the rule off / on in alternating rounds of one process, forward's fraction of a copy:
+# LayerNorm 4304 0.70 -> 0.93, post-residual 0.64 -> 0.84, + GELU 0.53 -> 0.84, RMSNorm 0.82 -> 0.95; 4160 LayerNorm
+# 0.68 -> 0.92; 2304 0.72 -> 0.88 (+ GELU 0.59 -> 0.83); 2560 0.77 -> 0.89; 1152 0.72 -> 0.77 (+ GELU 0.58 -> 0.68);
+# 1536 0.85 -> 0.85 (post-residual 0.79 -> 0.85); no cell slower. The warps decide it: 4304 on 8 warps (one tail
+# element a thread) 0.77, on 4 0.93; 1152 on 4 warps 0.61, on 2 0.77. At 2048-4096 rows (tensors under 32 MiB,
+# kernels of a few microseconds) the pieces are 0.85-1.3x the padded tile by form (2048 x 4304: 1.10-1.30x; 2048 x
+# 2560 LayerNorm 0.90x, RMSNorm 1.05x); twice the warps where the rows fit the card in one wave was no better and is
+# not in the rule (benchmarks/results/launch-rules/15-one-row-pieces-2026-11-29-h200/). The backward keeps its
+# tiles; the FP8 forward takes these pieces from FP8_FWD_PIECES_FROM_LANES (its NOTE). 0: off.
+LAYOUT_TAIL_LANES: tl.constexpr = tl.constexpr(4 * 32 * TAIL_VECTOR)
+FWD_PIECES_FROM_LANES = 1024
+FWD_PIECE_LANES_PER_WARP = 2048
+FWD_PIECE_MIN_WARPS = 2
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -348,7 +369,7 @@ def _norm_fwd_body(
             mask_t = row_mask[:, None] & (cols_t < N)[None, :]
             z_t = _load_norm_input(X, RES, rows, cols_t, mask_t, stride_x, stride_res, seed, N, dropout_p,
                                    dropout_scale, MODE, HAS_DROPOUT)
-        if (FP8 != 0 and TAIL) and BLOCK_M == 1:
+        if TAIL and BLOCK_M == 1 and (FP8 != 0 or BLOCK_T < LAYOUT_TAIL_LANES):
             mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M)
         elif IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -1038,12 +1059,14 @@ def row_pieces(n: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float,
-          min_warps: int = 4, vector_tail: int = 0) -> Tile:
+          min_warps: int = 4, vector_tail: int = 0, one_row_pieces: tuple[int, int, int] = (0, 0, 0)) -> Tile:
     """The launch rule of both kernels, from the row width alone (see the constants above):
 
     * a row of at most ``max_lanes`` lanes stays in registers: one power-of-two tile, or two pieces
       (:func:`row_pieces`) when the tile would pass ``tail_from`` lanes or the tail has at least ``vector_tail``
-      lanes (nonzero: the forward's FWD_VECTOR_TAIL_LANES); narrow rows are packed several to a
+      lanes (nonzero: the forward's FWD_VECTOR_TAIL_LANES), or, with ``one_row_pieces`` = (from lanes, lanes a
+      warp, least warps) nonzero (the forward's FWD_PIECES_FROM_LANES...), at any tail from that width, one row a
+      program with its own warps; narrow rows are packed several to a
       program (``target_elements`` lanes a program: one row of 1024 bf16 alone is too little work to hide
       memory latency);
     * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
@@ -1052,13 +1075,17 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
     * warps: one per ``elements_per_warp`` lanes, a power of two within ``min_warps``-16."""
     whole = next_power_of_2(n)
     head, tail = row_pieces(n)
-    if whole <= tail_from and not (vector_tail and tail >= vector_tail):
+    pieces_from, piece_lanes_per_warp, piece_min_warps = one_row_pieces
+    one_row = bool(pieces_from and 0 < tail < LAYOUT_TAIL_LANES.value and whole <= tail_from and n >= pieces_from)
+    if whole <= tail_from and not (vector_tail and tail >= vector_tail) and not one_row:
         head, tail = whole, 0
     lanes = head + tail
     if lanes <= max_lanes:
-        block_m = max(1, target_elements // lanes)
+        block_m = 1 if one_row else max(1, target_elements // lanes)
         block_m = 1 << (block_m.bit_length() - 1)  # a power of two (tl.arange)
         tile_lanes, block_n, num_chunks = block_m * lanes, head, 1
+        if one_row:
+            elements_per_warp, min_warps = piece_lanes_per_warp, piece_min_warps
     else:
         block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
@@ -1094,6 +1121,19 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
     lanes = tile.block_n + (tile.block_t if tile.tail else 0)
     warps = min(tile.num_warps, max(4, next_power_of_2(cdiv(block_m * lanes, elements_per_warp))))
     return tile._replace(block_m=block_m, num_warps=warps)
+
+
+def forward_rule(n: int) -> Tile:
+    """The plain forward's tile for rows of ``n`` (:func:`_tile` with the forward's constants, read at each call so
+    that a benchmark's knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
+    return _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
+                 FWD_VECTOR_TAIL_LANES, _one_row_pieces())
+
+
+def _one_row_pieces(from_lanes: Optional[int] = None) -> tuple[int, int, int]:
+    """The forwards' one-row pieces (the NOTE above FWD_PIECES_FROM_LANES) from ``from_lanes`` (None: the plain
+    forward's FWD_PIECES_FROM_LANES), as :func:`_tile` takes them."""
+    return (FWD_PIECES_FROM_LANES if from_lanes is None else from_lanes), FWD_PIECE_LANES_PER_WARP, FWD_PIECE_MIN_WARPS
 
 
 def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
@@ -1204,8 +1244,7 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _forward_tile(_tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
-                               FWD_MIN_WARPS, FWD_VECTOR_TAIL_LANES), m, x2.device)
+    tile = _forward_tile(forward_rule(n), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
@@ -1247,6 +1286,14 @@ def _fwd_maxnreg(tile: Tile) -> Optional[int]:
 # their floor; 4096 lanes a warp lost almost everywhere. Left as measured: 0.96-0.98x at 2560 (post-residual, and
 # LayerNorm tensorwise) and LayerNorm rowwise at 14336 (0.97x).
 FP8_FWD_LANES_PER_WARP = 2048
+# NOTE: the FP8 forward takes the plain forward's one-row pieces (the NOTE above FWD_PIECES_FROM_LANES) from rows of
+# FP8_FWD_PIECES_FROM_LANES, so that from there its statistics are the plain forward's arithmetic too. Measured, H200,
+# [16384, n] bf16, against the padded tile (old and new code in alternating rounds of one call, rowwise / tensorwise,
+# fraction of copy, the first of two rounds, the second within 0.03; benchmarks/results/launch-rules/
+# 15-one-row-pieces-2026-11-29-h200/4-final/): 4304 RMSNorm 0.71 / 0.72 -> 0.95 / 0.91, LayerNorm 0.57 / 0.49 ->
+# 0.73 / 0.72, post-residual 0.76 / 0.63 -> 0.88 / 0.83; 2304 LayerNorm 0.64 / 0.56 -> 0.79 / 0.76. At 1152 (1024 + 128 on 2 warps) rowwise lost (RMSNorm 22.9 -> 25.2 us,
+# LayerNorm 28.9 -> 30.9) where tensorwise and post-residual gained 1.05-1.09x: 1152-1536 keep the padded tile.
+FP8_FWD_PIECES_FROM_LANES = 2048
 FP8_FWD_RESIDUAL_WARPS_PER_ROW = 2
 FP8_FWD_MIN_WARPS = 1  # a floor for benchmarks/norm_fp8.py --warps
 FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
@@ -1256,7 +1303,8 @@ def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, resi
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
     forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
     by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES)
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
+                 one_row_pieces=_one_row_pieces(FP8_FWD_PIECES_FROM_LANES))
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
