@@ -1,6 +1,7 @@
 """Test configuration shared by every test file.
 
 * ``@pytest.mark.gpu`` tests are skipped ("needs CUDA") when no CUDA device is present;
+* ``@pytest.mark.long`` tests (minutes on CI's two cores) are collected first;
 * the ``requires_triton`` fixture skips a test unless ops on CPU tensors run the Triton kernels
   (in the interpreter: ``TRITON_INTERPRET=1`` must be set before Python starts);
 * the ``device`` fixture is ``"cuda"`` when available, else ``"cpu"``.
@@ -13,6 +14,10 @@ import torch
 
 
 def pytest_collection_modifyitems(config, items):
+    # ``@pytest.mark.long`` tests first (a stable sort): pytest-xdist hands each worker its share in this order, so a
+    # test of several minutes starts at once on one worker while the others share the rest, instead of starting
+    # last and being the run's tail (CI: 2 workers; the sm_90 build test started 21 minutes into a 31-minute run).
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     if torch.cuda.is_available():
         return
     needs_cuda = pytest.mark.skip(reason="needs CUDA")

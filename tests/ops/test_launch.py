@@ -124,6 +124,7 @@ def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
     return list(seen.values())
 
 
+@pytest.mark.long
 @pytest.mark.usefixtures("requires_triton")
 def test_every_launcher_passes_opcheck(monkeypatch, device):
     """Schema, fake implementation (the launcher itself, run on fake tensors) and the AOT dispatch of every

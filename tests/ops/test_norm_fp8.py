@@ -626,6 +626,7 @@ def test_fp8_forward_warps_follow_the_lanes():
                 assert lanes > (tile.num_warps // 2) * norm.FP8_FWD_LANES_PER_WARP, (n, tile)  # no warp to spare
 
 
+@pytest.mark.long
 @pytest.mark.usefixtures("requires_triton")
 def test_every_fp8_launch_compiles_for_sm90(monkeypatch, device):
     """The FP8 kernels as the ops launch them (the norms' forms and tiles: one tile, head + tail with several rows
