@@ -45,7 +45,8 @@ def test_kernel_times_and_ceilings(reordered):
     fused = [k for k in reordered.kernels if k.phase == "inference"]
     assert all(k.time_us and k.bytes and k.bytes_source == "inductor" for k in fused)  # benchmark_kernel's estimate
     assert all(0.05 < k.frac_copy < 1.3 for k in fused)
-    gemms = [launch for launch in reordered.externs if launch.category == "gemm" and launch.module == "0_inference"]
+    gemms = [launch for launch in reordered.externs
+             if launch.category == "gemm" and launch.module.endswith("_inference")]  # (AOT ids count per process)
     assert all(launch.time_us and launch.flops / launch.time_us / 1e6 > 10 for launch in gemms)
 
 

@@ -1291,8 +1291,9 @@ FP8_FWD_LANES_PER_WARP = 2048
 # [16384, n] bf16, against the padded tile (old and new code in alternating rounds of one call, rowwise / tensorwise,
 # fraction of copy, the first of two rounds, the second within 0.03; benchmarks/results/launch-rules/
 # 15-one-row-pieces-2026-11-29-h200/4-final/): 4304 RMSNorm 0.71 / 0.72 -> 0.95 / 0.91, LayerNorm 0.57 / 0.49 ->
-# 0.73 / 0.72, post-residual 0.76 / 0.63 -> 0.88 / 0.83; 2304 LayerNorm 0.64 / 0.56 -> 0.79 / 0.76. At 1152 (1024 + 128 on 2 warps) rowwise lost (RMSNorm 22.9 -> 25.2 us,
-# LayerNorm 28.9 -> 30.9) where tensorwise and post-residual gained 1.05-1.09x: 1152-1536 keep the padded tile.
+# 0.73 / 0.72, post-residual 0.76 / 0.63 -> 0.88 / 0.83; 2304 LayerNorm 0.64 / 0.56 -> 0.79 / 0.76. At 1152 (1024 +
+# 128 on 2 warps) rowwise lost (RMSNorm 22.9 -> 25.2 us, LayerNorm 28.9 -> 30.9) where tensorwise and post-residual
+# gained 1.05-1.09x: 1152-1536 keep the padded tile.
 FP8_FWD_PIECES_FROM_LANES = 2048
 FP8_FWD_RESIDUAL_WARPS_PER_ROW = 2
 FP8_FWD_MIN_WARPS = 1  # a floor for benchmarks/norm_fp8.py --warps
