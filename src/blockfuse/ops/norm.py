@@ -85,17 +85,18 @@ MIN_TAIL = 16
 # benchmarks/results/launch-rules/10-reload/fwd-warps-h100/). So a tail of at least 4 warps' worth of vectors caps
 # the warps at one vector a thread (9000: 4; 10240's 2048-lane tail: 8, not measured; 11008's 4096: 16, as before,
 # where 4 warps measured 0.91 -> 0.96 for LayerNorm but 0.91 -> 0.87 post-residual). A smaller tail (8200: 8192 +
-# 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes have no tail (4300:
-# one padded tile of 8 warps, measured best against 4).
+# 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes: the backward has no
+# tail (4300: one padded tile of 8 warps, measured best against 4); the forward's pieces there are in the two NOTEs
+# below.
 TAIL_VECTOR = 8
 # NOTE: the forward also takes two pieces below TAIL_FROM_LANES where the tail alone fills 4 warps with 16-byte
 # vectors (FWD_VECTOR_TAIL_LANES lanes, so the warps stay at one vector a thread: the NOTE above): 4609-6144 wide
 # (5120: 4096 + 1024 lanes, not 8192), 2561-3072 (3072: 2048 + 1024), and below 1024 lanes never. A smaller tail
-# keeps the padded tile: H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
+# kept the padded tile until the one-row pieces (the next NOTE): H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
 # 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps) LayerNorm 0.70
 # -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward
 # keeps its tiles (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256), and so does the FP8 forward
-# (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
+# at these tails (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
 # 0.82x at 6144 (same folder, fp8/). 0: off.
 FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # NOTE: below TAIL_FROM_LANES, a row of at least FWD_PIECES_FROM_LANES with a tail of any size also goes in two
