@@ -133,9 +133,12 @@ def rule_stats(n: int, form: str) -> dict:
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
                       instructions=sum(opcodes.values()))
-    per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
-    max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
-    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
+    if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
+        tile = norm.backward_rule(n, activation, mode == norm.PRE)
+    else:
+        per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
+        max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
+        tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
     signature = {"DY": bf, "Z": bf, "W": bf, "RSTD": f32, "DX": bf, "PARTIAL": f32, "stride_dy": "i32",
                  "stride_ds": "i32", "stride_z": "i32", "stride_dx": "i32", "stride_dres": "i32", "M": "i32",
                  "N": "i32", "dropout_p": "fp32", "dropout_scale": "fp32"}
@@ -155,7 +158,7 @@ def rule_stats(n: int, form: str) -> dict:
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
                              "RELOAD": _reload(tile, activation, is_rms),
                              "VEC": launch.row_units(n),
-                             **tile.constexprs(n, tail=False)},
+                             **tile.constexprs(n, tail=hasattr(norm, "backward_rule"))},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,

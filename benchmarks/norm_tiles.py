@@ -182,9 +182,9 @@ def forced_chunks(chunk: int, tile_elements: int, elements_per_warp: int):
     """Both kernels read every row in chunks of ``chunk`` lanes, ``tile_elements`` lanes a program and
     ``elements_per_warp`` a warp (the wide-row path of the rule, forced at any width)."""
     names = ("FWD_MAX_LANES", "BWD_MAX_LANES", "BWD_MAX_LANES_PRE", "CHUNK_CHOICES", "CHUNK_TILE_ELEMENTS",
-             "FWD_ELEMENTS_PER_WARP", "BWD_ELEMENTS_PER_WARP")
-    saved = {name: getattr(norm, name) for name in names}
-    values = (1, 1, 1, (chunk,), tile_elements, elements_per_warp, elements_per_warp)
+             "FWD_ELEMENTS_PER_WARP", "BWD_ELEMENTS_PER_WARP", "BWD_PIECES_FROM_LANES")
+    saved = {name: getattr(norm, name, 0) for name in names}
+    values = (1, 1, 1, (chunk,), tile_elements, elements_per_warp, elements_per_warp, 0)
     try:
         for name, value in zip(names, values):
             setattr(norm, name, value)
@@ -202,7 +202,7 @@ FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"),
 
 def _clear_rule_caches():
     """The launch rules' caches (they read module constants that a knob changes, not only their arguments)."""
-    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs", "_fewer_rows"):
+    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs", "_fewer_rows", "_backward_pieces"):
         cached = getattr(norm, name, None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()

@@ -633,6 +633,101 @@ def _norm_form(form, reference, x, w, b, r):
     return (norm.layer_norm_gelu_ref if reference else blockfuse.layer_norm_gelu)(x, w, b)
 
 
+@pytest.mark.parametrize("n", [72, 768, 1000, 1024, 1152, 1536, 2176, 2304, 2560, 2880, 4096, 4160, 4304, 4608, 5120,
+                               6144, 7000, 8192, 8200, 11008, 14336])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_backward_pieces_rule(n, element_size):
+    """The backward takes two pieces (row_pieces, one row a block) from BWD_PIECES_FROM_LANES wide wherever the row has
+    a tail under LAYOUT_TAIL_LANES and the pieces fit BWD_PIECES_MAX_LANES lanes; warps one per
+    BWD_PIECE_LANES_PER_WARP lanes within BWD_PIECE_MIN_WARPS-16, the tail at least BWD_PIECE_TAIL_BYTES a thread (the
+    GELU form's: ACT_BWD_PIECE_LANES_PER_WARP, at most ACT_BWD_PIECE_MAX_WARPS, any tail, at most
+    ACT_BWD_PIECES_MAX_LANES lanes), a power of two; other rows keep the padded tile (no tail) or chunks."""
+    head, tail = norm.row_pieces(n)
+    for activation, per_warp, most, max_lanes in (
+            (0, norm.BWD_PIECE_LANES_PER_WARP, 16, norm.BWD_PIECES_MAX_LANES),
+            (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MAX_WARPS, norm.ACT_BWD_PIECES_MAX_LANES)):
+        tile = norm.backward_rule(n, activation, element_size=element_size)
+        fits = (n >= norm.BWD_PIECES_FROM_LANES and 0 < tail < norm.LAYOUT_TAIL_LANES and head + tail <= max_lanes)
+        if tile.tail:
+            assert fits
+            assert (tile.block_m, tile.block_n, tile.block_t, tile.num_chunks) == (1, head, tail, 1)
+            assert tile.lanes < norm.next_power_of_2(n) and tile.lanes >= n
+            warps = tile.num_warps
+            assert warps & (warps - 1) == 0 and norm.BWD_PIECE_MIN_WARPS <= warps <= most
+            assert warps in (norm.BWD_PIECE_MIN_WARPS, most) or (warps // 2) * per_warp < tile.lanes <= warps * per_warp
+            assert activation or tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * warps
+            assert not norm._bwd_reload(tile)
+        else:
+            assert not fits or (not activation and tail * element_size < norm.BWD_PIECE_TAIL_BYTES * 32 * 4)
+            assert tile == norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.ACT_BWD_ELEMENTS_PER_WARP if activation
+                                      else norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+    if n in (2304, 2560, 4304, 4608):  # 2048 + 256, 2048 + 512, 4096 + 256 / 512: 4 warps; with GELU 8 (not 4608)
+        assert norm.backward_rule(n).num_warps == 4 and norm.backward_rule(n).tail
+        assert norm.backward_rule(n, 1).tail == (n != 4608)
+        assert n == 4608 or norm.backward_rule(n, 1).num_warps == 8
+    if n in (2176, 4160):  # tails of 128 and 64 lanes: under 4 bytes a thread in bf16 on 4 warps, 4 or more in fp32
+        assert not norm.backward_rule(n).tail and norm.backward_rule(n, 1).tail
+        assert norm.backward_rule(n, element_size=4).tail == (n == 2176)
+    if n in (1152, 2880, 6144):  # under 2048 lanes; tails of 1024 and 2048 lanes
+        assert not norm.backward_rule(n).tail and not norm.backward_rule(n, 1).tail
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [2304, 2560, 4304])
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre", "ln-gelu"])
+def test_backward_in_pieces_matches_the_reference(form, n, device):
+    """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256) gives every
+    gradient (x, the residual, weight, bias) within twice PyTorch's error of a float64 reference, rows read with a
+    stride; and every gradient within a bf16 rounding of the padded tile's (with dropout: the same mask, regenerated
+    from the seed)."""
+    assert norm.backward_rule(n).tail
+    m = 6
+    is_rms = form.startswith("rms")
+    mode = "pre" if "-pre" in form else "post" if "-post" in form else None
+    p = 0.25 if form.endswith("dropout") else 0.0
+    x = random_tensor((m, n + 64), torch.bfloat16, device, scale=2.0, offset=0.5, seed=21)[:, :n]
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=22)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=23)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=24) if mode else None
+
+    def run(reference, dtype=None, pieces=True):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
+        xx, ww = leaves[0], leaves[1]
+        bb = None if is_rms else leaves[2]
+        rr = leaves[-1] if mode else None
+        kw = dict(residual=rr, residual_mode=mode or "pre", dropout_p=p, training=True) if mode else {}
+        saved = norm.BWD_PIECES_FROM_LANES
+        norm.BWD_PIECES_FROM_LANES = saved if pieces else 0
+        try:
+            torch.manual_seed(5)
+            if form == "ln-gelu":
+                op = norm.layer_norm_gelu_ref if reference else blockfuse.layer_norm_gelu
+                outs = op(xx, ww, bb)
+            elif is_rms:
+                outs = (norm.rms_norm_ref if reference else blockfuse.rms_norm)(xx, ww, **kw)
+            else:
+                outs = (norm.layer_norm_ref if reference else blockfuse.layer_norm)(xx, ww, bb, **kw)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            grads = [random_tensor(o.shape, o.dtype, device, seed=30 + i) for i, o in enumerate(outs)]
+            return list(torch.autograd.grad(outs, leaves, grads))
+        finally:
+            norm.BWD_PIECES_FROM_LANES = saved
+
+    ours = run(False)
+    # the padded tile (its kernels checked by the other tests): the same arithmetic summed in another order, and with
+    # dropout the same mask, where the reference draws another
+    padded = run(False, pieces=False)
+    for one, two in zip(ours, padded):
+        torch.testing.assert_close(one.float(), two.float(), rtol=2 ** -7, atol=1e-5)
+    if p:
+        return
+    expected = run(True, torch.float64)
+    own = run(True)
+    for name, a, e, t in zip(("x", "w", "b" if not is_rms else "r", "r"), ours, expected, own):
+        assert e.abs().max() > 0
+        assert_close_to_reference(a, t, e, name=f"d{name}")
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

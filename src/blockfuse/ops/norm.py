@@ -120,6 +120,35 @@ LAYOUT_TAIL_LANES: tl.constexpr = tl.constexpr(4 * 32 * TAIL_VECTOR)
 FWD_PIECES_FROM_LANES = 1024
 FWD_PIECE_LANES_PER_WARP = 2048
 FWD_PIECE_MIN_WARPS = 2
+# NOTE: the backward takes two pieces too (row_pieces), one row a block (_norm_bwd_pieces), for rows of at least
+# BWD_PIECES_FROM_LANES with a tail under LAYOUT_TAIL_LANES: 2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256,
+# 4608 = 4096 + 512. Each piece's row sums reduce to a scalar before they are added, as in the forward (the NOTE
+# above; with vector sums 4304's pieces had measured 1.8x slower than the padded 8192 lanes). The plain forms: one
+# warp per BWD_PIECE_LANES_PER_WARP lanes, at least BWD_PIECE_MIN_WARPS (4 at every such width: on 8, 149 registers a
+# thread let one program a multiprocessor), the pieces at most BWD_PIECES_MAX_LANES lanes, and a tail of at least
+# BWD_PIECE_TAIL_BYTES a thread: a thinner one is not pipelined (cp.async copies 4 bytes or more; sm_90 TTGIR: the
+# tail's two loads stay synchronous) and 2176 = 2048 + 128 ran 0.74 -> 0.55 of copy, 4160 = 4096 + 64 RMSNorm 0.77 ->
+# 0.72. The GELU form (a cap of ACT_BWD_MAXNREG registers): one warp per ACT_BWD_PIECE_LANES_PER_WARP lanes, at most
+# ACT_BWD_PIECE_MAX_WARPS (8 at every such width), any tail, the pieces at most 17 lanes a thread
+# (ACT_BWD_PIECES_MAX_LANES: 4352; 4608's 18 spilled 24 bytes a thread against 4304's 8, and ran 0.44 -> 0.39; on 16
+# warps 0.46, but 4304 on 16 0.41 against 0.52 on 8). Measured on an H200 (the backward launcher, [16384, n] bf16,
+# padded tile -> pieces in alternating rounds of one process, fraction of a 1 GiB copy; benchmarks/results/
+# launch-rules/16-backward-pieces-2026-11-29-h200/): 4304 LayerNorm 0.72 -> 0.88, RMSNorm 0.77 -> 0.90, pre-residual
+# 0.79 -> 0.86, post-residual 0.72 -> 0.87, + GELU 0.41 -> 0.52; 4352 0.76 / 0.81 / 0.82 -> 0.89 / 0.92 / 0.90, GELU
+# 0.42 -> 0.54; 2304 0.77 / 0.82 / 0.80 -> 0.78 / 0.83 / 0.84, GELU 0.44 -> 0.51; 2560 1.00x, GELU 0.48 -> 0.60;
+# [8192, 4304] LayerNorm 0.68 -> 0.77; [4096, 4304] 1.03-1.17x. Left as measured: the pre-residual form at 4480 / 4608
+# (4096 + 512) 0.83 / 0.84 -> 0.80 / 0.81 where the other plain forms gained 1.07-1.14x. Left padded: tails of 1024
+# lanes or more (2880 = 2048 + 1024: 0.83 -> 0.83; 6144 = 4096 + 2048: LayerNorm 0.92 -> 0.79, pre-residual 0.95 ->
+# 0.64), and rows under 2048 (1152 = 1024 + 128, one row a block: 0.65 -> 0.35, where the padded tile holds two rows
+# a block). Wider rows keep one padded tile and its reloaded rows (BWD_RELOAD_FROM_LANES). 0: off.
+BWD_PIECES_FROM_LANES = 2048
+BWD_PIECES_MAX_LANES = 8192
+BWD_PIECE_LANES_PER_WARP = 2048
+BWD_PIECE_MIN_WARPS = 4
+BWD_PIECE_TAIL_BYTES = 4
+ACT_BWD_PIECE_LANES_PER_WARP = 512
+ACT_BWD_PIECE_MAX_WARPS = 8
+ACT_BWD_PIECES_MAX_LANES = 17 * 32 * ACT_BWD_PIECE_MAX_WARPS
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -839,6 +868,77 @@ def _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols, col_mask, d
 
 
 @triton.jit
+def _norm_bwd_pieces(
+    DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
+    stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
+    TWO_FMA: tl.constexpr,
+):
+    """The backward of rows held in two pieces (the launcher's rule: backward_rule), one row a block: the head's
+    BLOCK_N columns (all in the row) and the tail's BLOCK_T (masked at N), each with its own weight / bias gradient
+    accumulators. The row sums reduce each piece to a scalar before they are added (as the forward's
+    _row_statistics_of_pieces: a tail of another layout than the head's is never moved into it)."""
+    tl.static_assert(BLOCK_M == 1, "a row in pieces is one row a block")
+    offs = tl.arange(0, BLOCK_N)
+    cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+    col_mask = offs < BLOCK_N  # (all true: the head is inside the row)
+    col_mask_t = cols_t < N
+    w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "")
+    w_t, b_t = _load_weight_and_bias(W, B, cols_t, col_mask_t, HAS_W, HAS_B, ACTIVATION, "")
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    dw_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
+    db_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
+    for block in tl.range(pid, num_blocks, num_programs, num_stages=STAGES):
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        mask_t = row_mask[:, None] & col_mask_t[None, :]
+        z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0).to(tl.float32)
+        z_t = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
+        dy_t = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        if IS_RMS:
+            mean = tl.zeros([BLOCK_M], dtype=tl.float32)
+        else:
+            mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        xhat, xhat_w, dy, wdy = _norm_bwd_math(
+            z, dy, w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
+            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+        xhat_t, xhat_w_t, dy_t, wdy_t = _norm_bwd_math(
+            z_t, dy_t, w_t, b_t, mean, rstd, mask_t, seed, rows, cols_t, N, dropout_p, dropout_scale, MODE, HAS_W,
+            HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+        if IS_RMS:
+            c1 = (tl.sum(tl.sum(xhat * wdy, axis=1), axis=0) + tl.sum(tl.sum(xhat_t * wdy_t, axis=1), axis=0)) / N
+            c2 = c1
+        else:
+            s1, s2 = _row_sums(xhat * wdy, wdy)
+            s1_t, s2_t = _row_sums(xhat_t * wdy_t, wdy_t)
+            c1 = (tl.sum(s1, axis=0) + tl.sum(s1_t, axis=0)) / N
+            c2 = (tl.sum(s2, axis=0) + tl.sum(s2_t, axis=0)) / N
+        c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + c1
+        c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + c2
+        dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
+        _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p,
+                          dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+        dz_t = _input_grad(xhat_t, wdy_t, c1, c2, rstd, IS_RMS, TWO_FMA)
+        _store_input_grad(DX, DRES, DS, rows, cols_t, mask_t, dz_t, seed, N, stride_dx, stride_dres, stride_ds,
+                          dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+        if HAS_W:
+            dw_acc += dy * xhat_w
+            dw_acc_t += dy_t * xhat_w_t
+        if HAS_B:
+            db_acc += dy
+            db_acc_t += dy_t
+    _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B, DIRECT)
+    _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_t, col_mask_t, dw_acc_t, db_acc_t, HAS_W, HAS_B,
+                        DIRECT)
+
+
+@triton.jit
 def _norm_bwd_kernel(
     DY,  # (M, N) gradient of the output y (post mode: of residual + dropout(norm(x)))
     DS,  # (M, N) pre mode: gradient of the residual-stream output s, or None
@@ -867,6 +967,8 @@ def _norm_bwd_kernel(
     BLOCK_N: tl.constexpr,
     NUM_CHUNKS: tl.constexpr,
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
+    TAIL: tl.constexpr,  # one row a block (BLOCK_M = 1) in two pieces: BLOCK_N lanes, then BLOCK_T (backward_rule)
+    BLOCK_T: tl.constexpr,
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
     TWO_FMA: tl.constexpr,  # dz's form (_input_grad; the launcher's rule: _two_fma)
@@ -888,7 +990,13 @@ def _norm_bwd_kernel(
     dropout_p = tl.cast(dropout_p, tl.float32)  # fp32 even when Inductor passes fp64
     dropout_scale = tl.cast(dropout_scale, tl.float32)
 
-    if NUM_CHUNKS == 1:
+    if TAIL:
+        _norm_bwd_pieces(
+            DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
+            stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W,
+            HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, STAGES, DIRECT,
+            TWO_FMA)
+    elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
         b = w
@@ -1031,9 +1139,14 @@ class Tile(NamedTuple):
     block_t: int
 
     def constexprs(self, n: int, tail: bool = True) -> dict:
-        """The forward kernels' tile constexprs (``tail=False``: the backward's, which has no tail: the rule
-        gives it none). Cached (a dict a call costs the host path); callers unpack it, never change it."""
+        """The kernels' tile constexprs (``tail=False``: without TAIL / BLOCK_T, for a kernel that has no tail).
+        Cached (a dict a call costs the host path); callers unpack it, never change it."""
         return _tile_constexprs(self, n, tail)
+
+    @property
+    def lanes(self) -> int:
+        """Lanes a row of the tile: BLOCK_N, plus BLOCK_T with a tail."""
+        return self.block_n + (self.block_t if self.tail else 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1144,6 +1257,39 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
     return rows_for_count(tile, m, sm_count(device))
 
 
+def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2) -> Tile:
+    """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
+    width limit; ``element_size``: of z and dy): the two pieces of :func:`_backward_pieces` where they apply, else one
+    padded tile (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes
+    effect."""
+    if activation:
+        pieces = _backward_pieces(n, BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
+                                  BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS, 0)
+    else:
+        pieces = _backward_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
+                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size)
+    if pieces is not None:
+        return pieces
+    return _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
+                 BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES, float("inf"))
+
+
+@functools.lru_cache(maxsize=None)
+def _backward_pieces(n: int, from_lanes: int, max_lanes: int, lanes_per_warp: int, min_warps: int,
+                     max_warps: int, tail_per_thread: int) -> Optional[Tile]:
+    """Rows of ``n`` in two pieces (:func:`row_pieces`), one row a block, one warp per ``lanes_per_warp`` lanes (a
+    power of two within ``min_warps``-``max_warps``), where ``n`` is at least ``from_lanes`` (0: never), the row has
+    a tail of fewer than LAYOUT_TAIL_LANES lanes and at least ``tail_per_thread`` elements a thread, and the two
+    pieces take at most ``max_lanes`` lanes; else None (the NOTE above BWD_PIECES_FROM_LANES)."""
+    head, tail = row_pieces(n)
+    if not from_lanes or n < from_lanes or not 0 < tail < LAYOUT_TAIL_LANES.value or head + tail > max_lanes:
+        return None
+    warps = min(max_warps, max(min_warps, next_power_of_2(cdiv(head + tail, lanes_per_warp))))
+    if tail < tail_per_thread * 32 * warps:
+        return None
+    return Tile(1, head, 1, warps, True, tail)
+
+
 def _two_fma(tile: Tile, activation: int) -> bool:
     """dz's form in the backward (see the NOTE above BWD_TWO_FMA_MAX_WARPS): two multiply-adds where a thread
     may hold more than 128 registers (at most BWD_TWO_FMA_MAX_WARPS warps, no register cap)."""
@@ -1184,16 +1330,16 @@ def _bwd_depth(tile: Tile, n: int, element_size: int, per_sm: int, streams: int,
     BWD_PIPELINE_MAX_LANES lanes), the others' :func:`_bwd_stages` (``per_sm``: the form's programs a multiprocessor
     for narrow tiles)."""
     if activation:
-        return ACT_BWD_STAGES if tile.block_m * tile.block_n <= BWD_PIPELINE_MAX_LANES else 1
+        return ACT_BWD_STAGES if tile.block_m * tile.lanes <= BWD_PIPELINE_MAX_LANES else 1
     return _bwd_stages(tile, n, element_size, _programs_per_sm(tile.block_n, per_sm), streams)
 
 
 @functools.lru_cache(maxsize=None)
 def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams: int) -> int:
-    if tile.block_m * tile.block_n > BWD_PIPELINE_MAX_LANES:
+    if tile.block_m * tile.lanes > BWD_PIPELINE_MAX_LANES:
         return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES)
     real = streams * tile.block_m * n * element_size
-    padded = streams * tile.block_m * tile.block_n * element_size
+    padded = streams * tile.block_m * tile.lanes * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
     return max(2, min(stages, BWD_MAX_STAGES, BWD_SMEM_BYTES // (per_sm * padded)))
 
@@ -1438,8 +1584,7 @@ def _norm_bwd(
             if grad is not None:
                 grad.zero_()
         return outputs
-    tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
-                 BWD_MAX_LANES_PRE if mode == PRE else BWD_MAX_LANES, float("inf"))
+    tile = backward_rule(n, activation, mode == PRE, z.element_size())
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
@@ -1463,7 +1608,7 @@ def _norm_bwd(
         m, n_units, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        **tile.constexprs(n, tail=False),
+        **tile.constexprs(n),
         STAGES=_stages(stages, row_blocks, g), DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
         RELOAD=_bwd_reload(tile), VEC=vec,
         num_warps=tile.num_warps,
