@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import blockfuse
-from blockfuse.ops import fp8_act, launch
+from blockfuse.ops import fp8_act, launch, norm
 from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
@@ -254,6 +254,13 @@ def _exercise_every_op(device: str) -> None:
     w, b = torch.randn(72, dtype=torch.bfloat16, device=device), torch.randn(72, dtype=torch.bfloat16, device=device)
     run(lambda x, w, b: blockfuse.layer_norm(x, w, b), tall, w, b)
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), tall, w, b)
+    # rows the backward holds in two pieces (norm.backward_rule: 2304 = 2048 + 256), plain, GELU, pre-residual dropout
+    pieces = torch.randn(3, 2304, dtype=torch.bfloat16, device=device)
+    w, b = torch.randn(2304, dtype=torch.bfloat16, device=device), torch.randn(2304, dtype=torch.bfloat16, device=device)
+    assert norm.backward_rule(2304).tail and norm.backward_rule(2304, 1).tail
+    run(lambda x, w, b: blockfuse.layer_norm(x, w, b), pieces, w, b)
+    run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
+    run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, dropout_p=0.1), pieces, pieces.flip(0), w)
 
 
 @pytest.mark.long
@@ -267,6 +274,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     stages = {record["constexprs"].get("STAGES") for record in launches.values()
               if record["kernel"] == "_norm_bwd_kernel"}
     assert {1, 3} <= stages, stages
+    assert any(record["constexprs"].get("TAIL") for record in launches.values()
+               if record["kernel"] == "_norm_bwd_kernel"), "no backward in two pieces was built"
     assert {record["kernel"] for record in launches.values() if record["launch_pdl"]} == {
         "_fp8_roll_kernel", "_norm_fwd_fp8_kernel"}
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",
@@ -313,8 +322,6 @@ def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
     a 128-register cap (two programs per multiprocessor), compiles for sm_90 without spilling."""
     if device != "cpu":
         pytest.skip("compiles on the CPU machine; the GPU benchmarks time the kernel itself")
-    from blockfuse.ops import norm
-
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[2]
     warps = norm.BWD_TILE_ELEMENTS // norm.ACT_BWD_ELEMENTS_PER_WARP
@@ -330,21 +337,23 @@ def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
 
 def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     """``benchmarks/kernel_stats.py --loop`` finds the norm backward's loop in the sm_90 SASS and counts its
-    instructions per useful row element: a padded tile (4304 in 8192 lanes) runs its padded lanes too, so it
-    issues far more an element than the tile that fits (4096)."""
+    instructions per useful row element: a padded tile (4160 in 8192 lanes: its 64-lane tail keeps the padded tile,
+    norm.backward_rule) runs its padded lanes too, so it issues far more an element than the tile that fits (4096);
+    two pieces (4304 = 4096 + 256) about as many as the tile that fits."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
                                                       env.get("PYTHONPATH")]))
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--loop", "--widths", "4096,4304",
+        [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--loop", "--widths", "4096,4160,4304",
          "--forms", "ln"], env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {int(m.group(1)): (int(m.group(2)), float(m.group(3)))
             for m in re.finditer(r"^\| (\d+) \| ln \| [^|]+ \| (\d+) \| ([\d.]+) \|", result.stdout, re.M)}
-    assert set(rows) == {4096, 4304}, result.stdout
+    assert set(rows) == {4096, 4160, 4304}, result.stdout
     assert all(count > 50 for count, _ in rows.values()), rows  # a loop body, not an empty match
-    assert rows[4304][1] > 1.5 * rows[4096][1], rows
+    assert rows[4160][1] > 1.5 * rows[4096][1], rows
+    assert rows[4304][1] < 1.25 * rows[4096][1], rows
 
 
 DELAYED_TILES_SCRIPT = r"""

@@ -57,8 +57,10 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 # * a row is held in registers as one power-of-two tile of next_power_of_2(N) lanes; only rows past
 #   TAIL_FROM_LANES take two power-of-two pieces (``row_pieces``: 11008 -> 8192 + 4096, not 16384): there
 #   the tile is at its 16 warps, so padded lanes cost registers no warp can take over (forward at 11008:
-#   1.11-1.34x). Below it the padding measured cheaper than a tail (backward at 4304: the padded 8192
-#   lanes ran 1.8x faster than 4096 + 256);
+#   1.11-1.34x). Below it the padding measured cheaper than a tail with the pieces' row sums added as vectors
+#   (backward at 4304: the padded 8192 lanes ran 1.8x faster than 4096 + 256); reduced to scalars piece by piece,
+#   the pieces won in both passes (forward_rule, backward_rule: the NOTEs above FWD_PIECES_FROM_LANES and
+#   BWD_PIECES_FROM_LANES);
 # * rows wider than FWD_MAX_LANES (forward) or BWD_MAX_LANES go in chunks, read again for each pass. The
 #   one tile spills past 8192 lanes, but every form ran as fast or faster in it than in chunks (chunks:
 #   LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU 0.81x at
@@ -85,9 +87,8 @@ MIN_TAIL = 16
 # benchmarks/results/launch-rules/10-reload/fwd-warps-h100/). So a tail of at least 4 warps' worth of vectors caps
 # the warps at one vector a thread (9000: 4; 10240's 2048-lane tail: 8, not measured; 11008's 4096: 16, as before,
 # where 4 warps measured 0.91 -> 0.96 for LayerNorm but 0.91 -> 0.87 post-residual). A smaller tail (8200: 8192 +
-# 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes: the backward has no
-# tail (4300: one padded tile of 8 warps, measured best against 4); the forward's pieces there are in the two NOTEs
-# below.
+# 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes: the pieces of both
+# passes there are in the NOTEs below (the backward's: BWD_PIECES_FROM_LANES).
 TAIL_VECTOR = 8
 # NOTE: the forward also takes two pieces below TAIL_FROM_LANES where the tail alone fills 4 warps with 16-byte
 # vectors (FWD_VECTOR_TAIL_LANES lanes, so the warps stay at one vector a thread: the NOTE above): 4609-6144 wide
@@ -95,8 +96,8 @@ TAIL_VECTOR = 8
 # kept the padded tile until the one-row pieces (the next NOTE): H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
 # 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps) LayerNorm 0.70
 # -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward
-# keeps its tiles (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256), and so does the FP8 forward
-# at these tails (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
+# kept its tiles then (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256 with vector sums), and so does
+# the FP8 forward at these tails (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
 # 0.82x at 6144 (same folder, fp8/). 0: off.
 FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # NOTE: below TAIL_FROM_LANES, a row of at least FWD_PIECES_FROM_LANES with a tail of any size also goes in two
@@ -114,8 +115,9 @@ FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # element a thread) 0.77, on 4 0.93; 1152 on 4 warps 0.61, on 2 0.77. At 2048-4096 rows (tensors under 32 MiB,
 # kernels of a few microseconds) the pieces are 0.85-1.3x the padded tile by form (2048 x 4304: 1.10-1.30x; 2048 x
 # 2560 LayerNorm 0.90x, RMSNorm 1.05x); twice the warps where the rows fit the card in one wave was no better and is
-# not in the rule (benchmarks/results/launch-rules/15-one-row-pieces-2026-11-29-h200/). The backward keeps its
-# tiles; the FP8 forward takes these pieces from FP8_FWD_PIECES_FROM_LANES (its NOTE). 0: off.
+# not in the rule (benchmarks/results/launch-rules/15-one-row-pieces-2026-11-29-h200/). The backward has its
+# own pieces (the NOTE above BWD_PIECES_FROM_LANES); the FP8 forward takes these from FP8_FWD_PIECES_FROM_LANES (its
+# NOTE). 0: off.
 LAYOUT_TAIL_LANES: tl.constexpr = tl.constexpr(4 * 32 * TAIL_VECTOR)
 FWD_PIECES_FROM_LANES = 1024
 FWD_PIECE_LANES_PER_WARP = 2048
