@@ -301,7 +301,8 @@ def main() -> None:
                       HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
-                      EVEN_N=args.even_n, STAGES=args.stages, DIRECT=False, RELOAD=False, VEC=1,
+                      EVEN_N=args.even_n, **({"TAIL": False, "BLOCK_T": 1} if hasattr(norm, "backward_rule") else {}),
+                      STAGES=args.stages, DIRECT=False, RELOAD=False, VEC=1,
                       TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
                       and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
