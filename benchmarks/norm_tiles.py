@@ -202,7 +202,7 @@ FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"),
 
 def _clear_rule_caches():
     """The launch rules' caches (they read module constants that a knob changes, not only their arguments)."""
-    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs", "_fewer_rows", "_backward_pieces"):
+    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs", "_fewer_rows", "_one_row_pieces"):
         cached = getattr(norm, name, None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()

@@ -609,8 +609,7 @@ def test_fp8_forward_warps_follow_the_lanes():
     assert norm.fp8_forward_tile(4304).tail and norm.fp8_forward_tile(2304).tail
     assert not norm.fp8_forward_tile(1152).tail and not norm.fp8_forward_tile(5120).tail
     for n in widths:
-        plain = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                           norm.TAIL_FROM_LANES, one_row_pieces=norm._one_row_pieces(norm.FP8_FWD_PIECES_FROM_LANES))
+        plain = norm.fp8_forward_rows(n)
         for residual in (False, True):
             tile = norm.fp8_forward_tile(n, residual=residual)
             assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces

@@ -1175,33 +1175,29 @@ def row_pieces(n: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, tail_from: float,
-          min_warps: int = 4, vector_tail: int = 0, one_row_pieces: tuple[int, int, int] = (0, 0, 0)) -> Tile:
+          min_warps: int = 4, vector_tail: int = 0) -> Tile:
     """The launch rule of both kernels, from the row width alone (see the constants above):
 
     * a row of at most ``max_lanes`` lanes stays in registers: one power-of-two tile, or two pieces
       (:func:`row_pieces`) when the tile would pass ``tail_from`` lanes or the tail has at least ``vector_tail``
-      lanes (nonzero: the forward's FWD_VECTOR_TAIL_LANES), or, with ``one_row_pieces`` = (from lanes, lanes a
-      warp, least warps) nonzero (the forward's FWD_PIECES_FROM_LANES...), at any tail from that width, one row a
-      program with its own warps; narrow rows are packed several to a
+      lanes (nonzero: the forward's FWD_VECTOR_TAIL_LANES); narrow rows are packed several to a
       program (``target_elements`` lanes a program: one row of 1024 bf16 alone is too little work to hide
       memory latency);
     * wider rows go in chunks (the width in CHUNK_CHOICES that pads least), read again for each pass,
       CHUNK_TILE_ELEMENTS lanes a program (several rows: a persistent backward program alone on its
       multiprocessor must keep enough bytes in flight);
-    * warps: one per ``elements_per_warp`` lanes, a power of two within ``min_warps``-16."""
+    * warps: one per ``elements_per_warp`` lanes, a power of two within ``min_warps``-16.
+
+    (Rows in pieces one row a program, at any tail: :func:`_one_row_pieces`, which the rules try first.)"""
     whole = next_power_of_2(n)
     head, tail = row_pieces(n)
-    pieces_from, piece_lanes_per_warp, piece_min_warps = one_row_pieces
-    one_row = bool(pieces_from and 0 < tail < LAYOUT_TAIL_LANES.value and whole <= tail_from and n >= pieces_from)
-    if whole <= tail_from and not (vector_tail and tail >= vector_tail) and not one_row:
+    if whole <= tail_from and not (vector_tail and tail >= vector_tail):
         head, tail = whole, 0
     lanes = head + tail
     if lanes <= max_lanes:
-        block_m = 1 if one_row else max(1, target_elements // lanes)
+        block_m = max(1, target_elements // lanes)
         block_m = 1 << (block_m.bit_length() - 1)  # a power of two (tl.arange)
         tile_lanes, block_n, num_chunks = block_m * lanes, head, 1
-        if one_row:
-            elements_per_warp, min_warps = piece_lanes_per_warp, piece_min_warps
     else:
         block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
@@ -1240,16 +1236,12 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
 
 
 def forward_rule(n: int) -> Tile:
-    """The plain forward's tile for rows of ``n`` (:func:`_tile` with the forward's constants, read at each call so
-    that a benchmark's knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
-    return _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
-                 FWD_VECTOR_TAIL_LANES, _one_row_pieces())
-
-
-def _one_row_pieces(from_lanes: Optional[int] = None) -> tuple[int, int, int]:
-    """The forwards' one-row pieces (the NOTE above FWD_PIECES_FROM_LANES) from ``from_lanes`` (None: the plain
-    forward's FWD_PIECES_FROM_LANES), as :func:`_tile` takes them."""
-    return (FWD_PIECES_FROM_LANES if from_lanes is None else from_lanes), FWD_PIECE_LANES_PER_WARP, FWD_PIECE_MIN_WARPS
+    """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
+    FWD_PIECES_FROM_LANES, else :func:`_tile`, with the forward's constants read at each call so that a benchmark's
+    knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
+    return (_one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP, FWD_PIECE_MIN_WARPS)
+            or _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
+                     FWD_VECTOR_TAIL_LANES))
 
 
 def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
@@ -1261,15 +1253,15 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
 
 def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
-    width limit; ``element_size``: of z and dy): the two pieces of :func:`_backward_pieces` where they apply, else one
+    width limit; ``element_size``: of z and dy): the two pieces of :func:`_one_row_pieces` where they apply, else one
     padded tile (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes
     effect."""
     if activation:
-        pieces = _backward_pieces(n, BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
-                                  BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS, 0)
+        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
+                                 BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS)
     else:
-        pieces = _backward_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
-                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size)
+        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
+                                 BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size)
     if pieces is not None:
         return pieces
     return _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
@@ -1277,12 +1269,13 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
 
 
 @functools.lru_cache(maxsize=None)
-def _backward_pieces(n: int, from_lanes: int, max_lanes: int, lanes_per_warp: int, min_warps: int,
-                     max_warps: int, tail_per_thread: int) -> Optional[Tile]:
-    """Rows of ``n`` in two pieces (:func:`row_pieces`), one row a block, one warp per ``lanes_per_warp`` lanes (a
-    power of two within ``min_warps``-``max_warps``), where ``n`` is at least ``from_lanes`` (0: never), the row has
-    a tail of fewer than LAYOUT_TAIL_LANES lanes and at least ``tail_per_thread`` elements a thread, and the two
-    pieces take at most ``max_lanes`` lanes; else None (the NOTE above BWD_PIECES_FROM_LANES)."""
+def _one_row_pieces(n: int, from_lanes: int, max_lanes: int, lanes_per_warp: int, min_warps: int,
+                    max_warps: int = 16, tail_per_thread: int = 0) -> Optional[Tile]:
+    """Rows of ``n`` in two pieces (:func:`row_pieces`), one row a program (a block of the backward's), one warp per
+    ``lanes_per_warp`` lanes (a power of two within ``min_warps``-``max_warps``), where ``n`` is at least
+    ``from_lanes`` (0: never), the row has a tail of fewer than LAYOUT_TAIL_LANES lanes and at least
+    ``tail_per_thread`` elements a thread, and the two pieces take at most ``max_lanes`` lanes; else None. The
+    forwards' and the backward's rules (the NOTEs above FWD_PIECES_FROM_LANES and BWD_PIECES_FROM_LANES)."""
     head, tail = row_pieces(n)
     if not from_lanes or n < from_lanes or not 0 < tail < LAYOUT_TAIL_LANES.value or head + tail > max_lanes:
         return None
@@ -1449,12 +1442,19 @@ FP8_FWD_MIN_WARPS = 1  # a floor for benchmarks/norm_fp8.py --warps
 FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
 
 
+def fp8_forward_rows(n: int) -> Tile:
+    """The FP8 forward's rows and pieces for rows of ``n``, before its warps (:func:`fp8_forward_tile`): the one-row
+    pieces from FP8_FWD_PIECES_FROM_LANES (the NOTE above it), else the forward's width tile."""
+    return (_one_row_pieces(n, FP8_FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
+                            FWD_PIECE_MIN_WARPS)
+            or _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES))
+
+
 def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, residual: bool = False) -> Tile:
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
     forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
     by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
-    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES,
-                 one_row_pieces=_one_row_pieces(FP8_FWD_PIECES_FROM_LANES))
+    tile = fp8_forward_rows(n)
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
