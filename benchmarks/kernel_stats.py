@@ -109,7 +109,9 @@ def rule_stats(n: int, form: str) -> dict:
     common = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                   ACTIVATION=activation)
     out = {}
-    if hasattr(norm, "forward_rule"):  # (the launcher's rule; older code: the width's tile without its tails)
+    if hasattr(norm, "FWD_RMS_CHUNKS_FROM_LANES"):  # (the launcher's rule, by form)
+        tile = norm.forward_rule(n, is_rms)
+    elif hasattr(norm, "forward_rule"):  # (older code: the width's rule; before it, the tile without its tails)
         tile = norm.forward_rule(n)
     else:
         tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,

@@ -2,7 +2,7 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
-    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--bwd-knob NAME=V1,V2 ...] [--fwd-knob NAME=V1,V2 ...]
+    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--chunked-passes fwd,bwd] [--bwd-knob NAME=V1,V2 ...] [--fwd-knob NAME=V1,V2 ...]
 
 ``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
 alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
@@ -259,6 +259,7 @@ def main():
                     help="backward grid: tile elements ; elements a warp ; programs a multiprocessor ; stages (0: the rule)")
     ap.add_argument("--chunked", default="",
                     help="chunked grid, forward and backward: chunk widths ; tile elements ; elements a warp")
+    ap.add_argument("--chunked-passes", default="fwd,bwd", help="the passes the chunked grid times: fwd, bwd or both")
     ap.add_argument("--fwd-maxnreg", default="",
                     help="comma-separated register caps of the forward's 16-warp programs (norm.FWD_WIDE_MAXNREG; "
                     "0: none), each timed on the rule's tile")
@@ -305,9 +306,15 @@ def main():
             (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
              norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES) = defaults
             for chunk, tile, epw in chunked_configs:
+                if tile != chunk:  # (one row a program: several measured slower)
+                    continue
                 with forced_chunks(chunk, tile, epw):
                     for pass_, timer in (("fwd-chunked", time_forward), ("bwd-chunked", time_backward)):
+                        if pass_.split("-")[0] not in args.chunked_passes.split(","):
+                            continue
                         ms, nbytes = timer(shape, is_rms, mode)
+                        print(f"{shape} {op:7s} {pass_} chunk {chunk} tile {tile} epw {epw}: "
+                              f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
                         rows.append(dict(shape=shape, op=op, mode=mode, pass_=pass_, tile=tile, epw=epw, pps=None,
                                          stages=None, chunk=chunk, ms=ms, frac=nbytes / ms / 1e6 / bw))
             default_cap = getattr(norm, "FWD_WIDE_MAXNREG", None)  # (None: code from before the cap)

@@ -312,11 +312,12 @@ def test_float32_parameters_with_low_precision_input(mode, variant, dtype, devic
     check_against_pytorch(VARIANTS[variant], inputs, "pre")
 
 
-@pytest.mark.parametrize("width", [760, 11008, 20000])
+@pytest.mark.parametrize("width", [760, 11008, 20000, 24576])
 def test_layer_norm_of_input_with_large_mean(width, device):
     """x = 300 + randn: a variance taken as E[x^2] - E[x]^2 in fp32 loses ~3 digits here, where
     PyTorch (Welford / two-pass) does not. 11008 covers a row in two pieces (8192 + 4096 lanes, its statistics
-    corrected by the deviations' mean), 20000 the chunked path."""
+    corrected by the deviations' mean), 20000 and 24576 the chunked path (Welford's update per lane, Chan's merge
+    of the lanes), with a partial last chunk and without."""
     inputs = make_inputs(VARIANTS["ln"], (3, width), torch.float32, device, residual=True)
     inputs.x = random_tensor((3, width), torch.float32, device, seed=9, offset=300.0)
     check_against_pytorch(VARIANTS["ln"], inputs, "pre")
@@ -1170,3 +1171,53 @@ FALLBACK_SCRIPT = textwrap.dedent(
 
 def test_cpu_without_interpreter_uses_the_reference():
     assert_runs_without_interpreter(FALLBACK_SCRIPT)
+
+
+@pytest.mark.parametrize("n", [4096, 8191, 8192, 9000, 11008, 14336, 16384, 16385, 20000, 32768, 65536])
+@pytest.mark.parametrize("is_rms", [False, True])
+def test_forward_chunks_rule(n, is_rms):
+    """The forward reads a row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES: one row a
+    program of FWD_CHUNK_WARPS warps, chunks of the CHUNK_CHOICES width that pads least (never a quarter of the row),
+    covering the row; narrower rows keep the tiles that hold them in registers, and 0 turns RMSNorm's off."""
+    tile = norm.forward_rule(n, is_rms)
+    chunked = n > norm.FWD_MAX_LANES or (is_rms and n >= norm.FWD_RMS_CHUNKS_FROM_LANES)
+    assert (tile.num_chunks > 1) == chunked, tile
+    if chunked:
+        assert (tile.block_m, tile.num_warps, tile.tail) == (1, norm.FWD_CHUNK_WARPS, False)
+        assert tile.block_n in norm.CHUNK_CHOICES
+        assert n <= tile.num_chunks * tile.block_n < n + tile.block_n
+        assert tile.num_chunks * tile.block_n <= n * 5 // 4, tile
+    else:
+        assert tile == norm.forward_rule(n, False)
+    old = norm.FWD_RMS_CHUNKS_FROM_LANES
+    try:
+        norm.FWD_RMS_CHUNKS_FROM_LANES = 0
+        assert norm.forward_rule(n, is_rms) == norm.forward_rule(n, False)
+    finally:
+        norm.FWD_RMS_CHUNKS_FROM_LANES = old
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [8192, 9000, 20000])
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post", "ln-gelu", "rms-pre"])
+def test_forward_in_chunks_matches_the_reference(form, n, device):
+    """The forward's chunks (one row a program; LayerNorm's statistics per lane, merged) compute what the reference
+    does in every form, on rows read with a stride (x a slice of a wider tensor), with a partial last chunk (9000,
+    20000) and without (8192: RMSNorm's chunks; LayerNorm holds it in registers)."""
+    m = 3
+    x = random_tensor((m, n + 64), torch.bfloat16, device, scale=2.0, offset=0.5, seed=21)[:, :n]
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=22)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=23)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=24)
+
+    def run(reference, x, w, b, r):
+        if form != "rms-pre":
+            return _norm_form(form, reference, x, w, b, r)
+        y, s = (norm.rms_norm_ref if reference else blockfuse.rms_norm)(x, w, residual=r)
+        return torch.cat([y, s])
+
+    out = run(False, x, w, b, r)
+    expected = run(True, x.double(), w.double(), b.double(), r.double())
+    own = run(True, x, w, b, r)  # PyTorch in bf16
+    assert expected.abs().max() > 0
+    assert_close_to_reference(out, own, expected)

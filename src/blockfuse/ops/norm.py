@@ -62,9 +62,10 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 #   the pieces won in both passes (forward_rule, backward_rule: the NOTEs above FWD_PIECES_FROM_LANES and
 #   BWD_PIECES_FROM_LANES);
 # * rows wider than FWD_MAX_LANES (forward) or BWD_MAX_LANES go in chunks, read again for each pass. The
-#   one tile spills past 8192 lanes, but every form ran as fast or faster in it than in chunks (chunks:
-#   LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU 0.81x at
-#   14336). The pre-residual backward (which also reads the residual stream's gradient) took chunks past
+#   one tile spills past 8192 lanes, but every form ran as fast or faster in it than in chunks of two rows a
+#   program (chunks: LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU
+#   0.81x at 14336); in chunks of one row a program RMSNorm's forward is the faster from 8192 lanes (the NOTE
+#   above FWD_RMS_CHUNKS_FROM_LANES). The pre-residual backward (which also reads the residual stream's gradient) took chunks past
 #   BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at 11008 / 14336; on the
 #   kernel of 2026-11-28 (reloaded rows, two-FMA rule) the one tile is the faster (H200, backward of a
 #   same-size copy, chunks -> one tile: LayerNorm 11008 0.42 -> 0.51, 14336 0.36 -> 0.59, 16384 0.34 -> 0.67;
@@ -74,9 +75,15 @@ TAIL_FROM_LANES = 8192
 FWD_MAX_LANES = 16384
 BWD_MAX_LANES = 16384
 BWD_MAX_LANES_PRE = 16384
-# Chunk widths: the one that pads the row least; CHUNK_TILE_ELEMENTS lanes a program (several rows).
+# Chunk widths: the one that pads the row least; CHUNK_TILE_ELEMENTS lanes a program (several rows) in the backward
+# and the FP8 forward (the plain forward takes one row a program: FWD_CHUNK_WARPS).
 CHUNK_CHOICES = (4096, 2048)
 CHUNK_TILE_ELEMENTS = 8192
+# The chunked forward's cache hints: the statistics' passes keep the row in L2 for the pass that writes, which
+# reads it last.
+CHUNK_FIRST_EVICT: tl.constexpr = tl.constexpr("evict_last")
+CHUNK_LAST_EVICT: tl.constexpr = tl.constexpr("evict_first")
+NO_HINT: tl.constexpr = tl.constexpr("")
 # Smallest tail tile (lanes): a narrower one would load a few bytes a row.
 MIN_TAIL = 16
 # NOTE: a row in two pieces spreads its tail over the program's threads too. Where the tail gave each thread fewer
@@ -260,23 +267,26 @@ def _chunk_columns(c, offs, row_mask, N, BLOCK_N: tl.constexpr, EVEN_N: tl.const
 @triton.jit
 def _load_norm_input(
     X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p, dropout_scale,
-    MODE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    MODE: tl.constexpr, HAS_DROPOUT: tl.constexpr, EVICT: tl.constexpr,
 ):
-    """The fp32 tile that is normalized: ``x``, or ``residual + dropout(x)`` in pre mode."""
-    z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    """The fp32 tile that is normalized: ``x``, or ``residual + dropout(x)`` in pre mode. ``EVICT``: the loads'
+    cache hint (a row read in chunks keeps its first reads in L2 for the passes after them)."""
+    z = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy=EVICT).to(tl.float32)
     if MODE == _PRE:
         z = _residual_plus_dropout(z, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
-                                   HAS_DROPOUT)
+                                   HAS_DROPOUT, EVICT)
     return z
 
 
 @triton.jit
 def _residual_plus_dropout(v, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
-                           HAS_DROPOUT: tl.constexpr):
+                           HAS_DROPOUT: tl.constexpr, EVICT: tl.constexpr):
     """``residual + dropout(v)`` in fp32 for the (rows, cols) tile ``v``: the pre mode's input, the post mode's
     output."""
     v = dropout_tile(v, seed, rows, cols, N, dropout_p, dropout_scale, HAS_DROPOUT)
-    return v + tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    return v + tl.load(RES + rows[:, None] * stride_res + cols[None, :], mask=mask, other=0.0,
+                       eviction_policy=EVICT).to(tl.float32)
 
 
 @triton.jit
@@ -395,12 +405,12 @@ def _norm_fwd_body(
     if NUM_CHUNKS == 1:
         mask = row_mask[:, None] & _column_mask(offs, offs, N, BLOCK_N, EVEN_N)[None, :]
         z = _load_norm_input(X, RES, rows, offs, mask, stride_x, stride_res, seed, N, dropout_p,
-                             dropout_scale, MODE, HAS_DROPOUT)
+                             dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
         if TAIL:
             cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
             mask_t = row_mask[:, None] & (cols_t < N)[None, :]
             z_t = _load_norm_input(X, RES, rows, cols_t, mask_t, stride_x, stride_res, seed, N, dropout_p,
-                                   dropout_scale, MODE, HAS_DROPOUT)
+                                   dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
         if TAIL and BLOCK_M == 1 and (FP8 != 0 or BLOCK_T < LAYOUT_TAIL_LANES):
             mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M)
         elif IS_RMS:
@@ -437,37 +447,47 @@ def _norm_fwd_body(
                 sq = tl.sum(diff * diff, axis=1)
             var = sq / N
     else:
-        # NOTE: two passes (mean, then squared deviations) instead of sum and sum of
-        # squares in one: the one-pass form cancels catastrophically for rows with a
-        # large mean, and rows this wide are rare enough that the extra read is cheap.
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        # NOTE: one read of the row for its statistics. LayerNorm's: each lane keeps a running mean and sum of
+        # squared deviations of its columns (Welford's update), and two reductions merge the lanes (Chan's
+        # formula): stable for rows with a large mean, where a sum and a sum of squares cancel, and two
+        # reductions a row as a row held in registers has, where a mean and deviations per chunk had two a
+        # chunk. The reads keep the row in L2 for the pass that writes (CHUNK_FIRST_EVICT).
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)  # RMSNorm: squares; LayerNorm: the running means
+        m2 = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for c in range(NUM_CHUNKS):
             cols, _, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
             z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
-                                 dropout_scale, MODE, HAS_DROPOUT)
+                                 dropout_scale, MODE, HAS_DROPOUT, CHUNK_FIRST_EVICT)
             if IS_RMS:
                 acc += z * z
             else:
-                acc += z
+                # A lane's columns so far are c + 1 wherever it holds one of the row's (every chunk before
+                # is whole); a lane past N in the last chunk keeps what it had.
+                delta = z - acc
+                step = delta * (1.0 / tl.cast(c + 1, tl.float32))
+                if EVEN_N:
+                    acc += step
+                    m2 += delta * (z - acc)
+                else:
+                    acc += tl.where(mask, step, 0.0)
+                    m2 += tl.where(mask, delta * (z - acc), 0.0)
         if IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
             var = tl.sum(acc, axis=1) / N
         else:
-            mean = tl.sum(acc, axis=1) / N
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            shift = tl.zeros([BLOCK_M], dtype=tl.float32)
-            for c in range(NUM_CHUNKS):
-                cols, _, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
-                z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N,
-                                     dropout_p, dropout_scale, MODE, HAS_DROPOUT)
-                diff = tl.where(mask, z - mean[:, None], 0.0)
-                acc += diff * diff
-                shift += tl.sum(diff, axis=1)
-            # The deviations' mean corrects the mean, as for a row in two pieces above: each lane summed
-            # NUM_CHUNKS values in sequence (300 + randn, 20000 wide: 3x PyTorch's error in y on the H200).
+            last = (NUM_CHUNKS - 1) * BLOCK_N + offs < N
+            lane_count = tl.where(last, NUM_CHUNKS, NUM_CHUNKS - 1).to(tl.float32)
+            lane_count = tl.broadcast_to(lane_count[None, :], (BLOCK_M, BLOCK_N))
+            # Chan's formula for the lanes as groups: the row's mean from theirs, then the sum of squared
+            # deviations as the lanes' own plus each lane's count times its mean's squared deviation. The
+            # deviations' own mean corrects the row's, as for a row in two pieces (300 + randn, 20000 wide: y's
+            # error 2.6x PyTorch's without it, H200).
+            mean = tl.sum(acc * lane_count, axis=1) / N
+            spread = acc - mean[:, None]
+            sq, shift = _row_sums(m2 + lane_count * spread * spread, lane_count * spread)
             shift = shift / N
-            var = tl.sum(acc, axis=1) / N - shift * shift
             mean += shift
+            var = sq / N - shift * shift
     rstd = 1.0 / tl.sqrt(var + eps)
     if STATS:
         if not IS_RMS:
@@ -480,7 +500,7 @@ def _norm_fwd_body(
             cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
             if NUM_CHUNKS > 1:
                 z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
-                                     dropout_scale, MODE, HAS_DROPOUT)
+                                     dropout_scale, MODE, HAS_DROPOUT, CHUNK_LAST_EVICT)
             _norm_fwd_write(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
                             stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
                             CAST_BEFORE_WEIGHT, ACTIVATION)
@@ -504,7 +524,7 @@ def _norm_fwd_body(
                 for c in range(NUM_CHUNKS):
                     cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                     z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
-                                         dropout_scale, MODE, HAS_DROPOUT)
+                                         dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
                     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
                                         dropout_p, dropout_scale, X.dtype.element_ty, MODE, HAS_W, HAS_B,
                                         HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, True)
@@ -538,7 +558,7 @@ def _norm_fwd_body(
                 cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
                 if NUM_CHUNKS > 1:
                     z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
-                                         dropout_scale, MODE, HAS_DROPOUT)
+                                         dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
                 y = _norm_fwd_write_stream(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N,
                                            stride_res, stride_y, stride_s, dropout_p, dropout_scale,
                                            X.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
@@ -653,7 +673,7 @@ def _norm_fwd_value(
         y = gelu(y, ACTIVATION == _GELU_TANH)
     if MODE == _POST:
         y = _residual_plus_dropout(y, RES, rows, cols, mask, stride_res, seed, N, dropout_p, dropout_scale,
-                                   HAS_DROPOUT)
+                                   HAS_DROPOUT, NO_HINT)
     return y
 
 
@@ -1235,13 +1255,43 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
     return tile._replace(block_m=block_m, num_warps=warps)
 
 
-def forward_rule(n: int) -> Tile:
+# NOTE: rows the forward reads in chunks (past FWD_MAX_LANES; RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES) take one row
+# a program of FWD_CHUNK_WARPS warps, chunks of the CHUNK_CHOICES width that pads least: a program then holds one
+# chunk (8 bf16 a thread), so several fit a multiprocessor, and the statistics' read keeps the row in L2 for the
+# pass that writes (CHUNK_FIRST_EVICT). LayerNorm's statistics are one read too (Welford's update per lane, Chan's
+# merge of the lanes), as RMSNorm's. Before, such rows took two rows a program of 8 warps (CHUNK_TILE_ELEMENTS, the
+# backward's) and LayerNorm read them three times. Measured, H200, forward launcher, fraction of a same-size copy,
+# one row a program of 16 warps in 4096-lane chunks against the rule's tile in the same process
+# (benchmarks/results/launch-rules/17-wide-forward-2026-11-29-h200/): [8192, 20000] LayerNorm 0.52 -> 0.78,
+# post-residual 0.63 -> 0.84, + GELU 0.46 -> 0.68, pre-residual 0.70 -> 0.90, RMSNorm 0.66 -> 0.99, pre-residual
+# RMSNorm 0.68 -> 0.99; [4096, 32768] LayerNorm 0.67 -> 0.88, RMSNorm 0.66 -> 0.97 (pre-residual RMSNorm 0.66 ->
+# 0.68, where 2048-lane chunks ran 0.89: left as measured). RMSNorm's rows held in registers from 8192 lanes (16 warps
+# capped at 64 registers, or 8 at 8192) ran slower than in chunks: [16384, n] 8192 0.96 -> 1.01, 11008 0.90 -> 1.00,
+# 14336 0.95 -> 1.01, [8192, 16384] 0.95 -> 1.00, [2048, 11008] 0.77 -> 0.86, [4096, 14336] 0.90 -> 0.96;
+# pre-residual 0.97-0.98 -> 1.00-1.02. LayerNorm's forms keep their registers up to FWD_MAX_LANES: in chunks they
+# ran 0.71-1.0x of them there (11008 0.75 -> 0.72, 14336 0.87 -> 0.75; post-residual 0.91 -> 0.79 at 14336). 0: off.
+FWD_RMS_CHUNKS_FROM_LANES = 8192
+FWD_CHUNK_WARPS = 16
+
+
+def forward_rule(n: int, is_rms: bool = False) -> Tile:
     """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
-    FWD_PIECES_FROM_LANES, else :func:`_tile`, with the forward's constants read at each call so that a benchmark's
-    knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
+    FWD_PIECES_FROM_LANES; one row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES
+    (:func:`_forward_chunks`); else :func:`_tile`, with the forward's constants read at each call so that a
+    benchmark's knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
+    if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
+        return _forward_chunks(n, CHUNK_CHOICES, FWD_CHUNK_WARPS)
     return (_one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP, FWD_PIECE_MIN_WARPS)
             or _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
                      FWD_VECTOR_TAIL_LANES))
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_chunks(n: int, choices: tuple, warps: int) -> Tile:
+    """One row a program of ``warps`` warps in chunks of the width in ``choices`` that pads ``n`` least (the NOTE
+    above FWD_RMS_CHUNKS_FROM_LANES)."""
+    block_n = min(choices, key=lambda c: (cdiv(n, c) * c, -c))
+    return Tile(1, block_n, cdiv(n, block_n), warps, False, 1)
 
 
 def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
@@ -1386,7 +1436,7 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _forward_tile(forward_rule(n), m, x2.device)
+    tile = _forward_tile(forward_rule(n, is_rms), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
