@@ -1,6 +1,7 @@
 """``blockfuse analyze`` as a newcomer on a small CPU box meets it: bad input is one line on stderr (no
 traceback), a reference block without --shape runs at a small shape and says so, both shape syntaxes
-parse, and the comparison names its blocks. The command runs in a subprocess, as a user runs it."""
+parse, and the comparison names its blocks. The commands run in a subprocess, as a user runs them; the bad-input
+cases in this process through the same ``main``, one of them as its own process too."""
 
 from __future__ import annotations
 
@@ -67,11 +68,39 @@ BAD_INPUTS = {
 }
 
 
+def blockfuse_in_process(*words: str, cwd: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
+    """``blockfuse analyze WORDS`` as ``python -m blockfuse`` runs it (``sys.exit(main(argv))``), in this process:
+    the bad-input cases check what main() prints and returns, one of them (below) as its own process too. (Each
+    process costs 4-5 s of ``import torch`` on CI's machine.)"""
+    from blockfuse.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        code = main(["analyze", *words])
+    except SystemExit as error:  # argparse's own errors
+        code = error.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["blockfuse", "analyze", *words], code, out, err)
+
+
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_input_is_one_line_without_a_traceback(case, factory_file, tmp_path):
+def test_bad_input_is_one_line_without_a_traceback(case, factory_file, tmp_path, monkeypatch, capsys):
     words, expected = BAD_INPUTS[case]
     words = [w.format(factories=factory_file) for w in words]
-    result = blockfuse_command(*words, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    result = blockfuse_in_process(*words, "--out", str(tmp_path / "out"), cwd=tmp_path, monkeypatch=monkeypatch,
+                                  capsys=capsys)
+    _check_bad_input(result, tmp_path, expected)
+
+
+def test_bad_input_from_its_own_process(factory_file, tmp_path):
+    """One bad input as a user's shell runs it: ``python -m blockfuse analyze``, its exit status and stderr."""
+    words, expected = BAD_INPUTS["missing function"]
+    words = [w.format(factories=factory_file) for w in words]
+    _check_bad_input(blockfuse_command(*words, "--out", str(tmp_path / "out"), cwd=tmp_path), tmp_path, expected)
+
+
+def _check_bad_input(result, tmp_path, expected):
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

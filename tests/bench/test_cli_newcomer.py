@@ -28,7 +28,23 @@ def _blockfuse(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.Complet
                           text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("argv, label, problem", [
+def _blockfuse_in_process(*argv: str, cwd: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
+    """The command as ``python -m blockfuse`` runs it (``sys.exit(main(argv))``), in this process: the bad-input
+    cases check what main() prints and returns, and one of them (below) runs as its own process too. (Each process
+    costs 4-5 s of ``import torch`` on CI's machine.)"""
+    from blockfuse.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as error:  # argparse's own errors
+        code = error.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["blockfuse", *argv], code, out, err)
+
+
+BAD_INPUTS = [
     (["bench", "block", "nosuch"], "blockfuse bench block:", "unknown preset 'nosuch'"),
     (["bench", "block", "reordered", "--providers", "nosuch"], "blockfuse bench block:", "unknown --providers nosuch"),
     (["bench", "block", "reordered", "--modes", "nope"], "blockfuse bench block:", "unknown --modes nope"),
@@ -37,9 +53,23 @@ def _blockfuse(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.Complet
     (["bench", "ops", "--shapes", "12q"], "blockfuse bench ops:", "--shapes: bad shape '12q'"),
     (["bench", "ops", "--op", "nosuch"], "blockfuse bench ops:", "unknown --op nosuch"),
     (["bench", "host", "--modes", "nope"], "blockfuse bench host:", "unknown --modes nope"),
-])
-def test_bad_input_is_one_line_naming_the_command(tmp_path, argv, label, problem):
-    result = _blockfuse(*argv, "--out", str(tmp_path / "out"), cwd=tmp_path)
+]
+
+
+@pytest.mark.parametrize("argv, label, problem", BAD_INPUTS)
+def test_bad_input_is_one_line_naming_the_command(tmp_path, argv, label, problem, monkeypatch, capsys):
+    result = _blockfuse_in_process(*argv, "--out", str(tmp_path / "out"), cwd=tmp_path, monkeypatch=monkeypatch,
+                                   capsys=capsys)
+    _check_bad_input(result, tmp_path, label, problem)
+
+
+def test_bad_input_from_its_own_process(tmp_path):
+    """One bad input as a user's shell runs it: ``python -m blockfuse``, its exit status and stderr."""
+    argv, label, problem = BAD_INPUTS[0]
+    _check_bad_input(_blockfuse(*argv, "--out", str(tmp_path / "out"), cwd=tmp_path), tmp_path, label, problem)
+
+
+def _check_bad_input(result, tmp_path, label, problem):
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
