@@ -65,8 +65,8 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 #   one tile spills past 8192 lanes, but every form ran as fast or faster in it than in chunks of two rows a
 #   program (chunks: LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU
 #   0.81x at 14336); in chunks of one row a program RMSNorm's forward is the faster from 8192 lanes (the NOTE
-#   above FWD_RMS_CHUNKS_FROM_LANES). The pre-residual backward (which also reads the residual stream's gradient) took chunks past
-#   BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at 11008 / 14336; on the
+#   above FWD_RMS_CHUNKS_FROM_LANES). The pre-residual backward (which also reads the residual stream's
+#   gradient) took chunks past BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at 11008 / 14336; on the
 #   kernel of 2026-11-28 (reloaded rows, two-FMA rule) the one tile is the faster (H200, backward of a
 #   same-size copy, chunks -> one tile: LayerNorm 11008 0.42 -> 0.51, 14336 0.36 -> 0.59, 16384 0.34 -> 0.67;
 #   RMSNorm 0.53 -> 0.56, 0.51 -> 0.60, 0.45 -> 0.61; benchmarks/results/launch-rules/11-pre-tile/), so it
@@ -1260,16 +1260,19 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
 # chunk (8 bf16 a thread), so several fit a multiprocessor, and the statistics' read keeps the row in L2 for the
 # pass that writes (CHUNK_FIRST_EVICT). LayerNorm's statistics are one read too (Welford's update per lane, Chan's
 # merge of the lanes), as RMSNorm's. Before, such rows took two rows a program of 8 warps (CHUNK_TILE_ELEMENTS, the
-# backward's) and LayerNorm read them three times. Measured, H200, forward launcher, fraction of a same-size copy,
-# one row a program of 16 warps in 4096-lane chunks against the rule's tile in the same process
-# (benchmarks/results/launch-rules/17-wide-forward-2026-11-29-h200/): [8192, 20000] LayerNorm 0.52 -> 0.78,
-# post-residual 0.63 -> 0.84, + GELU 0.46 -> 0.68, pre-residual 0.70 -> 0.90, RMSNorm 0.66 -> 0.99, pre-residual
-# RMSNorm 0.68 -> 0.99; [4096, 32768] LayerNorm 0.67 -> 0.88, RMSNorm 0.66 -> 0.97 (pre-residual RMSNorm 0.66 ->
-# 0.68, where 2048-lane chunks ran 0.89: left as measured). RMSNorm's rows held in registers from 8192 lanes (16 warps
-# capped at 64 registers, or 8 at 8192) ran slower than in chunks: [16384, n] 8192 0.96 -> 1.01, 11008 0.90 -> 1.00,
-# 14336 0.95 -> 1.01, [8192, 16384] 0.95 -> 1.00, [2048, 11008] 0.77 -> 0.86, [4096, 14336] 0.90 -> 0.96;
-# pre-residual 0.97-0.98 -> 1.00-1.02. LayerNorm's forms keep their registers up to FWD_MAX_LANES: in chunks they
-# ran 0.71-1.0x of them there (11008 0.75 -> 0.72, 14336 0.87 -> 0.75; post-residual 0.91 -> 0.79 at 14336). 0: off.
+# backward's) and LayerNorm read them three times. Measured, H200, the forward launcher, fraction of a same-size
+# copy, the code before and after in one call (benchmarks/results/launch-rules/17-wide-forward-2026-11-29-h200/):
+# [8192, 20000] LayerNorm 0.60 -> 0.78, post-residual 0.65 -> 0.83, + GELU 0.54 -> 0.68, pre-residual 0.51 -> 0.90,
+# RMSNorm 0.62 -> 0.99, pre-residual RMSNorm 0.65 -> 0.99; [8192, 28672] LayerNorm 0.50 -> 0.93; [4096, 32768]
+# LayerNorm 0.43 -> 0.88, RMSNorm 0.64 -> 0.97 (pre-residual RMSNorm 0.64 -> 0.69, where 2048-lane chunks had run
+# 0.89 in the grid: left as measured). RMSNorm's rows held in registers from 8192 lanes (16 warps capped at 64
+# registers, or 8 at 8192) ran slower than in chunks: [16384, n] 8192 0.96 -> 1.01, 11008 0.90 -> 1.01, 14336 0.95
+# -> 1.00, [8192, 16384] 0.96 -> 1.00, [2048, 11008] 0.77 -> 0.88; pre-residual 0.96-0.99 -> 0.99-1.02. LayerNorm's
+# forms keep their registers up to FWD_MAX_LANES: in these chunks they ran 0.82-1.03x of them there (the same
+# folder's grid, 11008-16384 wide), and no one chunking of the grid's 18 won every cell (the best of each 0.97-1.12x:
+# post-residual at 11008 0.81 -> 0.91 in 4096-lane chunks on 8 warps, + GELU at 14336 0.75 -> 0.82 in 2048-lane
+# ones on 8; a lead, not a rule yet). The FP8 forward's chunks (its own tile) share the statistics' read and the
+# hints, not timed. 0: off.
 FWD_RMS_CHUNKS_FROM_LANES = 8192
 FWD_CHUNK_WARPS = 16
 
