@@ -288,6 +288,25 @@ def assert_compiles_like_eager(
     return compiled, eager
 
 
+def run_cli_in_process(argv: Sequence[str], cwd, monkeypatch, capsys):
+    """``blockfuse ARGV`` as ``python -m blockfuse`` runs it (``sys.exit(main(argv))``), in this process, from ``cwd``:
+    a ``subprocess.CompletedProcess`` of its exit status, stdout and stderr. For the command-line tests that check
+    what main() prints and returns, where a process each costs 4-5 s of ``import torch`` on CI's machine (each
+    such test file still runs one case as its own process)."""
+    import subprocess
+
+    from blockfuse.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as error:  # argparse's own errors
+        code = error.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["blockfuse", *argv], code, out, err)
+
+
 # A Python without TRITON_INTERPRET that runs the scripts of assert_runs_without_interpreter one after another, each
 # in a namespace of its own, answering each with a JSON line [ok, output].
 _RUNNER_CODE = r"""

@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers import run_cli_in_process
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 FACTORIES = '''
@@ -68,28 +70,11 @@ BAD_INPUTS = {
 }
 
 
-def blockfuse_in_process(*words: str, cwd: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
-    """``blockfuse analyze WORDS`` as ``python -m blockfuse`` runs it (``sys.exit(main(argv))``), in this process:
-    the bad-input cases check what main() prints and returns, one of them (below) as its own process too. (Each
-    process costs 4-5 s of ``import torch`` on CI's machine.)"""
-    from blockfuse.cli import main
-
-    monkeypatch.chdir(cwd)
-    capsys.readouterr()
-    try:
-        code = main(["analyze", *words])
-    except SystemExit as error:  # argparse's own errors
-        code = error.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["blockfuse", "analyze", *words], code, out, err)
-
-
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_is_one_line_without_a_traceback(case, factory_file, tmp_path, monkeypatch, capsys):
     words, expected = BAD_INPUTS[case]
     words = [w.format(factories=factory_file) for w in words]
-    result = blockfuse_in_process(*words, "--out", str(tmp_path / "out"), cwd=tmp_path, monkeypatch=monkeypatch,
-                                  capsys=capsys)
+    result = run_cli_in_process(["analyze", *words, "--out", str(tmp_path / "out")], tmp_path, monkeypatch, capsys)
     _check_bad_input(result, tmp_path, expected)
 
 

@@ -17,6 +17,7 @@ from blockfuse.bench.full_report import parts
 from blockfuse.bench.cli import _command
 from blockfuse.cli import build_parser
 from blockfuse.cliutil import RESULTS_FOLDER, UsageError
+from tests.helpers import run_cli_in_process
 
 SOURCE = Path(__file__).resolve().parents[2] / "src"
 needs_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU defaults")
@@ -26,22 +27,6 @@ def _blockfuse(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.Complet
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(SOURCE), os.environ.get("PYTHONPATH"))))}
     return subprocess.run([sys.executable, "-m", "blockfuse", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
-
-
-def _blockfuse_in_process(*argv: str, cwd: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
-    """The command as ``python -m blockfuse`` runs it (``sys.exit(main(argv))``), in this process: the bad-input
-    cases check what main() prints and returns, and one of them (below) runs as its own process too. (Each process
-    costs 4-5 s of ``import torch`` on CI's machine.)"""
-    from blockfuse.cli import main
-
-    monkeypatch.chdir(cwd)
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as error:  # argparse's own errors
-        code = error.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["blockfuse", *argv], code, out, err)
 
 
 BAD_INPUTS = [
@@ -58,8 +43,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("argv, label, problem", BAD_INPUTS)
 def test_bad_input_is_one_line_naming_the_command(tmp_path, argv, label, problem, monkeypatch, capsys):
-    result = _blockfuse_in_process(*argv, "--out", str(tmp_path / "out"), cwd=tmp_path, monkeypatch=monkeypatch,
-                                   capsys=capsys)
+    result = run_cli_in_process([*argv, "--out", str(tmp_path / "out")], tmp_path, monkeypatch, capsys)
     _check_bad_input(result, tmp_path, label, problem)
 
 

@@ -1219,7 +1219,7 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
         block_m = 1 << (block_m.bit_length() - 1)  # a power of two (tl.arange)
         tile_lanes, block_n, num_chunks = block_m * lanes, head, 1
     else:
-        block_n = min(CHUNK_CHOICES, key=lambda c: (cdiv(n, c) * c, -c))
+        block_n = _chunk_width(n, CHUNK_CHOICES)
         block_m, tail, num_chunks = CHUNK_TILE_ELEMENTS // block_n, 0, cdiv(n, block_n)
         tile_lanes = block_m * block_n
     num_warps = min(16, max(min_warps, next_power_of_2(cdiv(tile_lanes, elements_per_warp))))
@@ -1293,8 +1293,13 @@ def forward_rule(n: int, is_rms: bool = False) -> Tile:
 def _forward_chunks(n: int, choices: tuple, warps: int) -> Tile:
     """One row a program of ``warps`` warps in chunks of the width in ``choices`` that pads ``n`` least (the NOTE
     above FWD_RMS_CHUNKS_FROM_LANES)."""
-    block_n = min(choices, key=lambda c: (cdiv(n, c) * c, -c))
+    block_n = _chunk_width(n, choices)
     return Tile(1, block_n, cdiv(n, block_n), warps, False, 1)
+
+
+def _chunk_width(n: int, choices: tuple) -> int:
+    """The chunk width in ``choices`` that pads a row of ``n`` least (the wider one on a tie): both rules' chunks."""
+    return min(choices, key=lambda c: (cdiv(n, c) * c, -c))
 
 
 def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
