@@ -29,6 +29,7 @@ spending GPU time (e.g. the sigmoid's denormal fix-ups and the column masks).
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import os
 import re
@@ -95,7 +96,7 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
     """The backward launcher's pipeline depth (norm._bwd_depth where the code has it)."""
     streams = 3 if mode == norm.PRE else 2
     if hasattr(norm, "_bwd_depth"):
-        per_sm = norm.ACT_BWD_PROGRAMS_PER_SM if activation else norm.BWD_PROGRAMS_PER_SM
+        per_sm = getattr(norm, "ACT_BWD_PROGRAMS_PER_SM", 2) if activation else norm.BWD_PROGRAMS_PER_SM  # (unread)
         return norm._bwd_depth(tile, n, 2, per_sm, streams, activation)
     if activation:
         return norm.ACT_BWD_STAGES
@@ -250,12 +251,12 @@ def amax_main(widths) -> None:
             print(f"| {n} | {'RMSNorm' if is_rms else 'LayerNorm'} | {cells[0]} | {cells[1]} |", flush=True)
 
 
-def rule_main(widths) -> None:
+def rule_main(widths, forms=tuple(FORMS)) -> None:
     print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | instructions | "
           "backward tile | regs | stack | barriers | instructions |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
-        for form in FORMS:
+        for form in forms:
             stats = rule_stats(n, form)
             cells = []
             for way in ("fwd", "bwd"):
@@ -274,7 +275,7 @@ def main() -> None:
                         help="the pre-residual forward folding its output's amax beside the plain one")
     parser.add_argument("--loop", action="store_true",
                         help="the backward's loop instructions per useful element, as the launchers tile each width")
-    parser.add_argument("--forms", default=",".join(FORMS), help="--loop: comma-separated forms")
+    parser.add_argument("--forms", default=",".join(FORMS), help="--loop, --rule: comma-separated forms")
     parser.add_argument("--widths", default=",".join(map(str, RULE_WIDTHS)))
     parser.add_argument("--activation", choices=("tanh", "none", "off"), default="tanh",
                         help="GELU form after the norm (off: plain LayerNorm)")
@@ -284,9 +285,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4096, help="row width (one tile: up to 16384)")
     parser.add_argument("--even-n", action="store_true", help="compile with EVEN_N (no column masks)")
     parser.add_argument("--dump", type=Path, help="write the disassembly here")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a launch rule's module constant in ops/norm.py (a Python literal; repeatable), e.g. "
+                        "ACT_BWD_PIECE_MAX_WARPS=16: the rules as a GPU A/B run would set them")
     args = parser.parse_args()
+    for item in args.set:
+        name, value = item.split("=", 1)
+        if not hasattr(norm, name):
+            raise SystemExit(f"--set: ops/norm.py has no {name}")
+        setattr(norm, name, ast.literal_eval(value))
+    for cached in vars(norm).values():  # the rules' caches read the constants, not only their arguments
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
     if args.rule:
-        rule_main([int(w) for w in args.widths.split(",")])
+        rule_main([int(w) for w in args.widths.split(",")], args.forms.split(","))
         return
     if args.amax:
         amax_main([int(w) for w in args.widths.split(",")])

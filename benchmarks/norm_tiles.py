@@ -236,6 +236,33 @@ def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
     return rows
 
 
+def time_setting(setting, timer, shape, op, is_rms, mode, bw) -> list[dict]:
+    """``setting`` = 'LABEL:NAME=V,NAME=V': the backward timed on the rule's tile with those module constants of
+    norm set together (a rule changed in several constants at once; --bwd-knob varies one)."""
+    label, _, assignments = setting.partition(":")
+    values = {}
+    for item in filter(None, assignments.split(",")):
+        name, value = item.split("=", 1)
+        values[name] = ast.literal_eval(value)
+    missing = [name for name in values if not hasattr(norm, name)]
+    if missing:  # older code (an A/B run against the code before these constants)
+        print(f"{shape} {op:7s} bwd setting {label}: {missing} not in this code, skipped", flush=True)
+        return []
+    saved = {name: getattr(norm, name) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(norm, name, value)
+        _clear_rule_caches()
+        ms, nbytes = timer(shape, is_rms, mode)
+    finally:
+        for name, value in saved.items():
+            setattr(norm, name, value)
+        _clear_rule_caches()
+    frac = nbytes / ms / 1e6 / bw
+    print(f"{shape} {op:7s} bwd setting {label}: {ms:.4f} ms, {frac:.2f} of copy", flush=True)
+    return [dict(shape=shape, op=op, mode=mode, pass_="bwd-setting", setting=label, values=values, ms=ms, frac=frac)]
+
+
 def _parse_shapes(text):
     return [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
 
@@ -269,6 +296,11 @@ def main():
                     "BWD_RELOAD=False,True")
     ap.add_argument("--fwd-knob", action="append", default=[], metavar="NAME=V1,V2",
                     help="as --bwd-knob, for the forward (e.g. TAIL_VECTOR=8,10000)")
+    ap.add_argument("--bwd-setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
+                    help="time the backward with several module constants of norm set together (repeatable; "
+                    "'LABEL:' alone: the rule as it is), e.g. 'wide:ACT_BWD_PIECE_MAX_WARPS=16,ACT_BWD_WARPS_PER_SM=16'")
+    ap.add_argument("--setting-rounds", type=int, default=1,
+                    help="--bwd-setting: rounds over the settings, alternating (each round times every setting)")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -330,6 +362,10 @@ def main():
             for pass_, knobs, timer in (("fwd", args.fwd_knob, time_forward), ("bwd", args.bwd_knob, time_backward)):
                 for knob in knobs:
                     rows += time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw)
+            for round_ in range(args.setting_rounds if args.bwd_setting else 0):
+                for setting in args.bwd_setting:
+                    for row in time_setting(setting, time_backward, shape, op, is_rms, mode, bw):
+                        rows.append(dict(row, round=round_))
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]

@@ -641,47 +641,56 @@ def test_backward_pieces_rule(n, element_size):
     """The backward takes two pieces (row_pieces, one row a block) from BWD_PIECES_FROM_LANES wide wherever the row has
     a tail under LAYOUT_TAIL_LANES and the pieces fit BWD_PIECES_MAX_LANES lanes; warps one per
     BWD_PIECE_LANES_PER_WARP lanes within BWD_PIECE_MIN_WARPS-16, the tail at least BWD_PIECE_TAIL_BYTES a thread (the
-    GELU form's: ACT_BWD_PIECE_LANES_PER_WARP, at most ACT_BWD_PIECE_MAX_WARPS, any tail, at most
+    GELU form's, from ACT_BWD_PIECES_FROM_LANES: the fewest warps that hold ACT_BWD_PIECE_LANES_PER_THREAD lanes a
+    thread or fewer, within ACT_BWD_PIECE_MIN_WARPS-ACT_BWD_PIECE_MAX_WARPS, any tail, at most
     ACT_BWD_PIECES_MAX_LANES lanes), a power of two; other rows keep the padded tile (no tail) or chunks."""
     head, tail = norm.row_pieces(n)
-    for activation, per_warp, most, max_lanes in (
-            (0, norm.BWD_PIECE_LANES_PER_WARP, 16, norm.BWD_PIECES_MAX_LANES),
-            (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MAX_WARPS, norm.ACT_BWD_PIECES_MAX_LANES)):
+    assert norm.ACT_BWD_PIECES_ANY_TAIL
+    for activation, per_warp, least, most, max_lanes in (
+            (0, norm.BWD_PIECE_LANES_PER_WARP, norm.BWD_PIECE_MIN_WARPS, 16, norm.BWD_PIECES_MAX_LANES),
+            (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MIN_WARPS, norm.ACT_BWD_PIECE_MAX_WARPS,
+             norm.ACT_BWD_PIECES_MAX_LANES)):
         tile = norm.backward_rule(n, activation, element_size=element_size)
-        fits = (n >= norm.BWD_PIECES_FROM_LANES and 0 < tail < norm.LAYOUT_TAIL_LANES and head + tail <= max_lanes)
+        if activation:
+            fits = n >= norm.ACT_BWD_PIECES_FROM_LANES and tail > 0 and head + tail <= max_lanes
+        else:
+            fits = n >= norm.BWD_PIECES_FROM_LANES and 0 < tail < norm.LAYOUT_TAIL_LANES and head + tail <= max_lanes
         if tile.tail:
             assert fits
             assert (tile.block_m, tile.block_n, tile.block_t, tile.num_chunks) == (1, head, tail, 1)
             assert tile.lanes < norm.next_power_of_2(n) and tile.lanes >= n
             warps = tile.num_warps
-            assert warps & (warps - 1) == 0 and norm.BWD_PIECE_MIN_WARPS <= warps <= most
-            assert warps in (norm.BWD_PIECE_MIN_WARPS, most) or (warps // 2) * per_warp < tile.lanes <= warps * per_warp
+            assert warps & (warps - 1) == 0 and least <= warps <= most
+            assert warps in (least, most) or (warps // 2) * per_warp < tile.lanes <= warps * per_warp
             assert activation or tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * warps
+            assert not activation or tile.lanes <= warps * 32 * norm.ACT_BWD_PIECE_LANES_PER_THREAD
             assert not norm._bwd_reload(tile)
         else:
             assert not fits or (not activation and tail * element_size < norm.BWD_PIECE_TAIL_BYTES * 32 * 4)
             assert tile == norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.ACT_BWD_ELEMENTS_PER_WARP if activation
                                       else norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    if n in (2304, 2560, 4304, 4608):  # 2048 + 256, 2048 + 512, 4096 + 256 / 512: 4 warps; with GELU 8 (not 4608)
+    if n in (2304, 2560, 4304, 4608):  # 2048 + 256, 2048 + 512, 4096 + 256 / 512: 4 warps; with GELU 8 (4608: 16)
         assert norm.backward_rule(n).num_warps == 4 and norm.backward_rule(n).tail
-        assert norm.backward_rule(n, 1).tail == (n != 4608)
-        assert n == 4608 or norm.backward_rule(n, 1).num_warps == 8
+        assert norm.backward_rule(n, 1).tail and norm.backward_rule(n, 1).num_warps == (16 if n == 4608 else 8)
     if n in (2176, 4160):  # tails of 128 and 64 lanes: under 4 bytes a thread in bf16 on 4 warps, 4 or more in fp32
         assert not norm.backward_rule(n).tail and norm.backward_rule(n, 1).tail
         assert norm.backward_rule(n, element_size=4).tail == (n == 2176)
-    if n in (1152, 2880, 6144):  # under 2048 lanes; tails of 1024 and 2048 lanes
-        assert not norm.backward_rule(n).tail and not norm.backward_rule(n, 1).tail
+    if n in (1152, 2880, 5120, 6144):  # under 2048 lanes; tails of 1024 and 2048 lanes: GELU's pieces only
+        assert not norm.backward_rule(n).tail
+        assert norm.backward_rule(n, 1).tail == (n != 1152)
+        assert n == 1152 or norm.backward_rule(n, 1).num_warps == (8 if n == 2880 else 16)
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("n", [2304, 2560, 4304])
-@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre", "ln-gelu"])
+@pytest.mark.parametrize("form, n", [
+    (form, n) for n in (2304, 2560, 4304) for form in ("ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre",
+                                                       "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
     """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256) gives every
     gradient (x, the residual, weight, bias) within twice PyTorch's error of a float64 reference, rows read with a
     stride; and every gradient within a bf16 rounding of the padded tile's (with dropout: the same mask, regenerated
     from the seed)."""
-    assert norm.backward_rule(n).tail
+    assert norm.backward_rule(n, form == "ln-gelu").tail  # (3072 = 2048 + 1024, 6144 = 4096 + 2048: GELU's only)
     m = 6 if n == 2560 else 15  # one program writing the weight gradients (DIRECT), or several programs' partials
     assert (m * n <= norm.DIRECT_MAX_ELEMENTS) == (n == 2560)
     is_rms = form.startswith("rms")
@@ -698,8 +707,10 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
         bb = None if is_rms else leaves[2]
         rr = leaves[-1] if mode else None
         kw = dict(residual=rr, residual_mode=mode or "pre", dropout_p=p, training=True) if mode else {}
-        saved = norm.BWD_PIECES_FROM_LANES
-        norm.BWD_PIECES_FROM_LANES = saved if pieces else 0
+        saved = norm.BWD_PIECES_FROM_LANES, norm.ACT_BWD_PIECES_FROM_LANES
+        if not pieces:
+            norm.BWD_PIECES_FROM_LANES = norm.ACT_BWD_PIECES_FROM_LANES = 0
+            assert not norm.backward_rule(n, form == "ln-gelu").tail
         try:
             torch.manual_seed(5)
             if form == "ln-gelu":
@@ -713,7 +724,7 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
             grads = [random_tensor(o.shape, o.dtype, device, seed=30 + i) for i, o in enumerate(outs)]
             return list(torch.autograd.grad(outs, leaves, grads))
         finally:
-            norm.BWD_PIECES_FROM_LANES = saved
+            norm.BWD_PIECES_FROM_LANES, norm.ACT_BWD_PIECES_FROM_LANES = saved
 
     ours = run(False)
     # the padded tile (its kernels checked by the other tests): the same arithmetic summed in another order, and with
@@ -748,6 +759,8 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     a 16384-lane tile, masked past 8200; post-residual dropout regenerates its mask in both reads; pre-residual adds
     the residual stream's gradient; the GELU form recomputes its input from the bias in both)."""
     m, n = 3, 8200
+    monkeypatch.setattr(norm, "ACT_BWD_PIECES_FROM_LANES", 0)  # (the GELU form's rule would take 8192 + 16 in pieces)
+    assert not norm.backward_rule(n, form == "ln-gelu").tail
     is_rms = form.startswith("rms")
     x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
     w = random_tensor((n,), torch.bfloat16, device, seed=2)

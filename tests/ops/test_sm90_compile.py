@@ -261,6 +261,11 @@ def _exercise_every_op(device: str) -> None:
     run(lambda x, w, b: blockfuse.layer_norm(x, w, b), pieces, w, b)
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
     run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, dropout_p=0.1), pieces, pieces.flip(0), w)
+    # the GELU form's pieces with a tail as wide as half the head, on 16 warps (6144 = 4096 + 2048)
+    pieces = torch.randn(3, 6144, dtype=torch.bfloat16, device=device)
+    w, b = torch.randn(6144, dtype=torch.bfloat16, device=device), torch.randn(6144, dtype=torch.bfloat16, device=device)
+    assert norm.backward_rule(6144, 1).tail and norm.backward_rule(6144, 1).num_warps == 16
+    run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
 
 
 @pytest.mark.long
@@ -332,7 +337,9 @@ def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
     assert result.returncode == 0, result.stderr[-3000:]
     registers, stack = (int(v) for v in re.search(r"registers (\d+), stack (\d+) B", result.stdout).groups())
     assert registers <= norm.ACT_BWD_MAXNREG and stack == 0, result.stdout
-    assert norm.ACT_BWD_PROGRAMS_PER_SM * warps * 32 * norm.ACT_BWD_MAXNREG <= 65536
+    tile = norm.backward_rule(4096, 1)
+    assert tile.num_warps == warps and norm._act_programs_per_sm(tile) == 2
+    assert norm._act_programs_per_sm(tile) * warps * 32 * norm.ACT_BWD_MAXNREG <= 65536
 
 
 def test_kernel_stats_counts_the_backward_loop_per_useful_element():

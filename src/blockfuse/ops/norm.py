@@ -137,10 +137,7 @@ FWD_PIECE_MIN_WARPS = 2
 # thread let one program a multiprocessor), the pieces at most BWD_PIECES_MAX_LANES lanes, and a tail of at least
 # BWD_PIECE_TAIL_BYTES a thread: a thinner one is not pipelined (cp.async copies 4 bytes or more; sm_90 TTGIR: the
 # tail's two loads stay synchronous) and 2176 = 2048 + 128 ran 0.74 -> 0.55 of copy, 4160 = 4096 + 64 RMSNorm 0.77 ->
-# 0.72. The GELU form (a cap of ACT_BWD_MAXNREG registers): one warp per ACT_BWD_PIECE_LANES_PER_WARP lanes, at most
-# ACT_BWD_PIECE_MAX_WARPS (8 at every such width), any tail, the pieces at most 17 lanes a thread
-# (ACT_BWD_PIECES_MAX_LANES: 4352; 4608's 18 spilled 24 bytes a thread against 4304's 8, and ran 0.44 -> 0.39; on 16
-# warps 0.46, but 4304 on 16 0.41 against 0.52 on 8). Measured on an H200 (the backward launcher, [16384, n] bf16,
+# 0.72. The GELU form has a rule of its own (the NOTE above ACT_BWD_PIECES_FROM_LANES). Measured on an H200 (the backward launcher, [16384, n] bf16,
 # padded tile -> pieces in alternating rounds of one process, fraction of a 1 GiB copy; benchmarks/results/
 # launch-rules/16-backward-pieces-2026-11-29-h200/): 4304 LayerNorm 0.72 -> 0.88, RMSNorm 0.77 -> 0.90, pre-residual
 # 0.79 -> 0.86, post-residual 0.72 -> 0.87, + GELU 0.41 -> 0.52; 4352 0.76 / 0.81 / 0.82 -> 0.89 / 0.92 / 0.90, GELU
@@ -155,9 +152,33 @@ BWD_PIECES_MAX_LANES = 8192
 BWD_PIECE_LANES_PER_WARP = 2048
 BWD_PIECE_MIN_WARPS = 4
 BWD_PIECE_TAIL_BYTES = 4
-ACT_BWD_PIECE_LANES_PER_WARP = 512
-ACT_BWD_PIECE_MAX_WARPS = 8
-ACT_BWD_PIECES_MAX_LANES = 17 * 32 * ACT_BWD_PIECE_MAX_WARPS
+# NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
+# (the activation's input and derivative recomputed: 35 SASS instructions a useful element at 4096 against 17,
+# benchmarks/kernel_stats.py --loop), which puts it past the ~43 at which an H200's issue rate rather than its memory
+# bounds the kernel wherever a padded tile's idle lanes count too (1152 in 2048 lanes: 72; 3072 in 4096: 49; 5120 in
+# 8192: 59). So it takes the two pieces at any tail (3072 = 2048 + 1024 and 6144 = 4096 + 2048 too, which the plain
+# forms leave padded: their memory, not their issue, bounds them), the fewest warps that keep a thread at
+# ACT_BWD_PIECE_LANES_PER_THREAD lanes or fewer under its ACT_BWD_MAXNREG cap (17: 4608's 18 on 8 warps spilled 24
+# bytes and ran 0.44 -> 0.39, 16 warps 0.46; 4304 on 8 warps 0.52, on 16 0.41), up to 16 warps, and as many programs
+# a multiprocessor as the cap lets its registers hold (_act_programs_per_sm). Built for sm_90 the pieces spill
+# nothing at 2304-6144 (96-124 registers; 8 bytes at 17 lanes a thread: 2176, 4352; 32-40 at 8200-8704, as the
+# padded 8192-lane tile) and issue 42-46 instructions a useful element. Rows of 8193-8704 lanes (8192 + a tail of up
+# to 512) leave the padded 16384-lane tile that reads them twice. Measured on an H200 (benchmarks/norm_tiles.py
+# --bwd-setting, the backward launcher, the rule before -> this one in alternating rounds of one process, fraction
+# of a same-size copy; benchmarks/results/launch-rules/18-gelu-pieces-2026-12-01-h200/): [16384, n] 2176 0.47 ->
+# 0.50, 2880 0.54 -> 0.63, 3072 0.57 -> 0.66, 4608 0.44 -> 0.48, 5120 0.48 -> 0.57, 5504 0.51 -> 0.57, 6144 0.56 ->
+# 0.63, 8200 0.24 -> 0.50, 8704 0.25 -> 0.51; [32768, 3072 / 6144] 0.60 / 0.58 -> 0.69 / 0.64; [2048, 3072 / 6144]
+# 0.33 / 0.40 -> 0.36 / 0.47; 2304, 2560, 3584, 4304, 7168 and 4096 within 0.01. 2 stages lost 25-30% everywhere, 4
+# matched 3; 2 programs a multiprocessor instead of the registers' count lost up to 20% (4 warps: 768 0.51 -> 0.39).
+# Rows under ACT_BWD_PIECES_FROM_LANES keep the padded tile: one row a block in pieces won at [32768, 768 / 1152 /
+# 1536] (0.49 / 0.46 / 0.55 -> 0.51 / 0.52 / 0.58) but lost at [2048, 1152] (0.19 -> 0.15).
+ACT_BWD_PIECES_FROM_LANES = 2048
+ACT_BWD_PIECE_LANES_PER_THREAD = 17
+ACT_BWD_PIECE_LANES_PER_WARP = 32 * ACT_BWD_PIECE_LANES_PER_THREAD
+ACT_BWD_PIECE_MIN_WARPS = 4
+ACT_BWD_PIECE_MAX_WARPS = 16
+ACT_BWD_PIECES_MAX_LANES = ACT_BWD_PIECE_LANES_PER_WARP * ACT_BWD_PIECE_MAX_WARPS
+ACT_BWD_PIECES_ANY_TAIL = True
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -229,9 +250,10 @@ BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
 # prefetch, before the cheaper sigmoid in ops/activation.py) -> 0.74 of copy. Its forward takes the
 # plain norm's tile (one row of 4 warps): 0.83 -> 0.92 once the sigmoid was cheaper.
 ACT_BWD_ELEMENTS_PER_WARP = 512
-ACT_BWD_PROGRAMS_PER_SM = 2
-# Register cap (rows in one tile only), so that ACT_BWD_PROGRAMS_PER_SM programs fit.
+ACT_BWD_WARPS_PER_SM = None  # None: as many warps as the register cap lets a multiprocessor hold (_act_programs_per_sm)
+# Register cap (rows in one tile or in pieces), so that two 8-warp programs fit a multiprocessor.
 ACT_BWD_MAXNREG = 128
+SM_REGISTERS = 65536  # 32-bit registers a multiprocessor (sm_80 - sm_90)
 ACT_BWD_STAGES = 3
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
 # the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
@@ -1315,8 +1337,9 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     padded tile (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes
     effect."""
     if activation:
-        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
-                                 BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS)
+        pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
+                                 ACT_BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS,
+                                 max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
     else:
         pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size)
@@ -1328,14 +1351,15 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
 
 @functools.lru_cache(maxsize=None)
 def _one_row_pieces(n: int, from_lanes: int, max_lanes: int, lanes_per_warp: int, min_warps: int,
-                    max_warps: int = 16, tail_per_thread: int = 0) -> Optional[Tile]:
+                    max_warps: int = 16, tail_per_thread: int = 0, max_tail: int = LAYOUT_TAIL_LANES.value
+                    ) -> Optional[Tile]:
     """Rows of ``n`` in two pieces (:func:`row_pieces`), one row a program (a block of the backward's), one warp per
     ``lanes_per_warp`` lanes (a power of two within ``min_warps``-``max_warps``), where ``n`` is at least
     ``from_lanes`` (0: never), the row has a tail of fewer than LAYOUT_TAIL_LANES lanes and at least
     ``tail_per_thread`` elements a thread, and the two pieces take at most ``max_lanes`` lanes; else None. The
     forwards' and the backward's rules (the NOTEs above FWD_PIECES_FROM_LANES and BWD_PIECES_FROM_LANES)."""
     head, tail = row_pieces(n)
-    if not from_lanes or n < from_lanes or not 0 < tail < LAYOUT_TAIL_LANES.value or head + tail > max_lanes:
+    if not from_lanes or n < from_lanes or not 0 < tail < max_tail or head + tail > max_lanes:
         return None
     warps = min(max_warps, max(min_warps, next_power_of_2(cdiv(head + tail, lanes_per_warp))))
     if tail < tail_per_thread * 32 * warps:
@@ -1395,6 +1419,14 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     padded = streams * tile.block_m * tile.lanes * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
     return max(2, min(stages, BWD_MAX_STAGES, BWD_SMEM_BYTES // (per_sm * padded)))
+
+
+def _act_programs_per_sm(tile: Tile) -> int:
+    """The GELU form's backward programs a multiprocessor: as many of the tile's as fit its registers under the
+    ACT_BWD_MAXNREG cap (65536 a multiprocessor on sm_80-sm_90: 16 warps at 128 a thread), or ACT_BWD_WARPS_PER_SM
+    warps where set (the NOTE above ACT_BWD_PIECES_FROM_LANES)."""
+    warps = ACT_BWD_WARPS_PER_SM or SM_REGISTERS // (32 * ACT_BWD_MAXNREG)
+    return max(1, warps // tile.num_warps)
 
 
 def _programs_per_sm(block_n: int, per_sm: int) -> int:
@@ -1650,7 +1682,7 @@ def _norm_bwd(
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
-    per_sm = ACT_BWD_PROGRAMS_PER_SM if activation else BWD_PROGRAMS_PER_SM
+    per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
     stages = _bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
