@@ -288,9 +288,9 @@ def register_stats(widths, warps_options=(4,)) -> None:
 
     norm_forms = {"rms": (True, norm.NONE, 0), "ln": (False, norm.NONE, 0), "ln-pre": (False, norm.PRE, 0),
                   "ln-post": (False, norm.POST, 0), "ln-gelu": (False, norm.NONE, norm.GELU_CODES["tanh"])}
-    print("| width | op | recipe | tile (m x n + tail, chunks, warps) | regs | stack | barriers | plain kernel regs | "
-          "stack |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| width | op | recipe | FP8 tile (m x n + tail, chunks, warps) | regs | stack | barriers | instructions a "
+          "row element | plain kernel regs | stack |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
                           norm.TAIL_FROM_LANES)  # the plain forward's
@@ -299,11 +299,13 @@ def register_stats(widths, warps_options=(4,)) -> None:
             plain = _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation)
             for recipe in FP8_OUTPUT_CODES:
                 for min_warps in warps_options:
-                    num_warps = _forward_tile(norm, n, min_warps, mode != norm.NONE).num_warps
-                    registers, stack = _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode,
-                                                       activation, recipe, num_warps)
-                    print(f"| {n} | {form} | {recipe} | {tile.block_m} x {tile.block_n}{tail}, {tile.num_chunks}, "
-                          f"{num_warps} | {registers} | {stack} | {plain[0]} | {plain[1]} |", flush=True)
+                    fp8_tile = _forward_tile(norm, n, min_warps, mode != norm.NONE)
+                    registers, stack = _fp8_norm_stats(compile_sm90, sass_stats, norm, n, fp8_tile, is_rms, mode,
+                                                       activation, recipe, fp8_tile.num_warps)
+                    fp8_tail = f" + {fp8_tile.block_t}" if fp8_tile.tail else ""
+                    print(f"| {n} | {form} | {recipe} | {fp8_tile.block_m} x {fp8_tile.block_n}{fp8_tail}, "
+                          f"{fp8_tile.num_chunks}, {fp8_tile.num_warps} | {registers} | {stack} | {plain[0]} | "
+                          f"{plain[1]} |", flush=True)
         for recipe, code in FP8_OUTPUT_CODES.items():
             block_m, block_n, chunks, warps = gated.fp8_tile(4 * n, n, recipe == "rowwise", compiled=True)
             signature = {"G": BF16, "U": BF16, "Q": E4M3, "Q_SCALE": F32, "stride_g": "i32", "stride_u": "i32",
@@ -354,12 +356,14 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
             nones[name] = None
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
-                      BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1)
+                      BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1,
+                      PDL=recipe == "tensorwise")  # (as the launcher on sm_90: fp8.roll_pdl)
     aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
                             num_warps=num_warps)
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
-    return registers, f"{stack} | {opcodes['BAR']}"
+    per_element = sum(opcodes.values()) * 32 * num_warps / (tile.block_m * n)
+    return registers, f"{stack} | {opcodes['BAR']} | {per_element:.1f}"
 
 
 def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation):
