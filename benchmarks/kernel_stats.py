@@ -111,7 +111,10 @@ def rule_stats(n: int, form: str) -> dict:
                   ACTIVATION=activation)
     out = {}
     if hasattr(norm, "FWD_RMS_CHUNKS_FROM_LANES"):  # (the launcher's rule, by form)
-        tile = norm.forward_rule(n, is_rms)
+        try:
+            tile = norm.forward_rule(n, is_rms, mode != norm.NONE)
+        except TypeError:  # (code before the residual's argument)
+            tile = norm.forward_rule(n, is_rms)
     elif hasattr(norm, "forward_rule"):  # (older code: the width's rule; before it, the tile without its tails)
         tile = norm.forward_rule(n)
     else:

@@ -543,6 +543,30 @@ def test_forward_tail_warps_rule(n):
     assert {9000: 4, 9216: 4, 10240: 8, 11008: 16, 8200: 16, 4300: 8}.get(n, tile.num_warps) == tile.num_warps
 
 
+@pytest.mark.parametrize("n", [2880, 5120, 5504, 6144, 8192, 9000, 10240, 11008, 12288, 14336])
+def test_forward_wide_tail_warps_rule(n, monkeypatch):
+    """A LayerNorm forward row without a residual, in two pieces with a tail of FWD_VECTOR_TAIL_LANES or more, takes one
+    warp per FWD_TAIL_PIECE_LANES_PER_WARP lanes (at least FWD_MIN_WARPS, never more than the width's tile gave), its
+    tail still at least one 16-byte vector a thread; padded tiles, smaller tails, the residual forms and RMSNorm keep
+    the width's tile."""
+    tile = norm.forward_rule(n)
+    assert norm.forward_rule(n, residual=True) == norm._tile(
+        n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES,
+        norm.FWD_MIN_WARPS, norm.FWD_VECTOR_TAIL_LANES) or norm.forward_rule(n, residual=True).tail is False
+    if n < norm.FWD_RMS_CHUNKS_FROM_LANES:
+        assert norm.forward_rule(n, is_rms=True) == norm.forward_rule(n, residual=True)
+    monkeypatch.setattr(norm, "FWD_TAIL_PIECE_LANES_PER_WARP", 0)
+    before = norm.forward_rule(n)
+    assert tile._replace(num_warps=before.num_warps) == before
+    if tile.tail and tile.block_t >= norm.FWD_VECTOR_TAIL_LANES:
+        assert tile.num_warps <= before.num_warps and tile.block_t // (tile.num_warps * 32) >= norm.TAIL_VECTOR
+    else:
+        assert tile == before
+    assert {5504: 4, 6144: 4, 9000: 4, 10240: 8, 11008: 8, 12288: 8, 14336: 16, 8192: 8}.get(n, before.num_warps) \
+        == tile.num_warps, tile
+    assert {5504: 8, 6144: 8, 11008: 16, 12288: 16}.get(n, tile.num_warps) == before.num_warps
+
+
 @pytest.mark.parametrize("n", [768, 1152, 1536, 2560, 2880, 3072, 4096, 4304, 4608, 4864, 5120, 6144, 6400, 8192])
 def test_forward_vector_tail_rule(n):
     """Below TAIL_FROM_LANES (and without the one-row pieces of the next test) the forward takes two pieces exactly
@@ -571,6 +595,7 @@ def test_forward_one_row_pieces_rule(n, monkeypatch):
     program, one warp per FWD_PIECE_LANES_PER_WARP lanes, at least FWD_PIECE_MIN_WARPS (1152 = 1024 + 128 on 2 warps,
     4304 = 4096 + 256 on 4, not one padded tile of 8192 lanes on 8); a tail of 4 warps' vectors keeps the vector
     tails' rule, rows without a tail and narrower rows keep their tiles, and 0 turns it off."""
+    monkeypatch.setattr(norm, "FWD_TAIL_PIECE_LANES_PER_WARP", 0)  # (the wide tails' warps: the test above)
     tile = norm.forward_rule(n)
     head, tail = norm.row_pieces(n)
     expected = {1152: (1024, 128, 2), 1280: (1024, 256, 2), 1536: (1024, 512, 2), 2304: (2048, 256, 2),
@@ -1200,12 +1225,12 @@ def test_forward_chunks_rule(n, is_rms):
         assert tile.block_n in norm.CHUNK_CHOICES
         assert n <= tile.num_chunks * tile.block_n < n + tile.block_n
         assert tile.num_chunks * tile.block_n <= n * 5 // 4, tile
-    else:
-        assert tile == norm.forward_rule(n, False)
+    else:  # (the width's tile: LayerNorm's residual forms take it too)
+        assert tile == norm.forward_rule(n, False, residual=is_rms)
     old = norm.FWD_RMS_CHUNKS_FROM_LANES
     try:
         norm.FWD_RMS_CHUNKS_FROM_LANES = 0
-        assert norm.forward_rule(n, is_rms) == norm.forward_rule(n, False)
+        assert norm.forward_rule(n, is_rms) == norm.forward_rule(n, False, residual=is_rms)
     finally:
         norm.FWD_RMS_CHUNKS_FROM_LANES = old
 

@@ -1297,18 +1297,42 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
 # hints, not timed. 0: off.
 FWD_RMS_CHUNKS_FROM_LANES = 8192
 FWD_CHUNK_WARPS = 16
+# NOTE: LayerNorm without a residual (and with its GELU), a row in two pieces with a tail of FWD_VECTOR_TAIL_LANES or
+# more (the width's tile: 5504 and 6144 = 4096 + 2048, 11008 and 12288 = 8192 + 4096), takes one warp per
+# FWD_TAIL_PIECE_LANES_PER_WARP lanes, as the one-row pieces with smaller tails do, not one per
+# FWD_ELEMENTS_PER_WARP: 4 warps at 6144 where it had 8, 8 at 11008 where it had 16 (fewer warps to reduce its two
+# statistics across; 9000 and 10240 keep theirs, their tails' vectors capping the warps already). Measured on an H200
+# (benchmarks/norm_tiles.py --fwd-knob FWD_TAIL_PIECE_LANES_PER_WARP=0,2048 in alternating rounds of one process,
+# [16384, n] bf16, fraction of a same-size copy; benchmarks/results/launch-rules/19-tail-warps-2026-12-01-h200/):
+# 6144 LayerNorm 0.87 -> 0.95, + GELU 0.76 -> 0.90; 5504 + GELU 0.70 -> 0.84; 11008 LayerNorm 0.76 -> 0.80, + GELU
+# 0.65 -> 0.81; 12288 0.82 -> 0.86, + GELU 0.71 -> 0.88; [4096, 6144 / 11008] LayerNorm 0.76 / 0.70 -> 0.83 / 0.73.
+# The residual forms lost past 8192 lanes (11008 pre-residual 0.99 -> 0.91, post-residual 0.81 -> 0.74: they stream
+# 4 bytes an element more) and gained at most 0.03 below it, RMSNorm moved by 0.01 either way (it reads rows of 8192
+# lanes or more in chunks): they keep the width's warps. The padded 16384 lanes of 14336 on 8 warps instead of 16: +
+# GELU 0.76 -> 0.70, so padded tiles keep theirs too. 0: off.
+FWD_TAIL_PIECE_LANES_PER_WARP = 2048
 
 
-def forward_rule(n: int, is_rms: bool = False) -> Tile:
+def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
     """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
     FWD_PIECES_FROM_LANES; one row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES
     (:func:`_forward_chunks`); else :func:`_tile`, with the forward's constants read at each call so that a
-    benchmark's knob takes effect), before the row count's rule (:func:`rows_for_count`)."""
+    benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
+    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`)."""
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
         return _forward_chunks(n, CHUNK_CHOICES, FWD_CHUNK_WARPS)
-    return (_one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP, FWD_PIECE_MIN_WARPS)
-            or _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
-                     FWD_VECTOR_TAIL_LANES))
+    pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
+                             FWD_PIECE_MIN_WARPS)
+    if pieces is not None:
+        return pieces
+    tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
+                 FWD_VECTOR_TAIL_LANES)
+    if (tile.tail and FWD_TAIL_PIECE_LANES_PER_WARP and not is_rms and not residual and tile.block_m == 1
+            and tile.block_t >= FWD_VECTOR_TAIL_LANES):
+        # (the NOTE above FWD_TAIL_PIECE_LANES_PER_WARP)
+        warps = max(FWD_MIN_WARPS, next_power_of_2(cdiv(tile.lanes, FWD_TAIL_PIECE_LANES_PER_WARP)))
+        tile = tile._replace(num_warps=min(tile.num_warps, warps))
+    return tile
 
 
 @functools.lru_cache(maxsize=None)
@@ -1476,7 +1500,7 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _forward_tile(forward_rule(n, is_rms), m, x2.device)
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
     _fwd_kernel(
         (cdiv(m, tile.block_m),),
