@@ -1307,7 +1307,7 @@ FWD_CHUNK_WARPS = 16
 # 6144 LayerNorm 0.87 -> 0.95, + GELU 0.76 -> 0.90; 5504 + GELU 0.70 -> 0.84; 11008 LayerNorm 0.76 -> 0.80, + GELU
 # 0.65 -> 0.81; 12288 0.82 -> 0.86, + GELU 0.71 -> 0.88; [4096, 6144 / 11008] LayerNorm 0.76 / 0.70 -> 0.83 / 0.73.
 # The residual forms lost past 8192 lanes (11008 pre-residual 0.99 -> 0.91, post-residual 0.81 -> 0.74: they stream
-# 4 bytes an element more) and gained at most 0.03 below it, RMSNorm moved by 0.01 either way (it reads rows of 8192
+# 4 bytes an element more) and gained at most 0.03 below it, RMSNorm lost up to 0.02 (it reads rows of 8192
 # lanes or more in chunks): they keep the width's warps. The padded 16384 lanes of 14336 on 8 warps instead of 16: +
 # GELU 0.76 -> 0.70, so padded tiles keep theirs too. 0: off.
 FWD_TAIL_PIECE_LANES_PER_WARP = 2048
