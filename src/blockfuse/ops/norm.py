@@ -152,6 +152,7 @@ BWD_PIECES_MAX_LANES = 8192
 BWD_PIECE_LANES_PER_WARP = 2048
 BWD_PIECE_MIN_WARPS = 4
 BWD_PIECE_TAIL_BYTES = 4
+BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider tails, e.g. 11008 = 8192 + 4096)
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
 # (the activation's input and derivative recomputed: 35 SASS instructions a useful element at 4096 against 17,
 # benchmarks/kernel_stats.py --loop), which puts it past the ~43 at which an H200's issue rate rather than its memory
@@ -1366,7 +1367,7 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
     else:
         pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
-                                 BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size)
+                                 BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
     if pieces is not None:
         return pieces
     return _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
