@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from blockfuse.ops import norm
 from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
 from tests.helpers import (
     assert_compiles_like_eager,
@@ -111,6 +112,17 @@ SHAPES = [(199, 72), (3, 760), (1, 4304)]
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 def test_layer_norm_gelu(shape, dtype, approximate, device):
     check_against_pytorch(make_inputs(shape, dtype, device), approximate)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("shape", [(3, 6144), (2, 8200), (2, 11008)], ids=shape_id)
+def test_layer_norm_gelu_wide_tails(shape, dtype, device):
+    """Rows in two pieces, as the launch rules take them on a GPU: the forward's 4096 + 2048 lanes on 4 warps (6144),
+    8192 + 16 (8200) and 8192 + 4096 on 8 (11008); the backward's pieces at any tail (6144; 8200 on 16 warps) or its
+    padded tile read twice (11008)."""
+    n = shape[1]
+    assert norm.forward_rule(n).tail and norm.backward_rule(n, 1).tail == (n != 11008)
+    check_against_pytorch(make_inputs(shape, dtype, device), "tanh")
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
@@ -366,7 +378,8 @@ def test_reference_in_low_precision(dtype):
 FALLBACK_SCRIPT = textwrap.dedent(
     """
     import torch
-    from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
+    from blockfuse.ops import norm
+from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
     from blockfuse.runtime import implementation
 
     assert implementation("cpu") == "reference", implementation("cpu")

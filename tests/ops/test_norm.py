@@ -312,6 +312,17 @@ def test_float32_parameters_with_low_precision_input(mode, variant, dtype, devic
     check_against_pytorch(VARIANTS[variant], inputs, "pre")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("shape", [(3, 5504), (3, 6144), (2, 11008)], ids=shape_id)
+@pytest.mark.parametrize("variant", ["ln", "rms"])
+def test_norm_wide_tails(variant, shape, dtype, device):
+    """Rows whose forward takes a wide tail (5504 and 6144 as 4096 + 2048 lanes, 11008 as 8192 + 4096): LayerNorm on
+    one warp per 2048 lanes (FWD_TAIL_PIECE_LANES_PER_WARP), RMSNorm on the width's warps (and 11008 in chunks)."""
+    n = shape[1]
+    assert norm.forward_rule(n).num_warps == {5504: 4, 6144: 4, 11008: 8}[n]
+    check_against_pytorch(VARIANTS[variant], make_inputs(VARIANTS[variant], shape, dtype, device))
+
+
 @pytest.mark.parametrize("width", [760, 11008, 20000, 24576])
 def test_layer_norm_of_input_with_large_mean(width, device):
     """x = 300 + randn: a variance taken as E[x^2] - E[x]^2 in fp32 loses ~3 digits here, where
