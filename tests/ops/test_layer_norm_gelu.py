@@ -378,8 +378,7 @@ def test_reference_in_low_precision(dtype):
 FALLBACK_SCRIPT = textwrap.dedent(
     """
     import torch
-    from blockfuse.ops import norm
-from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
+    from blockfuse.ops.norm import layer_norm_gelu, layer_norm_gelu_ref
     from blockfuse.runtime import implementation
 
     assert implementation("cpu") == "reference", implementation("cpu")
