@@ -298,7 +298,8 @@ def main():
                     help="as --bwd-knob, for the forward (e.g. TAIL_VECTOR=8,10000)")
     ap.add_argument("--bwd-setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
                     help="time the backward with several module constants of norm set together (repeatable; "
-                    "'LABEL:' alone: the rule as it is), e.g. 'wide:ACT_BWD_PIECE_MAX_WARPS=16,ACT_BWD_WARPS_PER_SM=16'")
+                    "'LABEL:' alone: the rule as it is), e.g. "
+                    "'wide:ACT_BWD_PIECE_MAX_WARPS=16,ACT_BWD_WARPS_PER_SM=16'")
     ap.add_argument("--setting-rounds", type=int, default=1,
                     help="--bwd-setting: rounds over the settings, alternating (each round times every setting)")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")

@@ -137,15 +137,15 @@ FWD_PIECE_MIN_WARPS = 2
 # thread let one program a multiprocessor), the pieces at most BWD_PIECES_MAX_LANES lanes, and a tail of at least
 # BWD_PIECE_TAIL_BYTES a thread: a thinner one is not pipelined (cp.async copies 4 bytes or more; sm_90 TTGIR: the
 # tail's two loads stay synchronous) and 2176 = 2048 + 128 ran 0.74 -> 0.55 of copy, 4160 = 4096 + 64 RMSNorm 0.77 ->
-# 0.72. The GELU form has a rule of its own (the NOTE above ACT_BWD_PIECES_FROM_LANES). Measured on an H200 (the backward launcher, [16384, n] bf16,
-# padded tile -> pieces in alternating rounds of one process, fraction of a 1 GiB copy; benchmarks/results/
-# launch-rules/16-backward-pieces-2026-11-29-h200/): 4304 LayerNorm 0.72 -> 0.88, RMSNorm 0.77 -> 0.90, pre-residual
-# 0.79 -> 0.86, post-residual 0.72 -> 0.87, + GELU 0.41 -> 0.52; 4352 0.76 / 0.81 / 0.82 -> 0.89 / 0.92 / 0.90, GELU
-# 0.42 -> 0.54; 2304 0.77 / 0.82 / 0.80 -> 0.78 / 0.83 / 0.84, GELU 0.44 -> 0.51; 2560 1.00x, GELU 0.48 -> 0.60;
-# [8192, 4304] LayerNorm 0.68 -> 0.77; [4096, 4304] 1.03-1.17x. Left as measured: the pre-residual form at 4480 / 4608
-# (4096 + 512) 0.83 / 0.84 -> 0.80 / 0.81 where the other plain forms gained 1.07-1.14x. Left padded: tails of 1024
-# lanes or more (2880 = 2048 + 1024: 0.83 -> 0.83; 6144 = 4096 + 2048: LayerNorm 0.92 -> 0.79, pre-residual 0.95 ->
-# 0.64), and rows under 2048 (1152 = 1024 + 128, one row a block: 0.65 -> 0.35, where the padded tile holds two rows
+# 0.72. The GELU form has a rule of its own (the NOTE above ACT_BWD_PIECES_FROM_LANES). Measured on an H200 (the
+# backward launcher, [16384, n] bf16, padded tile -> pieces in alternating rounds of one process, fraction of a 1 GiB
+# copy; benchmarks/results/launch-rules/16-backward-pieces-2026-11-29-h200/): 4304 LayerNorm 0.72 -> 0.88, RMSNorm 0.77
+# -> 0.90, pre-residual 0.79 -> 0.86, post-residual 0.72 -> 0.87, + GELU 0.41 -> 0.52; 4352 0.76 / 0.81 / 0.82 -> 0.89 /
+# 0.92 / 0.90, GELU 0.42 -> 0.54; 2304 0.77 / 0.82 / 0.80 -> 0.78 / 0.83 / 0.84, GELU 0.44 -> 0.51; 2560 1.00x, GELU
+# 0.48 -> 0.60; [8192, 4304] LayerNorm 0.68 -> 0.77; [4096, 4304] 1.03-1.17x. Left as measured: the pre-residual form at
+# 4480 / 4608 (4096 + 512) 0.83 / 0.84 -> 0.80 / 0.81 where the other plain forms gained 1.07-1.14x. Left padded: tails
+# of 1024 lanes or more (2880 = 2048 + 1024: 0.83 -> 0.83; 6144 = 4096 + 2048: LayerNorm 0.92 -> 0.79, pre-residual 0.95
+# -> 0.64), and rows under 2048 (1152 = 1024 + 128, one row a block: 0.65 -> 0.35, where the padded tile holds two rows
 # a block). Wider rows keep one padded tile and its reloaded rows (BWD_RELOAD_FROM_LANES). 0: off.
 BWD_PIECES_FROM_LANES = 2048
 BWD_PIECES_MAX_LANES = 8192
@@ -1380,8 +1380,9 @@ def _one_row_pieces(n: int, from_lanes: int, max_lanes: int, lanes_per_warp: int
                     ) -> Optional[Tile]:
     """Rows of ``n`` in two pieces (:func:`row_pieces`), one row a program (a block of the backward's), one warp per
     ``lanes_per_warp`` lanes (a power of two within ``min_warps``-``max_warps``), where ``n`` is at least
-    ``from_lanes`` (0: never), the row has a tail of fewer than LAYOUT_TAIL_LANES lanes and at least
-    ``tail_per_thread`` elements a thread, and the two pieces take at most ``max_lanes`` lanes; else None. The
+    ``from_lanes`` (0: never), the row has a tail of fewer than ``max_tail`` lanes (LAYOUT_TAIL_LANES unless a rule
+    says otherwise) and at least ``tail_per_thread`` elements a thread, and the two pieces take at most ``max_lanes``
+    lanes; else None. The
     forwards' and the backward's rules (the NOTEs above FWD_PIECES_FROM_LANES and BWD_PIECES_FROM_LANES)."""
     head, tail = row_pieces(n)
     if not from_lanes or n < from_lanes or not 0 < tail < max_tail or head + tail > max_lanes:
