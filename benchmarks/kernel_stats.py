@@ -6,8 +6,8 @@ row strides and N, as the launch specializes them), then the cubin is disassembl
 
     python benchmarks/kernel_stats.py [--activation tanh|none|off] [--warps 8] [--maxnreg 128] \\
         [--stages 3] [--n 4096] [--even-n] [--dump FILE]
-    python benchmarks/kernel_stats.py --rule [--widths 768,1152,...]
-    python benchmarks/kernel_stats.py --loop [--widths 1152,4096,4304] [--forms ln,rms]
+    python benchmarks/kernel_stats.py --rule [--widths 768,1152,...] [--forms ln-gelu,...] [--set NAME=VALUE ...]
+    python benchmarks/kernel_stats.py --loop [--widths 1152,4096,4304] [--forms ln,rms] [--set NAME=VALUE ...]
     python benchmarks/kernel_stats.py --amax [--widths 1152,2048,4096]
 
 ``--rule``: both norm kernels as the launchers tile them (``norm._tile``) for each width and form

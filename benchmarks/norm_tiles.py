@@ -2,7 +2,12 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
-    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--chunked-passes fwd,bwd] [--bwd-knob NAME=V1,V2 ...] [--fwd-knob NAME=V1,V2 ...]
+    [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--chunked-passes fwd,bwd] [--bwd-knob NAME=V1,V2 ...]
+    [--fwd-knob NAME=V1,V2 ...] [--bwd-setting LABEL:NAME=V,NAME=V ... [--setting-rounds 2]]
+
+``--bwd-knob`` / ``--fwd-knob`` vary one of ops/norm.py's rule constants on the rule's tile; ``--bwd-setting`` sets
+several together (a rule changed in more than one constant), each setting timed in turn, ``--setting-rounds`` times
+over, so that the settings alternate in one process.
 
 ``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
 alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
