@@ -96,8 +96,8 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
     """The backward launcher's pipeline depth (norm._bwd_depth where the code has it)."""
     streams = 3 if mode == norm.PRE else 2
     if hasattr(norm, "_bwd_depth"):
-        per_sm = getattr(norm, "ACT_BWD_PROGRAMS_PER_SM", 2) if activation else norm.BWD_PROGRAMS_PER_SM  # (unread)
-        return norm._bwd_depth(tile, n, 2, per_sm, streams, activation)
+        # (the GELU form's depth does not read the programs a multiprocessor)
+        return norm._bwd_depth(tile, n, 2, norm.BWD_PROGRAMS_PER_SM, streams, activation)
     if activation:
         return norm.ACT_BWD_STAGES
     return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM), streams)

@@ -188,17 +188,9 @@ def forced_chunks(chunk: int, tile_elements: int, elements_per_warp: int):
     ``elements_per_warp`` a warp (the wide-row path of the rule, forced at any width)."""
     names = ("FWD_MAX_LANES", "BWD_MAX_LANES", "BWD_MAX_LANES_PRE", "CHUNK_CHOICES", "CHUNK_TILE_ELEMENTS",
              "FWD_ELEMENTS_PER_WARP", "BWD_ELEMENTS_PER_WARP", "BWD_PIECES_FROM_LANES")
-    saved = {name: getattr(norm, name, 0) for name in names}
     values = (1, 1, 1, (chunk,), tile_elements, elements_per_warp, elements_per_warp, 0)
-    try:
-        for name, value in zip(names, values):
-            setattr(norm, name, value)
-        norm._tile.cache_clear()  # the rule reads CHUNK_CHOICES and CHUNK_TILE_ELEMENTS, not its arguments
+    with rule_constants({name: value for name, value in zip(names, values) if hasattr(norm, name)}):
         yield
-    finally:
-        for name, value in saved.items():
-            setattr(norm, name, value)
-        norm._tile.cache_clear()
 
 
 FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"), "rms-pre": (True, "pre"),
@@ -207,10 +199,25 @@ FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"),
 
 def _clear_rule_caches():
     """The launch rules' caches (they read module constants that a knob changes, not only their arguments)."""
-    for name in ("_tile", "_bwd_stages_rule", "_tile_constexprs", "_fewer_rows", "_one_row_pieces"):
-        cached = getattr(norm, name, None)
-        if cached is not None and hasattr(cached, "cache_clear"):
+    for cached in vars(norm).values():
+        if hasattr(cached, "cache_clear"):
             cached.cache_clear()
+
+
+@contextlib.contextmanager
+def rule_constants(values: dict):
+    """ops/norm.py's module constants set to ``values`` (name -> value) for the block, restored after it; the rules'
+    caches cleared on both sides."""
+    saved = {name: getattr(norm, name) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(norm, name, value)
+        _clear_rule_caches()
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(norm, name, value)
+        _clear_rule_caches()
 
 
 def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
@@ -220,49 +227,39 @@ def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
     if not hasattr(norm, name):  # older code (an A/B run against the code before a knob)
         print(f"{shape} {op:7s} {pass_}, {name}: not in this code, skipped", flush=True)
         return []
-    saved, rows = getattr(norm, name), []
-    try:
-        for value in [ast.literal_eval(v) for v in values.split(",")]:
-            setattr(norm, name, value)
-            _clear_rule_caches()
-            try:
+    rows = []
+    for value in [ast.literal_eval(v) for v in values.split(",")]:
+        try:
+            with rule_constants({name: value}):
                 ms, nbytes = timer(shape, is_rms, mode)
-            except Exception as error:  # noqa: BLE001 (reported: e.g. triton's OutOfResources)
-                print(f"{shape} {op:7s} {pass_}, {name}={value}: failed: {type(error).__name__}: {error}"[:300],
-                      flush=True)
-                continue
-            rows.append(dict(shape=shape, op=op, mode=mode, pass_=f"{pass_}-knob", knob=name, value=value, ms=ms,
-                             frac=nbytes / ms / 1e6 / bw))
-            print(f"{shape} {op:7s} {pass_}, {name}={value}: {ms:.4f} ms, {nbytes / ms / 1e6 / bw:.2f} of copy",
+        except Exception as error:  # noqa: BLE001 (reported: e.g. triton's OutOfResources)
+            print(f"{shape} {op:7s} {pass_}, {name}={value}: failed: {type(error).__name__}: {error}"[:300],
                   flush=True)
-    finally:
-        setattr(norm, name, saved)
-        _clear_rule_caches()
+            continue
+        rows.append(dict(shape=shape, op=op, mode=mode, pass_=f"{pass_}-knob", knob=name, value=value, ms=ms,
+                         frac=nbytes / ms / 1e6 / bw))
+        print(f"{shape} {op:7s} {pass_}, {name}={value}: {ms:.4f} ms, {nbytes / ms / 1e6 / bw:.2f} of copy",
+              flush=True)
     return rows
+
+
+def parse_setting(setting: str) -> tuple[str, dict]:
+    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (values as Python literals)."""
+    label, _, assignments = setting.partition(":")
+    pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
+    return label, {name: ast.literal_eval(value) for name, value in pairs}
 
 
 def time_setting(setting, timer, shape, op, is_rms, mode, bw) -> list[dict]:
     """``setting`` = 'LABEL:NAME=V,NAME=V': the backward timed on the rule's tile with those module constants of
     norm set together (a rule changed in several constants at once; --bwd-knob varies one)."""
-    label, _, assignments = setting.partition(":")
-    values = {}
-    for item in filter(None, assignments.split(",")):
-        name, value = item.split("=", 1)
-        values[name] = ast.literal_eval(value)
+    label, values = parse_setting(setting)
     missing = [name for name in values if not hasattr(norm, name)]
     if missing:  # older code (an A/B run against the code before these constants)
         print(f"{shape} {op:7s} bwd setting {label}: {missing} not in this code, skipped", flush=True)
         return []
-    saved = {name: getattr(norm, name) for name in values}
-    try:
-        for name, value in values.items():
-            setattr(norm, name, value)
-        _clear_rule_caches()
+    with rule_constants(values):
         ms, nbytes = timer(shape, is_rms, mode)
-    finally:
-        for name, value in saved.items():
-            setattr(norm, name, value)
-        _clear_rule_caches()
     frac = nbytes / ms / 1e6 / bw
     print(f"{shape} {op:7s} bwd setting {label}: {ms:.4f} ms, {frac:.2f} of copy", flush=True)
     return [dict(shape=shape, op=op, mode=mode, pass_="bwd-setting", setting=label, values=values, ms=ms, frac=frac)]

@@ -18,14 +18,13 @@ WIDE="BWD_PIECES_MAX_LANES=12288,BWD_PIECES_MAX_TAIL=8192"
 P16="p16:$WIDE,BWD_PIECE_LANES_PER_WARP=768"
 P8="p8:$WIDE,BWD_PIECE_LANES_PER_WARP=1536"
 step 120 check python3 - "$P16" "$P8" <<'PY'
-import ast, sys, torch
-from blockfuse.ops import norm
+import sys, torch
 sys.path.insert(0, "benchmarks")
-from norm_tiles import FORMS, _backward, _clear_rule_caches, _forward, _inputs
+from blockfuse.ops import norm
+from norm_tiles import FORMS, _backward, _forward, _inputs, parse_setting, rule_constants
 failures = 0
 for setting in sys.argv[1:]:
-    label, _, assignments = setting.partition(":")
-    values = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in assignments.split(","))}
+    label, values = parse_setting(setting)
     for n in (10240, 11008, 12288):
         for form, (is_rms, mode) in FORMS.items():
             x, r, w, b = _inputs((64, n), is_rms, mode)
@@ -34,17 +33,9 @@ for setting in sys.argv[1:]:
             dy = torch.randn_like(x)
             ds = torch.randn_like(x) if mode == "pre" else None
             ref = _backward(dy, ds, z, w, b, mean, rstd, mode, is_rms)
-            saved = {k: getattr(norm, k) for k in values}
-            try:
-                for k, v in values.items():
-                    setattr(norm, k, v)
-                _clear_rule_caches()
+            with rule_constants(values):
                 tile = norm.backward_rule(n, 1 if mode == "gelu" else 0, mode == "pre")
                 out = _backward(dy, ds, z, w, b, mean, rstd, mode, is_rms)
-            finally:
-                for k, v in saved.items():
-                    setattr(norm, k, v)
-                _clear_rule_caches()
             for name, a, e in zip(("dx", "dres", "dw", "db"), out, ref):
                 if e.numel() and not torch.allclose(a.float(), e.float(), rtol=2 ** -7, atol=1e-2 * e.float().abs().max().item()):
                     failures += 1
