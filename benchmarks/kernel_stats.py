@@ -140,7 +140,10 @@ def rule_stats(n: int, form: str) -> dict:
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
-        tile = norm.backward_rule(n, activation, mode == norm.PRE)
+        try:
+            tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms)
+        except TypeError:  # (older code: no RMSNorm argument)
+            tile = norm.backward_rule(n, activation, mode == norm.PRE)
     else:
         per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
         max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES

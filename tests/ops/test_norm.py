@@ -686,6 +686,8 @@ def test_backward_pieces_rule(n, element_size):
             (0, norm.BWD_PIECE_LANES_PER_WARP, norm.BWD_PIECE_MIN_WARPS, 16, norm.BWD_PIECES_MAX_LANES),
             (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MIN_WARPS, norm.ACT_BWD_PIECE_MAX_WARPS,
              norm.ACT_BWD_PIECES_MAX_LANES)):
+        if not activation and n > norm.BWD_PIECES_MAX_LANES:
+            continue  # (test_backward_wide_pieces_rule)
         tile = norm.backward_rule(n, activation, element_size=element_size)
         if activation:
             fits = n >= norm.ACT_BWD_PIECES_FROM_LANES and tail > 0 and head + tail <= max_lanes
@@ -717,16 +719,45 @@ def test_backward_pieces_rule(n, element_size):
         assert n == 1152 or norm.backward_rule(n, 1).num_warps == (8 if n == 2880 else 16)
 
 
+@pytest.mark.parametrize("n", [8192, 8200, 8704, 9000, 9216, 9728, 10240, 10752, 11008, 12288, 12300, 14336])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_backward_wide_pieces_rule(n, element_size):
+    """Rows past BWD_PIECES_MAX_LANES up to BWD_WIDE_PIECES_MAX_LANES in two pieces (8192 + a tail) on
+    BWD_WIDE_PIECE_WARPS warps, read once: LayerNorm's forms at any tail of BWD_PIECE_TAIL_BYTES a thread or more,
+    RMSNorm's up to a tail of BWD_WIDE_PIECES_RMS_MAX_TAIL; wider rows and thinner tails keep the padded tile, read
+    twice (RELOAD); the GELU form keeps its own rule."""
+    head, tail = norm.row_pieces(n)
+    for is_rms in (False, True):
+        tile = norm.backward_rule(n, element_size=element_size, is_rms=is_rms)
+        thick = tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * norm.BWD_WIDE_PIECE_WARPS
+        fits = (norm.BWD_PIECES_MAX_LANES < n and head + tail <= norm.BWD_WIDE_PIECES_MAX_LANES and thick
+                and (not is_rms or tail <= norm.BWD_WIDE_PIECES_RMS_MAX_TAIL))
+        assert tile.tail == fits
+        if fits:
+            assert (tile.block_m, tile.block_n, tile.block_t, tile.num_warps) == (1, 8192, tail,
+                                                                                norm.BWD_WIDE_PIECE_WARPS)
+            assert tile.lanes <= 32 * norm.BWD_WIDE_PIECE_WARPS * 24 and not norm._bwd_reload(tile)
+        elif n > 8192:
+            assert tile.block_n == 16384 and norm._bwd_reload(tile)
+    assert norm.backward_rule(n, 1) == norm.backward_rule(n, 1, is_rms=True)
+    # (the widths the rule was measured at: LayerNorm's 10240-12288 in pieces, RMSNorm's only to 10240)
+    if element_size == 2 and n in (10240, 11008, 12288):
+        assert norm.backward_rule(n).tail and norm.backward_rule(n, is_rms=True).tail == (n == 10240)
+    if element_size == 2 and n in (8200, 8704):
+        assert not norm.backward_rule(n).tail
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form, n", [
     (form, n) for n in (2304, 2560, 4304) for form in ("ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre",
-                                                       "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)])
+                                                       "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)] + [
+    ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 10240), ("rms-pre-dropout", 9728)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
-    """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256) gives every
-    gradient (x, the residual, weight, bias) within twice PyTorch's error of a float64 reference, rows read with a
-    stride; and every gradient within a bf16 rounding of the padded tile's (with dropout: the same mask, regenerated
-    from the seed)."""
-    assert norm.backward_rule(n, form == "ln-gelu").tail  # (3072 = 2048 + 1024, 6144 = 4096 + 2048: GELU's only)
+    """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
+    8192 + up to 4096 on 16 warps) gives every gradient (x, the residual, weight, bias) within twice PyTorch's error
+    of a float64 reference, rows read with a stride; and every gradient within a bf16 rounding of the padded tile's
+    (with dropout: the same mask, regenerated from the seed)."""
+    assert norm.backward_rule(n, form == "ln-gelu", is_rms=form.startswith("rms")).tail  # (3072, 6144: GELU's only)
     m = 6 if n == 2560 else 15  # one program writing the weight gradients (DIRECT), or several programs' partials
     assert (m * n <= norm.DIRECT_MAX_ELEMENTS) == (n == 2560)
     is_rms = form.startswith("rms")

@@ -153,6 +153,24 @@ BWD_PIECE_LANES_PER_WARP = 2048
 BWD_PIECE_MIN_WARPS = 4
 BWD_PIECE_TAIL_BYTES = 4
 BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider tails, e.g. 11008 = 8192 + 4096)
+# NOTE: rows past BWD_PIECES_MAX_LANES (the plain forms) go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes
+# (8192 + a tail of up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at
+# most, each row read once), where the padded 16384-lane tile reads each row twice (BWD_RELOAD_FROM_LANES) and
+# pays for a quarter to a half of idle lanes. LayerNorm's forms at every such tail; RMSNorm's up to a tail of
+# BWD_WIDE_PIECES_RMS_MAX_TAIL only: its padded tile (one statistic) already ran at 0.65-0.81 and beat the pieces
+# at the wider tails, as measured, not yet explained. Built for sm_90 the pieces spill RMSNorm 0 bytes a thread,
+# LayerNorm 80 (the reloaded tile: 88), pre-residual LayerNorm 64 (208). Measured on an H200
+# (scripts/issue22_wide_pieces_gpu.sh: benchmarks/norm_tiles.py --bwd-setting, the padded tile -> the pieces on 16
+# warps in alternating rounds of one process, [16384, n] bf16, fraction of a same-size copy;
+# benchmarks/results/launch-rules/20-wide-pieces-2026-12-01-h200/): 11008 LayerNorm 0.50 -> 0.71, pre-residual
+# 0.54 -> 0.64, post-residual 0.50 -> 0.71; 12288 0.55 / 0.57 / 0.55 -> 0.77 / 0.65 / 0.76; 10240 0.48 / 0.52 /
+# 0.48 -> 0.77 / 0.68 / 0.77, RMSNorm 0.65 -> 0.78, pre-residual 0.74 -> 0.76; [32768 / 4096, 11008] LayerNorm 0.51
+# / 0.45 -> 0.73 / 0.63. RMSNorm lost at 11008 (0.68 -> 0.64, pre-residual 0.77 -> 0.66) and 12288 (0.74 -> 0.68,
+# 0.81 -> 0.71), so its wider tails stay padded. On 8 warps (48 lanes a thread): 232 bytes of spill, 0.54 at
+# 11008. The GELU form keeps its own rule (its 17-lane limit: 312 bytes of spill here). 0: off.
+BWD_WIDE_PIECES_MAX_LANES = 12288
+BWD_WIDE_PIECE_WARPS = 16
+BWD_WIDE_PIECES_RMS_MAX_TAIL = 2048
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
 # (the activation's input and derivative recomputed: 35 SASS instructions a useful element at 4096 against 17,
 # benchmarks/kernel_stats.py --loop), which puts it past the ~43 at which an H200's issue rate rather than its memory
@@ -1356,15 +1374,22 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
     return rows_for_count(tile, m, sm_count(device))
 
 
-def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2) -> Tile:
+def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2, is_rms: bool = False
+                  ) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
-    width limit; ``element_size``: of z and dy): the two pieces of :func:`_one_row_pieces` where they apply, else one
-    padded tile (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes
-    effect."""
+    width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's narrower wide tails): the two pieces of
+    :func:`_one_row_pieces` where they apply, else one padded tile (:func:`_tile`, no tail). Module constants read
+    at each call, so that a benchmark's knob takes effect."""
     if activation:
         pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
                                  ACT_BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS,
                                  max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
+    elif BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES:
+        # (the NOTE above BWD_WIDE_PIECES_MAX_LANES)
+        max_tail = BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES
+        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_WIDE_PIECES_MAX_LANES,
+                                 cdiv(BWD_WIDE_PIECES_MAX_LANES, BWD_WIDE_PIECE_WARPS), BWD_WIDE_PIECE_WARPS,
+                                 BWD_WIDE_PIECE_WARPS, BWD_PIECE_TAIL_BYTES // element_size, max_tail)
     else:
         pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
@@ -1702,7 +1727,7 @@ def _norm_bwd(
             if grad is not None:
                 grad.zero_()
         return outputs
-    tile = backward_rule(n, activation, mode == PRE, z.element_size())
+    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms)
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
