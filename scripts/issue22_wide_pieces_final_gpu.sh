@@ -16,7 +16,8 @@ export PYTHONUNBUFFERED=1
 write_env
 old_code
 [ -z "${SKIP_TESTS:-}" ] && step 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py
-SHAPES=${SHAPES:-16384x9216,16384x9728,16384x10240,16384x10752,16384x11008,16384x12288,32768x10240,2048x11008,8192x12288}
+SHAPES=${SHAPES:-16384x9216,16384x9728,16384x10240,16384x10752,16384x11008,16384x12288,32768x10240,\
+2048x11008,8192x12288}
 step 240 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms ln,rms,ln-pre,rms-pre,ln-post \
     --fwd "" --bwd "" --no-check --bwd-setting "old:BWD_WIDE_PIECES_MAX_LANES=0" --bwd-setting "rule:" \
     --bwd-setting "rms4096:BWD_WIDE_PIECES_RMS_MAX_TAIL=4096" --setting-rounds 2 --out "$OUT/settings"

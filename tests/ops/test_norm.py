@@ -686,7 +686,7 @@ def test_backward_pieces_rule(n, element_size):
             (0, norm.BWD_PIECE_LANES_PER_WARP, norm.BWD_PIECE_MIN_WARPS, 16, norm.BWD_PIECES_MAX_LANES),
             (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MIN_WARPS, norm.ACT_BWD_PIECE_MAX_WARPS,
              norm.ACT_BWD_PIECES_MAX_LANES)):
-        if not activation and n > norm.BWD_PIECES_MAX_LANES:
+        if n > (max_lanes if activation else norm.BWD_PIECES_MAX_LANES):
             continue  # (test_backward_wide_pieces_rule)
         tile = norm.backward_rule(n, activation, element_size=element_size)
         if activation:
@@ -723,9 +723,12 @@ def test_backward_pieces_rule(n, element_size):
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_backward_wide_pieces_rule(n, element_size):
     """Rows past BWD_PIECES_MAX_LANES up to BWD_WIDE_PIECES_MAX_LANES in two pieces (8192 + a tail) on
-    BWD_WIDE_PIECE_WARPS warps, read once: LayerNorm's forms at any tail of BWD_PIECE_TAIL_BYTES a thread or more,
-    RMSNorm's up to a tail of BWD_WIDE_PIECES_RMS_MAX_TAIL; wider rows and thinner tails keep the padded tile, read
-    twice (RELOAD); the GELU form keeps its own rule."""
+    BWD_WIDE_PIECE_WARPS warps, read once: the plain forms at any tail of BWD_PIECE_TAIL_BYTES a thread or more
+    (RMSNorm's up to BWD_WIDE_PIECES_RMS_MAX_TAIL), the GELU form at any tail past its own pieces' 8704 lanes; wider
+    rows and thinner tails keep the padded tile, read twice (RELOAD). Pipelined by the depth rule where two stages
+    fit BWD_SMEM_BYTES (bf16: 3 stages, 2 with the pre-residual form's third stream; fp32 pre-residual: none); the
+    GELU form's wide pieces with ACT_BWD_STAGES where the tail gives a thread 8 bytes and they fit; the padded tile
+    without (1 stage)."""
     head, tail = norm.row_pieces(n)
     for is_rms in (False, True):
         tile = norm.backward_rule(n, element_size=element_size, is_rms=is_rms)
@@ -737,12 +740,29 @@ def test_backward_wide_pieces_rule(n, element_size):
             assert (tile.block_m, tile.block_n, tile.block_t, tile.num_warps) == (1, 8192, tail,
                                                                                 norm.BWD_WIDE_PIECE_WARPS)
             assert tile.lanes <= 32 * norm.BWD_WIDE_PIECE_WARPS * 24 and not norm._bwd_reload(tile)
+            for streams in (2, 3):
+                stages = norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, streams, 0)
+                buffers = streams * tile.lanes * element_size
+                assert stages == 1 or norm.BWD_SMEM_BYTES >= stages * buffers
+                assert (stages > 1) == (2 * buffers <= norm.BWD_SMEM_BYTES)
+                if element_size == 2:
+                    assert stages == (3 if streams == 2 else 2)
         elif n > 8192:
             assert tile.block_n == 16384 and norm._bwd_reload(tile)
-    assert norm.backward_rule(n, 1) == norm.backward_rule(n, 1, is_rms=True)
-    # (the widths the rule was measured at: LayerNorm's 10240-12288 in pieces, RMSNorm's only to 10240)
-    if element_size == 2 and n in (10240, 11008, 12288):
-        assert norm.backward_rule(n).tail and norm.backward_rule(n, is_rms=True).tail == (n == 10240)
+            assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 1
+    gelu = norm.backward_rule(n, 1, element_size=element_size)
+    assert gelu == norm.backward_rule(n, 1, is_rms=True, element_size=element_size)
+    assert gelu.tail == (8192 < n <= norm.BWD_WIDE_PIECES_MAX_LANES)
+    if gelu.tail:
+        assert gelu.block_n == 8192 and gelu.num_warps == 16 and gelu.lanes <= 16 * 32 * 24
+        # pipelined where the tail gives a thread 8 bytes (2048 lanes of bf16) and the stages fit: not in fp32
+        thick = gelu.block_t * element_size >= norm.ACT_BWD_PIPELINE_TAIL_BYTES * 32 * 16
+        stages = norm._bwd_depth(gelu, n, element_size, 1, 2, 1)
+        assert stages == (norm.ACT_BWD_STAGES if thick and element_size == 2 else 1)
+        assert stages == 1 or stages * 2 * gelu.lanes * element_size <= norm.BWD_SMEM_BYTES
+    # (the widths the rule was measured at)
+    if element_size == 2 and n in (9216, 10240, 11008, 12288):
+        assert norm.backward_rule(n).tail and norm.backward_rule(n, is_rms=True).tail
     if element_size == 2 and n in (8200, 8704):
         assert not norm.backward_rule(n).tail
 
@@ -751,7 +771,8 @@ def test_backward_wide_pieces_rule(n, element_size):
 @pytest.mark.parametrize("form, n", [
     (form, n) for n in (2304, 2560, 4304) for form in ("ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre",
                                                        "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)] + [
-    ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 10240), ("rms-pre-dropout", 9728)])
+    ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 11008), ("rms-pre-dropout", 9728),
+    ("ln-gelu", 11008)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
     """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
     8192 + up to 4096 on 16 warps) gives every gradient (x, the residual, weight, bias) within twice PyTorch's error

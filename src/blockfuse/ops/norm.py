@@ -153,24 +153,25 @@ BWD_PIECE_LANES_PER_WARP = 2048
 BWD_PIECE_MIN_WARPS = 4
 BWD_PIECE_TAIL_BYTES = 4
 BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider tails, e.g. 11008 = 8192 + 4096)
-# NOTE: rows past BWD_PIECES_MAX_LANES (the plain forms) go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes
-# (8192 + a tail of up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at
-# most, each row read once), where the padded 16384-lane tile reads each row twice (BWD_RELOAD_FROM_LANES) and
-# pays for a quarter to a half of idle lanes. LayerNorm's forms at every such tail; RMSNorm's up to a tail of
-# BWD_WIDE_PIECES_RMS_MAX_TAIL only: its padded tile (one statistic) already ran at 0.65-0.81 and beat the pieces
-# at the wider tails, as measured, not yet explained. Built for sm_90 the pieces spill RMSNorm 0 bytes a thread,
-# LayerNorm 80 (the reloaded tile: 88), pre-residual LayerNorm 64 (208). Measured on an H200
-# (scripts/issue22_wide_pieces_gpu.sh: benchmarks/norm_tiles.py --bwd-setting, the padded tile -> the pieces on 16
-# warps in alternating rounds of one process, [16384, n] bf16, fraction of a same-size copy;
-# benchmarks/results/launch-rules/20-wide-pieces-2026-12-01-h200/): 11008 LayerNorm 0.50 -> 0.71, pre-residual
-# 0.54 -> 0.64, post-residual 0.50 -> 0.71; 12288 0.55 / 0.57 / 0.55 -> 0.77 / 0.65 / 0.76; 10240 0.48 / 0.52 /
-# 0.48 -> 0.77 / 0.68 / 0.77, RMSNorm 0.65 -> 0.78, pre-residual 0.74 -> 0.76; [32768 / 4096, 11008] LayerNorm 0.51
-# / 0.45 -> 0.73 / 0.63. RMSNorm lost at 11008 (0.68 -> 0.64, pre-residual 0.77 -> 0.66) and 12288 (0.74 -> 0.68,
-# 0.81 -> 0.71), so its wider tails stay padded. On 8 warps (48 lanes a thread): 232 bytes of spill, 0.54 at
-# 11008. The GELU form keeps its own rule (its 17-lane limit: 312 bytes of spill here). 0: off.
+# NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
+# up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
+# once, pipelined: the NOTE above BWD_PIPELINE_MAX_LANES), where the padded 16384-lane tile reads each row twice
+# (BWD_RELOAD_FROM_LANES) and pays for a quarter to a half of idle lanes. Every plain form at any tail of
+# BWD_PIECE_TAIL_BYTES a thread (BWD_WIDE_PIECES_RMS_MAX_TAIL: RMSNorm's, a knob for the A/B that set it), and the
+# GELU form past its own pieces (ACT_BWD_WIDE_PIECES; above its 17 lanes a thread, so spilling: 312 bytes at 11008).
+# Built for sm_90 the plain pieces spill RMSNorm 0 bytes a thread, LayerNorm 64-80 (the reloaded tile: 88),
+# pre-residual LayerNorm 64-88 (208). Measured on an H200 (benchmarks/norm_tiles.py --bwd-setting, alternating
+# rounds of one process, [16384, n] bf16, fraction of a same-size copy;
+# benchmarks/results/launch-rules/20-wide-pieces-2026-12-01-h200/ and 21-wide-pipeline-2026-12-01-h200/), the
+# padded tile -> the pieces unpipelined -> pipelined: LayerNorm 9216 0.44 -> 0.71 -> 0.94, 10240 0.48 -> 0.77 ->
+# 0.96, 11008 0.50 -> 0.71 -> 0.80, 12288 0.55 -> 0.77 -> 0.82; pre-residual 11008 0.54 -> 0.64 -> 0.78; RMSNorm
+# 11008 0.68 -> 0.64 -> 0.97 (unpipelined, its padded tile had won at tails of 4096); + GELU 11008 0.31 -> 0.37 ->
+# 0.44, 9000 0.26 -> 0.50 (a 1024-lane tail: not pipelined). On 8 warps (48 lanes a thread): 232 bytes of spill,
+# 0.54 at 11008. 0: off.
 BWD_WIDE_PIECES_MAX_LANES = 12288
 BWD_WIDE_PIECE_WARPS = 16
-BWD_WIDE_PIECES_RMS_MAX_TAIL = 2048
+BWD_WIDE_PIECES_RMS_MAX_TAIL = 4096
+ACT_BWD_WIDE_PIECES = True
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
 # (the activation's input and derivative recomputed: 35 SASS instructions a useful element at 4096 against 17,
 # benchmarks/kernel_stats.py --loop), which puts it past the ~43 at which an H200's issue rate rather than its memory
@@ -245,7 +246,26 @@ BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py
 # BWD_STAGES 2 -> 1 in one process, fraction of a same-size copy, benchmarks/results/launch-rules/11-pre-tile/):
 # LayerNorm 11008 0.38 -> 0.48, 14336 0.43 -> 0.59, 16384 0.54 -> 0.59; RMSNorm 0.52 -> 0.54, 0.57 -> 0.60,
 # 0.57 -> 0.61.
-BWD_PIPELINE_MAX_LANES = 8192
+# The wide rows' two pieces (8192 + up to 4096 lanes, the NOTE above BWD_WIDE_PIECES_MAX_LANES) take the
+# pipeliner, with the depth rule's stages, where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z and dy, 2 with
+# the pre-residual form's ds; fp32: none): one program a multiprocessor had its loads and its math in turn. Measured
+# on an H200 (benchmarks/norm_tiles.py --bwd-setting, 1 -> the rule's stages in alternating rounds of one process,
+# [16384, n] bf16, fraction of a same-size copy; benchmarks/results/launch-rules/21-wide-pipeline-2026-12-01-h200/):
+# LayerNorm 9216 0.71 -> 0.94, 10240 0.76 -> 0.96, 11008 0.71 -> 0.79, 12288 0.76 -> 0.82; RMSNorm 9216 / 10240
+# 0.74 / 0.78 -> 0.97 / 0.97; pre-residual LayerNorm (2 stages) 11008 0.64 -> 0.78; 2 stages where the rule gives 3
+# lost (LayerNorm 11008 0.54). The padded 16384-lane tile keeps one stage (above). Run again with the rule's other
+# cells (launch-rules/21-*, 2-final, 3-tails): 11008 RMSNorm 0.68 -> 0.97 (its 4096-lane tails in pieces now too),
+# pre-residual RMSNorm 0.77 -> 0.84, [32768, 11008] LayerNorm 0.73 -> 0.81; 8960 = 8192 + 768 0.70 -> 0.93. The one
+# loss: 9000 = 8192 + 808 in the pre-residual forms (LayerNorm 0.69 -> 0.64, RMSNorm 0.71 -> 0.69), where 8960 and
+# 9216 gain (0.71 -> 0.73 / 0.75), left as measured. The GELU form's pieces past its own (ACT_BWD_PIPELINE_MAX_LANES,
+# 8192 + up to 512) take ACT_BWD_STAGES stages where their tail gives a thread ACT_BWD_PIPELINE_TAIL_BYTES or more
+# and the stages fit BWD_SMEM_BYTES: 9472 / 9728 / 10752 / 11008 / 12288 (tails of 2048-4096 lanes) 0.42 / 0.42 /
+# 0.37 / 0.37 / 0.39 -> 0.53 / 0.54 / 0.44 / 0.44 / 0.46, where a 1024-lane tail (4 bytes a thread: 8960, 9000,
+# 9216) lost (0.52 -> 0.38).
+BWD_PIPELINE_MAX_LANES = 12288
+BWD_PIPELINE_FULL_LANES = 8192  # (row blocks up to here keep 2 stages even past BWD_SMEM_BYTES, as measured)
+ACT_BWD_PIPELINE_MAX_LANES = 8192
+ACT_BWD_PIPELINE_TAIL_BYTES = 8
 # NOTE: a tile of BWD_RELOAD_FROM_LANES lanes or more (one row of 16384: 16 warps, at most 128 registers a thread)
 # cannot hold its row (z, dy and w in fp32) and the weight and bias gradients' accumulators at once: 5 x 32 values a
 # thread. LayerNorm's backward spilled 352 bytes a thread there (656 with GELU; kernel_stats.py --rule) and ran at
@@ -1377,14 +1397,20 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
 def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2, is_rms: bool = False
                   ) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
-    width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's narrower wide tails): the two pieces of
-    :func:`_one_row_pieces` where they apply, else one padded tile (:func:`_tile`, no tail). Module constants read
-    at each call, so that a benchmark's knob takes effect."""
+    width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's wide tails, BWD_WIDE_PIECES_RMS_MAX_TAIL): the
+    two pieces of :func:`_one_row_pieces` where they apply, else one padded tile (:func:`_tile`, no tail). Module
+    constants read at each call, so that a benchmark's knob takes effect."""
+    wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     if activation:
         pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
                                  ACT_BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS,
                                  max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
-    elif BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES:
+        if pieces is None and wide and ACT_BWD_WIDE_PIECES and ACT_BWD_PIECES_FROM_LANES:
+            # (the NOTE above BWD_WIDE_PIECES_MAX_LANES: past the 17 lanes a thread, spilling)
+            pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, BWD_WIDE_PIECES_MAX_LANES,
+                                     cdiv(BWD_WIDE_PIECES_MAX_LANES, BWD_WIDE_PIECE_WARPS), BWD_WIDE_PIECE_WARPS,
+                                     BWD_WIDE_PIECE_WARPS, max_tail=n)
+    elif wide:
         # (the NOTE above BWD_WIDE_PIECES_MAX_LANES)
         max_tail = BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES
         pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_WIDE_PIECES_MAX_LANES,
@@ -1458,7 +1484,13 @@ def _bwd_depth(tile: Tile, n: int, element_size: int, per_sm: int, streams: int,
     BWD_PIPELINE_MAX_LANES lanes), the others' :func:`_bwd_stages` (``per_sm``: the form's programs a multiprocessor
     for narrow tiles)."""
     if activation:
-        return ACT_BWD_STAGES if tile.block_m * tile.lanes <= BWD_PIPELINE_MAX_LANES else 1
+        if tile.block_m * tile.lanes <= ACT_BWD_PIPELINE_MAX_LANES:
+            return ACT_BWD_STAGES
+        # (the NOTE above BWD_PIPELINE_MAX_LANES: the GELU form's wide pieces with a tail of 8 bytes a thread or more)
+        wide_pipelined = (tile.tail and tile.lanes <= BWD_PIPELINE_MAX_LANES
+                          and tile.block_t * element_size >= ACT_BWD_PIPELINE_TAIL_BYTES * 32 * tile.num_warps
+                          and ACT_BWD_STAGES * streams * tile.lanes * element_size <= BWD_SMEM_BYTES)
+        return ACT_BWD_STAGES if wide_pipelined else 1
     return _bwd_stages(tile, n, element_size, _programs_per_sm(tile.block_n, per_sm), streams)
 
 
@@ -1469,7 +1501,10 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     real = streams * tile.block_m * n * element_size
     padded = streams * tile.block_m * tile.lanes * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
-    return max(2, min(stages, BWD_MAX_STAGES, BWD_SMEM_BYTES // (per_sm * padded)))
+    fit = BWD_SMEM_BYTES // (per_sm * padded)
+    if fit < 2 and tile.block_m * tile.lanes > BWD_PIPELINE_FULL_LANES:
+        return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES: the wide pieces' fp32 and pre-residual fp32 rows)
+    return max(2, min(stages, BWD_MAX_STAGES, fit))
 
 
 def _act_programs_per_sm(tile: Tile) -> int:
