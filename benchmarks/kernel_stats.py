@@ -161,9 +161,10 @@ def rule_stats(n: int, form: str) -> dict:
     options = {"num_warps": tile.num_warps}
     if activation and tile.num_chunks == 1:
         options["maxnreg"] = norm.ACT_BWD_MAXNREG
+    stages = _depth(tile, n, mode, activation)
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE,
-                             "STAGES": _depth(tile, n, mode, activation),
+                             "STAGES": stages,
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
                              "RELOAD": _reload(tile, activation, is_rms),
                              "VEC": launch.row_units(n),
@@ -171,7 +172,7 @@ def rule_stats(n: int, form: str) -> dict:
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,
-                      instructions=sum(opcodes.values()))
+                      instructions=sum(opcodes.values()), stages=stages)
     return out
 
 
@@ -259,7 +260,7 @@ def amax_main(widths) -> None:
 
 def rule_main(widths, forms=tuple(FORMS)) -> None:
     print("| width | form | forward tile (m x n + tail, chunks, warps) | regs | stack | barriers | instructions | "
-          "backward tile | regs | stack | barriers | instructions |")
+          "backward tile (and stages) | regs | stack | barriers | instructions |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         for form in forms:
@@ -268,7 +269,8 @@ def rule_main(widths, forms=tuple(FORMS)) -> None:
             for way in ("fwd", "bwd"):
                 t = stats[way]["tile"]
                 tail = f" + {t['block_t']}" if t["tail"] else ""
-                cells.append(f"{t['block_m']} x {t['block_n']}{tail}, {t['num_chunks']}, {t['num_warps']} | "
+                stages = f", {stages} stages" if (stages := stats[way].get("stages")) else ""
+                cells.append(f"{t['block_m']} x {t['block_n']}{tail}, {t['num_chunks']}, {t['num_warps']}{stages} | "
                              f"{stats[way]['registers']} | {stats[way]['stack']} | {stats[way]['barriers']} | "
                              f"{stats[way]['instructions']}")
             print(f"| {n} | {form} | {cells[0]} | {cells[1]} |", flush=True)
