@@ -342,6 +342,19 @@ def test_fp32_within_twice_pytorchs_error_without_a_floor(variant, width, mode, 
     check_against_pytorch(VARIANTS[variant], inputs, "pre" if mode == "none" else mode, floor=1e-9)
 
 
+@pytest.mark.parametrize("n", [9001, 11007])
+@pytest.mark.parametrize("variant,mode", [("ln", "none"), ("rms", "pre"), ("ln", "post")])
+def test_odd_wide_rows_in_pieces(variant, mode, n, device):
+    """Odd widths past 8192 lanes (9001 = 8192 + 809, 11007 = 8192 + 2815), whose backward takes the two pieces on
+    16 warps with one-element vectors, in fp16, x's rows read at an odd stride (a view of wider rows): forward and
+    backward within twice PyTorch's error of float64."""
+    assert norm.backward_rule(n, is_rms=variant == "rms", element_size=2).tail
+    inputs = make_inputs(VARIANTS[variant], (5, n), torch.float16, device, residual=mode != "none")
+    inputs.x = random_tensor((5, n + 7), torch.float16, device, scale=2.0, offset=0.5, seed=31)[:, :n]
+    assert inputs.x.stride(0) == n + 7
+    check_against_pytorch(VARIANTS[variant], inputs, "pre" if mode == "none" else mode)
+
+
 @pytest.mark.parametrize("width", [760, 11008, 20000, 24576])
 def test_layer_norm_of_input_with_large_mean(width, device):
     """x = 300 + randn: a variance taken as E[x^2] - E[x]^2 in fp32 loses ~3 digits here, where
