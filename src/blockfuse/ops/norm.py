@@ -248,7 +248,8 @@ BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py
 # 0.57 -> 0.61.
 # The wide rows' two pieces (8192 + up to 4096 lanes, the NOTE above BWD_WIDE_PIECES_MAX_LANES) take the
 # pipeliner, with the depth rule's stages, where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z and dy, 2 with
-# the pre-residual form's ds; fp32: none): one program a multiprocessor had its loads and its math in turn. Measured
+# the pre-residual form's ds; fp32: 2 up to 10240 lanes, not measured, none past it or with ds): one program a
+# multiprocessor had its loads and its math in turn. Measured
 # on an H200 (benchmarks/norm_tiles.py --bwd-setting, 1 -> the rule's stages in alternating rounds of one process,
 # [16384, n] bf16, fraction of a same-size copy; benchmarks/results/launch-rules/21-wide-pipeline-2026-12-01-h200/):
 # LayerNorm 9216 0.71 -> 0.94, 10240 0.76 -> 0.96, 11008 0.71 -> 0.79, 12288 0.76 -> 0.82; RMSNorm 9216 / 10240
