@@ -757,8 +757,8 @@ def test_backward_wide_pieces_rule(n, element_size):
     """Rows past BWD_PIECES_MAX_LANES up to BWD_WIDE_PIECES_MAX_LANES in two pieces (8192 + a tail) on
     BWD_WIDE_PIECE_WARPS warps, read once: the plain forms at any tail of BWD_PIECE_TAIL_BYTES a thread or more
     (RMSNorm's up to BWD_WIDE_PIECES_RMS_MAX_TAIL), the GELU form at any tail past its own pieces' 8704 lanes; wider
-    rows and thinner tails keep the padded tile, read twice (RELOAD). Pipelined by the depth rule where two stages
-    fit BWD_SMEM_BYTES (bf16: 3 stages, 2 with the pre-residual form's third stream; fp32 pre-residual: none); the
+    rows and thinner tails keep the padded tile, read twice (RELOAD). Pipelined by the depth rule in 16-bit dtypes
+    where two stages fit BWD_SMEM_BYTES (bf16: 3 stages, 2 with the pre-residual form's third stream; fp32: none); the
     GELU form's wide pieces with ACT_BWD_STAGES where the tail gives a thread 8 bytes and they fit; the padded tile
     without (1 stage)."""
     head, tail = norm.row_pieces(n)
@@ -776,7 +776,7 @@ def test_backward_wide_pieces_rule(n, element_size):
                 stages = norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, streams, 0)
                 buffers = streams * tile.lanes * element_size
                 assert stages == 1 or norm.BWD_SMEM_BYTES >= stages * buffers
-                assert (stages > 1) == (2 * buffers <= norm.BWD_SMEM_BYTES)
+                assert (stages > 1) == (element_size == 2 and 2 * buffers <= norm.BWD_SMEM_BYTES)
                 if element_size == 2:
                     assert stages == (3 if streams == 2 else 2)
         elif n > 8192:

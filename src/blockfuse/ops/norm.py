@@ -247,9 +247,9 @@ BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py
 # LayerNorm 11008 0.38 -> 0.48, 14336 0.43 -> 0.59, 16384 0.54 -> 0.59; RMSNorm 0.52 -> 0.54, 0.57 -> 0.60,
 # 0.57 -> 0.61.
 # The wide rows' two pieces (8192 + up to 4096 lanes, the NOTE above BWD_WIDE_PIECES_MAX_LANES) take the
-# pipeliner, with the depth rule's stages, where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z and dy, 2 with
-# the pre-residual form's ds; fp32: 2 up to 10240 lanes, not measured, none past it or with ds): one program a
-# multiprocessor had its loads and its math in turn. Measured
+# pipeliner, with the depth rule's stages, in 16-bit dtypes where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z
+# and dy, 2 with the pre-residual form's ds; fp32 keeps one stage, as before: its 80-147 KiB stages were never run
+# on a GPU): one program a multiprocessor had its loads and its math in turn. Measured
 # on an H200 (benchmarks/norm_tiles.py --bwd-setting, 1 -> the rule's stages in alternating rounds of one process,
 # [16384, n] bf16, fraction of a same-size copy; benchmarks/results/launch-rules/21-wide-pipeline-2026-12-01-h200/):
 # LayerNorm 9216 0.71 -> 0.94, 10240 0.76 -> 0.96, 11008 0.71 -> 0.79, 12288 0.76 -> 0.82; RMSNorm 9216 / 10240
@@ -1503,8 +1503,8 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     padded = streams * tile.block_m * tile.lanes * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
     fit = BWD_SMEM_BYTES // (per_sm * padded)
-    if fit < 2 and tile.block_m * tile.lanes > BWD_PIPELINE_FULL_LANES:
-        return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES: the wide pieces' fp32 and pre-residual fp32 rows)
+    if tile.block_m * tile.lanes > BWD_PIPELINE_FULL_LANES and (fit < 2 or element_size > 2):
+        return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES: the wide pieces pipelined in 16-bit dtypes only)
     return max(2, min(stages, BWD_MAX_STAGES, fit))
 
 
