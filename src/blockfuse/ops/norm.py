@@ -1407,16 +1407,10 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  ACT_BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS,
                                  max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
         if pieces is None and wide and ACT_BWD_WIDE_PIECES and ACT_BWD_PIECES_FROM_LANES:
-            # (the NOTE above BWD_WIDE_PIECES_MAX_LANES: past the 17 lanes a thread, spilling)
-            pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, BWD_WIDE_PIECES_MAX_LANES,
-                                     cdiv(BWD_WIDE_PIECES_MAX_LANES, BWD_WIDE_PIECE_WARPS), BWD_WIDE_PIECE_WARPS,
-                                     BWD_WIDE_PIECE_WARPS, max_tail=n)
+            pieces = _wide_pieces(n, 0, n)  # (past the 17 lanes a thread, spilling)
     elif wide:
-        # (the NOTE above BWD_WIDE_PIECES_MAX_LANES)
-        max_tail = BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES
-        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_WIDE_PIECES_MAX_LANES,
-                                 cdiv(BWD_WIDE_PIECES_MAX_LANES, BWD_WIDE_PIECE_WARPS), BWD_WIDE_PIECE_WARPS,
-                                 BWD_WIDE_PIECE_WARPS, BWD_PIECE_TAIL_BYTES // element_size, max_tail)
+        pieces = _wide_pieces(n, BWD_PIECE_TAIL_BYTES // element_size,
+                              BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES)
     else:
         pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
@@ -1424,6 +1418,14 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
         return pieces
     return _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
                  BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES, float("inf"))
+
+
+def _wide_pieces(n: int, tail_per_thread: int, max_tail: int) -> Optional[Tile]:
+    """The backward's two pieces past BWD_PIECES_MAX_LANES (the NOTE above BWD_WIDE_PIECES_MAX_LANES): at most
+    BWD_WIDE_PIECES_MAX_LANES lanes on BWD_WIDE_PIECE_WARPS warps, the tail as :func:`_one_row_pieces` takes it."""
+    warps = BWD_WIDE_PIECE_WARPS
+    return _one_row_pieces(n, 1, BWD_WIDE_PIECES_MAX_LANES, cdiv(BWD_WIDE_PIECES_MAX_LANES, warps), warps, warps,
+                           tail_per_thread, max_tail)
 
 
 @functools.lru_cache(maxsize=None)
