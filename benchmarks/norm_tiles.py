@@ -3,7 +3,7 @@
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--shapes 8192x4304,...] [--forms ln,rms]
     [--fwd "TILES;EPW"] [--bwd "TILES;EPW;PROGRAMS_PER_SM;STAGES"] [--no-check] [--no-wide-cap]
     [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--chunked-passes fwd,bwd] [--bwd-knob NAME=V1,V2 ...]
-    [--fwd-knob NAME=V1,V2 ...] [--bwd-setting LABEL:NAME=V,NAME=V ... [--setting-rounds 2]]
+    [--fwd-knob NAME=V1,V2 ...] [--bwd-setting LABEL:NAME=V,NAME=V ...] [--fwd-setting ...] [--setting-rounds 2]
 
 ``--bwd-knob`` / ``--fwd-knob`` vary one of ops/norm.py's rule constants on the rule's tile; ``--bwd-setting`` sets
 several together (a rule changed in more than one constant), each setting timed in turn, ``--setting-rounds`` times
@@ -250,19 +250,25 @@ def parse_setting(setting: str) -> tuple[str, dict]:
     return label, {name: ast.literal_eval(value) for name, value in pairs}
 
 
-def time_setting(setting, timer, shape, op, is_rms, mode, bw) -> list[dict]:
-    """``setting`` = 'LABEL:NAME=V,NAME=V': the backward timed on the rule's tile with those module constants of
-    norm set together (a rule changed in several constants at once; --bwd-knob varies one)."""
+def time_setting(setting, timer, shape, op, is_rms, mode, bw, pass_="bwd") -> list[dict]:
+    """``setting`` = 'LABEL:NAME=V,NAME=V': the pass (``timer``) timed on the rule's tile with those module constants
+    of norm set together (a rule changed in several constants at once; --bwd-knob / --fwd-knob vary one). A
+    setting the kernel cannot launch with (e.g. more shared memory than the card has) is reported, not fatal."""
     label, values = parse_setting(setting)
     missing = [name for name in values if not hasattr(norm, name)]
     if missing:  # older code (an A/B run against the code before these constants)
-        print(f"{shape} {op:7s} bwd setting {label}: {missing} not in this code, skipped", flush=True)
+        print(f"{shape} {op:7s} {pass_} setting {label}: {missing} not in this code, skipped", flush=True)
         return []
-    with rule_constants(values):
-        ms, nbytes = timer(shape, is_rms, mode)
+    try:
+        with rule_constants(values):
+            ms, nbytes = timer(shape, is_rms, mode)
+    except Exception as error:  # noqa: BLE001 (reported: e.g. triton's OutOfResources)
+        print(f"{shape} {op:7s} {pass_} setting {label}: failed: {type(error).__name__}: {error}"[:300], flush=True)
+        return []
     frac = nbytes / ms / 1e6 / bw
-    print(f"{shape} {op:7s} bwd setting {label}: {ms:.4f} ms, {frac:.2f} of copy", flush=True)
-    return [dict(shape=shape, op=op, mode=mode, pass_="bwd-setting", setting=label, values=values, ms=ms, frac=frac)]
+    print(f"{shape} {op:7s} {pass_} setting {label}: {ms:.4f} ms, {frac:.2f} of copy", flush=True)
+    return [dict(shape=shape, op=op, mode=mode, pass_=f"{pass_}-setting", setting=label, values=values, ms=ms,
+                 frac=frac)]
 
 
 def _parse_shapes(text):
@@ -302,8 +308,11 @@ def main():
                     help="time the backward with several module constants of norm set together (repeatable; "
                     "'LABEL:' alone: the rule as it is), e.g. "
                     "'wide:ACT_BWD_PIECE_MAX_WARPS=16,ACT_BWD_WARPS_PER_SM=16'")
+    ap.add_argument("--fwd-setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
+                    help="as --bwd-setting, for the forward (e.g. 'persist3:FWD_PERSIST_STAGES=3')")
     ap.add_argument("--setting-rounds", type=int, default=1,
-                    help="--bwd-setting: rounds over the settings, alternating (each round times every setting)")
+                    help="--bwd-setting / --fwd-setting: rounds over the settings, alternating (each round times "
+                    "every setting)")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 check")
     ap.add_argument("--no-wide-cap", action="store_true",
                     help="let rows wider than 4096 lanes run several backward programs a multiprocessor")
@@ -335,7 +344,12 @@ def main():
             for tile, epw, pps, stages in bwd_configs:
                 (norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM,
                  norm.BWD_STAGES) = tile, epw, pps, stages or None  # stages 0: the rule (_bwd_stages)
-                ms, nbytes = time_backward(shape, is_rms, mode)
+                try:
+                    ms, nbytes = time_backward(shape, is_rms, mode)
+                except Exception as error:  # noqa: BLE001 (e.g. more stages than shared memory holds at this width)
+                    print(f"{shape} {op:7s} bwd tile {tile} epw {epw} pps {pps} stages {stages}: failed: "
+                          f"{type(error).__name__}: {error}"[:300], flush=True)
+                    continue
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd", tile=tile, epw=epw, pps=pps,
                                  stages=stages, ms=ms, frac=nbytes / ms / 1e6 / bw))
             (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
@@ -365,10 +379,12 @@ def main():
             for pass_, knobs, timer in (("fwd", args.fwd_knob, time_forward), ("bwd", args.bwd_knob, time_backward)):
                 for knob in knobs:
                     rows += time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw)
-            for round_ in range(args.setting_rounds if args.bwd_setting else 0):
-                for setting in args.bwd_setting:
-                    for row in time_setting(setting, time_backward, shape, op, is_rms, mode, bw):
-                        rows.append(dict(row, round=round_))
+            for round_ in range(args.setting_rounds if args.bwd_setting or args.fwd_setting else 0):
+                for pass_, settings, timer in (("fwd", args.fwd_setting, time_forward),
+                                               ("bwd", args.bwd_setting, time_backward)):
+                    for setting in settings:
+                        for row in time_setting(setting, timer, shape, op, is_rms, mode, bw, pass_):
+                            rows.append(dict(row, round=round_))
             f_ms, f_bytes = time_forward(shape, is_rms, mode)
             b_ms, b_bytes = time_backward(shape, is_rms, mode)
             sel = [r for r in rows if r["shape"] == shape and r["op"] == op]
