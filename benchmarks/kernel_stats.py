@@ -103,6 +103,14 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
     return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM), streams)
 
 
+def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
+    """The forward kernel's persistence constexpr for ``tile`` (``norm.forward_stages``, rows to spare assumed), and
+    its register cap as the launcher sets it (code before persistence: the cap alone)."""
+    stages = norm.forward_stages(tile, n, mode, activation) if hasattr(norm, "forward_stages") else None
+    cap = norm._fwd_maxnreg(tile, stages) if stages is not None else norm._fwd_maxnreg(tile)
+    return {"constexprs": {} if stages is None else {"STAGES": stages}, "options": {"maxnreg": cap} if cap else {}}
+
+
 def rule_stats(n: int, form: str) -> dict:
     """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it."""
     is_rms, mode, activation = FORMS[form]
@@ -132,12 +140,15 @@ def rule_stats(n: int, form: str) -> dict:
     nones.update({} if mode else {"RES": None})
     signature.update({"S": bf} if mode == norm.PRE else {})
     nones.update({} if mode == norm.PRE else {"S": None})
+    persistence = _forward_persistence(tile, n, mode, activation)
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
-                                                               **tile.constexprs(n), "VEC": launch.row_units(n)},
+                                                               **tile.constexprs(n), "VEC": launch.row_units(n),
+                                                               **persistence["constexprs"]},
                             _aligned(signature, ["stride_x", "stride_y", "N"], n), num_warps=tile.num_warps,
-                            **({"maxnreg": norm._fwd_maxnreg(tile)} if norm._fwd_maxnreg(tile) else {}))
+                            **persistence["options"])
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
+                      stages=persistence["constexprs"].get("STAGES"),
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
         try:
@@ -240,10 +251,10 @@ def amax_main(widths) -> None:
             tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
                               norm.TAIL_FROM_LANES)
             signature = {**base, "Y": bf, **parameters}
-            cap = norm._fwd_maxnreg(tile)
-            plain = compile_sm90(norm._norm_fwd_kernel, signature, {**absent, **common, **tile.constexprs(n)},
-                                 _aligned(signature, strides, n), num_warps=tile.num_warps,
-                                 **({"maxnreg": cap} if cap else {}))
+            persistence = _forward_persistence(tile, n, norm.PRE, 0)
+            plain = compile_sm90(norm._norm_fwd_kernel, signature,
+                                 {**absent, **common, **tile.constexprs(n), **persistence["constexprs"]},
+                                 _aligned(signature, strides, n), num_warps=tile.num_warps, **persistence["options"])
             fp8_tile = norm.fp8_forward_tile(n)
             signature = {**base, "Q": bf, "AMAX": f32, "history_len": "i32", **parameters}
             folded = compile_sm90(norm._norm_fwd_fp8_kernel, signature,

@@ -378,7 +378,8 @@ def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, act
         else:
             nones[name] = None
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
-                      ACTIVATION=activation, STATS=False, **tile.constexprs(n), VEC=1)
+                      ACTIVATION=activation, STATS=False, **tile.constexprs(n), VEC=1,
+                      STAGES=0)
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **constexprs},
                             ["X", "W", "Y", "stride_x", "stride_y", "N"], num_warps=tile.num_warps)
     registers, stack, _, _ = sass_stats(compiled.asm["cubin"])

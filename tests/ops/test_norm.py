@@ -690,6 +690,98 @@ def test_forward_in_pieces_matches_the_reference(form, n, device):
     assert_close_to_reference(out, own, expected)
 
 
+@pytest.mark.parametrize("n", [4096, 8200, 9000, 11008, 12288, 13312, 14336, 16384, 20000])
+def test_forward_persistent_rule(n):
+    """Persistent forward programs (the NOTE above FWD_PERSIST_STAGES): rows past 8192 lanes held in registers on
+    16 warps, in the post-residual form and LayerNorm without a residual or activation; never the pre-residual form,
+    the GELU form, RMSNorm (its wide rows go in chunks), fp32, narrower rows or rows in chunks; the stages' rows
+    within FWD_PERSIST_SMEM_BYTES; a persistent program's register cap is what one a multiprocessor leaves."""
+    for form, (is_rms, mode, activation) in {"ln": (False, norm.NONE, 0), "ln-post": (False, norm.POST, 0),
+                                             "ln-pre": (False, norm.PRE, 0),
+                                             "ln-gelu": (False, norm.NONE, norm.GELU_CODES["tanh"]),
+                                             "rms": (True, norm.NONE, 0), "rms-post": (True, norm.POST, 0)}.items():
+        tile = norm.forward_rule(n, is_rms, mode != norm.NONE)
+        stages = norm.forward_stages(tile, n, mode, activation, 2)
+        wanted = (tile.num_chunks == 1 and tile.block_m == 1 and tile.lanes > 8192 and tile.num_warps >= 16
+                  and (mode == norm.POST or (mode == norm.NONE and not activation and not tile.tail
+                                             and tile.lanes > n)))
+        assert bool(stages) == wanted, (form, tile, stages)
+        assert norm.forward_stages(tile, n, mode, activation, 4) == 0  # fp32: not measured
+        if stages:
+            streams = 2 if mode == norm.POST else 1
+            assert stages >= 3 and (stages - 1) * streams * tile.lanes * 2 <= norm.FWD_PERSIST_SMEM_BYTES
+            assert norm._fwd_maxnreg(tile, stages) == 65536 // (32 * tile.num_warps)
+    # which widths take it: LayerNorm in one padded 16384-lane tile (not in pieces: 11008 / 12288 as 8192 + 4096 on 8
+    # warps, 8200 as 8192 + 16 on 16; not 16384, no lane padded); the post-residual form in every 16-warp row
+    takes = {n_: bool(norm.forward_stages(norm.forward_rule(n_), n_, norm.NONE, 0))
+             for n_ in (8200, 11008, 12288, 13312, 14336, 16384)}
+    assert takes == {8200: False, 11008: False, 12288: False, 13312: True, 14336: True, 16384: False}
+    for n_ in (11008, 14336, 16384):
+        assert norm.forward_stages(norm.forward_rule(n_, False, True), n_, norm.POST, 0) == norm.FWD_PERSIST_STAGES
+
+
+@pytest.mark.parametrize("rows", [2, 40])
+def test_forward_persistent_rows(rows, monkeypatch):
+    """A persistent launch needs FWD_PERSIST_STAGES rows a program; fewer rows keep a program a row."""
+    tile = norm.forward_rule(14336)
+    x = torch.empty(rows, 14336, dtype=torch.bfloat16)
+    programs, stages = norm._forward_programs(x, rows, tile, norm.NONE, 0)
+    if rows >= norm.FWD_PERSIST_STAGES * 4:  # (4 programs on the CPU: _num_programs)
+        assert (programs, stages) == (4, norm.FWD_PERSIST_STAGES)
+    else:
+        assert (programs, stages) == (rows, 0)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form,n", [("ln-post", 11008), ("ln", 14336)])
+def test_forward_persistent_equals_a_program_a_row(form, n, device, monkeypatch):
+    """Persistent programs compute each row as a program a row does, bit for bit: the same statistics, the weight and
+    bias loaded once in the same fp32, the post form's dropout mask drawn from the row and column, not the program."""
+    m = 4 * norm.FWD_PERSIST_STAGES + 1 if torch.device(device).type == "cpu" else 2000
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=31)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=32)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=33)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=34)
+    tile = norm.forward_rule(n, False, form == "ln-post")
+    mode = norm.POST if form == "ln-post" else norm.NONE
+    outs = []
+    for stages in (norm.FWD_PERSIST_STAGES, 0):
+        monkeypatch.setattr(norm, "FWD_PERSIST_STAGES", stages)
+        assert bool(norm._forward_programs(x, m, tile, mode, 0)[1]) == bool(stages)
+        torch.manual_seed(7)
+        if form == "ln-post":
+            outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25)[0])
+        else:
+            outs.append(blockfuse.layer_norm(x, w, b))
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("form,n", [("ln-post", 11008), ("ln-post", 14336), ("ln", 14336), ("ln-post", 12289)])
+def test_forward_persistent_matches_the_reference(form, n, dtype, device):
+    """The persistent forward (rows walked by 4 programs on the CPU, more on a GPU) computes what the reference
+    does: rows read with a stride (x a slice of a wider tensor), a residual of its own stride, a row count that does
+    not divide among the programs; and its statistics feed the backward as the one-row programs' do."""
+    dt = DTYPES[dtype]
+    m = 4 * norm.FWD_PERSIST_STAGES + 3 if torch.device(device).type == "cpu" else 4099
+    tile = norm.forward_rule(n, False, form == "ln-post")
+    mode = norm.POST if form == "ln-post" else norm.NONE
+    assert norm._forward_programs(torch.empty(m, n, dtype=dt, device=device), m, tile, mode, 0)[1]
+    x = random_tensor((m, n + 40), dt, device, scale=2.0, offset=0.5, seed=21)[:, :n]
+    w = random_tensor((n,), dt, device, scale=0.5, offset=1.0, seed=22)
+    b = random_tensor((n,), dt, device, scale=0.5, seed=23)
+    r = random_tensor((m, n + 8), dt, device, seed=24)[:, :n]
+    out = _norm_form(form, False, x, w, b, r)
+    expected = _norm_form(form, True, x.double(), w.double(), b.double(), r.double())
+    own = _norm_form(form, True, x, w, b, r)  # PyTorch in the same dtype
+    assert expected.abs().max() > 0
+    assert_close_to_reference(out, own, expected)
+    variant = Variant("layer", bias=True)
+    inputs = Inputs(x.contiguous(), w, b, r.contiguous() if mode == norm.POST else None)
+    check_against_pytorch(variant, inputs, "post" if mode == norm.POST else "pre")
+
+
 def _norm_form(form, reference, x, w, b, r):
     """The normalized output of ``form`` (ln, rms, ln-post, ln-gelu): blockfuse's op, or the PyTorch reference."""
     layer_norm = norm.layer_norm_ref if reference else blockfuse.layer_norm

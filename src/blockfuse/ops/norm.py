@@ -379,13 +379,37 @@ def _norm_fwd_kernel(
     TAIL: tl.constexpr,  # (one chunk) the row goes on past BLOCK_N: BLOCK_T more columns, masked at N
     BLOCK_T: tl.constexpr,
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+    STAGES: tl.constexpr,  # 0: a program a row block; else persistent programs (one row a block, one chunk), each
+    #                        walking a strided set of rows with its loads STAGES - 1 rows ahead, the weight and bias
+    #                        loaded once (the NOTE above FWD_PERSIST_STAGES: forward_stages)
 ):
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
     # The body without an FP8 output (FP8 = 0: its branch is not compiled in).
-    _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, stride_x, stride_res, stride_y,
-                   stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W, HAS_B, HAS_DROPOUT,
-                   CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1)
+    if STAGES == 0:
+        _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, tl.program_id(0), stride_x,
+                       stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W,
+                       HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS,
+                       EVEN_N, TAIL, BLOCK_T, 0, 1)
+    else:
+        # (the weight and bias in registers across the rows: the NOTE above FWD_PERSIST_STAGES)
+        offs = tl.arange(0, BLOCK_N)
+        head_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
+        cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+        wh, bh, wt, bt = W, B, W, B
+        if HAS_W:
+            wh = tl.load(W + offs, mask=head_mask, other=0.0).to(tl.float32)[None, :]
+            if TAIL:
+                wt = tl.load(W + cols_t, mask=cols_t < N, other=0.0).to(tl.float32)[None, :]
+        if HAS_B:
+            bh = tl.load(B + offs, mask=head_mask, other=0.0).to(tl.float32)[None, :]
+            if TAIL:
+                bt = tl.load(B + cols_t, mask=cols_t < N, other=0.0).to(tl.float32)[None, :]
+        for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=STAGES):
+            _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, block, stride_x,
+                           stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE,
+                           HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N,
+                           NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True)
 
 
 @triton.jit
@@ -431,7 +455,8 @@ def _norm_fwd_fp8_kernel(
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
     # The body with an FP8 output (constexprs as in _norm_fwd_kernel).
-    _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX, stride_x, stride_res, stride_y,
+    _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX, tl.program_id(0), stride_x,
+                   stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
                    HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
                    BLOCK_T, FP8, BLOCK_H)
@@ -440,6 +465,7 @@ def _norm_fwd_fp8_kernel(
 @triton.jit
 def _norm_fwd_body(
     X, RES, W, B, Y, S, MEAN, RSTD, SEED, Q, Q_SCALE, HISTORY, AMAX,  # as in the two kernels above
+    block,  # the row block: rows block * BLOCK_M ... + BLOCK_M - 1
     stride_x, stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, history_len,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, STATS: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -447,11 +473,13 @@ def _norm_fwd_body(
     BLOCK_T: tl.constexpr,
     FP8: tl.constexpr,  # 0: y in Y (x's dtype); else e4m3 in Q with its scale (fp8.FP8_ROWWISE / FP8_TENSORWISE)
     BLOCK_H: tl.constexpr,
+    WH=None, BH=None, WT=None, BT=None,  # WB_VALUES: the weight and bias of the head's columns and of the tail's
+    WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
     with FP8 = 0 the FP8 branch below is not compiled in."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
     seed = 0
     if HAS_DROPOUT:
@@ -558,18 +586,21 @@ def _norm_fwd_body(
 
     # Normalize, affine, activation or residual; write.
     if FP8 == 0:
+        w_head, b_head, w_tail, b_tail = W, B, W, B
+        if WB_VALUES:
+            w_head, b_head, w_tail, b_tail = WH, BH, WT, BT
         for c in range(NUM_CHUNKS):
             cols, col_mask, mask = _chunk_columns(c, offs, row_mask, N, BLOCK_N, EVEN_N)
             if NUM_CHUNKS > 1:
                 z = _load_norm_input(X, RES, rows, cols, mask, stride_x, stride_res, seed, N, dropout_p,
                                      dropout_scale, MODE, HAS_DROPOUT, CHUNK_LAST_EVICT)
-            _norm_fwd_write(z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res,
-                            stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
-                            CAST_BEFORE_WEIGHT, ACTIVATION)
+            _norm_fwd_write(z, w_head, b_head, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N,
+                            stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES)
         if TAIL:
-            _norm_fwd_write(z_t, W, B, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N, stride_res,
-                            stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT,
-                            CAST_BEFORE_WEIGHT, ACTIVATION)
+            _norm_fwd_write(z_t, w_tail, b_tail, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N,
+                            stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES)
     else:
         # The FP8 output: y in e4m3 over its scale (Q, Q_SCALE), and the residual stream in x's dtype (s in
         # pre mode, y in post mode). The scale: rowwise, the row's amax, from y in fp32 before any FP8 store;
@@ -711,6 +742,7 @@ def _norm_fwd_value(
     z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p, dropout_scale,
     OUT_DTYPE: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TILE_VECTORS: tl.constexpr,
+    WB_VALUES: tl.constexpr = False,  # W and B are the weight and bias values at cols, (1, BLOCK) fp32, not pointers
 ):
     """The forward's output ``y`` in fp32 for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
     normalized input); ``OUT_DTYPE``, the output's dtype, is what CAST_BEFORE_WEIGHT rounds to. TILE_VECTORS: the
@@ -719,7 +751,9 @@ def _norm_fwd_value(
     they cost it registers: 80 -> 96 post-residual at 4096, sm_90)."""
     y = (z - mean[:, None]) * rstd[:, None]
     if HAS_W:
-        if TILE_VECTORS:
+        if WB_VALUES:
+            w = W
+        elif TILE_VECTORS:
             w = _column_vector(W, rows, cols, mask)
         else:
             w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
@@ -727,7 +761,9 @@ def _norm_fwd_value(
             y = y.to(OUT_DTYPE).to(tl.float32)
         y = y * w
     if HAS_B:
-        if TILE_VECTORS:
+        if WB_VALUES:
+            y += B
+        elif TILE_VECTORS:
             y += _column_vector(B, rows, cols, mask)
         else:
             y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
@@ -744,14 +780,15 @@ def _norm_fwd_write(
     z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y, stride_s,
     dropout_p, dropout_scale, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
+    WB_VALUES: tl.constexpr = False,
 ):
     """Writes the forward's outputs for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
-    normalized input): ``s`` in pre mode, and ``y``."""
+    normalized input): ``s`` in pre mode, and ``y``. WB_VALUES: as in :func:`_norm_fwd_value`."""
     if MODE == _PRE:
         tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
                         dropout_scale, Y.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
-                        ACTIVATION, False)
+                        ACTIVATION, False, WB_VALUES)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -1567,16 +1604,70 @@ def _norm_fwd(
     s2 = None if s is None else s.view(-1, n)
     tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
+    programs, stages = _forward_programs(x2, cdiv(m, tile.block_m), tile, mode, activation)
     _fwd_kernel(
-        (cdiv(m, tile.block_m),),
+        (programs,),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
         *strides,
         m, n_units, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, **tile.constexprs(n), VEC=vec, num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile),
+        STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages, num_warps=tile.num_warps,
+        maxnreg=_fwd_maxnreg(tile, stages),
     )
     return outputs
+
+
+# NOTE: a row past FWD_PERSIST_FROM_LANES lanes held in registers (one row a program, one chunk) on FWD_WIDE_WARPS
+# warps, in the post-residual form or (in one padded tile) LayerNorm without a residual or activation, goes to
+# persistent programs, FWD_PERSIST_PER_SM a multiprocessor, each walking a strided set of rows with its loads
+# FWD_PERSIST_STAGES - 1 rows ahead (Triton's pipeliner, as the backward's wide pieces) and the weight and bias
+# loaded once. One row a program, such programs hold a multiprocessor two at a time (FWD_WIDE_MAXNREG) and a row's
+# reads wait for its own statistics: the post form reads its residual after them, which the pipeline reads a row
+# ahead. Measured on an H200 (benchmarks/norm_tiles.py --fwd-setting, settings alternating in one process, 2-3
+# rounds; bf16, fraction of a same-size copy, a program a row -> persistent;
+# benchmarks/results/launch-rules/23-forward-persistent-2026-12-02-h200/): post-residual [16384, 11008] 0.81 -> 0.98,
+# [32768, 11008] 0.82 -> 1.00, [4096, 11008] 0.75 -> 0.89, [16384, 12288] 0.86 -> 0.97, [16384, 13312] 0.89 -> 0.98,
+# [16384, 14336] 0.91 -> 0.97, [2048, 14336] 0.80 -> 0.86, [16384, 16384] 0.97 -> 0.98; LayerNorm in the padded
+# 16384-lane tile: [16384, 14336] 0.86 -> 0.92, [2048, 14336] 0.72 -> 0.81, [16384, 13312] 0.84 -> 0.90. Left out,
+# as they lost: LayerNorm in a whole 16384-lane tile (a program a row at 0.92-0.94 already; 0.94 -> 0.93) and at
+# 11008 / 12288 (8192 + 4096 on 8 warps, three programs a multiprocessor: 0.80 / 0.86 -> 0.77 / 0.83 on 16 warps;
+# so no rows in pieces, 8200 = 8192 + 16 on 16 warps included, not measured); the pre-residual form, which reads
+# both its inputs first (0.97-0.99 -> 0.90-0.93); + GELU (0.81 -> 0.59 at 11008, even at 14336). 2 stages lost
+# everywhere (0.44-0.84), 4 ran as 3. 16-bit dtypes only (fp32 not measured; its stages take twice the shared
+# memory), stages within FWD_PERSIST_SMEM_BYTES, and at least FWD_PERSIST_STAGES rows a program (else a program a
+# row, as before). The weight and bias are loaded once: loaded in the loop, the pipeliner staged them too (LayerNorm
+# at 11008: 147 KiB of shared memory), and post-residual [16384, 11008] ran 0.87 against 0.98. 0: off.
+FWD_PERSIST_FROM_LANES = 8192
+FWD_PERSIST_STAGES = 3
+FWD_PERSIST_PER_SM = 1
+FWD_PERSIST_SMEM_BYTES = 160 * 1024
+
+
+def forward_stages(tile: Tile, n: int, mode: int = NONE, activation: int = 0, element_size: int = 2) -> int:
+    """The forward's pipeline depth for rows of ``n`` in ``tile``, ``mode`` (0: a program a row block; the NOTE above
+    FWD_PERSIST_STAGES), before the row count's part (:func:`_forward_programs`)."""
+    if (not FWD_PERSIST_STAGES or tile.num_chunks != 1 or tile.block_m != 1 or tile.lanes <= FWD_PERSIST_FROM_LANES
+            or tile.num_warps < FWD_WIDE_WARPS or element_size > 2):
+        return 0
+    if not (mode == POST or (mode == NONE and not activation and not tile.tail and tile.lanes > n)):
+        return 0
+    streams = 2 if mode == POST else 1  # the rows the pipeline stages: x (and the residual)
+    if (FWD_PERSIST_STAGES - 1) * streams * tile.lanes * element_size > FWD_PERSIST_SMEM_BYTES:
+        return 0
+    return FWD_PERSIST_STAGES
+
+
+def _forward_programs(x: Tensor, row_blocks: int, tile: Tile, mode: int, activation: int) -> tuple[int, int]:
+    """``(programs, stages)`` of the forward's launch: a program a row block, or persistent programs
+    (:func:`forward_stages`) where each walks at least its stages' rows."""
+    stages = forward_stages(tile, int(x.shape[-1]), mode, activation, x.element_size())
+    if not stages:
+        return row_blocks, 0
+    programs = _num_programs(x, row_blocks, 0, FWD_PERSIST_PER_SM)
+    if row_blocks < stages * programs:
+        return row_blocks, 0
+    return programs, stages
 
 
 # NOTE: the forward's rows past 8192 lanes take one row a program of 16 warps (512 threads). Above 64 registers
@@ -1591,8 +1682,12 @@ FWD_WIDE_MAXNREG = 64
 FWD_WIDE_WARPS = 16
 
 
-def _fwd_maxnreg(tile: Tile) -> Optional[int]:
-    """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG)."""
+def _fwd_maxnreg(tile: Tile, stages: int = 0) -> Optional[int]:
+    """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG; persistent programs, ``stages``:
+    what FWD_PERSIST_PER_SM of them leave a thread)."""
+    if stages:
+        threads = 32 * tile.num_warps * FWD_PERSIST_PER_SM
+        return SM_REGISTERS // threads if threads >= 512 else None
     return FWD_WIDE_MAXNREG if tile.num_warps >= FWD_WIDE_WARPS else None
 
 
