@@ -1604,7 +1604,9 @@ def _norm_fwd(
     s2 = None if s is None else s.view(-1, n)
     tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    programs, stages = _forward_programs(x2, cdiv(m, tile.block_m), tile, mode, activation)
+    programs, stages = cdiv(m, tile.block_m), 0
+    if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
+        programs, stages = _forward_programs(x2, programs, tile, mode, activation)
     _fwd_kernel(
         (programs,),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
