@@ -36,11 +36,14 @@ cast with the kernel's scale (1 at most: the two fp32 outputs differ in the last
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -196,7 +199,34 @@ def _no_roll(norm, active: bool):
         norm.roll_amax_history = original
 
 
-def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=()) -> list[dict]:
+class Setting(NamedTuple):
+    """``--setting LABEL:NAME=V,...``: ops/norm.py's module constants set together for a timed call."""
+
+    label: str
+    values: dict
+
+
+def parse_setting(text: str) -> Setting:
+    label, _, assignments = text.partition(":")
+    pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
+    return Setting(label, {name: ast.literal_eval(value) for name, value in pairs})
+
+
+@contextlib.contextmanager
+def _constants(norm, setting: Optional[Setting]):
+    """Within the block, ops/norm.py's constants of ``setting`` (none: as they are)."""
+    saved = {name: getattr(norm, name) for name in (setting.values if setting else {})}
+    try:
+        for name, value in (setting.values if setting else {}).items():
+            setattr(norm, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(norm, name, value)
+
+
+def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=(), settings=(),
+          rounds: int = 1) -> list[dict]:
     import blockfuse.fp8
     from blockfuse.ops import launch as launch_ops
     from blockfuse.ops import norm
@@ -239,6 +269,13 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                 for lanes in lanes_per_warp:  # the FP8 forward's warps from its tile's lanes
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_l{lanes}"] = (calls[recipe][0], calls[recipe][1], f"l{lanes}")
+                for setting in settings:  # ops/norm.py's constants set (e.g. FP8_AMAX_EARLY=True)
+                    missing = [name for name in setting.values if not hasattr(norm, name)]
+                    if missing:  # (older code)
+                        print(f"setting {setting.label}: {missing} not in this code, skipped", flush=True)
+                        continue
+                    for recipe in ("rowwise", "tensorwise"):
+                        calls[f"{recipe}_{setting.label}"] = (calls[recipe][0], calls[recipe][1], setting)
                 if ablate:  # timing only: the history's roll (a second launch) left out, the history not rolled;
                     # and the roll launched plainly, not as a programmatic dependent launch
                     calls["tensorwise_noroll"] = (calls["tensorwise"][0], calls["tensorwise"][1], "noroll")
@@ -246,28 +283,36 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
             default_warps = norm.FP8_FWD_MIN_WARPS
+            timed: dict = {}
             with torch.no_grad():
-                for name, (fn, per_element, variant) in calls.items():
-                    tile = variant if isinstance(variant, tuple) else None
-                    cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
-                    lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
-                    min_warps = variant if isinstance(variant, int) else None
-                    norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
-                    norm.FP8_FWD_MAXNREG = cap
-                    try:
-                        launch_ops.PDL = variant != "nopdl"
-                        with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _no_roll(norm, variant == "noroll"):
-                            ms = graph_ms(fn)
-                    finally:
-                        norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
-                        launch_ops.PDL = True
-                    if per_element not in copies:
-                        copies[per_element] = copy_ms(per_element * elements)
-                    copy = copies[per_element]
-                    row[name] = {"ms": ms, "bytes": per_element * elements, "copy_ms": copy,
-                                 "fraction": copy / ms, "gbps": per_element * elements / ms / 1e6}
+                for _ in range(rounds):  # (--rounds: every call timed once a round, the calls alternating)
+                    for name, (fn, per_element, variant) in calls.items():
+                        setting = variant if isinstance(variant, Setting) else None
+                        tile = variant if isinstance(variant, tuple) and setting is None else None
+                        cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
+                        lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
+                        min_warps = variant if isinstance(variant, int) else None
+                        norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
+                        norm.FP8_FWD_MAXNREG = cap
+                        try:
+                            launch_ops.PDL = variant != "nopdl"
+                            with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _constants(norm, setting), \
+                                    _no_roll(norm, variant == "noroll"):
+                                timed.setdefault(name, []).append(graph_ms(fn))
+                        finally:
+                            norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
+                            launch_ops.PDL = True
+                        if per_element not in copies:
+                            copies[per_element] = copy_ms(per_element * elements)
+            for name, (_, per_element, _) in calls.items():
+                ms, copy = statistics.median(timed[name]), copies[per_element]
+                row[name] = {"ms": ms, "bytes": per_element * elements, "copy_ms": copy, "fraction": copy / ms,
+                             "gbps": per_element * elements / ms / 1e6,
+                             "rounds": [{"ms": t, "fraction": copy / t} for t in timed[name]]}
             rows.append(row)
-            cells = ", ".join(f"{name} {row[name]['ms'] * 1e3:.1f} us ({row[name]['fraction']:.2f})" for name in calls)
+            cells = ", ".join(f"{name} {row[name]['ms'] * 1e3:.1f} us ({row[name]['fraction']:.2f}"
+                              + (" in rounds " + "/".join(f"{r['fraction']:.2f}" for r in row[name]["rounds"])
+                                 if rounds > 1 else "") + ")" for name in calls)
             print(f"{m}x{n} {form}: {cells}; check {json.dumps(row['check'])}", flush=True)
     return rows
 
@@ -358,6 +403,8 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
                       BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1,
                       PDL=recipe == "tensorwise")  # (as the launcher on sm_90: fp8.roll_pdl)
+    if "AMAX_EARLY" in norm._norm_fwd_fp8_kernel.arg_names:  # (code before it has none)
+        constexprs["AMAX_EARLY"] = norm.FP8_AMAX_EARLY
     aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
                             num_warps=num_warps)
@@ -405,6 +452,11 @@ def main() -> None:
                         help="the norms' tensorwise forward without the history's roll too, timed as "
                              "tensorwise_noroll, and with the roll a plain launch (no programmatic dependent launch), "
                              "as tensorwise_nopdl")
+    parser.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
+                        help="ops/norm.py's constants set together, timed as rowwise_LABEL / tensorwise_LABEL beside "
+                             "the others (repeatable), e.g. 'early:FP8_AMAX_EARLY=True'")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every call this many times, the calls alternating; each figure the median")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
     args = parser.parse_args()
     if args.registers:
@@ -421,7 +473,8 @@ def main() -> None:
     tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",") if t]
     caps = [int(c) for c in args.maxnreg.split(",") if c]
     lanes = [int(v) for v in args.lanes_per_warp.split(",") if v]
-    rows = bench(forms, args.rows, widths, warps, tiles, caps, args.ablate, lanes)
+    rows = bench(forms, args.rows, widths, warps, tiles, caps, args.ablate, lanes,
+                 [parse_setting(text) for text in args.setting], args.rounds)
     if args.out is None:
         return
     os.makedirs(args.out, exist_ok=True)
