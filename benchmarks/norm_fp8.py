@@ -36,7 +36,6 @@ cast with the kernel's scale (1 at most: the two fp32 outputs differ in the last
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import json
 import os
@@ -200,29 +199,24 @@ def _no_roll(norm, active: bool):
 
 
 class Setting(NamedTuple):
-    """``--setting LABEL:NAME=V,...``: ops/norm.py's module constants set together for a timed call."""
+    """``--setting LABEL:NAME=V,...``: ops/norm.py's module constants set together for a timed call (parsed and set
+    as benchmarks/norm_tiles.py's ``--fwd-setting``)."""
 
     label: str
     values: dict
 
 
 def parse_setting(text: str) -> Setting:
-    label, _, assignments = text.partition(":")
-    pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
-    return Setting(label, {name: ast.literal_eval(value) for name, value in pairs})
+    from norm_tiles import parse_setting as parse
+
+    return Setting(*parse(text))
 
 
-@contextlib.contextmanager
-def _constants(norm, setting: Optional[Setting]):
+def _constants(setting: Optional[Setting]):
     """Within the block, ops/norm.py's constants of ``setting`` (none: as they are)."""
-    saved = {name: getattr(norm, name) for name in (setting.values if setting else {})}
-    try:
-        for name, value in (setting.values if setting else {}).items():
-            setattr(norm, name, value)
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(norm, name, value)
+    from norm_tiles import rule_constants
+
+    return rule_constants(setting.values if setting else {})
 
 
 def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=(), settings=(),
@@ -296,7 +290,7 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                         norm.FP8_FWD_MAXNREG = cap
                         try:
                             launch_ops.PDL = variant != "nopdl"
-                            with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _constants(norm, setting), \
+                            with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _constants(setting), \
                                     _no_roll(norm, variant == "noroll"):
                                 timed.setdefault(name, []).append(graph_ms(fn))
                         finally:
