@@ -103,11 +103,6 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
     return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM), streams)
 
 
-def _amax_early() -> dict:
-    """The FP8 forward's AMAX_EARLY constexpr as the launcher passes it (none in code before it)."""
-    return {"AMAX_EARLY": norm.FP8_AMAX_EARLY} if "AMAX_EARLY" in norm._norm_fwd_fp8_kernel.arg_names else {}
-
-
 def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
     """The forward kernel's persistence constexpr for ``tile`` (``norm.forward_stages``, rows to spare assumed), and
     its register cap as the launcher sets it (code before persistence: the cap alone)."""
@@ -264,8 +259,7 @@ def amax_main(widths) -> None:
             signature = {**base, "Q": bf, "AMAX": f32, "history_len": "i32", **parameters}
             folded = compile_sm90(norm._norm_fwd_fp8_kernel, signature,
                                   {**absent, "Y": None, "Q_SCALE": None, "HISTORY": None, **common,
-                                   **fp8_tile.constexprs(n), "FP8": FP8_AMAX.value, "BLOCK_H": 1, "PDL": False,
-                                   **_amax_early()},
+                                   **fp8_tile.constexprs(n), "FP8": FP8_AMAX.value, "BLOCK_H": 1, "PDL": False},
                                   _aligned(signature, strides, n), num_warps=fp8_tile.num_warps,
                                   maxnreg=norm.FP8_FWD_MAXNREG)
             for t, compiled in ((tile, plain), (fp8_tile, folded)):

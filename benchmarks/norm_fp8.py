@@ -263,7 +263,7 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                 for lanes in lanes_per_warp:  # the FP8 forward's warps from its tile's lanes
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_l{lanes}"] = (calls[recipe][0], calls[recipe][1], f"l{lanes}")
-                for setting in settings:  # ops/norm.py's constants set (e.g. FP8_AMAX_EARLY=True)
+                for setting in settings:  # ops/norm.py's constants set (e.g. FP8_FWD_MIN_WARPS=2)
                     missing = [name for name in setting.values if not hasattr(norm, name)]
                     if missing:  # (older code)
                         print(f"setting {setting.label}: {missing} not in this code, skipped", flush=True)
@@ -397,8 +397,6 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
                       BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1,
                       PDL=recipe == "tensorwise")  # (as the launcher on sm_90: fp8.roll_pdl)
-    if "AMAX_EARLY" in norm._norm_fwd_fp8_kernel.arg_names:  # (code before it has none)
-        constexprs["AMAX_EARLY"] = norm.FP8_AMAX_EARLY
     aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
                             num_warps=num_warps)
@@ -448,7 +446,7 @@ def main() -> None:
                              "as tensorwise_nopdl")
     parser.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
                         help="ops/norm.py's constants set together, timed as rowwise_LABEL / tensorwise_LABEL beside "
-                             "the others (repeatable), e.g. 'early:FP8_AMAX_EARLY=True'")
+                             "the others (repeatable), e.g. 'w2:FP8_FWD_MIN_WARPS=2'")
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every call this many times, the calls alternating; each figure the median")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")

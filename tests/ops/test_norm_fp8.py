@@ -850,31 +850,3 @@ def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_
         (y_plain, amax_plain), _ = norm.norm_for_tensorwise_projection(x, weight, bias, 1e-5, res, "pre", 0.0, True,
                                                                        is_rms, cast_before_weight)
     assert norm.cast_again(y_plain, amax_plain, bias) is None
-
-
-@pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("form", ("rms", "ln"))
-def test_amax_read_early_changes_no_bit(form, device, monkeypatch):
-    """norm.FP8_AMAX_EARLY (the fold's check-load issued first thing, the NOTE above it): calls back to back on
-    outputs whose amax grows a call give the same e4m3 bytes, scales and history as the check at each program's end;
-    and the amax the bf16 forward for a tensorwise projection folds (FP8_AMAX) is the same."""
-    x, w, b, _ = inputs((203, 760), torch.bfloat16, seed=47, device=device)
-
-    def calls():
-        scaling = Float8Scaling.new(4, device=device)
-        outputs = [call(form, x, w * (k + 1), b * (k + 1), fp8="tensorwise", fp8_scaling=scaling) for k in range(5)]
-        folded = norm._norm_fwd_amax(x, w, None if form == "rms" else b, None, None, 1e-5, norm.NONE, 0.0,
-                                     form == "rms", False, False)
-        return outputs, scaling, folded
-
-    with torch.no_grad():
-        late, scaling_late, folded_late = calls()
-        monkeypatch.setattr(norm, "FP8_AMAX_EARLY", True)
-        early, scaling_early, folded_early = calls()
-    for k, ((q, scale), (q_late, scale_late)) in enumerate(zip(early, late)):
-        assert torch.equal(bits(q), bits(q_late)), f"call {k}: e4m3 bytes"
-        assert torch.equal(scale, scale_late), f"call {k}: scale"
-    assert torch.equal(scaling_early.history, scaling_late.history) and not scaling_early.amax.any()
-    assert len(set(scaling_early.history.tolist())) == 4 and scaling_early.history[0] > scaling_early.history[3]
-    assert torch.equal(folded_early[0], folded_late[0]) and torch.equal(folded_early[1], folded_late[1])
-    assert folded_early[1].item() == folded_early[0].float().abs().max().item() > 0

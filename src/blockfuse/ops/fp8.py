@@ -241,14 +241,7 @@ def fold_amax(AMAX, value):
     programs or two at the issue's shapes). AMAX only grows during a call, so a plain load that finds it no smaller
     leaves nothing for the atomic to do; a stale load only sends an atomic that changes nothing. A NaN value
     still goes in (``not value <= AMAX``), as it did."""
-    fold_amax_seen(AMAX, value, tl.load(AMAX))
-
-
-@triton.jit
-def fold_amax_seen(AMAX, value, seen):
-    """:func:`fold_amax` with AMAX already read (``seen``, from earlier in the program: any value AMAX held during
-    the call, as it only grows)."""
-    if not value <= seen:
+    if not value <= tl.load(AMAX):
         tl.atomic_max(AMAX, value, sem="relaxed")
 
 

@@ -36,8 +36,7 @@ from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropou
 from blockfuse.ops import fp8 as _fp8
 from blockfuse.ops.fp8 import (
     E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
-    fold_amax, fold_amax_seen, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax,
-    scale_of, to_e4m3,
+    fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units,
@@ -450,7 +449,6 @@ def _norm_fwd_fp8_kernel(
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
     PDL: tl.constexpr,  # tensorwise: the history's roll may be placed from now (a programmatic dependent launch)
-    AMAX_EARLY: tl.constexpr,  # tensorwise, FP8_AMAX: AMAX read for the fold's check at the start (FP8_AMAX_EARLY)
 ):
     if PDL:
         gdc_launch_dependents()  # (the roll waits for this kernel's end before it reads: fp8.roll_amax_history)
@@ -461,7 +459,7 @@ def _norm_fwd_fp8_kernel(
                    stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
                    HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
-                   BLOCK_T, FP8, BLOCK_H, AMAX_EARLY=AMAX_EARLY)
+                   BLOCK_T, FP8, BLOCK_H)
 
 
 @triton.jit
@@ -477,16 +475,12 @@ def _norm_fwd_body(
     BLOCK_H: tl.constexpr,
     WH=None, BH=None, WT=None, BT=None,  # WB_VALUES: the weight and bias of the head's columns and of the tail's
     WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
-    AMAX_EARLY: tl.constexpr = False,  # (tensorwise, FP8_AMAX) AMAX read for the fold's check first thing
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
     with FP8 = 0 the FP8 branch below is not compiled in."""
     rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
-    seen = 0.0
-    if AMAX_EARLY and (FP8 == FP8_TENSORWISE or FP8 == FP8_AMAX):
-        seen = tl.load(AMAX)  # (the NOTE above FP8_AMAX_EARLY)
     seed = 0
     if HAS_DROPOUT:
         seed = tl.load(SEED)
@@ -691,10 +685,7 @@ def _norm_fwd_body(
             # NOTE: one atomic a program at most (its rows' amax, masked rows excluded; fp8.fold_amax); the roll
             # into the history is a second, one-program launch (fp8.roll_amax_history), after every program has
             # folded its amax.
-            if AMAX_EARLY:
-                fold_amax_seen(AMAX, tl.max(amax, axis=0), seen)
-            else:
-                fold_amax(AMAX, tl.max(amax, axis=0))
+            fold_amax(AMAX, tl.max(amax, axis=0))
 
 
 @triton.jit
@@ -1725,14 +1716,6 @@ FP8_FWD_PIECES_FROM_LANES = 2048
 FP8_FWD_RESIDUAL_WARPS_PER_ROW = 2
 FP8_FWD_MIN_WARPS = 1  # a floor for benchmarks/norm_fp8.py --warps
 FP8_FWD_MAXNREG = None  # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
-# NOTE (a lead, not measured yet; off): the tensorwise forward's programs fold their amax into AMAX with an atomic
-# only where a load of AMAX finds it smaller (fp8.fold_amax). That load is each program's last act, an L2 round trip
-# its warps wait out before they exit: at [16384, 4096] one row a program, 16384 of them. FP8_AMAX_EARLY: the load
-# issued first thing, beside the row's, its latency hidden; a staler value only sends atomics that change nothing
-# (more of them from the first programs, whose load finds 0). LayerNorm + tensorwise e4m3 at [16384, 4096] ran
-# 0.87-0.90 of copy, rowwise 0.93 (benchmarks/results/fp8/16-pdl-roll-*): `benchmarks/norm_fp8.py --setting
-# early:FP8_AMAX_EARLY=True --rounds 4` times it.
-FP8_AMAX_EARLY = False
 
 
 def fp8_forward_rows(n: int) -> Tile:
@@ -1818,8 +1801,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
-        PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2), AMAX_EARLY=FP8_AMAX_EARLY, num_warps=tile.num_warps,
-        maxnreg=FP8_FWD_MAXNREG,
+        PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2), num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
     )
 
 

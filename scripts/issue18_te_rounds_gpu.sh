@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# te-4layer's FP8 training step (issue 18's 1.35x-over-bf16-compile target) in rounds, its baselines in the same call:
+# bf16 compile and torchao tensorwise compiled first and last, the fused block with recipe "delayed" and "tensorwise"
+# between them, alternating, ROUNDS (3) rounds; the host's load before each step (the eager FP8 step has ~2 ms of
+# slack at most: a busy host moves it). One GPU, ~5 minutes; carry .whl with torchao's wheel:
+#
+#   bash scripts/issue18_te_rounds_gpu.sh PACK               (writes PACK/results.tar.gz)
+set -u
+PACK=${1:?usage: bash scripts/issue18_te_rounds_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
+te() {  # te NAME BENCH-ARGS...: one step's bench, the load average logged before it
+    local name=$1
+    shift
+    echo "$name: $(cat /proc/loadavg)" >> "$OUT/loadavg.log"
+    step 90 "$name" python3 -m blockfuse bench block "${TE[@]}" "$@" --out "$OUT/$name"
+}
+te bf16-1 --providers compile:default
+te torchao-1 --linear torchao:tensorwise --providers compile:default
+for round in $(seq 1 "${ROUNDS:-3}"); do
+    te "delayed-$round" --linear fp8:delayed --providers fused
+    te "tensorwise-$round" --linear fp8:tensorwise --providers fused
+done
+te bf16-2 --providers compile:default
+pack "$PACK"
