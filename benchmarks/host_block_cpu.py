@@ -2,7 +2,7 @@
 with blockfuse's kernel launches stubbed out, fused against eager.
 
     TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25] [--bf16]
-        [--linear fp8:tensorwise]
+        [--linear fp8:tensorwise] [--stub-fp8-gemm]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
@@ -61,6 +61,11 @@ def time_steps(block, x, dy, steps: int) -> tuple[float, float]:
     return statistics.median(forward) * 1e6, statistics.median(backward) * 1e6
 
 
+def _empty_scaled_mm(a, b, scale_a=None, scale_b=None, bias=None, out_dtype=None, **_):
+    """``torch._scaled_mm``'s output, unwritten (``--stub-fp8-gemm``)."""
+    return torch.empty(a.shape[0], b.shape[1], dtype=out_dtype or a.dtype, device=a.device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("preset", choices=sorted(PRESETS))
@@ -70,10 +75,15 @@ def main() -> None:
     parser.add_argument("--linear", default="bf16", choices=("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:delayed"),
                         help="the blocks' Linear layers: as they are, or blockfuse.fp8.convert's (CPU _scaled_mm: "
                              "torch >= 2.13 for rowwise)")
+    parser.add_argument("--stub-fp8-gemm", action="store_true",
+                        help="torch._scaled_mm returns an empty output at once: the CPU's FP8 GEMM is an emulation "
+                             "(~90 us a call here at these shapes) where a GPU's costs its host a cuBLASLt call")
     args = parser.parse_args()
     if not interpreter_enabled():
         parser.error("set TRITON_INTERPRET=1: the fused block takes its kernel path only there on the CPU")
     launch.Kernel._launch_slow = lambda self, *a, **k: None  # every launch returns at once
+    if args.stub_fp8_gemm:
+        torch._scaled_mm = _empty_scaled_mm
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if args.bf16 else torch.float32

@@ -35,3 +35,14 @@ def test_times_both_blocks_and_profiles_the_fused_one():
 def test_refuses_to_run_without_the_interpreter():
     result = run("reordered", "--steps", "1", interpret="0")
     assert result.returncode != 0 and "set TRITON_INTERPRET=1" in result.stderr
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_stub_fp8_gemm_takes_every_fp8_gemm():
+    """--stub-fp8-gemm: every torch._scaled_mm of the FP8 layers goes to the stub (the profile lists it and not the
+    built-in), and the steps still run forward and backward."""
+    result = run("te-4layer", "--linear", "fp8:delayed", "--stub-fp8-gemm", "--steps", "3", "--profile", "400")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "(_empty_scaled_mm)" in out and "torch._scaled_mm}" not in out
+    assert "fused / eager, whole step:" in out

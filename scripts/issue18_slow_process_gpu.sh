@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Why te-4layer's eager FP8 step takes 23.7 ms in one process and 27-32 ms in another of the same call with the same
+# kernels (benchmarks/results/fp8/17-targets-2026-12-02-h200/): PROCESSES (5) fresh processes each time the step
+# unprofiled (host: ms to enqueue a step; wall: with the GPU) and then its kernels under the profiler
+# (benchmarks/profile_block.py --cpu), then `bench block`'s own figure in a process of its own. A slow process whose
+# host time is its wall is bound by its host; one whose host stays low and whose kernels add up to the wall has
+# slower kernels (clocks); neither: the GPU idles on something else. One GPU, ~4 minutes; carry .whl:
+#
+#   bash scripts/issue18_slow_process_gpu.sh PACK               (writes PACK/results.tar.gz)
+set -u
+PACK=${1:?usage: bash scripts/issue18_slow_process_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+for i in $(seq 1 "${PROCESSES:-5}"); do
+    echo "process $i: $(cat /proc/loadavg); clocks $(nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
+        --format=csv,noheader)" >> "$OUT/machine.log"
+    step 40 "profile-$i" python3 benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --providers fused \
+        --linear fp8:delayed --cpu --top 8 --json "$OUT/profile-$i.json"
+    step 40 "bench-$i" python3 -m blockfuse bench block te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick \
+        --linear fp8:delayed --providers fused --out "$OUT/bench-$i"
+done
+grep -h "per step\|ms of kernels" "$OUT"/profile-*.log
+pack "$PACK"
