@@ -68,6 +68,16 @@ def python_profile(step, calls: int, top: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
+def allocator_calls(before: dict, after: dict) -> str:
+    """The CUDA caching allocator's calls into the driver between two ``torch.cuda.memory_stats()``: cudaMalloc and
+    cudaFree (a cudaFree waits for the device) and allocation retries (the cache released, then allocated again)."""
+    def delta(key: str) -> int:
+        return int(after.get(key, 0) - before.get(key, 0))
+
+    return (f"{delta('num_device_alloc')} cudaMalloc, {delta('num_device_free')} cudaFree, "
+            f"{delta('num_alloc_retries')} allocation retries")
+
+
 def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
                      python: int = 0, linear: str = "bf16", trace: str | None = None) -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
@@ -111,13 +121,15 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
     if cpu:
         import time
 
+        before = torch.cuda.memory_stats()
         began = time.perf_counter()
         for _ in range(20):
             step()
         host = (time.perf_counter() - began) / 20 * 1e3
         torch.cuda.synchronize()
         wall = (time.perf_counter() - began) / 20 * 1e3
-        print(f"host {host:.3f} ms per step to enqueue, {wall:.3f} ms per step with the GPU")
+        print(f"host {host:.3f} ms per step to enqueue, {wall:.3f} ms per step with the GPU; over the 20 steps "
+              f"{allocator_calls(before, torch.cuda.memory_stats())}")
         with profile(activities=[ProfilerActivity.CPU]) as cpu_prof:
             step()
             torch.cuda.synchronize()

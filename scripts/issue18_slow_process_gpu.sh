@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Why te-4layer's eager FP8 step takes 23.7 ms in one process and 27-32 ms in another of the same call with the same
 # kernels (benchmarks/results/fp8/17-targets-2026-12-02-h200/): PROCESSES (5) fresh processes each time the step
-# unprofiled (host: ms to enqueue a step; wall: with the GPU) and then its kernels under the profiler
-# (benchmarks/profile_block.py --cpu), then `bench block`'s own figure in a process of its own. A slow process whose
-# host time is its wall is bound by its host; one whose host stays low and whose kernels add up to the wall has
-# slower kernels (clocks); neither: the GPU idles on something else. One GPU, ~4 minutes; carry .whl:
+# unprofiled (host: ms to enqueue a step; wall: with the GPU; the allocator's cudaMalloc / cudaFree / retries over
+# the timed steps) and then its kernels under the profiler (benchmarks/profile_block.py --cpu), then `bench block`'s
+# own figure in a process of its own. A slow process whose kernels add up to its wall has slower kernels (clocks:
+# machine.log); one whose kernels stay at ~21.5 ms idles the GPU, on its host (a full launch queue makes "host"
+# read as the wall either way: the kernels decide) or on the allocator (cudaFree waits for the device). One GPU,
+# ~4 minutes; carry .whl:
 #
 #   bash scripts/issue18_slow_process_gpu.sh PACK               (writes PACK/results.tar.gz)
 set -u
