@@ -160,84 +160,42 @@ def _eager_layer_norm_gelu():
     return lambda x, weight, bias: F.gelu(F.layer_norm(x, (x.shape[-1],), weight, bias, LAYER_EPS), approximate="tanh")
 
 
-def _reference_rms_norm():
-    from blockfuse import rms_norm_ref
-
-    return lambda x, weight: rms_norm_ref(x, weight, RMS_EPS)
-
-
-def _reference_layer_norm():
-    from blockfuse import layer_norm_ref
-
-    return lambda x, weight, bias: layer_norm_ref(x, weight, bias, LAYER_EPS)
-
-
-def _reference_add_rms_norm():
-    from blockfuse import rms_norm_ref
-
-    return lambda x, residual, weight: rms_norm_ref(x, weight, RMS_EPS, residual=residual, residual_mode="pre")
+def _calls(rms_norm, layer_norm, layer_norm_gelu) -> dict:
+    """Each benchmark's call on one implementation's three functions: blockfuse's ops or their references, which
+    take the same arguments."""
+    return {
+        "rms_norm": lambda x, weight: rms_norm(x, weight, RMS_EPS),
+        "layer_norm": lambda x, weight, bias: layer_norm(x, weight, bias, LAYER_EPS),
+        "add_rms_norm": lambda x, residual, weight: rms_norm(x, weight, RMS_EPS, residual=residual,
+                                                             residual_mode="pre"),
+        "add_layer_norm": lambda x, residual, weight, bias: layer_norm(x, weight, bias, LAYER_EPS, residual=residual,
+                                                                       residual_mode="pre"),
+        "layer_norm_post": lambda x, residual, weight, bias: layer_norm(x, weight, bias, LAYER_EPS, residual=residual,
+                                                                        residual_mode="post"),
+        "layer_norm_gelu": lambda x, weight, bias: layer_norm_gelu(x, weight, bias, LAYER_EPS, approximate="tanh"),
+    }
 
 
-def _reference_add_layer_norm():
-    from blockfuse import layer_norm_ref
+def _reference(name: str):
+    """The provider factory of benchmark ``name``'s pure-PyTorch reference."""
 
-    return lambda x, residual, weight, bias: layer_norm_ref(
-        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre"
-    )
+    def factory():
+        from blockfuse.ops.norm import layer_norm_gelu_ref, layer_norm_ref, rms_norm_ref
 
+        return _calls(rms_norm_ref, layer_norm_ref, layer_norm_gelu_ref)[name]
 
-def _reference_layer_norm_post():
-    from blockfuse import layer_norm_ref
-
-    return lambda x, residual, weight, bias: layer_norm_ref(
-        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post"
-    )
+    return factory
 
 
-def _reference_layer_norm_gelu():
-    from blockfuse.ops.norm import layer_norm_gelu_ref
+def _blockfuse(name: str):
+    """The provider factory of benchmark ``name`` on blockfuse's ops."""
 
-    return lambda x, weight, bias: layer_norm_gelu_ref(x, weight, bias, LAYER_EPS, approximate="tanh")
+    def factory():
+        from blockfuse.ops.norm import layer_norm, layer_norm_gelu, rms_norm
 
+        return _calls(rms_norm, layer_norm, layer_norm_gelu)[name]
 
-def _blockfuse_rms_norm():
-    from blockfuse import rms_norm
-
-    return lambda x, weight: rms_norm(x, weight, RMS_EPS)
-
-
-def _blockfuse_layer_norm():
-    from blockfuse import layer_norm
-
-    return lambda x, weight, bias: layer_norm(x, weight, bias, LAYER_EPS)
-
-
-def _blockfuse_add_rms_norm():
-    from blockfuse import rms_norm
-
-    return lambda x, residual, weight: rms_norm(x, weight, RMS_EPS, residual=residual, residual_mode="pre")
-
-
-def _blockfuse_add_layer_norm():
-    from blockfuse import layer_norm
-
-    return lambda x, residual, weight, bias: layer_norm(
-        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="pre"
-    )
-
-
-def _blockfuse_layer_norm_post():
-    from blockfuse import layer_norm
-
-    return lambda x, residual, weight, bias: layer_norm(
-        x, weight, bias, LAYER_EPS, residual=residual, residual_mode="post"
-    )
-
-
-def _blockfuse_layer_norm_gelu():
-    from blockfuse.ops.norm import layer_norm_gelu
-
-    return lambda x, weight, bias: layer_norm_gelu(x, weight, bias, LAYER_EPS, approximate="tanh")
+    return factory
 
 
 def _liger_rms_norm():
@@ -266,10 +224,9 @@ def _liger_add_rms_norm():
 # ---------------------------------------------------------------- declarations
 
 
-def _declare(
-    name, make_inputs, outputs, reference, eager, blockfuse, bytes_moved, liger=None, default=True, shapes=SHAPES
-):
-    providers = {"eager": eager, "reference": reference, "compile": compiled(reference), "blockfuse": blockfuse}
+def _declare(name, make_inputs, outputs, eager, bytes_moved, liger=None, default=True, shapes=SHAPES):
+    reference = _reference(name)
+    providers = {"eager": eager, "reference": reference, "compile": compiled(reference), "blockfuse": _blockfuse(name)}
     if liger is not None:
         providers["liger"] = liger
     return OpBenchmark(
@@ -291,9 +248,7 @@ BENCHMARKS = (
         "rms_norm",
         _rms_inputs,
         ("y",),
-        _reference_rms_norm,
         _eager_rms_norm,
-        _blockfuse_rms_norm,
         _rms_norm_bytes,
         liger=_liger_rms_norm,
     ),
@@ -302,9 +257,7 @@ BENCHMARKS = (
         "layer_norm",
         _layer_inputs,
         ("y",),
-        _reference_layer_norm,
         _eager_layer_norm,
-        _blockfuse_layer_norm,
         _layer_norm_bytes,
         liger=_liger_layer_norm,
     ),
@@ -313,9 +266,7 @@ BENCHMARKS = (
         "add_rms_norm",
         _add_rms_inputs,
         ("y", "s"),
-        _reference_add_rms_norm,
         _eager_add_rms_norm,
-        _blockfuse_add_rms_norm,
         _add_rms_norm_bytes,
         liger=_liger_add_rms_norm,
     ),
@@ -324,9 +275,7 @@ BENCHMARKS = (
         "add_layer_norm",
         _add_layer_inputs,
         ("y", "s"),
-        _reference_add_layer_norm,
         _eager_add_layer_norm,
-        _blockfuse_add_layer_norm,
         _add_layer_norm_bytes,
     ),
     # y = gelu(layer_norm(x) * weight + bias), tanh form
@@ -334,9 +283,7 @@ BENCHMARKS = (
         "layer_norm_gelu",
         _layer_inputs,
         ("y",),
-        _reference_layer_norm_gelu,
         _eager_layer_norm_gelu,
-        _blockfuse_layer_norm_gelu,
         _layer_norm_gelu_bytes,
         shapes=LAYER_NORM_GELU_SHAPES,
     ),
@@ -345,9 +292,7 @@ BENCHMARKS = (
         "layer_norm_post",
         _add_layer_inputs,
         ("out",),
-        _reference_layer_norm_post,
         _eager_layer_norm_post,
-        _blockfuse_layer_norm_post,
         _layer_norm_post_bytes,
         default=False,
     ),
