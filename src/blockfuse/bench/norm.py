@@ -180,7 +180,7 @@ def _reference(name: str):
     """The provider factory of benchmark ``name``'s pure-PyTorch reference."""
 
     def factory():
-        from blockfuse.ops.norm import layer_norm_gelu_ref, layer_norm_ref, rms_norm_ref
+        from blockfuse import layer_norm_gelu_ref, layer_norm_ref, rms_norm_ref
 
         return _calls(rms_norm_ref, layer_norm_ref, layer_norm_gelu_ref)[name]
 
@@ -191,7 +191,7 @@ def _blockfuse(name: str):
     """The provider factory of benchmark ``name`` on blockfuse's ops."""
 
     def factory():
-        from blockfuse.ops.norm import layer_norm, layer_norm_gelu, rms_norm
+        from blockfuse import layer_norm, layer_norm_gelu, rms_norm
 
         return _calls(rms_norm, layer_norm, layer_norm_gelu)[name]
 
