@@ -1,5 +1,5 @@
 """A fused block with QK-norm and RoPE keeps no rotated q and k for attention's backward: they are made again there
-from the QK-norms' inputs (models/recompute.py, ``_RecomputedTensors``; models/fused.py, ``RECOMPUTE_ROTATED_QK``)."""
+from the QK-norms' inputs (models/saved_hooks.py, ``_RecomputedTensors``; models/fused.py, ``RECOMPUTE_ROTATED_QK``)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_rotated_qk_are_not_kept(case, kept_heads, monkeypatch):
 @pytest.mark.usefixtures("requires_triton")
 def test_rotated_qk_hooks_leak_nothing(monkeypatch):
     """What the hooks keep dies with the graph: no reference cycle through them."""
-    from blockfuse.models import recompute as recompute_module
+    from blockfuse.models import saved_hooks as recompute_module
 
     kept = []
 

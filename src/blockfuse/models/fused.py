@@ -14,6 +14,7 @@ from torch import Tensor, nn
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
+from blockfuse.models.saved_hooks import _without_saved_rotated_qk
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized
@@ -242,10 +243,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             if (cfg.qk_norm and cfg.rope and RECOMPUTE_ROTATED_QK and torch.is_grad_enabled()
                     and not torch.compiler.is_compiling() and self._own_qk_norms()):
                 # NOTE: the QK-norms keep q and k (views of qkv) for their backward; the rotated copies attention
-                # would keep are made again in its backward from them (models/recompute.py, _RecomputedTensors):
+                # would keep are made again in its backward from them (models/saved_hooks.py, _RecomputedTensors):
                 # one (tokens, q_width + kv_width) tensor less a layer, for two norms and a rotary forward more.
-                from blockfuse.models.recompute import _without_saved_rotated_qk
-
                 source = qkv.detach()  # (qkv's storage: the norms keep it anyway)
 
                 def again():
