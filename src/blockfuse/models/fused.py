@@ -14,6 +14,7 @@ from torch import Tensor, nn
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
+from blockfuse.models.saved_hooks import _without_saved_rotated_qk
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized
@@ -173,6 +174,11 @@ class _StackedLinear(nn.Module):
                 state_dict[name] = _join_rows(name, [state_dict.pop(key) for key in keys], module.shards, current)
 
 
+# A block with QK-norm and RoPE keeps no rotated q and k for attention's backward: they are made again there
+# (FusedAttention.attend). False keeps them (an A/B knob for the benchmarks and tests).
+RECOMPUTE_ROTATED_QK = True
+
+
 class FusedAttention(_FP32Tables, _StackedLinear):
     """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout; always SDPA
     (``config.attention`` is the eager block's choice)."""
@@ -232,14 +238,22 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin)
         else:
             q, k, v = qkv.split(widths, dim=-1)
-            if cfg.qk_norm:
-                q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
-            q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
-            k = k.view(batch, seq, kv_heads, cfg.head_size)
             v = v.view(batch, seq, kv_heads, cfg.head_size)
-            if cfg.rope:
-                self._grow_tables(seq)
-                q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
+            q, k = self._normed_rotated(q, k, batch, seq, heads, kv_heads)
+            if (cfg.qk_norm and cfg.rope and RECOMPUTE_ROTATED_QK and torch.is_grad_enabled()
+                    and not torch.compiler.is_compiling() and self._own_qk_norms()):
+                # NOTE: the QK-norms keep q and k (views of qkv) for their backward; the rotated copies attention
+                # would keep are made again in its backward from them (models/saved_hooks.py, _RecomputedTensors):
+                # one (tokens, q_width + kv_width) tensor less a layer, for two norms and a rotary forward more.
+                source = qkv.detach()  # (qkv's storage: the norms keep it anyway)
+
+                def again():
+                    q2, k2, _ = source.split(widths, dim=-1)
+                    return self._normed_rotated(q2, k2, batch, seq, heads, kv_heads)
+
+                with _without_saved_rotated_qk(q, k, qkv, again):
+                    out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+                return out.transpose(1, 2).reshape(batch, seq, widths[0])
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
@@ -247,6 +261,26 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
         out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
+
+    def _own_qk_norms(self) -> bool:
+        """The QK-norms are blockfuse's own modules on one rank (a tensor-parallel norm, blockfuse.distributed, may
+        reduce across ranks: not run again inside a backward)."""
+        return (self.shards == 1 and isinstance(self.q_norm, (blockfuse.nn.RMSNorm, blockfuse.nn.LayerNorm))
+                and isinstance(self.k_norm, (blockfuse.nn.RMSNorm, blockfuse.nn.LayerNorm)))
+
+    def _normed_rotated(self, q: Tensor, k: Tensor, batch: int, seq: int, heads: int,
+                        kv_heads: int) -> tuple[Tensor, Tensor]:
+        """q and k (views of the QKV output) through the QK-norms and RoPE where the block has them, as
+        (batch, seq, heads, head_dim) tensors."""
+        cfg = self.config
+        if cfg.qk_norm:
+            q, k = _norm(self.q_norm, q), _norm(self.k_norm, k)
+        q = q.view(batch, seq, heads, cfg.head_size)  # (batch, seq, heads, head_dim)
+        k = k.view(batch, seq, kv_heads, cfg.head_size)
+        if cfg.rope:
+            self._grow_tables(seq)
+            q, k = rotary(q, k, self.cos, self.sin, layout="bshd")  # contiguous (batch, seq, heads, head_dim)
+        return q, k
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
                 x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from blockfuse.models.fused import _norm
+from blockfuse.models.saved_hooks import _recording_eagerly
 from blockfuse.ops.sharding import is_dtensor
 
 
@@ -76,13 +77,6 @@ class _RecomputedOutput(torch.autograd.graph.saved_tensors_hooks):
         super().__init__(pack, unpack)
 
 
-def _recording_eagerly(source: Tensor) -> bool:
-    """Autograd records this forward eagerly (not under torch.compile) and ``source`` takes part, as a plain
-    tensor (a DTensor of sequence parallelism has no storage of its own to recognize)."""
-    return (torch.is_grad_enabled() and not torch.compiler.is_compiling() and source.requires_grad
-            and not is_dtensor(source))
-
-
 def _without_saved_norm_output(y: Tensor, norm: nn.Module, s: Tensor):
     """The ``_RecomputedOutput`` context for ``y = norm(s)`` when autograd records the block
     eagerly; a context that does nothing otherwise."""
@@ -119,3 +113,4 @@ def _with_kept_storages(q: Tensor, proxy: Optional[Tensor]):
         raise RuntimeError("a norm's e4m3 output was saved under blockfuse's hooks, which do not recompute it")
 
     return _RecomputedOutput(q, unreachable)
+
