@@ -173,6 +173,11 @@ class _StackedLinear(nn.Module):
                 state_dict[name] = _join_rows(name, [state_dict.pop(key) for key in keys], module.shards, current)
 
 
+# Grouped-query heads go to SDPA as they are where its fused kernels take them (eager.sdpa_takes_grouped_heads), not
+# repeated first. False repeats them everywhere (an A/B knob for the benchmarks and tests).
+NATIVE_GQA = True
+
+
 class FusedAttention(_FP32Tables, _StackedLinear):
     """Attention on one QKV GEMM, fused QK-norm and rotary into the attention layout; always SDPA
     (``config.attention`` is the eager block's choice)."""
@@ -245,7 +250,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
-        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
+                      native_gqa=NATIVE_GQA)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
