@@ -64,9 +64,15 @@ def attention_mask(padding_mask: Optional[Tensor], causal: bool, seq: int) -> Op
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool,
-            attention: str = "sdpa") -> Tensor:
+            attention: str = "sdpa", native_gqa: bool = False) -> Tensor:
     """Attention on (batch, heads, seq, head_dim) q and (batch, kv_heads, seq, head_dim) k, v: SDPA, or
-    materialized (``attention="eager"``, :func:`attend_materialized`)."""
+    materialized (``attention="eager"``, :func:`attend_materialized`). ``native_gqa``: grouped-query heads go to
+    SDPA as they are (:func:`sdpa_takes_grouped_heads` says where), not repeated first."""
+    if (k.shape[1] != q.shape[1] and attention == "sdpa" and native_gqa
+            and sdpa_takes_grouped_heads(q, padding_mask is not None)):
+        # NOTE: no repeat_interleave: attention keeps k and v at kv_heads for its backward, not the repeated copies
+        # (heads / kv_heads times their size), and neither the copies nor their backward's sums over the groups run.
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     if k.shape[1] != q.shape[1]:  # grouped-query attention: each kv head serves a group of q heads
         group = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
@@ -74,6 +80,14 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], cau
         return attend_materialized(q, k, v, padding_mask, causal)
     mask = attention_mask(padding_mask, causal, q.shape[2])
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+
+
+def sdpa_takes_grouped_heads(q: Tensor, masked: bool) -> bool:
+    """Whether SDPA's fused kernels take grouped-query k and v as they are (``enable_gqa``) for ``q``: 16-bit CUDA
+    tensors without an ``attn_mask`` (cuDNN attention and flash attention do; the memory-efficient kernel, which
+    fp32 and masked calls may need, does not, and SDPA would fall back to its math path: the scores in memory).
+    Everywhere else the heads are repeated first, as before."""
+    return q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and not masked
 
 
 def attend_materialized(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool) -> Tensor:

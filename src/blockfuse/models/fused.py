@@ -177,6 +177,9 @@ class _StackedLinear(nn.Module):
 # A block with QK-norm and RoPE keeps no rotated q and k for attention's backward: they are made again there
 # (FusedAttention.attend). False keeps them (an A/B knob for the benchmarks and tests).
 RECOMPUTE_ROTATED_QK = True
+# Grouped-query heads go to SDPA as they are where its fused kernels take them (eager.sdpa_takes_grouped_heads), not
+# repeated first. False repeats them everywhere (an A/B knob for the benchmarks and tests).
+NATIVE_GQA = True
 
 
 class FusedAttention(_FP32Tables, _StackedLinear):
@@ -252,14 +255,16 @@ class FusedAttention(_FP32Tables, _StackedLinear):
                     return self._normed_rotated(q2, k2, batch, seq, heads, kv_heads)
 
                 with _without_saved_rotated_qk(q, k, qkv, again):
-                    out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+                    out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
+                                  native_gqa=NATIVE_GQA)
                 return out.transpose(1, 2).reshape(batch, seq, widths[0])
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
-        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal)
+        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
+                      native_gqa=NATIVE_GQA)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def _own_qk_norms(self) -> bool:

@@ -1,0 +1,78 @@
+"""Grouped-query heads handed to SDPA as they are (``enable_gqa``) in the fused block, not repeated first
+(models/eager.py ``_attend(native_gqa=True)``, ``sdpa_takes_grouped_heads``; models/fused.py ``NATIVE_GQA``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from blockfuse.models import build_model, convert
+from blockfuse.models import eager as eager_module
+from blockfuse.models import fused as fused_module
+
+TINY = {"d_model": 64, "n_heads": 4, "ffn_hidden": 96}
+
+
+def _stack(kv_heads: int, dtype=torch.float32, device="cpu"):
+    eager, inputs = build_model("olmo2-1b", (2, 9, 64), dtype, device, layers=2, seed=3, n_kv_heads=kv_heads, **TINY)
+    return convert(eager, "fused"), inputs[0]
+
+
+def _step(model, x, dy):
+    model.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_()
+    saved = []
+
+    def pack(t):
+        saved.append((t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+    out.backward(dy)
+    return out.detach(), x.grad, [p.grad.clone() for p in model.parameters()], sum(n for _, n in set(saved))
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_heads_as_they_are_match_repeated_heads(kv_heads, monkeypatch):
+    """Forced on the CPU (whose SDPA takes ``enable_gqa``): the same output and gradients as with the heads repeated,
+    and the forward keeps k and v at kv_heads (less than the repeated copies it kept)."""
+    monkeypatch.setattr(eager_module, "sdpa_takes_grouped_heads", lambda q, masked: not masked)
+    model, x = _stack(kv_heads)
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(5))
+    monkeypatch.setattr(fused_module, "NATIVE_GQA", False)
+    repeated = _step(model, x, dy)
+    monkeypatch.setattr(fused_module, "NATIVE_GQA", True)
+    native = _step(model, x, dy)
+    torch.testing.assert_close(native[0], repeated[0], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(native[1], repeated[1], rtol=1e-5, atol=1e-6)
+    for a, b in zip(native[2], repeated[2]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert native[3] < repeated[3]
+
+
+def test_where_sdpa_takes_grouped_heads():
+    """16-bit CUDA tensors without a mask only: fp32 and masked calls would leave SDPA its math path, and the CPU
+    keeps the repeated heads (as the eager block does everywhere)."""
+    q = torch.zeros(1, 4, 8, 16, dtype=torch.bfloat16)
+    assert not eager_module.sdpa_takes_grouped_heads(q, False)
+    if torch.cuda.is_available():
+        assert eager_module.sdpa_takes_grouped_heads(q.cuda(), False)
+        assert not eager_module.sdpa_takes_grouped_heads(q.cuda(), True)
+        assert not eager_module.sdpa_takes_grouped_heads(q.cuda().float(), False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_heads_on_cuda_match_repeated_heads(kv_heads, monkeypatch):
+    """On a GPU, bf16: the fused kernels' own grouped-query path against the repeated heads, within bf16's rounding,
+    and the saved k and v at kv_heads."""
+    model, x = _stack(kv_heads, torch.bfloat16, "cuda")
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(5)).to(x)
+    monkeypatch.setattr(fused_module, "NATIVE_GQA", False)
+    repeated = _step(model, x, dy)
+    monkeypatch.setattr(fused_module, "NATIVE_GQA", True)
+    native = _step(model, x, dy)
+    torch.testing.assert_close(native[0], repeated[0], rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(native[1], repeated[1], rtol=2e-2, atol=2e-2)
+    assert native[3] < repeated[3]
