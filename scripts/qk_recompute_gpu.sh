@@ -12,7 +12,7 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-step 120 tests python3 -m pytest -q -p no:cacheprovider -rfE tests/models/test_recompute_qk.py tests/models/test_blocks.py
+step 120 tests python3 -m pytest -q -p no:cacheprovider -rfE tests/models/test_recompute_qk.py
 KNOB='import sys, runpy; import blockfuse.models.fused as f; f.RECOMPUTE_ROTATED_QK = sys.argv.pop(1) == "1"; '
 KNOB+='sys.argv[0] = "blockfuse"; runpy.run_module("blockfuse", run_name="__main__")'
 for round in $(seq 1 "${ROUNDS:-3}"); do

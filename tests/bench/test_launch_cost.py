@@ -1,0 +1,32 @@
+"""benchmarks/launch_cost.py: each kernel launch of a block's step timed on the host, by kernel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_times_every_launch_both_ways():
+    """On the CPU under the interpreter (the tool's smoke test): both passes printed, blockfuse's kernels listed by
+    name with a count a step, and the timed calls never more than the host's step (they are part of it)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT / "src")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "launch_cost.py"), "reordered",
+                             "--shape", "1x8x1024", "--steps", "1", "--device", "cpu"],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    headers = [line for line in out.splitlines() if line.startswith("reordered x1 bf16")]
+    assert len(headers) == 2 and "as it runs" in headers[0] and "synchronized before each call" in headers[1]
+    for header in headers:
+        host = float(header.split("host ")[1].split(" ms")[0])
+        timed = float(header.split("the timed calls ")[1].split(" ms")[0])
+        assert 0 < timed <= host
+    for name in ("_norm_fwd_kernel", "_norm_bwd_kernel", "_rotary_kernel", "sdpa"):
+        assert out.count(name) == 2, name
