@@ -33,17 +33,22 @@ def _step(model, x, dy):
     return out.detach(), x.grad, [p.grad.clone() for p in model.parameters()], sum(n for _, n in set(saved))
 
 
+def _both_ways(model, x, monkeypatch):
+    """``(repeated, native)``: :func:`_step` with the heads repeated first, then handed to SDPA as they are."""
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(5)).to(x)
+    runs = []
+    for native in (False, True):
+        monkeypatch.setattr(fused_module, "NATIVE_GQA", native)
+        runs.append(_step(model, x, dy))
+    return tuple(runs)
+
+
 @pytest.mark.parametrize("kv_heads", [1, 2])
 def test_grouped_heads_as_they_are_match_repeated_heads(kv_heads, monkeypatch):
     """Forced on the CPU (whose SDPA takes ``enable_gqa``): the same output and gradients as with the heads repeated,
     and the forward keeps k and v at kv_heads (less than the repeated copies it kept)."""
     monkeypatch.setattr(eager_module, "sdpa_takes_grouped_heads", lambda q, masked: not masked)
-    model, x = _stack(kv_heads)
-    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(5))
-    monkeypatch.setattr(fused_module, "NATIVE_GQA", False)
-    repeated = _step(model, x, dy)
-    monkeypatch.setattr(fused_module, "NATIVE_GQA", True)
-    native = _step(model, x, dy)
+    repeated, native = _both_ways(*_stack(kv_heads), monkeypatch)
     torch.testing.assert_close(native[0], repeated[0], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(native[1], repeated[1], rtol=1e-5, atol=1e-6)
     for a, b in zip(native[2], repeated[2]):
@@ -67,12 +72,7 @@ def test_where_sdpa_takes_grouped_heads():
 def test_grouped_heads_on_cuda_match_repeated_heads(kv_heads, monkeypatch):
     """On a GPU, bf16: the fused kernels' own grouped-query path against the repeated heads, within bf16's rounding,
     and the saved k and v at kv_heads."""
-    model, x = _stack(kv_heads, torch.bfloat16, "cuda")
-    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(5)).to(x)
-    monkeypatch.setattr(fused_module, "NATIVE_GQA", False)
-    repeated = _step(model, x, dy)
-    monkeypatch.setattr(fused_module, "NATIVE_GQA", True)
-    native = _step(model, x, dy)
+    repeated, native = _both_ways(*_stack(kv_heads, torch.bfloat16, "cuda"), monkeypatch)
     torch.testing.assert_close(native[0], repeated[0], rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(native[1], repeated[1], rtol=2e-2, atol=2e-2)
     assert native[3] < repeated[3]
