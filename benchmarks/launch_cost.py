@@ -14,6 +14,7 @@ put most of it inside Triton's launcher (benchmarks/results/fp8/18-host-2026-12-
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--shape", default=None, help="BxSxD (default: the preset's)")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu with TRITON_INTERPRET=1 (a smoke test)")
+    parser.add_argument("--json", default=None, help="also write the passes' figures here")
     args = parser.parse_args()
     shape = tuple(int(v) for v in args.shape.split("x")) if args.shape else None
     cuda = args.device == "cuda"
@@ -81,6 +83,8 @@ def main() -> None:
     for _ in range(3):
         step()
     times.clear()
+    record = {"name": args.name, "layers": args.layers, "linear": args.linear, "steps": args.steps,
+              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__, "passes": []}
     for sync in (False, True):
         state["sync"] = sync
         synchronize()
@@ -94,11 +98,18 @@ def main() -> None:
         total = sum(sum(v) for _, v in rows) / args.steps / 1e3
         print(f"\n{args.name} x{args.layers} {args.linear}, {'synchronized before each call' if sync else 'as it runs'}:"
               f" host {host:.2f} ms a step, wall {wall:.2f}; the timed calls {total:.2f} ms a step")
+        record["passes"].append({
+            "synchronized": sync, "host_ms": host, "wall_ms": wall, "timed_ms": total,
+            "calls": {name: {"per_step": len(v) / args.steps, "median_us": statistics.median(v),
+                             "ms_per_step": sum(v) / args.steps / 1e3} for name, v in rows}})
         print(f"{'call':44s} {'a step':>7s} {'median us':>10s} {'p90 us':>8s} {'max us':>8s} {'ms a step':>10s}")
         for name, v in sorted(rows, key=lambda r: -sum(r[1]))[:args.top]:
             v = sorted(v)
             print(f"{name[:44]:44s} {len(v) / args.steps:7.1f} {statistics.median(v):10.1f} "
                   f"{v[math.ceil(0.9 * len(v)) - 1]:8.1f} {v[-1]:8.1f} {sum(v) / args.steps / 1e3:10.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
 # slack at most: a busy host moves it). One GPU, ~5 minutes; carry .whl with torchao's wheel:
 #
 #   bash scripts/issue18_te_rounds_gpu.sh PACK               (writes PACK/results.tar.gz)
+#
+# FP8_PROVIDERS (default fused): the FP8 rows' providers, e.g. fused,fused+compile:default to time the compiled FP8
+# block beside the eager one in each process (the eager step is host-bound on the H200's host:
+# benchmarks/results/fp8/18-host-2026-12-02-h200/; compiled, Inductor's wrapper launches the kernels).
 set -u
 PACK=${1:?usage: bash scripts/issue18_te_rounds_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -16,13 +20,13 @@ te() {  # te NAME BENCH-ARGS...: one step's bench, the load average logged befor
     local name=$1
     shift
     echo "$name: $(cat /proc/loadavg)" >> "$OUT/loadavg.log"
-    step 90 "$name" python3 -m blockfuse bench block "${TE[@]}" "$@" --out "$OUT/$name"
+    step "${STEP_SECONDS:-150}" "$name" python3 -m blockfuse bench block "${TE[@]}" "$@" --out "$OUT/$name"
 }
 te bf16-1 --providers compile:default
 te torchao-1 --linear torchao:tensorwise --providers compile:default
 for round in $(seq 1 "${ROUNDS:-3}"); do
-    te "delayed-$round" --linear fp8:delayed --providers fused
-    te "tensorwise-$round" --linear fp8:tensorwise --providers fused
+    te "delayed-$round" --linear fp8:delayed --providers "${FP8_PROVIDERS:-fused}"
+    te "tensorwise-$round" --linear fp8:tensorwise --providers "${FP8_PROVIDERS:-fused}"
 done
 te bf16-2 --providers compile:default
 pack "$PACK"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,12 +14,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_times_every_launch_both_ways():
+def test_times_every_launch_both_ways(tmp_path):
     """On the CPU under the interpreter (the tool's smoke test): both passes printed, blockfuse's kernels listed by
     name with a count a step, and the timed calls never more than the host's step (they are part of it)."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT / "src")}
     result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "launch_cost.py"), "reordered",
-                             "--shape", "1x8x1024", "--steps", "1", "--device", "cpu"],
+                             "--shape", "1x8x1024", "--steps", "1", "--device", "cpu",
+                             "--json", str(tmp_path / "launch.json")],
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -30,3 +32,8 @@ def test_times_every_launch_both_ways():
         assert 0 < timed <= host
     for name in ("_norm_fwd_kernel", "_norm_bwd_kernel", "_rotary_kernel", "sdpa"):
         assert out.count(name) == 2, name
+    record = json.loads((tmp_path / "launch.json").read_text())
+    assert [p["synchronized"] for p in record["passes"]] == [False, True]
+    for p in record["passes"]:
+        assert p["calls"]["_norm_fwd_kernel"]["per_step"] == 2  # the block's two norms
+        assert abs(sum(c["ms_per_step"] for c in p["calls"].values()) - p["timed_ms"]) < 1e-6
