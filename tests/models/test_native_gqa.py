@@ -57,14 +57,27 @@ def test_grouped_heads_as_they_are_match_repeated_heads(kv_heads, monkeypatch):
 
 
 def test_where_sdpa_takes_grouped_heads():
-    """16-bit CUDA tensors without a mask only: fp32 and masked calls would leave SDPA its math path, and the CPU
-    keeps the repeated heads (as the eager block does everywhere)."""
+    """16-bit CUDA tensors without a mask, at head sizes flash attention takes, only: fp32, masked calls and other head
+    sizes would leave SDPA its math path, and the CPU keeps the repeated heads (as the eager block does everywhere)."""
     q = torch.zeros(1, 4, 8, 16, dtype=torch.bfloat16)
     assert not eager_module.sdpa_takes_grouped_heads(q, False)
+
+    class CudaLike:  # the rule reads is_cuda, dtype and the head size: checked on a CPU-only machine too
+        is_cuda, dtype = True, torch.bfloat16
+
+        def __init__(self, head_dim):
+            self.shape = (1, 4, 8, head_dim)
+
+    for head_dim, takes in ((64, True), (72, True), (80, True), (256, True), (100, False), (264, False)):
+        assert eager_module.sdpa_takes_grouped_heads(CudaLike(head_dim), False) == takes, head_dim
+    assert not eager_module.sdpa_takes_grouped_heads(CudaLike(128), True)
     if torch.cuda.is_available():
         assert eager_module.sdpa_takes_grouped_heads(q.cuda(), False)
         assert not eager_module.sdpa_takes_grouped_heads(q.cuda(), True)
         assert not eager_module.sdpa_takes_grouped_heads(q.cuda().float(), False)
+        for head_dim, takes in ((64, True), (72, True), (256, True), (100, False), (512, False)):
+            wide = torch.zeros(1, 4, 8, head_dim, dtype=torch.bfloat16, device="cuda")
+            assert eager_module.sdpa_takes_grouped_heads(wide, False) == takes, head_dim
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

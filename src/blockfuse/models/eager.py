@@ -85,9 +85,12 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], cau
 def sdpa_takes_grouped_heads(q: Tensor, masked: bool) -> bool:
     """Whether SDPA's fused kernels take grouped-query k and v as they are (``enable_gqa``) for ``q``: 16-bit CUDA
     tensors without an ``attn_mask`` (cuDNN attention and flash attention do; the memory-efficient kernel, which
-    fp32 and masked calls may need, does not, and SDPA would fall back to its math path: the scores in memory).
-    Everywhere else the heads are repeated first, as before."""
-    return q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and not masked
+    fp32 and masked calls may need, does not, and SDPA would fall back to its math path: the scores in memory),
+    at head sizes flash attention takes (multiples of 8 up to 256; past them the fallback would again be the math
+    path). Everywhere else the heads are repeated first, as before."""
+    head_dim = q.shape[-1]
+    return (q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and not masked and head_dim % 8 == 0
+            and head_dim <= 256)
 
 
 def attend_materialized(q: Tensor, k: Tensor, v: Tensor, padding_mask: Optional[Tensor], causal: bool) -> Tensor:
