@@ -52,20 +52,21 @@ def main() -> None:
     times: dict = defaultdict(list)
     state = {"sync": False}
 
+    def timed_call(name, fn, *a, **k):
+        if state["sync"]:
+            synchronize()
+        began = time.perf_counter_ns()
+        result = fn(*a, **k)
+        times[(state["sync"], name)].append((time.perf_counter_ns() - began) / 1e3)
+        return result
+
     def timed(name, fn):
-        def call(*a, **k):
-            if state["sync"]:
-                synchronize()
-            began = time.perf_counter_ns()
-            result = fn(*a, **k)
-            times[(state["sync"], name)].append((time.perf_counter_ns() - began) / 1e3)
-            return result
-        return call
+        return lambda *a, **k: timed_call(name, fn, *a, **k)
 
     kernel_call = launch.Kernel.__call__
 
     def kernel_timed(self, *a, **k):
-        return timed(self.name, lambda: kernel_call(self, *a, **k))()
+        return timed_call(self.name, kernel_call, self, *a, **k)
 
     launch.Kernel.__call__ = kernel_timed
     scaled_mm, sdpa = torch._scaled_mm, torch.nn.functional.scaled_dot_product_attention

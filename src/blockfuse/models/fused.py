@@ -5,6 +5,7 @@ saving, concatenated when loading, each rank's rows under tensor parallelism."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -228,6 +229,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             qkv = self.qkv_proj(x, x_scale, x_proxy, x_cast=x_cast)
         else:
             qkv = self.qkv_proj(x) if x_scale is None else self.qkv_proj(x, x_scale, x_proxy)
+        saving = contextlib.nullcontext()  # (the saved-tensor hooks attention runs under, below)
         if cfg.rope and not cfg.qk_norm:
             # NOTE: attention keeps v for its backward; as a view it would keep the whole qkv
             # output alive (3x its size). Copied, qkv is freed after the rotary kernel. With
@@ -243,28 +245,26 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             q, k, v = qkv.split(widths, dim=-1)
             v = v.view(batch, seq, kv_heads, cfg.head_size)
             q, k = self._normed_rotated(q, k, batch, seq, heads, kv_heads)
-            if (cfg.qk_norm and cfg.rope and RECOMPUTE_ROTATED_QK and torch.is_grad_enabled()
-                    and not torch.compiler.is_compiling() and self._own_qk_norms()):
+            if cfg.qk_norm and cfg.rope and RECOMPUTE_ROTATED_QK and self._own_qk_norms():
                 # NOTE: the QK-norms keep q and k (views of qkv) for their backward; the rotated copies attention
                 # would keep are made again in its backward from them (models/saved_hooks.py, _RecomputedTensors):
                 # one (tokens, q_width + kv_width) tensor less a layer, for two norms and a rotary forward more.
+                # (A context that does nothing where autograd does not record eagerly: no grad, torch.compile.)
                 source = qkv.detach()  # (qkv's storage: the norms keep it anyway)
 
                 def again():
                     q2, k2, _ = source.split(widths, dim=-1)
                     return self._normed_rotated(q2, k2, batch, seq, heads, kv_heads)
 
-                with _without_saved_rotated_qk(q, k, qkv, again):
-                    out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
-                                  native_gqa=NATIVE_GQA)
-                return out.transpose(1, 2).reshape(batch, seq, widths[0])
+                saving = _without_saved_rotated_qk(q, k, qkv, again)
         # NOTE: q, k, v stay (batch, seq, heads, head_dim) in memory and are handed to attention as
         # transposed views: cuDNN and flash attention read them without a copy and write their
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
-        out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
-                      native_gqa=NATIVE_GQA)
+        with saving:
+            out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
+                          native_gqa=NATIVE_GQA)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def _own_qk_norms(self) -> bool:

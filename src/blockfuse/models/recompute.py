@@ -113,4 +113,3 @@ def _with_kept_storages(q: Tensor, proxy: Optional[Tensor]):
         raise RuntimeError("a norm's e4m3 output was saved under blockfuse's hooks, which do not recompute it")
 
     return _RecomputedOutput(q, unreachable)
-

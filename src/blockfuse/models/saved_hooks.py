@@ -8,6 +8,7 @@ import contextlib
 import torch
 from torch import Tensor
 
+from blockfuse.ops.fp8 import _top_saved_tensor_hooks
 from blockfuse.ops.sharding import is_dtensor
 
 
@@ -40,8 +41,6 @@ class _RecomputedTensors(torch.autograd.graph.saved_tensors_hooks):
     unpacked view of them does: attention's backward."""
 
     def __init__(self, ys: tuple[Tensor, ...], recompute):
-        from blockfuse.ops.fp8 import _top_saved_tensor_hooks
-
         keys = {(y.untyped_storage().data_ptr(), y.untyped_storage().nbytes()): i for i, y in enumerate(ys)}
         outer = _top_saved_tensor_hooks()
         recomputed: dict = {}  # "ys": the tensors of one backward, while its views are being unpacked
