@@ -8,7 +8,8 @@
 #
 # FP8_PROVIDERS (default fused): the FP8 rows' providers, e.g. fused,fused+compile:default to time the compiled FP8
 # block beside the eager one in each process (the eager step is host-bound on the H200's host:
-# benchmarks/results/fp8/18-host-2026-12-02-h200/; compiled, Inductor's wrapper launches the kernels).
+# benchmarks/results/fp8/18-host-2026-12-02-h200/; compiled, Inductor's wrapper launches the kernels). FP8_RECIPES
+# (default "delayed tensorwise"): the recipes of each round.
 set -u
 PACK=${1:?usage: bash scripts/issue18_te_rounds_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -25,8 +26,9 @@ te() {  # te NAME BENCH-ARGS...: one step's bench, the load average logged befor
 te bf16-1 --providers compile:default
 te torchao-1 --linear torchao:tensorwise --providers compile:default
 for round in $(seq 1 "${ROUNDS:-3}"); do
-    te "delayed-$round" --linear fp8:delayed --providers "${FP8_PROVIDERS:-fused}"
-    te "tensorwise-$round" --linear fp8:tensorwise --providers "${FP8_PROVIDERS:-fused}"
+    for recipe in ${FP8_RECIPES:-delayed tensorwise}; do
+        te "$recipe-$round" --linear "fp8:$recipe" --providers "${FP8_PROVIDERS:-fused}"
+    done
 done
 te bf16-2 --providers compile:default
 pack "$PACK"

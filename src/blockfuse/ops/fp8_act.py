@@ -43,7 +43,11 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops import fp8
-from blockfuse.ops.fp8 import fold_amax
+# NOTE: kernels call fp8's jit functions and constants by their own names, never as fp8.<name>: Inductor copies a
+# user kernel's global functions into its code by name and left the module out (NameError when it compiled the
+# delayed recipe's kernels; tests/ops/test_kernel_globals.py)
+from blockfuse.ops.fp8 import E4M3_MAX, E5M2_MAX, _quantized, delayed_scale, delayed_scales, fold_amax, reciprocal, \
+    scale_of, to_e4m3
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.linear_act import pre_halves
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
@@ -106,8 +110,8 @@ def _fp8_act_fwd_kernel(
     col_mask = cols < N
     peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if HISTORY is not None:
-        scale = fp8.delayed_scale(HISTORY, history_len, BLOCK_H)
-        inverse = fp8.reciprocal(scale)
+        scale = delayed_scale(HISTORY, history_len, BLOCK_H)
+        inverse = reciprocal(scale)
         if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
             tl.store(Y_SCALE, scale)
     for i in range(ROW_ITERS):
@@ -119,7 +123,7 @@ def _fp8_act_fwd_kernel(
         if GATED:
             y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         if HISTORY is not None:  # e4m3 with the history's scale, as the norms' FP8 output (fp32 y quantized)
-            tl.store(Y + rows[:, None] * stride_y + cols[None, :], fp8.to_e4m3(y, inverse, Y), mask=mask)
+            tl.store(Y + rows[:, None] * stride_y + cols[None, :], to_e4m3(y, inverse, Y), mask=mask)
             peak = tl.maximum(peak, tl.where(mask, tl.abs(y), 0.0))
         else:
             written = y.to(Y.dtype.element_ty)
@@ -221,14 +225,14 @@ def _fp8_act_cast_t_kernel(
         col_scale = tl.load(AMAX + cols * 0)
     else:  # the forward wrote y in the input's dtype, and the cast read that
         y = tl.where(mask, y.to(G.dtype.element_ty).to(tl.float32), 0.0)
-        col_scale = fp8.scale_of(tl.load(AMAX + cols * 0), fp8.E4M3_MAX)
-    qt = fp8._quantized(tl.trans(y), fp8.reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
+        col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
+    qt = _quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
     tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
     if (pid_m == 0) & (pid_n == 0):
         if GIVEN_SCALE:
             tl.store(YT_SCALE, tl.load(AMAX))
         else:
-            tl.store(YT_SCALE, fp8.scale_of(tl.load(AMAX), fp8.E4M3_MAX))
+            tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
 
 
 @triton.jit
@@ -278,24 +282,24 @@ def _fp8_act_bwd_delayed_kernel(
         du = tl.where(mask, dy * activate(g, ACTIVATION), 0.0)
         peak = tl.maximum(peak, tl.max(tl.max(tl.abs(du), axis=1), axis=0))
     fold_amax(AMAX, peak)
-    col_scale = fp8.delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, fp8.E5M2_MAX)  # (BLOCK_N,), one scale
+    col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, E5M2_MAX)  # (BLOCK_N,), one scale
     scale = tl.max(col_scale, axis=0)
     width = 2 * N if GATED else N
     if HAS_Q:
-        inverse = fp8.reciprocal(scale)
+        inverse = reciprocal(scale)
         q_rows = Q + rows[:, None] * width
-        tl.store(q_rows + cols[None, :], fp8._quantized(dg, inverse, Q, True), mask=mask)
+        tl.store(q_rows + cols[None, :], _quantized(dg, inverse, Q, True), mask=mask)
         if GATED:
-            tl.store(q_rows + N + cols[None, :], fp8._quantized(du, inverse, Q, True), mask=mask)
+            tl.store(q_rows + N + cols[None, :], _quantized(du, inverse, Q, True), mask=mask)
     if HAS_QT:
         t_mask = col_mask[:, None] & (rows < MP)[None, :]
-        inverse_t = fp8.reciprocal(col_scale)[:, None]
+        inverse_t = reciprocal(col_scale)[:, None]
         qt_cols = QT + rows[None, :]
-        tl.store(qt_cols + cols[:, None].to(tl.int64) * MP, fp8._quantized(tl.trans(dg), inverse_t, QT, True),
+        tl.store(qt_cols + cols[:, None].to(tl.int64) * MP, _quantized(tl.trans(dg), inverse_t, QT, True),
                  mask=t_mask)
         if GATED:
             tl.store(qt_cols + (N + cols[:, None]).to(tl.int64) * MP,
-                     fp8._quantized(tl.trans(du), inverse_t, QT, True), mask=t_mask)
+                     _quantized(tl.trans(du), inverse_t, QT, True), mask=t_mask)
     if HAS_SUM:
         partial = COL_SUM + pid_m.to(tl.int64) * width
         tl.store(partial + cols, tl.sum(dg, axis=0), mask=col_mask)

@@ -35,8 +35,9 @@ from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
 from blockfuse.ops import fp8 as _fp8
 from blockfuse.ops.fp8 import (
-    E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale, delayed_scale_ref,
-    fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax, scale_of, to_e4m3,
+    E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, _quantized, check_fp8_output, delayed_scale,
+    delayed_scale_ref, fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax,
+    scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units,
@@ -1229,7 +1230,7 @@ def _norm_cast_t_kernel(
         col_scale = tl.load(AMAX + cols * 0)
     else:
         col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
-    qt = _fp8._quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
+    qt = _quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
     tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
     if (pid_m == 0) & (pid_n == 0):
         if GIVEN_SCALE:
@@ -2011,6 +2012,10 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
     config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
     if _needs_grad(x, weight, bias, residual):
         out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config, history, amax)
+        if torch.compiler.is_compiling():
+            # NOTE: Dynamo traces the Function without its mark_non_differentiable (torch 2.11-2.13): q came back
+            # requiring grad and the projection refused it; it takes no gradient either way.
+            q, scale = q.detach(), scale.detach()
         return (q, scale, out), (out if mode == POST else s)
     q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, history, amax, False)
     return (q, scale, None), (s if mode == PRE else y if mode == POST else None)

@@ -1,0 +1,71 @@
+"""Kernels name what they call by its own name, never through a module (``fp8.to_e4m3``).
+
+Under ``torch.compile`` Inductor writes each user kernel's source into its own code, with the ``@triton.jit``
+functions and ``tl.constexpr`` globals it refers to copied in by name; a call through a module alias is not
+followed, and the kernel fails to compile there (``NameError: fp8 is not defined``: the delayed recipe's
+activation kernels, found on the H200 on 2026-12-02). The interpreter and an eager launch resolve the module and
+run, so only a traced GPU compile would see it: this test reads the kernels' source instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import textwrap
+
+import triton
+from triton.runtime.jit import KernelInterface
+
+import blockfuse.ops
+
+# Modules a kernel may reach through: Inductor's generated code imports these itself.
+ALLOWED_MODULES = {"triton", "triton.language"}
+
+
+def _jit_functions():
+    """``(module, name, function)``: the Python function of every jit function and kernel of ``blockfuse.ops``
+    (the compiled one's and the interpreter's)."""
+    for info in pkgutil.iter_modules(blockfuse.ops.__path__):
+        module = importlib.import_module(f"blockfuse.ops.{info.name}")
+        for name, value in vars(module).items():
+            jitted = False
+            for _ in range(3):  # (launch.Kernel wraps an Autotuner or a jit function; an Autotuner a jit function)
+                jitted = jitted or isinstance(value, KernelInterface)
+                value = getattr(value, "fn", None)
+                if inspect.isfunction(value):
+                    break
+            if jitted and inspect.isfunction(value) and value.__module__ == module.__name__:
+                yield module, name, value
+
+
+def module_references(source: str, namespace: dict) -> list[str]:
+    """``alias.attribute`` expressions in a jit function's body whose alias is a module of ``namespace`` (the
+    kernel's globals) other than Triton's own."""
+    tree = ast.parse(textwrap.dedent(source))
+    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
+    found = []
+    for statement in function.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                value = namespace.get(node.value.id)
+                if inspect.ismodule(value) and value.__name__ not in ALLOWED_MODULES:
+                    found.append(ast.unparse(node))
+    return found
+
+
+def test_the_check_finds_a_call_through_a_module():
+    import blockfuse.ops.fp8 as fp8
+
+    source = "def kernel(X):\n    y = fp8.to_e4m3(tl.load(X), 1.0, X)\n    tl.store(X, y)\n"
+    assert module_references(source, {"fp8": fp8, "tl": triton.language}) == ["fp8.to_e4m3"]
+    assert module_references(source.replace("fp8.", ""), {"fp8": fp8, "tl": triton.language}) == []
+
+
+def test_no_kernel_calls_through_a_module():
+    kernels = list(_jit_functions())
+    assert len(kernels) > 50, "expected blockfuse.ops's kernels and helpers"
+    offenders = {f"{module.__name__}.{name}": found for module, name, fn in kernels
+                 if (found := module_references(inspect.getsource(fn), fn.__globals__))}
+    assert not offenders, f"kernels calling through a module, which Inductor cannot compile: {offenders}"
