@@ -17,6 +17,7 @@ the host) and the bias gradient of a GEMM (:func:`column_sum`).
 from __future__ import annotations
 
 import functools
+import os
 from typing import NamedTuple
 
 import torch
@@ -73,7 +74,11 @@ GATED = tuple(name for name, activation in ACTIVATIONS.items() if activation.gat
 # instructions (benchmarks/kernel_stats.py). The interpreter cannot run PTX, so there they are plain
 # tl.exp2 and a division; Triton, too, decides between interpreter and compiler when a
 # kernel is defined (TRITON_INTERPRET must be set before Python starts).
-if interpreter_enabled():
+# BLOCKFUSE_FAST_MUFU=0 (read at import) gives the GPU the plain forms too, for A/B runs: torch 2.11's mutation
+# analysis of a user kernel cannot read inline asm and takes every tensor the kernel is given as written; the plain
+# forms did not change a compiled FP8 te-4layer step (benchmarks/NOTES.md, "Under torch.compile").
+FAST_MUFU = os.environ.get("BLOCKFUSE_FAST_MUFU", "1") != "0"
+if interpreter_enabled() or not FAST_MUFU:
 
     @triton.jit
     def fast_exp2(x):
