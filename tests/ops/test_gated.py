@@ -11,6 +11,9 @@ grads). A fused result may be at most about 2x as wrong as the baseline
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -556,3 +559,17 @@ FALLBACK_SCRIPT = textwrap.dedent(
 
 def test_cpu_without_interpreter_uses_the_reference():
     assert_runs_without_interpreter(FALLBACK_SCRIPT)
+
+
+@pytest.mark.parametrize("knob, inline", [(None, True), ("0", False)])
+def test_fast_mufu_knob_picks_the_activations_forms(knob, inline):
+    """``BLOCKFUSE_FAST_MUFU=0`` (read at import) gives the compiled kernels the plain exp2 and division; by default
+    they take the inline-asm MUFU forms (a fresh process without the interpreter: the choice is made at import)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "BLOCKFUSE_FAST_MUFU")}
+    if knob is not None:
+        env["BLOCKFUSE_FAST_MUFU"] = knob
+    code = ("import inspect, blockfuse.ops.activation as a; "
+            "print(a.FAST_MUFU, 'inline_asm' in inspect.getsource(a.fast_exp2.fn), "
+            "'inline_asm' in inspect.getsource(a.fast_rcp.fn))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(inline)] * 3
