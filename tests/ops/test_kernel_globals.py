@@ -1,4 +1,4 @@
-"""Kernels name what they call by its own name, never through a module (``fp8.to_e4m3``).
+"""Kernels name what they call by its own name: never through a module (``fp8.to_e4m3``), never renamed.
 
 Under ``torch.compile`` Inductor writes each user kernel's source into its own code, with the ``@triton.jit``
 functions and ``tl.constexpr`` globals it refers to copied in by name; a call through a module alias is not
@@ -40,27 +40,39 @@ def _jit_functions():
                 yield module, name, value
 
 
+def _body_nodes(source: str):
+    """Every AST node of a jit function's body (its decorators and signature left out)."""
+    tree = ast.parse(textwrap.dedent(source))
+    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
+    for statement in function.body:
+        yield from ast.walk(statement)
+
+
 def module_references(source: str, namespace: dict) -> list[str]:
     """``alias.attribute`` expressions in a jit function's body whose alias is a module of ``namespace`` (the
     kernel's globals) other than Triton's own."""
-    tree = ast.parse(textwrap.dedent(source))
-    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
-    found = []
-    for statement in function.body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                value = namespace.get(node.value.id)
-                if inspect.ismodule(value) and value.__name__ not in ALLOWED_MODULES:
-                    found.append(ast.unparse(node))
-    return found
+    return [ast.unparse(node) for node in _body_nodes(source)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and inspect.ismodule(value := namespace.get(node.value.id)) and value.__name__ not in ALLOWED_MODULES]
 
 
-def test_the_check_finds_a_call_through_a_module():
+def renamed_references(source: str, namespace: dict) -> list[str]:
+    """Names in a jit function's body bound to another jit function under a name not its own (``from m import f as
+    g``): Inductor writes ``def f`` into its code, and a call of ``g`` there finds nothing."""
+    return [f"{node.id} (def {inner.__name__})" for node in _body_nodes(source)
+            if isinstance(node, ast.Name) and isinstance(namespace.get(node.id), KernelInterface)
+            and inspect.isfunction(inner := getattr(namespace[node.id], "fn", None)) and inner.__name__ != node.id]
+
+
+def test_the_checks_find_a_call_through_a_module_and_a_renamed_call():
     import blockfuse.ops.fp8 as fp8
 
     source = "def kernel(X):\n    y = fp8.to_e4m3(tl.load(X), 1.0, X)\n    tl.store(X, y)\n"
     assert module_references(source, {"fp8": fp8, "tl": triton.language}) == ["fp8.to_e4m3"]
     assert module_references(source.replace("fp8.", ""), {"fp8": fp8, "tl": triton.language}) == []
+    renamed = source.replace("fp8.to_e4m3", "cast")
+    assert renamed_references(renamed, {"cast": fp8.to_e4m3, "tl": triton.language}) == ["cast (def to_e4m3)"]
+    assert renamed_references(source.replace("fp8.", ""), {"to_e4m3": fp8.to_e4m3}) == []
 
 
 def test_no_kernel_calls_through_a_module():
@@ -69,3 +81,9 @@ def test_no_kernel_calls_through_a_module():
     offenders = {f"{module.__name__}.{name}": found for module, name, fn in kernels
                  if (found := module_references(inspect.getsource(fn), fn.__globals__))}
     assert not offenders, f"kernels calling through a module, which Inductor cannot compile: {offenders}"
+
+
+def test_no_kernel_calls_a_jit_function_by_another_name():
+    offenders = {f"{module.__name__}.{name}": found for module, name, fn in _jit_functions()
+                 if (found := renamed_references(inspect.getsource(fn), fn.__globals__))}
+    assert not offenders, f"kernels calling a jit function by another name, which Inductor cannot compile: {offenders}"
