@@ -1,0 +1,51 @@
+"""benchmarks/graph_held.py: what a block's autograd graph keeps for its backward, eager against compiled."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from blockfuse.models import PRESETS, TransformerBlock
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("graph_held", REPO_ROOT / "benchmarks" / "graph_held.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_held_storages_finds_what_attention_and_the_linears_save_and_no_parameter():
+    """An eager block's graph keeps the input for the norm, q/k/v for attention and inputs for the Linear layers'
+    weight gradients: storages of the activations' size are found, and no parameter is among them."""
+    config = replace(PRESETS["standard"].config, d_model=32, n_heads=2, ffn_hidden=64)
+    block = TransformerBlock(config, "eager")
+    parameters = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    x = torch.randn(2, 8, 32, requires_grad=True)
+    held = _tool().held_storages(block(x), parameters)
+    assert held and not parameters & held.keys()
+    assert x.untyped_storage().data_ptr() in held  # the first norm keeps its input
+    nodes = {node for *_, node in held.values()}
+    assert any("Attention" in node for node in nodes) and any("Mm" in node or "Addmm" in node for node in nodes), nodes
+    assert all(nbytes > 0 for nbytes, *_ in held.values())
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_tool_compares_both_sides_of_an_fp8_block():
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT / "src")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "graph_held.py"), "te-4layer",
+                             "--linear", "fp8:delayed", "--shape", "1x16x64", "--ffn", "128", "--top", "3"],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines if "held for the backward" in line] == ["eager", "compiled"]
+    assert sum(line.startswith("  held by ") for line in lines) == 2
