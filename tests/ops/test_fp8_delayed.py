@@ -151,6 +151,28 @@ def test_a_delayed_layers_state_dict_is_a_linears(device):
     assert "recipe='delayed'" in repr(layer)
 
 
+@pytest.mark.parametrize("cast", ["bfloat16", "half", "to"])
+def test_a_delayed_model_cast_to_another_dtype_keeps_its_histories_in_fp32(cast, device):
+    """``blockfuse.fp8.convert(model, recipe="delayed").bfloat16()`` (the usual order) must not turn the amax
+    histories into bf16: the casts refuse them (they were a TypeError on the first call), and a bf16 round trip
+    would coarsen every scale. The histories stay fp32 and bit for bit what they were; the parameters take the
+    dtype; the model then trains."""
+    model = bf_fp8.convert(nn.Sequential(nn.Linear(32, 48), nn.GELU(), nn.Linear(48, 16)).to(device), recipe="delayed")
+    x = random_tensor((9, 32), torch.float32, device, seed=111)
+    model(x).sum().backward()  # amaxes in the histories (values a bf16 round trip would change)
+    before = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    assert before and all(b.dtype == torch.float32 for b in before.values())
+    dtype = {"bfloat16": torch.bfloat16, "half": torch.float16, "to": torch.bfloat16}[cast]
+    model = model.to(device, dtype) if cast == "to" else getattr(model, cast)()
+    assert all(p.dtype == dtype for p in model.parameters())
+    for name, buffer in model.named_buffers():
+        assert buffer.dtype == torch.float32 and buffer.device == before[name].device, name
+        assert torch.equal(buffer, before[name]), name
+    model(x.to(dtype)).float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == dtype for p in model.parameters())
+    assert not torch.equal(model[0].fp8_x_history, before["0.fp8_x_history"])  # the step rolled it
+
+
 def test_delayed_bad_arguments_raise_clear_errors(device):
     x, weight, bias = operands((7, 32), 16, torch.float32, device, seed=110)
     pair = (Float8Scaling.new(device=device), Float8Scaling.new(device=device))

@@ -74,6 +74,19 @@ class Float8Linear(nn.Linear):
             self.register_buffer(f"fp8_{role}_history", history, persistent=False)
             self.register_buffer(f"fp8_{role}_amax", amax, persistent=False)
 
+    def _apply(self, fn, recurse=True):
+        # NOTE: the delayed-scaling buffers stay fp32 when the model is cast (``model.bfloat16()``, ``.half()``,
+        # ``.to(dtype)``), which the casts need (an amax history in bf16 would also coarsen every scale): they
+        # follow a move to another device, and a dtype change is undone from the fp32 original, not rounded back.
+        kept = {name: buffer for name, buffer in self._buffers.items()
+                if name.startswith("fp8_") and buffer is not None}
+        super()._apply(fn, recurse)
+        for name, old in kept.items():
+            new = self._buffers[name]
+            if new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(device=new.device)
+        return self
+
     def fp8_scaling(self) -> tuple[Float8Scaling, Float8Scaling]:
         """Recipe "delayed": ``(x_state, grad_state)``, the layer's own histories (updated in place by each call)."""
         if self.recipe != "delayed":
