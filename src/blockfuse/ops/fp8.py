@@ -68,6 +68,7 @@ autograd Function; the public functionals; the references.
 from __future__ import annotations
 
 import functools
+import sys
 
 from typing import Callable, NamedTuple, Optional
 
@@ -977,7 +978,7 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, kn
     ``known``: the cache entry the forward found (:func:`weight_cache_entry`), for a backward whose ``weight`` is
     another tensor object than the forward's (an alias of the same parameter, as saved-tensor hooks unpack it),
     which carries no cache of its own: used where its key still matches."""
-    if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
+    if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference() or _fsdp2_active():
         return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
     key = (weight.data_ptr(), weight._version, tuple(weight.shape), weight.dtype, weight.device, rowwise)
     entry = getattr(weight, _CACHE_ATTRIBUTE, None) or known
@@ -1004,6 +1005,29 @@ def _dgrad_operands(weight: Tensor, rowwise: bool, cache: bool, wt_q: Optional[T
     return wt_q, wt_s
 
 
+_FSDP2_SEEN = [0, False]  # (the composable-state mapping's size when last looked at, whether it held an FSDP2 state)
+
+
+def _fsdp2_active() -> bool:
+    """True once FSDP2 (``fully_shard``) manages a module in this process.
+
+    NOTE: FSDP2 gathers a sharded parameter into the same unsharded tensor every step and copies the data in under
+    ``torch.autograd._unsafe_preserve_version_counter`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py), so
+    after an optimizer step the weight can have new values at the same address with the same version: the weight
+    cache's key cannot tell, and on a CPU run of two ranks 3-4 of 24 forward calls took a cast from before the
+    optimizer step (tests/models/test_fsdp.py). Under FSDP2 every forward casts its weights (as torchao does). Read
+    from torch's registry of composable states (private, present in torch 2.6-2.13); the answer is looked up again
+    only when the registry's size changes."""
+    state = sys.modules.get("torch.distributed._composable_state")
+    mapping = getattr(state, "_module_state_mapping", None)
+    if not mapping:
+        return False
+    size = len(mapping)
+    if size != _FSDP2_SEEN[0]:
+        _FSDP2_SEEN[:] = [size, any(type(ref()).__name__ == "FSDPState" for ref in list(mapping.values()))]
+    return _FSDP2_SEEN[1]
+
+
 def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
     """The forward's cache entry of ``weight`` (its e4m3 cast and the key it holds for), for the backward to find
     through :func:`_dgrad_operands`' ``known``. NOTE: the backward's weight comes from ``ctx.saved_tensors``; under
@@ -1013,7 +1037,7 @@ def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
     ``benchmarks/NOTES.md``, "The weights cast twice a step"). Kept on the ctx, the entry is a reference to the cast
     the parameter keeps anyway; its key is checked against the backward's weight. None while anything traces (the
     cache is eager's)."""
-    if not cache or torch.compiler.is_compiling() or tracing():
+    if not cache or torch.compiler.is_compiling() or tracing() or _fsdp2_active():
         return None
     return getattr(weight, _CACHE_ATTRIBUTE, None)
 
