@@ -394,3 +394,26 @@ def load_benchmark(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class CastProbe:
+    """Wraps ``ops.fp8._weight_operands`` (every FP8 layer's weight casts, kept between calls while the weight is
+    unchanged) and checks each cast it hands out against a fresh cast of the weight as it is at that call:
+    ``calls`` and ``stale`` count them. ``restore()`` puts the original back (a test in this process)."""
+
+    def __init__(self):
+        import blockfuse.ops.fp8 as fp8
+
+        self.fp8, self.original, self.calls, self.stale = fp8, fp8._weight_operands, 0, 0
+        fp8._weight_operands = self
+
+    def __call__(self, weight, rowwise, dgrad, cache, known=None):
+        operands = self.original(weight, rowwise, dgrad, cache, known)
+        fresh = self.original(weight, rowwise, False, False)
+        self.calls += 1
+        self.stale += not (torch.equal(operands[0].view(torch.uint8), fresh[0].view(torch.uint8))
+                           and torch.equal(operands[1], fresh[1]))
+        return operands
+
+    def restore(self) -> None:
+        self.fp8._weight_operands = self.original

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,15 +12,9 @@ import pytest
 import torch
 
 from blockfuse.models import PRESETS, TransformerBlock
+from tests.helpers import load_benchmark
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("graph_held", REPO_ROOT / "benchmarks" / "graph_held.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_held_storages_finds_what_attention_and_the_linears_save_and_no_parameter():
@@ -31,7 +24,7 @@ def test_held_storages_finds_what_attention_and_the_linears_save_and_no_paramete
     block = TransformerBlock(config, "eager")
     parameters = {p.untyped_storage().data_ptr() for p in block.parameters()}
     x = torch.randn(2, 8, 32, requires_grad=True)
-    held = _tool().held_storages(block(x), parameters)
+    held = load_benchmark("graph_held").held_storages(block(x), parameters)
     assert held and not parameters & held.keys()
     assert x.untyped_storage().data_ptr() in held  # the first norm keeps its input
     nodes = {node for *_, node in held.values()}

@@ -11,6 +11,7 @@ import torch
 
 from blockfuse.runtime import interpreter_enabled
 from tests import multiprocess
+from tests.helpers import CastProbe
 
 pytestmark = pytest.mark.skipif(not (multiprocess.on_gpus() or interpreter_enabled()),
                                 reason="the kernels: two GPUs, or on CPU TRITON_INTERPRET=1 set before Python starts")
@@ -33,25 +34,6 @@ def _train(model, batches, probe, parameters):
     return losses
 
 
-class _CastProbe:
-    """Wraps ``ops.fp8._weight_operands`` (every FP8 layer's weight casts, cached between calls while the weight is
-    unchanged) and checks each cast it hands out against a fresh cast of the weight as it is at that call."""
-
-    def __init__(self):
-        import blockfuse.ops.fp8 as fp8
-
-        self.fp8, self.original, self.calls, self.stale = fp8, fp8._weight_operands, 0, 0
-        fp8._weight_operands = self
-
-    def __call__(self, weight, rowwise, dgrad, cache, known=None):
-        operands = self.original(weight, rowwise, dgrad, cache, known)
-        fresh = self.original(weight, rowwise, False, False)
-        self.calls += 1
-        self.stale += not (torch.equal(operands[0].view(torch.uint8), fresh[0].view(torch.uint8))
-                           and torch.equal(operands[1], fresh[1]))
-        return operands
-
-
 def _worker(rank, preset, mixed=False, fp8=None):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -66,7 +48,7 @@ def _worker(rank, preset, mixed=False, fp8=None):
         import blockfuse.fp8
 
         blockfuse.fp8.convert(model, recipe=fp8)
-        probe_casts = _CastProbe()
+        probe_casts = CastProbe()
     g = torch.Generator().manual_seed(5)
     batches = [torch.randn(4, 9, 64, generator=g).to(device) for _ in range(STEPS)]  # the global batch
     probe = torch.randn(4, 9, 64, generator=g).to(device)
@@ -130,10 +112,10 @@ def test_fused_stack_under_fsdp2_with_bf16_mixed_precision(runs):
 def test_fp8_layers_under_fsdp2_cast_each_steps_weights(runs):
     """FP8 Linear layers (rowwise) in a sharded stack: every forward's weight cast is the cast of the weight FSDP2
     gathered for that call, never one kept from before an optimizer step (FSDP2 writes the gathered weights under
-    their old version counter, the weight cache's key: 3-4 of 24 calls were stale before ops/fp8.py's
-    _fsdp2_active); and the run follows one process within FP8's error (measured on the CPU interpreter: the Linear
-    weights 1.3e-3 of their largest element after three steps, the norms' biases, which start at zero, 4.3e-2; the
-    weight gradients' per-column scales span a rank's tokens, not the whole batch's)."""
+    their old version counter: 3-4 of 24 calls were stale until the optimizer steps taken became part of the weight
+    cache's key, ops/fp8.py's _OPTIMIZER_STEPS); and the run follows one process within FP8's error (measured on the
+    CPU interpreter: the Linear weights 1.3e-3 of their largest element after three steps, the norms' biases, which
+    start at zero, 4.3e-2; the weight gradients' per-column scales span a rank's tokens, not the whole batch's)."""
     for rank, result in enumerate(runs("standard", False, "rowwise")):
         assert result["casts"]["calls"] >= 2 * STEPS * 4 and result["casts"]["stale"] == 0, (rank, result["casts"])
         linear = {name: error for name, error in result["params"].items() if "proj.weight" in name}

@@ -18,7 +18,7 @@ from torch import nn
 import blockfuse
 from blockfuse.nn import Float8Linear
 from blockfuse.ops import fp8 as fp8_ops
-from tests.helpers import assert_compiles_like_eager, random_tensor, relative_error
+from tests.helpers import CastProbe, assert_compiles_like_eager, random_tensor, relative_error
 from tests.ops.test_fp8 import FORWARD_BOUND, assert_within, forward_bound, skip_unless_compiled_rowwise_runs
 
 
@@ -121,6 +121,30 @@ def test_recompute_activation_reaches_the_layer_and_its_op(device, monkeypatch):
     x = random_tensor((3, 5, 64), seed=6).to(device)
     up(x, activation="gelu_tanh")
     assert calls == [True]
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw-foreach", "adamw-fused"])
+def test_every_forward_casts_the_weights_the_optimizer_left(optimizer, recipe, device):
+    """The weight casts kept between calls are dropped by every optimizer step. A fused optimizer
+    (``AdamW(fused=True)``, Hugging Face Trainer's default) writes the weights in place without bumping their version
+    counter, the key the cache had alone: each later step then ran on the first step's weights. Two micro-batches a
+    step (the second reuses the first's casts), three steps; every cast handed out checked against a fresh one."""
+    layers = nn.Sequential(nn.Linear(32, 48), nn.GELU(), nn.Linear(48, 16)).to(device)
+    model = blockfuse.fp8.convert(layers, recipe=recipe)
+    kind = {"sgd": (torch.optim.SGD, {"lr": 0.5}), "adamw-foreach": (torch.optim.AdamW, {"lr": 0.05, "foreach": True}),
+            "adamw-fused": (torch.optim.AdamW, {"lr": 0.05, "fused": True})}[optimizer]
+    step = kind[0](model.parameters(), **kind[1])
+    probe = CastProbe()
+    try:
+        for i in range(3):
+            for j in range(2):
+                model(random_tensor((9, 32), torch.float32, device, seed=10 * i + j)).square().mean().backward()
+            step.step()
+            step.zero_grad()
+    finally:
+        probe.restore()
+    assert probe.calls >= 3 * 2 * 2 and probe.stale == 0, (probe.calls, probe.stale)  # (and the backward's, tensorwise)
 
 
 def test_convert_filter_and_a_bare_linear(device):

@@ -68,7 +68,6 @@ autograd Function; the public functionals; the references.
 from __future__ import annotations
 
 import functools
-import sys
 
 from typing import Callable, NamedTuple, Optional
 
@@ -78,6 +77,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_wait
 from torch import Tensor
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from blockfuse.ops.launch import (
     Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
@@ -956,6 +956,20 @@ def roll_amax_history(history: Tensor, amax: Tensor) -> None:
 # ----------------------------------------------------------------------------------------
 
 _CACHE_ATTRIBUTE = "_blockfuse_fp8_casts"
+# torch.optim steps taken in this process (every optimizer's, counted by a global step hook): part of the kept casts'
+# key. NOTE: a version counter alone misses two updates that write a weight in place: the fused optimizers
+# (torch.optim.AdamW(fused=True), the default of Hugging Face's Trainer: its _fused_adamw_ left the version at 0 on
+# torch 2.13), and FSDP2, which gathers each step's weights into the same unsharded tensor under
+# torch.autograd._unsafe_preserve_version_counter (3-4 of 24 forward calls of a sharded FP8 stack took a cast from
+# before the optimizer step: tests/models/test_fsdp.py).
+_OPTIMIZER_STEPS = [0]
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    _OPTIMIZER_STEPS[0] += 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
 
 
 def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, known: Optional[tuple] = None):
@@ -964,10 +978,11 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, kn
     cast.
 
     NOTE: eagerly (``cache``, no tracing) the forward's cast is kept on the weight tensor, keyed on its storage
-    pointer and version counter: the calls of one step (gradient-accumulation micro-batches, a checkpointed
-    forward run again, every call at inference) reuse it, and any in-place update (an optimizer step,
-    ``load_state_dict``, ``weight.add_``) bumps the version and invalidates it. An update through ``weight.data``
-    is not seen (``.data`` has a version counter of its own): call :func:`clear_weight_cache` after one. The cost:
+    pointer, its version counter and the count of ``torch.optim`` steps taken (``_OPTIMIZER_STEPS``): the calls of
+    one step (gradient-accumulation micro-batches, a checkpointed forward run again, every call at inference) reuse
+    it, and any optimizer step or in-place update (``load_state_dict``, ``weight.add_``) invalidates it. An update
+    that bumps no version outside a ``torch.optim`` optimizer (through ``weight.data``, which has a version counter
+    of its own, or by a custom update kernel) is not seen: call :func:`clear_weight_cache` after one. The cost:
     the cast stays alive between steps, 1 byte a parameter. The transpose is then not made here, nor kept from
     the forward to the backward: the backward makes it (:func:`_dgrad_operands`) and drops it after its GEMM, so
     the step's peak (the start of the backward, every layer's activations kept) holds one of them, not one a layer
@@ -978,9 +993,10 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, kn
     ``known``: the cache entry the forward found (:func:`weight_cache_entry`), for a backward whose ``weight`` is
     another tensor object than the forward's (an alias of the same parameter, as saved-tensor hooks unpack it),
     which carries no cache of its own: used where its key still matches."""
-    if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference() or _fsdp2_active():
+    if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
         return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
-    key = (weight.data_ptr(), weight._version, tuple(weight.shape), weight.dtype, weight.device, rowwise)
+    key = (weight.data_ptr(), weight._version, _OPTIMIZER_STEPS[0], tuple(weight.shape), weight.dtype, weight.device,
+           rowwise)
     entry = getattr(weight, _CACHE_ATTRIBUTE, None) or known
     if entry is None or entry[0] != key:
         setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale cast goes before the new one is made
@@ -1005,29 +1021,6 @@ def _dgrad_operands(weight: Tensor, rowwise: bool, cache: bool, wt_q: Optional[T
     return wt_q, wt_s
 
 
-_FSDP2_SEEN = [0, False]  # (the composable-state mapping's size when last looked at, whether it held an FSDP2 state)
-
-
-def _fsdp2_active() -> bool:
-    """True once FSDP2 (``fully_shard``) manages a module in this process.
-
-    NOTE: FSDP2 gathers a sharded parameter into the same unsharded tensor every step and copies the data in under
-    ``torch.autograd._unsafe_preserve_version_counter`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py), so
-    after an optimizer step the weight can have new values at the same address with the same version: the weight
-    cache's key cannot tell, and on a CPU run of two ranks 3-4 of 24 forward calls took a cast from before the
-    optimizer step (tests/models/test_fsdp.py). Under FSDP2 every forward casts its weights (as torchao does). Read
-    from torch's registry of composable states (private, present in torch 2.6-2.13); the answer is looked up again
-    only when the registry's size changes."""
-    state = sys.modules.get("torch.distributed._composable_state")
-    mapping = getattr(state, "_module_state_mapping", None)
-    if not mapping:
-        return False
-    size = len(mapping)
-    if size != _FSDP2_SEEN[0]:
-        _FSDP2_SEEN[:] = [size, any(type(ref()).__name__ == "FSDPState" for ref in list(mapping.values()))]
-    return _FSDP2_SEEN[1]
-
-
 def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
     """The forward's cache entry of ``weight`` (its e4m3 cast and the key it holds for), for the backward to find
     through :func:`_dgrad_operands`' ``known``. NOTE: the backward's weight comes from ``ctx.saved_tensors``; under
@@ -1037,14 +1030,15 @@ def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
     ``benchmarks/NOTES.md``, "The weights cast twice a step"). Kept on the ctx, the entry is a reference to the cast
     the parameter keeps anyway; its key is checked against the backward's weight. None while anything traces (the
     cache is eager's)."""
-    if not cache or torch.compiler.is_compiling() or tracing() or _fsdp2_active():
+    if not cache or torch.compiler.is_compiling() or tracing():
         return None
     return getattr(weight, _CACHE_ATTRIBUTE, None)
 
 
 def clear_weight_cache(weight: Tensor) -> None:
-    """Forgets the FP8 casts kept for ``weight`` (see :func:`fp8_linear`): needed only after an update
-    that bypasses the version counter (``weight.data.copy_(...)``)."""
+    """Forgets the FP8 casts kept for ``weight`` (see :func:`fp8_linear`): needed only after an update that
+    bumps no version counter and is not a ``torch.optim`` step (``weight.data.copy_(...)``, a custom update kernel);
+    every optimizer step drops every kept cast itself (:func:`_weight_operands`)."""
     if getattr(weight, _CACHE_ATTRIBUTE, None) is not None:
         setattr(weight, _CACHE_ATTRIBUTE, None)
 
