@@ -155,22 +155,20 @@ def convert(model: nn.Module, recipe: str = "tensorwise", *,
     same parameters, and returns the model (the new module when ``model`` is itself a Linear).
 
     ``filter(module, name)``: convert only the Linear layers it returns True for (``name``: the layer's
-    qualified name in ``model``, as ``named_modules`` gives it). ``recompute_activation``: each layer's
+    qualified name in ``model``, as ``named_modules`` gives it). ``recompute_activation``: given to each layer
     (:class:`Float8Linear`): a fused block's tensorwise MLP then keeps no pre-activation (recomputed in the
-    backward). Layers whose in_features or out_features
-    is not a multiple of 16 are left as they are (``torch._scaled_mm`` cannot take them; an LM head over a
-    vocabulary of 50257, say): they are logged at INFO level. Float8Linear layers are left as they are; a
+    backward). Layers whose in_features or out_features is not a multiple of 16 are left as they are
+    (``torch._scaled_mm`` cannot take them; an LM head over a vocabulary of 50257, say): they are logged at INFO
+    level. Float8Linear layers are left as they are; a
     Linear reached twice (shared) becomes one Float8Linear.
 
-    Design note, the fused blocks (the next part of issue 18): ``convert`` swaps layers and nothing more.
-    A norm or an activation that writes its output in e4m3 with the recipe's scale (rowwise: the amax of
-    each row, taken in the kernel that normalizes the row; tensorwise: one scale for the whole output,
-    however that kernel gets it) hands ``(x_fp8, x_scale)`` to ``Float8Linear.forward(x_fp8, x_scale)``,
-    which then skips its own cast of x; a blockfuse block that wants this calls its norm with the FP8
-    output option and passes both to its projections. An FP8 tensor cannot carry a gradient through autograd (the engine
-    casts a gradient to its input's dtype: FP8 without a scale), so in such a block the norm and the
-    projections reading its output share one autograd Function, which sums the projections' input
-    gradients in high precision and hands them to the norm's backward.
+    In blockfuse's fused blocks the converted layers take more than their input: each norm before a projection
+    writes its output in e4m3 with the layer's scale (rowwise, delayed) or folds its amax (tensorwise), and the
+    MLP's activation does the same for the down projection, so a layer skips its own cast pass
+    (``Float8Linear.forward``'s ``x_scale`` / ``proxy`` / ``x_amax``). An FP8 tensor cannot carry a gradient through
+    autograd (the engine would cast the gradient to FP8 without a scale), so the norm's Function also returns a
+    stand-in of the output's shape and no storage (``proxy``) that takes the projection's input gradient in high
+    precision (:func:`blockfuse.ops.fp8.fp8_linear_quantized`).
     """
     _check_recipe(recipe)
     if not isinstance(model, nn.Module):
