@@ -387,6 +387,20 @@ def test_the_rolls_by_programmatic_dependent_launch_change_no_bit(form, device, 
         assert any(launched) and not all(launched), launched  # both ways were launched
 
 
+def test_traced_launches_take_no_programmatic_launch_branch(monkeypatch):
+    """While torch.compile traces, the producers and the roll take their non-PDL branch (Inductor launches
+    without PDL; triton 3.6's ``gdc_*`` are impure inline asm, which makes torch take every input of the kernel
+    as written), and eagerly on a card with PDL they take it: one decision for both sides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(fp8._roll_kernel, "_interpreted", False)  # as on a GPU
+    monkeypatch.setattr(launch, "_has_pdl", lambda index: True)
+    with FakeTensorMode():
+        traced = fp8.roll_pdl(torch.empty(4, device="cuda"))
+    eager = fp8.roll_pdl(mock.Mock(spec=torch.Tensor, is_cuda=True, get_device=lambda: 0))
+    assert (traced, eager) == (False, True)
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("n", tuple(sorted({760, TAIL_WIDTH})))
 def test_values_past_the_history_saturate(n, device):
