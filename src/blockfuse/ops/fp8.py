@@ -1095,17 +1095,27 @@ def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_d
 
 def _transposed(q: Tensor, pad: int) -> Tensor:
     """An FP8 (M, K) as (K, MP) row-major, MP = M rounded up to ``pad``, zero past column M: by
-    :func:`_transpose_bytes_kernel` where the kernels run eagerly, else (the references, traced calls) by PyTorch."""
-    m, k = q.shape
-    if use_triton(q) and q.stride(1) == 1 and not (torch.compiler.is_compiling() or tracing()):
-        mp = round_up(m, pad)
-        out = torch.empty((k, mp), dtype=torch.uint8, device=q.device)
-        block, num_warps = TRANSPOSE_TILE
-        if k > 0 and mp > 0:
-            _transpose_kernel((cdiv(mp, block), cdiv(k, block)), q.view(torch.uint8), out, q.stride(0), m, k, mp,
-                              BLOCK=block, num_warps=num_warps)
-        return out.view(q.dtype)
+    :func:`_transpose_bytes_kernel` where the kernels run, eagerly and traced, else (the references) by PyTorch.
+
+    NOTE: traced, the PyTorch form became an Inductor kernel of its own, not fused into anything: te-4layer's
+    compiled FP8 step spent 3.0 ms in 12 of them (`triton_poi_fused_clone_t_view_*`, 0.19-0.38 ms for 32-64 MiB)
+    where the eager step's 16 byte transposes took 0.12 ms (benchmarks/results/fp8/22-traced-transpose-2026-12-02-h200/)."""
+    if use_triton(q) and q.stride(1) == 1:
+        return _fp8_transpose(q.view(torch.uint8), pad).view(q.dtype)
     return _transposed_ref(q, pad)
+
+
+@launcher_op("fp8_transpose")
+def _fp8_transpose(bits: Tensor, pad: int) -> Tensor:
+    """:func:`_transposed` of FP8 bytes (uint8: the interpreter's fake tensors and Inductor move those)."""
+    m, k = bits.shape
+    mp = round_up(m, pad)
+    out = bits.new_empty((k, mp))
+    block, num_warps = TRANSPOSE_TILE
+    if k > 0 and mp > 0:
+        _transpose_kernel((cdiv(mp, block), cdiv(k, block)), bits, out, bits.stride(0), m, k, mp,
+                          BLOCK=block, num_warps=num_warps)
+    return out
 
 
 def _transposed_ref(q: Tensor, pad: int) -> Tensor:
