@@ -14,7 +14,7 @@ import torch
 import blockfuse.fp8
 import blockfuse.nn.fp8 as nn_fp8
 import blockfuse.ops.fp8 as fp8_ops
-from blockfuse.models import PRESETS, TransformerBlock
+from blockfuse.models import PRESETS, TransformerBlock, named_gradients
 import blockfuse.models.blocks as blocks_module
 from blockfuse.models.blocks import convert
 from tests.helpers import relative_error
@@ -36,8 +36,6 @@ def blocks(preset: str, recipe: str, device: str = "cpu", **overrides):
 def step_and_fp32_gradients(eager, device, seed: int):
     """``(x, dy, reference)``: a bf16 input and output gradient (seeds ``seed``, ``seed + 1``) of the tests' [2, 16, 64]
     step, and the fp32 copy of the eager block's gradients for them (input's under "x", then every parameter's)."""
-    from blockfuse.models import named_gradients
-
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(seed)).bfloat16().to(device)
     dy = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(seed + 1)).bfloat16().to(device)
     oracle = copy.deepcopy(eager).float()
@@ -113,8 +111,6 @@ def test_training_through_the_norms_fp8_outputs(preset, monkeypatch, device, req
     bf16 norm output in each layer: output, input gradient and every parameter gradient within FP8's error, and
     no further from fp32 than the casting block."""
     from blockfuse.models import fused as fused_module
-    from blockfuse.models import named_gradients
-
     eager, _, fused_fp8 = blocks(preset, "rowwise", device)
     x, dy, reference = step_and_fp32_gradients(eager, device, seed=6)
 
@@ -153,8 +149,6 @@ def test_tensorwise_blocks_fold_the_amaxes_of_their_casts(mlp, monkeypatch, fp8_
     from the norm's statistics, ops/norm.py's cast_again, normalizes with the forward's statistics and is tested on
     its own, test_norm_cast_again_*.)"""
     from blockfuse.models import fused as fused_module
-    from blockfuse.models import named_gradients
-
     monkeypatch.setattr(blocks_module, "cast_again", lambda y, amax, bias: None)
     _, _, fused_fp8 = blocks("te-4layer", "tensorwise", device, mlp=mlp)
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(8)).bfloat16().to(device)
@@ -258,8 +252,6 @@ def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, d
     block, olmo2-1b's, feeds its QKV layer the block's input, which nothing else keeps: its layers keep their
     casts.)"""
     from blockfuse.models import fused as fused_module
-    from blockfuse.models import named_gradients
-
     eager, _, fused_fp8 = blocks("te-4layer", "tensorwise", device)
     x, dy, reference = step_and_fp32_gradients(eager, device, seed=11)
 
@@ -355,15 +347,22 @@ def test_fused_delayed_block_compiles_fullgraph(preset):
                     if name in start:
                         buffer.copy_(start[name])
             leaf = x.clone().requires_grad_()
+            fused.zero_grad(set_to_none=True)
             out = run(leaf)
             out.float().sum().backward()
             results.append((out.detach(), leaf.grad, {name: buffer.clone() for name, buffer in fused.named_buffers()
-                                                      if "history" in name}))
+                                                      if "history" in name},
+                            named_gradients(fused)))
     finally:
         torch._dynamo.reset()
-    (out, grad, histories), (compiled_out, compiled_grad, compiled_histories) = results
+    (out, grad, histories, weights), (compiled_out, compiled_grad, compiled_histories, compiled_weights) = results
     assert torch.equal(out, compiled_out)
     assert relative_error(compiled_grad, x32.grad) < 1.1 * relative_error(grad, x32.grad) + 1e-3
+    # the weight gradients, whose x operands the traced graph makes again in the backward (fp8.Recast), as eagerly
+    reference = named_gradients(oracle)
+    for name, weight_grad in weights.items():
+        assert (relative_error(compiled_weights[name], reference[name])
+                < 1.1 * relative_error(weight_grad, reference[name]) + 1e-3), name
     for name, history in histories.items():
         if "x_history" in name:
             assert torch.equal(compiled_histories[name], history), name

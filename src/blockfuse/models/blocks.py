@@ -146,14 +146,16 @@ class TransformerBlock(nn.Module):
         # the projection's weight gradient casts y^T again from the norm's input (norm.cast_again_quantized).
         fp8 = isinstance(self.attn, FusedAttention) and fp8_input_recipe(self.attn.qkv_proj, residual)
         if fp8 == "delayed":
-            state = self.attn.qkv_proj.fp8_scaling()[0]
+            state, recast = self.attn.qkv_proj.fp8_scaling()[0], []  # (recast: the traced x_cast, if any)
             if branch is None:
-                h0, ((q, scale, proxy), _) = residual, _norm_fp8(self.attn_norm, residual, scaling=state)
+                h0, ((q, scale, proxy), _) = residual, _norm_fp8(self.attn_norm, residual, scaling=state,
+                                                                 recast=recast)
             else:
-                (q, scale, proxy), h0 = _norm_fp8(self.attn_norm, branch, residual, "pre", p, training, state)
+                (q, scale, proxy), h0 = _norm_fp8(self.attn_norm, branch, residual, "pre", p, training, state,
+                                                  recast)
             del residual, branch
-            x_cast = None if proxy is None else cast_again_quantized(proxy, scale,
-                                                                     getattr(self.attn_norm, "bias", None))
+            x_cast = recast[0] if recast else None if proxy is None else cast_again_quantized(
+                proxy, scale, getattr(self.attn_norm, "bias", None))
             with _with_kept_storages(q, proxy):  # (the output projection then keeps attention's output)
                 attended = self.attn(q, padding_mask, scale, proxy, x_cast=x_cast)
             del q, proxy, x_cast
@@ -191,11 +193,12 @@ class TransformerBlock(nn.Module):
             del attended, h0
             return h, self.ffn(*normed)
         if fp8 == "delayed":
-            inner = self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1
+            inner, recast = self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, []
             (q, scale, proxy), h = _norm_fp8(self.ffn_norm, attended, h0, "pre", p, training,
-                                             inner.fp8_scaling()[0])
+                                             inner.fp8_scaling()[0], recast)
             del attended, h0
-            x_cast = None if proxy is None else cast_again_quantized(proxy, scale, getattr(self.ffn_norm, "bias", None))
+            x_cast = recast[0] if recast else None if proxy is None else cast_again_quantized(
+                proxy, scale, getattr(self.ffn_norm, "bias", None))
             return h, self.ffn(q, scale, proxy, x_cast=x_cast)
         if fp8 == "tensorwise":
             (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training)

@@ -18,6 +18,7 @@ from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.models.saved_hooks import _without_saved_rotated_qk
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.activation import ACTIVATIONS
+from blockfuse.ops.fp8 import Recast, heads_transposed_cast
 from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
@@ -88,16 +89,17 @@ def _delayed_pair(inner: nn.Module, outer: nn.Module) -> bool:
 
 
 def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
-              training: bool = True, scaling=None):
+              training: bool = True, scaling=None, recast: Optional[list] = None):
     """:func:`_norm` with the output for one rowwise FP8 projection: ``((q, scale, proxy), stream)``
     (:func:`blockfuse.ops.norm.norm_for_fp8_projection`; pass all three to the :class:`Float8Linear`).
-    ``scaling``: tensorwise instead, with this delayed-scaling state (a ``"delayed"`` projection's x history)."""
+    ``scaling``: tensorwise instead, with this delayed-scaling state (a ``"delayed"`` projection's x history);
+    ``recast``: a list that a traced call appends the projection's ``x_cast`` to (norm_for_fp8_projection's)."""
     if isinstance(module, blockfuse.nn.LayerNorm):
         return norm_for_fp8_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training, False,
-                                       fp8_scaling=scaling)
+                                       fp8_scaling=scaling, recast=recast)
     if isinstance(module, blockfuse.nn.RMSNorm):
         return norm_for_fp8_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
-                                       module.cast_before_weight, fp8_scaling=scaling)
+                                       module.cast_before_weight, fp8_scaling=scaling, recast=recast)
     raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's has no FP8 output")
 
 
@@ -208,13 +210,15 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         return rotary_half_tables(self.config.head_size, self.max_seq_len, self.config.rope_theta)
 
     def attend(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
-               x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None, x_cast=None) -> Tensor:
+               x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None, x_cast=None,
+               heads_out: Optional[list] = None) -> Tensor:
         """Attention before the output projection: (batch, seq, q_width) for x (batch, seq, d_model)
         (under tensor parallelism, this rank's heads: q_width / shards). ``x_scale`` / ``x_proxy``: x is the
         e4m3 output of the norm before it with these rowwise scales and its stand-in for autograd
         (:func:`_norm_fp8`), for an FP8 QKV projection; ``x_amax``: x's amax, folded by the norm before it
         (:func:`_norm_amax`), for a tensorwise one, and ``x_cast`` the function that makes x^T's cast again for its
-        weight gradient (``blockfuse.ops.norm.cast_again``)."""
+        weight gradient (``blockfuse.ops.norm.cast_again``). ``heads_out``: a list to which attention's output is
+        appended as attention returned it, (batch, heads, seq, head_dim)."""
         cfg = self.config
         batch, seq, _ = x.shape
         heads, kv_heads = cfg.n_heads // self.shards, cfg.kv_heads // self.shards  # this rank's
@@ -265,6 +269,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         with saving:
             out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
                           native_gqa=NATIVE_GQA)
+        if heads_out is not None:
+            heads_out.append(out)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])
 
     def _own_qk_norms(self) -> bool:
@@ -290,6 +296,14 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
                 x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,
                 x_cast=None) -> Tensor:  # x: (batch, seq, d)
+        if (torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear) and self.o_proj.recipe == "delayed"
+                and torch.is_grad_enabled()):
+            # Traced, the output projection keeps nothing of its input but its scale: its weight gradient casts
+            # attention's output (which attention keeps for its backward) again, as eagerly (fp8.Recast; eagerly
+            # blockfuse's saved-tensor hooks tell the layer that its input is kept anyway).
+            heads = []
+            attended = self.attend(x, padding_mask, x_scale, x_proxy, x_amax, x_cast, heads)
+            return self.o_proj(attended, x_cast=Recast(heads_transposed_cast, (), (heads[0],)))
         return self.o_proj(self.attend(x, padding_mask, x_scale, x_proxy, x_amax, x_cast))
 
 
@@ -368,7 +382,8 @@ class FusedFeedForward(_StackedLinear):
             # Both layers delayed: the activation writes the down projection's input in e4m3 with that layer's x
             # history, and (eagerly) the down projection's weight gradient casts act^T again from pre.
             q, scale, proxy = act_fp8_delayed(pre, mlp, outer.fp8_scaling()[0], sole_consumer=True)
-            return outer(q, scale, proxy, x_cast=None if proxy is None else cast_again_quantized(proxy, scale))
+            x_cast = None if proxy is None else cast_again_quantized(proxy, scale, pre, mlp)
+            return outer(q, scale, proxy, x_cast=x_cast)
         if mlp == "gelu_tanh":
             return outer(F.gelu(pre, approximate="tanh"))
         gated = swiglu if mlp == "swiglu" else geglu

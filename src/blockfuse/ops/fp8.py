@@ -791,10 +791,23 @@ def column_partials(like: Tensor, programs: int, n: int, sum_dtype: Optional[tor
 def transposed_cast_with_scale(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tensor]:
     """``(xt, scale)``: x (M, N) high precision, transposed and cast to e4m3 with a given 0-d ``scale`` (that of an
     earlier delayed cast of x: the same values transposed), ``(N, MP)``, MP = M rounded up to ``pad``, zero past
-    column M. One pass (:func:`_fp8_cast_kernel`'s GIVEN_SCALE); eager only: no op of its own (a traced layer keeps
-    its operand instead: fp8_linear's ``keep_hp`` is eager only)."""
+    column M. One pass (:func:`_fp8_cast_kernel`'s GIVEN_SCALE; an op, which a traced backward records)."""
     if not use_triton(x):
         return _transposed_ref(_cast_ref(x.float(), scale, torch.float8_e4m3fn), pad), scale.clone()
+    return _fp8_cast_t_given(x, scale, pad)
+
+
+def heads_transposed_cast(out: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`transposed_cast_with_scale` of attention's output ``out`` (batch, heads, seq, head_dim) as the output
+    projection takes it, (batch * seq, heads * head_dim): a :class:`Recast`'s ``fn`` (models/fused.py)."""
+    batch, heads, seq, head_dim = out.shape
+    return transposed_cast_with_scale(out.transpose(1, 2).reshape(batch * seq, heads * head_dim), scale,
+                                      GEMM_MULTIPLE)
+
+
+@launcher_op("fp8_cast_t_given")
+def _fp8_cast_t_given(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tensor]:
+    """:func:`transposed_cast_with_scale` by the kernel."""
     m, n = x.shape
     mp = round_up(m, pad)
     yt = x.new_empty((n, mp), dtype=torch.float8_e4m3fn)
@@ -1221,17 +1234,21 @@ class _Fp8LinearFunction(torch.autograd.Function):
     x's gradient is then returned as the proxy's."""
 
     @staticmethod
-    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None):
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None, *recast):
+        # (x_cast: a function (eager), or with ``recast`` a Recast's (fn, statics) and its tensors: traced)
         rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
         y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
                             keep_hp=keep_hp, scaling=None if scaling is None else scaling[0],
                             x_cast_given=x_cast is not None)
         ctx.grad_scaling = None if scaling is None else scaling[1]
-        if x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
+        if recast:  # nothing of x kept but its 0-d scale: the backward has x^T's cast made again (Recast)
+            saved = (None, x_scale if x2.dtype == torch.float8_e4m3fn else saved[1], *saved[2:])
+        elif x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
         ctx.x_cast = x_cast
         ctx.weight_entry = weight_cache_entry(weight, cache and not rowwise)
-        ctx.save_for_backward(*saved, weight)
+        ctx.save_for_backward(*saved, weight, *recast)
+        ctx.recast = len(recast)
         ctx.config = config
         ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
         ctx.weight_dtype = weight.dtype
@@ -1241,9 +1258,12 @@ class _Fp8LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        xt_q, xt_s, wt_q, wt_s, weight = ctx.saved_tensors
+        xt_q, xt_s, wt_q, wt_s, weight, *recast = ctx.saved_tensors
         rowwise, _, x_grad, weight_grad, cache, _ = ctx.config
-        if ctx.x_cast is not None:
+        if recast:
+            fn, statics = ctx.x_cast
+            xt_q, xt_s = fn(*recast, xt_s, *statics)
+        elif ctx.x_cast is not None:
             xt_q, xt_s = ctx.x_cast()
             ctx.x_cast = None  # (what it holds, the layer before's node, goes with it)
         elif weight_grad and xt_q is None:
@@ -1272,8 +1292,9 @@ class _Fp8LinearFunction(torch.autograd.Function):
             del wt_q  # a transpose made here goes before the next GEMM
         dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
         if ctx.proxy_shape is not None:
-            return None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None, None
-        return dx, None, dw, db, None, None, None, None, None
+            return (None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None, None,
+                    *(None,) * ctx.recast)
+        return (dx, None, dw, db, None, None, None, None, None, *(None,) * ctx.recast)
 
 
 # ----------------------------------------------------------------------------------------
@@ -1423,15 +1444,16 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     backward: the layer then keeps nothing of x for its weight gradient (an op that can make x again more cheaply
     than x is kept: :func:`blockfuse.ops.fp8_act.cast_again` from an activation's input,
     :func:`blockfuse.ops.norm.cast_again` from a norm's input and statistics). Eager calls only: a
-    traced call (torch.compile) keeps x's cast as usual and never calls it.
+    traced call (torch.compile) keeps x's cast as usual and never calls it; traced, the fused blocks pass a
+    :class:`Recast` instead (the same cast from tensors given, which recipe "delayed" takes too).
 
     ``recipe="delayed"`` (a high-precision x): tensorwise, with delayed scaling for x and the output gradient,
     ``fp8_scaling=(x_state, grad_state)``, two :class:`Float8Scaling` kept from step to step (a
     :class:`blockfuse.nn.Float8Linear` holds its own): each cast is one pass over its input with the scale of
     its history (``max(history) / fp8_max``; 1.0 while empty, TransformerEngine's start), values past that range
     saturate, and the tensor's amax is rolled into the history for the next call (:func:`quantize`'s
-    ``fp8_scaling``). The weight keeps its own amax (cast once while it is unchanged). No ``x_amax`` /
-    ``x_cast`` with it. NOTE: a forward run again by activation checkpointing casts x with its history as it is
+    ``fp8_scaling``). The weight keeps its own amax (cast once while it is unchanged). No ``x_amax`` with it,
+    and ``x_cast`` only as a :class:`Recast`. NOTE: a forward run again by activation checkpointing casts x with its history as it is
     then, and records x's amax once more (TransformerEngine saves and restores the scales around the recompute).
     """
     if recipe not in LINEAR_RECIPES:
@@ -1439,7 +1461,7 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     if recipe == "delayed":
         _check_delayed_args(x, x_scale, x_amax, x_cast, fp8_scaling)
         _check_fp8_linear_args(x, weight, bias, None, "tensorwise")
-        return _fp8_linear(x, weight, bias, None, False, weight_cache, None, scaling=tuple(fp8_scaling))
+        return _fp8_linear(x, weight, bias, None, False, weight_cache, None, x_cast=x_cast, scaling=tuple(fp8_scaling))
     if fp8_scaling is not None:
         raise ValueError(f"fp8_scaling: only for recipe 'delayed' (its amax histories), got recipe {recipe!r}")
     rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
@@ -1459,17 +1481,18 @@ def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weig
     returned as the proxy's. The weight gradient casts q's columns from q itself (1 byte an element read).
 
     ``recipe="tensorwise"``: a 0-d ``scale`` (a norm's delayed-scaling output, for a ``"delayed"`` layer), the
-    weight gradient taking q's bytes transposed, or with ``x_cast`` (see :func:`fp8_linear`; eager calls only)
-    nothing of q kept: ``x_cast()`` makes q^T's cast again with the same scale. ``grad_scaling``: the output
-    gradient's cast with delayed scaling from this state (a ``"delayed"`` layer's), else its own amax."""
+    weight gradient taking q's bytes transposed, or with ``x_cast`` (see :func:`fp8_linear`; eager calls, or a
+    :class:`Recast` while tracing) nothing of q kept: ``x_cast()`` makes q^T's cast again with the same scale.
+    ``grad_scaling``: the output gradient's cast with delayed scaling from this state (a ``"delayed"`` layer's),
+    else its own amax."""
     if proxy is not None and tuple(proxy.shape) != tuple(q.shape):
         raise ValueError(f"proxy: expected the input's shape {tuple(q.shape)}, got {tuple(proxy.shape)}")
     if recipe not in RECIPES:
         raise ValueError(f"recipe: expected 'rowwise' or 'tensorwise' (the scale's form), got {recipe!r}")
     if recipe == "rowwise" and (x_cast is not None or grad_scaling is not None):
         raise ValueError("x_cast / grad_scaling: for a tensorwise q (recipe 'tensorwise'), got recipe 'rowwise'")
-    if x_cast is not None and not callable(x_cast):
-        raise ValueError(f"x_cast: expected a function making q^T's cast, got {type(x_cast).__name__}")
+    if x_cast is not None and not (callable(x_cast) or isinstance(x_cast, Recast)):
+        raise ValueError(f"x_cast: expected a function making q^T's cast (or a Recast), got {type(x_cast).__name__}")
     rowwise = _check_fp8_linear_args(q, weight, bias, scale, recipe)
     if grad_scaling is not None:
         check_fp8_output("tensorwise", grad_scaling, q)
@@ -1477,6 +1500,20 @@ def fp8_linear_quantized(q: Tensor, scale: Tensor, proxy: Optional[Tensor], weig
     else:
         scaling = None
     return _fp8_linear(q, weight, bias, scale, rowwise, weight_cache, proxy, x_cast=x_cast, scaling=scaling)
+
+
+class Recast(NamedTuple):
+    """``x_cast``'s traced form: x^T's e4m3 cast made again in the backward as ``fn(*tensors, scale, *statics)``
+    (``scale``: the 0-d scale x was cast with in the forward: an FP8 x's own, or a delayed cast's), from tensors
+    the graph keeps anyway (a norm's input and statistics, an activation's input, attention's output), where an
+    eager call passes a function that reads them from the op's autograd node (which tracing has not). The layer
+    saves ``tensors`` for its backward in place of x's cast; torch.compile's partitioner keeps one copy of a tensor
+    two nodes save (detached here: the same ``detach`` as the other node's is one node after CSE). ``fn`` launches
+    through ops (``launch.launcher_op``), so that the traced graph records them."""
+
+    fn: Callable[..., tuple[Tensor, Tensor]]
+    statics: tuple
+    tensors: tuple
 
 
 def _check_x_cast(x_cast, x_amax) -> None:
@@ -1491,9 +1528,9 @@ def _check_delayed_args(x, x_scale, x_amax, x_cast, fp8_scaling) -> None:
     if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn or x_scale is not None:
         raise ValueError("x: recipe 'delayed' casts a high-precision x itself with its history's scale; an FP8 x with "
                          "x_scale is for recipes 'tensorwise' / 'rowwise'")
-    if x_amax is not None or x_cast is not None:
+    if x_amax is not None or x_cast is not None and not isinstance(x_cast, Recast):
         raise ValueError("x_amax / x_cast: recipe 'delayed' takes x's scale from its history, not from its amax; "
-                         "pass None")
+                         "pass None (x_cast: only a Recast, traced)")
     if (isinstance(fp8_scaling, Float8Scaling) or not isinstance(fp8_scaling, (tuple, list)) or len(fp8_scaling) != 2
             or not all(isinstance(state, Float8Scaling) for state in fp8_scaling)):
         raise TypeError("fp8_scaling: recipe 'delayed' needs (x_state, grad_state), two Float8Scaling kept from step "
@@ -1542,12 +1579,17 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     x_grad = grad and (x.requires_grad if proxy is None else proxy.requires_grad)
     weight_grad = grad and weight.requires_grad
     eager = not (torch.compiler.is_compiling() or tracing())
-    if not (weight_grad and eager and not rowwise):
+    recast = ()
+    if isinstance(x_cast, Recast):  # (traced: the tensors go to the Function as inputs, its backward calls fn)
+        x_cast, recast = (x_cast.fn, x_cast.statics), tuple(t if t is None else t.detach() for t in x_cast.tensors)
+    elif not eager:
         x_cast = None
+    if not (weight_grad and not rowwise):
+        x_cast, recast = None, ()
     keep_hp = weight_grad and not rowwise and not fp8_input and (x_cast is not None or _kept_for_free(x2))
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling)
+        y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *recast)
     else:
         y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax,
                         scaling=None if scaling is None else scaling[0])

@@ -499,6 +499,12 @@ def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: boo
             return yt, amax.clone()
         y = act_forward_ref(pre, activation)[0]
         return fp8._quantize_2d_ref(y, torch.float8_e4m3fn, False, False, True, fp8.GEMM_MULTIPLE, amax)[2:]
+    return _act_transposed_cast(pre, amax, activation, given_scale)
+
+
+@launcher_op("fp8_act_cast_t")
+def _act_transposed_cast(pre: Tensor, amax: Tensor, activation: str, given_scale: bool) -> tuple[Tensor, Tensor]:
+    """:func:`act_transposed_cast` by the kernel (an op: a traced backward records it, :func:`cast_again_quantized`)."""
     gated = ACTIVATIONS[activation].gated
     g2, u2 = pre_halves(pre, gated)
     m, hidden = g2.shape
@@ -796,13 +802,17 @@ def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scalin
     return q.view(*lead, q.shape[-1]), scale, None
 
 
-def cast_again_quantized(proxy: Tensor, scale: Tensor) -> Optional[Callable[[], tuple[Tensor, Tensor]]]:
+def cast_again_quantized(proxy: Tensor, scale: Tensor, pre: Optional[Tensor] = None,
+                         activation: Optional[str] = None):
     """For ``(q, scale, proxy)`` of :func:`act_fp8_delayed` recorded eagerly: a function making act^T's e4m3 cast
     with that scale again from the pre-activation the node keeps, in one pass (:func:`act_transposed_cast`), the
     forward's values transposed, for the next layer's weight gradient (``x_cast=``), which then keeps nothing of
-    q. None for any other tensor, or while anything traces."""
+    q. None for any other tensor. While anything traces (no node to read): with ``pre`` and ``activation`` (the
+    call's), the same cast as a :class:`blockfuse.ops.fp8.Recast` from them, else None."""
     if torch.compiler.is_compiling() or tracing():
-        return None
+        if pre is None or activation is None:
+            return None
+        return fp8.Recast(_act_transposed_cast, (activation, True), (pre.reshape(-1, pre.shape[-1]),))
     node = proxy.grad_fn
     if node is not None and not isinstance(node, _ActDelayedFunction._backward_cls) and node.next_functions:
         node = node.next_functions[0][0]  # (through the view act_fp8_delayed returns)

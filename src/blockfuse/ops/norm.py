@@ -1924,7 +1924,9 @@ class _NormFp8Function(torch.autograd.Function):
     mode (the residual stream, which the projection reads), else a tensor of its shape with no storage of its own
     (zero strides), which :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes beside ``q``: the projection's
     input gradient comes back here as its gradient. ``s``: pre mode's residual stream, else None; ``q`` and
-    ``scale`` take no gradient."""
+    ``scale`` take no gradient. Then, while traced (else None), the row statistics ``mean`` (None for RMSNorm) and
+    ``rstd``, no gradient either: with ``s`` (else x) what :func:`_norm_transposed_cast` makes y^T's cast again
+    from (:func:`norm_for_fp8_projection`'s ``recast``)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, residual, seed, config, history=None, amax=None):
@@ -1933,12 +1935,15 @@ class _NormFp8Function(torch.autograd.Function):
         q, scale, s, y, mean, rstd = _norm_fwd_fp8(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
                                                    cast_before_weight, activation, history, amax, True)
         s = _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
-        ctx.mark_non_differentiable(q, scale)
+        # (a launcher's absent output may be a shared empty tensor: not returned; eagerly none is returned, no Recast)
+        traced = torch.compiler.is_compiling() or tracing()
+        mean, rstd = (None if is_rms else mean, rstd) if traced else (None, None)
+        ctx.mark_non_differentiable(q, scale, *(t for t in (mean, rstd) if t is not None))
         out = y if mode == POST else x.new_zeros(()).expand(x.shape)
-        return out, s, q, scale
+        return out, s, q, scale, mean, rstd
 
     @staticmethod
-    def backward(ctx, dy, ds, dq, dscale):
+    def backward(ctx, dy, ds, dq, dscale, dmean, drstd):
         return (*_norm_backward(ctx, dy, ds), None, None)
 
 
@@ -1995,7 +2000,8 @@ def _norm_backward(ctx, dy, ds):
 
 
 def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropout_p, training, is_rms,
-                            cast_before_weight=False, fp8_scaling: Optional[Float8Scaling] = None):
+                            cast_before_weight=False, fp8_scaling: Optional[Float8Scaling] = None,
+                            recast: Optional[list] = None):
     """The norm (LayerNorm, or RMSNorm with ``is_rms``; residual forms as :func:`layer_norm`'s) whose output one
     rowwise FP8 projection reads: ``((q, scale, proxy), stream)``. ``q`` (e4m3, x's shape) and ``scale`` (fp32,
     ``(*x.shape[:-1], 1)``) are the normalized output and its rows' scales, written by the one pass; ``stream``
@@ -2003,7 +2009,10 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
     autograd; in a training step what :func:`blockfuse.ops.fp8.fp8_linear_quantized` takes for the input's
     gradient (see :class:`_NormFp8Function`). For blocks (models/fused.py); needs the Triton path.
     ``fp8_scaling``: tensorwise instead, the one 0-d scale from this delayed-scaling state (the projection's,
-    a ``Float8Linear(recipe="delayed")``'s x history; updated in place)."""
+    a ``Float8Linear(recipe="delayed")``'s x history; updated in place). ``recast``: a list, to which a traced
+    training call with ``fp8_scaling`` (no residual, or pre mode) appends the projection's ``x_cast``, a
+    :class:`blockfuse.ops.fp8.Recast` making y^T's cast again from the norm's input and statistics (eagerly
+    :func:`cast_again_quantized` reads them from the norm's node)."""
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
     if fp8_scaling is not None:
         check_fp8_output("tensorwise", fp8_scaling, x)
@@ -2011,11 +2020,16 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
     p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
     config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
     if _needs_grad(x, weight, bias, residual):
-        out, s, q, scale = _NormFp8Function.apply(x, weight, bias, residual, seed, config, history, amax)
+        out, s, q, scale, mean, rstd = _NormFp8Function.apply(x, weight, bias, residual, seed, config, history,
+                                                               amax)
         if torch.compiler.is_compiling():
             # NOTE: Dynamo traces the Function without its mark_non_differentiable (torch 2.11-2.13): q came back
             # requiring grad and the projection refused it; it takes no gradient either way.
             q, scale = q.detach(), scale.detach()
+        if recast is not None and fp8_scaling is not None and mode != POST and (
+                torch.compiler.is_compiling() or tracing()):
+            recast.append(_fp8.Recast(_norm_transposed_cast, (cast_before_weight, True),
+                                      (x if s is None else s, mean, rstd, weight, bias)))
         return (q, scale, out), (out if mode == POST else s)
     q, scale, s, y, _, _ = _norm_fwd_fp8(x, weight, bias, residual, seed, *config, history, amax, False)
     return (q, scale, None), (s if mode == PRE else y if mode == POST else None)
@@ -2038,14 +2052,14 @@ def norm_for_tensorwise_projection(x, weight, bias, eps, residual, residual_mode
     return (y, amax), (s if mode == PRE else None)
 
 
+@launcher_op("norm_cast_t")
 def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weight: Optional[Tensor],
                           bias: Optional[Tensor], amax: Tensor, cast_before_weight: bool,
-                          given_scale: bool = False) -> tuple[Tensor, Tensor]:
+                          given_scale: bool) -> tuple[Tensor, Tensor]:
     """``(yt, scale)``: the norm's output of ``z`` with the forward's statistics, transposed and quantized to e4m3
     with the tensorwise scale of ``amax``, ``(N, MP)``, MP = the rows rounded up to fp8.GEMM_MULTIPLE, zero past
-    them (:func:`_norm_cast_t_kernel`; eager only: no op of its own). ``given_scale``: ``amax`` is the 0-d scale of
-    the forward's own e4m3 output (delayed scaling), which quantized y in fp32, so y is not rounded to z's dtype
-    first."""
+    them (:func:`_norm_cast_t_kernel`). ``given_scale``: ``amax`` is the 0-d scale of the forward's own e4m3 output
+    (delayed scaling), which quantized y in fp32, so y is not rounded to z's dtype first."""
     n = int(z.shape[-1])
     z2 = as_rows(z, n)
     m = z2.shape[0]
@@ -2080,7 +2094,7 @@ def cast_again(y: Tensor, amax: Tensor, bias: Optional[Tensor]):
 
     def cast() -> tuple[Tensor, Tensor]:
         z, weight, _, mean, rstd, _ = node.saved_tensors
-        return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight)
+        return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight, False)
 
     return cast
 
@@ -2103,7 +2117,7 @@ def cast_again_quantized(proxy: Tensor, scale: Tensor, bias: Optional[Tensor]):
 
     def cast() -> tuple[Tensor, Tensor]:
         z, weight, _, mean, rstd, _ = node.saved_tensors
-        return _norm_transposed_cast(z, mean, rstd, weight, bias, scale, cast_before_weight, given_scale=True)
+        return _norm_transposed_cast(z, mean, rstd, weight, bias, scale, cast_before_weight, True)
 
     return cast
 
