@@ -3,8 +3,8 @@
 # from _gpu/old/src: `git archive COMMIT src | tar x -C _gpu/old`) in alternating processes, bf16 compile first and
 # last; recipe "delayed", eager and compiled. Each process compiles cold (its own Inductor cache) and counts torch's
 # "assuming every input is mutated" warnings (a kernel its mutation analysis cannot read). Then the CUDA tests
-# (TESTS: test files, TESTS_K: a -k expression) and, with PROFILE=1, the new code's kernels eager and compiled (profile_block.py). One
-# GPU, ~6-9 minutes; carry .whl:
+# (TESTS: test files, TESTS_K: a -k expression) and, with PROFILE=1, the new code's kernels eager and compiled
+# (profile_block.py). One GPU, ~6-9 minutes; carry .whl:
 #
 #   OUT=... [ROUNDS=2] [OLD_PROVIDERS=...] [PROFILE=1] [TESTS="FILES" [TESTS_K="..."]] bash scripts/te_fp8_ab_gpu.sh
 #
@@ -37,7 +37,8 @@ PROVIDERS=fused,fused+compile:default
 run bf16-1 env -- --providers compile:default
 for round in $(seq 1 "${ROUNDS:-2}"); do
     run "new-$round" env -- --linear fp8:delayed --providers "$PROVIDERS"
-    [ ${#OLD[@]} -gt 0 ] && run "old-$round" "${OLD[@]}" -- --linear fp8:delayed --providers "${OLD_PROVIDERS:-$PROVIDERS}"
+    [ ${#OLD[@]} -gt 0 ] && run "old-$round" "${OLD[@]}" -- --linear fp8:delayed \
+        --providers "${OLD_PROVIDERS:-$PROVIDERS}"
 done
 run bf16-2 env -- --providers compile:default
 if [ -n "${TESTS:-}" ]; then

@@ -161,7 +161,8 @@ from blockfuse.ops import launch
 # meta tensors, which trace the same way (the launchers' tile rules take their non-CUDA branches).
 DTYPES = {"torch.float32": torch.float32, "torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16,
           "torch.int64": torch.int64, "torch.int32": torch.int32, "torch.int8": torch.int8, "torch.bool": torch.bool,
-          "torch.float8_e4m3fn": torch.float8_e4m3fn, "torch.float8_e5m2": torch.float8_e5m2, "torch.uint8": torch.uint8}
+          "torch.float8_e4m3fn": torch.float8_e4m3fn, "torch.float8_e5m2": torch.float8_e5m2,
+          "torch.uint8": torch.uint8}
 
 class Captured(Exception):
     pass

@@ -296,8 +296,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
                 x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,
                 x_cast=None) -> Tensor:  # x: (batch, seq, d)
-        if (torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear) and self.o_proj.recipe == "delayed"
-                and torch.is_grad_enabled()):
+        if torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear) and self.o_proj.recipe == "delayed":
             # Traced, the output projection keeps nothing of its input but its scale: its weight gradient casts
             # attention's output (which attention keeps for its backward) again, as eagerly (fp8.Recast; eagerly
             # blockfuse's saved-tensor hooks tell the layer that its input is kept anyway).

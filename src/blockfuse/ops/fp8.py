@@ -1112,7 +1112,8 @@ def _transposed(q: Tensor, pad: int) -> Tensor:
 
     NOTE: traced, the PyTorch form became an Inductor kernel of its own, not fused into anything: te-4layer's
     compiled FP8 step spent 3.0 ms in 12 of them (`triton_poi_fused_clone_t_view_*`, 0.19-0.38 ms for 32-64 MiB)
-    where the eager step's 16 byte transposes took 0.12 ms (benchmarks/results/fp8/22-traced-transpose-2026-12-02-h200/)."""
+    where the eager step's 16 byte transposes took 0.12 ms
+    (benchmarks/results/fp8/22-traced-transpose-2026-12-02-h200/)."""
     if use_triton(q) and q.stride(1) == 1:
         return _fp8_transpose(q.view(torch.uint8), pad).view(q.dtype)
     return _transposed_ref(q, pad)
@@ -1453,8 +1454,9 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     its history (``max(history) / fp8_max``; 1.0 while empty, TransformerEngine's start), values past that range
     saturate, and the tensor's amax is rolled into the history for the next call (:func:`quantize`'s
     ``fp8_scaling``). The weight keeps its own amax (cast once while it is unchanged). No ``x_amax`` with it,
-    and ``x_cast`` only as a :class:`Recast`. NOTE: a forward run again by activation checkpointing casts x with its history as it is
-    then, and records x's amax once more (TransformerEngine saves and restores the scales around the recompute).
+    and ``x_cast`` only as a :class:`Recast`. NOTE: a forward run again by activation checkpointing casts x with
+    its history as it is then, and records x's amax once more (TransformerEngine saves and restores the scales
+    around the recompute).
     """
     if recipe not in LINEAR_RECIPES:
         raise ValueError(f"recipe: expected one of {', '.join(map(repr, LINEAR_RECIPES))}, got {recipe!r}")

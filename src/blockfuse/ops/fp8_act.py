@@ -489,7 +489,7 @@ def act_transposed_cast(pre: Tensor, activation: str, amax: Tensor, kernels: boo
     """``(yt, scale)``: y = act(pre) (as :func:`act_forward` writes it) transposed and quantized to e4m3 with the
     tensorwise scale of ``amax`` (y's amax, as the forward folded it), ``(hidden, MP)`` with MP = M rounded up to
     fp8.GEMM_MULTIPLE, zero past column M: what ``fp8._quantize_2d(y, e4m3, False, False, True, GEMM_MULTIPLE, None,
-    amax)`` gives, without y. ``kernels``: the kernel (eager only: no op of its own), else the reference.
+    amax)`` gives, without y. ``kernels``: the kernel (an op, :func:`_act_transposed_cast`), else the reference.
     ``given_scale``: ``amax`` is the 0-d scale the forward's e4m3 output had (delayed scaling), which quantized y
     in fp32: y^T quantized the same way."""
     if not kernels:
