@@ -34,6 +34,12 @@ def test_held_storages_finds_what_attention_and_the_linears_save_and_no_paramete
 
 @pytest.mark.usefixtures("requires_triton")
 def test_the_tool_compares_both_sides_of_an_fp8_block():
+    import triton
+
+    if tuple(int(part) for part in triton.__version__.split(".")[:2]) < (3, 7):
+        # e.g. the lent GPU's triton 3.6: `range(tl.program_id(1) * B, ...)` raises "only 0-dimensional arrays can
+        # be converted to Python scalars" there (3.7-3.9 run it); the tool runs on CPU, in the interpreter only.
+        pytest.skip(f"triton {triton.__version__}'s interpreter cannot bound a loop by a program id (3.7+ can)")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT / "src")}
     result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "graph_held.py"), "te-4layer",
                              "--linear", "fp8:delayed", "--shape", "1x16x64", "--ffn", "128", "--top", "3"],
