@@ -325,9 +325,10 @@ def test_fused_fp8_block_compiles_fullgraph(recipe, preset):
 def test_fused_delayed_block_compiles_fullgraph(preset):
     """A fused block with recipe "delayed" under ``torch.compile(fullgraph=True)`` (aot_eager), from the same
     amax histories as eager: the output bit for bit, the x histories it leaves equal, the input gradient as
-    accurate against fp32 as eager's, and the gradient histories within 5%. (Traced, the activation's backward
-    hands no e5m2 operands to the gate|up layer, which casts its bf16 gradient itself: an e5m2 value and an amax
-    may differ a step from eager's.)"""
+    accurate against fp32 as eager's, and the gradient histories within 5%, the gate|up layer's equal: traced, that
+    layer and the activation are one node, whose activation backward writes the layer's e5m2 gradient operands as
+    the eager one does (ops/fp8_act.py's _Fp8LinearActDelayedFunction; as two nodes the layer cast a bf16 gradient
+    itself, and its amax could land a step away)."""
     eager, _, fused = blocks(preset, "delayed")
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(4)).bfloat16()
     for _ in range(2):  # histories with amaxes in them: scales other than the first step's 1.0
@@ -364,9 +365,10 @@ def test_fused_delayed_block_compiles_fullgraph(preset):
         assert (relative_error(compiled_weights[name], reference[name])
                 < 1.1 * relative_error(weight_grad, reference[name]) + 1e-3), name
     for name, history in histories.items():
-        if "x_history" in name:
+        if "x_history" in name or "gate_up" in name:
+            # (the gate|up layer's gradient: traced, its e5m2 casts are the activation backward's, as eagerly)
             assert torch.equal(compiled_histories[name], history), name
-        else:
+        else:  # (a gradient of the attention side: a bf16 value may land a step away, olmo2-1b's o_proj 36.25 / 36.5)
             assert ((compiled_histories[name] - history).abs() <= 0.05 * history.abs()).all(), name
         assert not torch.equal(history, start[name]), name  # the step rolled it
 

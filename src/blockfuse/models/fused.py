@@ -19,8 +19,9 @@ from blockfuse.models.saved_hooks import _without_saved_rotated_qk
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8 import Recast, heads_transposed_cast
-from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized
+from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized, linear_act_fp8_delayed
 from blockfuse.ops.gated import geglu, swiglu
+from blockfuse.ops.launch import tracing
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
 from blockfuse.ops.norm import layer_norm, norm_for_fp8_projection, norm_for_tensorwise_projection, rms_norm
 from blockfuse.ops.rotary import rotary, rotary_packed
@@ -371,6 +372,15 @@ class FusedFeedForward(_StackedLinear):
             # (eagerly the down projection keeps nothing of act: its backward casts act^T again from the
             # pre-activation the first layer keeps, in one pass)
             return outer(act, x_amax=amax, x_cast=cast_again(act, amax))
+        if (x_amax is None and _delayed_pair(inner, outer) and mlp in ACTIVATIONS
+                and (torch.compiler.is_compiling() or tracing())):
+            # Traced, both layers delayed: the first layer and the activation as one node, whose backward writes
+            # the first layer's e5m2 gradient operands in the activation's pass (eagerly the activation's node
+            # hands them to the layer's: ops/fp8_act.py). None: no gradient to take, the two as below.
+            fused = linear_act_fp8_delayed(inner, x, x_scale, x_proxy, x_cast, mlp, outer.fp8_scaling()[0])
+            if fused is not None:
+                q, scale, proxy, pre = fused
+                return outer(q, scale, proxy, x_cast=cast_again_quantized(proxy, scale, pre, mlp))
         if x_amax is not None:
             pre = inner(x, x_amax=x_amax, x_cast=x_cast)
         elif x_cast is not None:  # (a delayed layer's e4m3 input, as in attend)

@@ -1230,72 +1230,87 @@ def _forward_again(x_q, x_s, weight, bias, out_dtype, cache, x_hp=None, x_amax=N
     return _scaled_matmul(x_q, x_s, w_q, w_s, out_dtype, bias, False, True)
 
 
+def _linear_forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, recast):
+    """The FP8 linear's forward on an autograd ``ctx`` (:class:`_Fp8LinearFunction`'s, or a Function that runs more
+    after it: ``ops/fp8_act.py``'s traced up projection + activation): ``(y, saved)``, ``saved`` the tensors its
+    backward (:func:`_linear_backward`) takes, for the caller's ``save_for_backward``."""
+    # (x_cast: a function (eager), or with ``recast`` a Recast's (fn, statics) and its tensors: traced)
+    rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
+    y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
+                        keep_hp=keep_hp, scaling=None if scaling is None else scaling[0],
+                        x_cast_given=x_cast is not None)
+    ctx.grad_scaling = None if scaling is None else scaling[1]
+    if recast:  # nothing of x kept but its 0-d scale: the backward has x^T's cast made again (Recast)
+        saved = (None, x_scale if x2.dtype == torch.float8_e4m3fn else saved[1], *saved[2:])
+    elif x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
+        saved = (None, None, *saved[2:])
+    ctx.x_cast = x_cast
+    ctx.weight_entry = weight_cache_entry(weight, cache and not rowwise)
+    ctx.recast = len(recast)
+    ctx.config = config
+    ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
+    ctx.weight_dtype = weight.dtype
+    ctx.bias_dtype = None if bias is None else bias.dtype
+    ctx.proxy_shape = None if proxy is None else proxy.shape
+    return y, (*saved, weight, *recast)
+
+
+def _linear_backward(ctx, dy, saved, bias_grad: bool, precast=None):
+    """The FP8 linear's backward from what :func:`_linear_forward` saved: the 9 + len(recast) gradients of
+    :class:`_Fp8LinearFunction`'s inputs. ``precast``: dy's casts and column sums written by the op after the layer
+    (recipe "delayed": ``(dy_q, dy_s, dyt_q, dyt_s, db)``), dy then unused."""
+    xt_q, xt_s, wt_q, wt_s, weight, *recast = saved
+    rowwise, _, x_grad, weight_grad, cache, _ = ctx.config
+    if recast:
+        fn, statics = ctx.x_cast
+        xt_q, xt_s = fn(*recast, xt_s, *statics)
+    elif ctx.x_cast is not None:
+        xt_q, xt_s = ctx.x_cast()
+        ctx.x_cast = None  # (what it holds, the layer before's node, goes with it)
+    elif weight_grad and xt_q is None:
+        raise RuntimeError("fp8_linear: backward through the same graph a second time (retain_graph=True) is not "
+                           "supported with x_cast: the first backward used it")
+    xt_q, xt_s = _x_operand(xt_q, xt_s)  # (first: a recomputed x goes before the GEMMs)
+    # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
+    # as torchao's rowwise recipe: per-row scales leave little range to cover.
+    grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
+    if precast is not None:
+        dy_q, dy_s, dyt_q, dyt_s, db = precast
+    else:
+        # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
+        dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad, GEMM_MULTIPLE,
+                                                        None, ctx.bias_dtype if bias_grad else None,
+                                                        scaling=ctx.grad_scaling)
+    dx = None
+    if x_grad:
+        wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s, ctx.weight_entry)
+        dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False)
+        del wt_q  # a transpose made here goes before the next GEMM
+    dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
+    if ctx.proxy_shape is not None:
+        return (None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None, None,
+                *(None,) * ctx.recast)
+    return (dx, None, dw, db, None, None, None, None, None, *(None,) * ctx.recast)
+
+
 class _Fp8LinearFunction(torch.autograd.Function):
     """``proxy``: None, or the tensor that stands for an FP8 ``x2`` in autograd (see :func:`fp8_linear_quantized`):
     x's gradient is then returned as the proxy's."""
 
     @staticmethod
     def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None, *recast):
-        # (x_cast: a function (eager), or with ``recast`` a Recast's (fn, statics) and its tensors: traced)
-        rowwise, out_dtype, x_grad, weight_grad, cache, keep_hp = config
-        y, saved = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad, cache, x_amax,
-                            keep_hp=keep_hp, scaling=None if scaling is None else scaling[0],
-                            x_cast_given=x_cast is not None)
-        ctx.grad_scaling = None if scaling is None else scaling[1]
-        if recast:  # nothing of x kept but its 0-d scale: the backward has x^T's cast made again (Recast)
-            saved = (None, x_scale if x2.dtype == torch.float8_e4m3fn else saved[1], *saved[2:])
-        elif x_cast is not None:  # nothing of x kept: the backward has it made again (fp8_linear's x_cast)
-            saved = (None, None, *saved[2:])
-        ctx.x_cast = x_cast
-        ctx.weight_entry = weight_cache_entry(weight, cache and not rowwise)
-        ctx.save_for_backward(*saved, weight, *recast)
-        ctx.recast = len(recast)
-        ctx.config = config
-        ctx.x_dtype = x2.dtype if proxy is None else proxy.dtype
-        ctx.weight_dtype = weight.dtype
-        ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.proxy_shape = None if proxy is None else proxy.shape
+        y, saved = _linear_forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, recast)
+        ctx.save_for_backward(*saved)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        xt_q, xt_s, wt_q, wt_s, weight, *recast = ctx.saved_tensors
-        rowwise, _, x_grad, weight_grad, cache, _ = ctx.config
-        if recast:
-            fn, statics = ctx.x_cast
-            xt_q, xt_s = fn(*recast, xt_s, *statics)
-        elif ctx.x_cast is not None:
-            xt_q, xt_s = ctx.x_cast()
-            ctx.x_cast = None  # (what it holds, the layer before's node, goes with it)
-        elif weight_grad and xt_q is None:
-            raise RuntimeError("fp8_linear: backward through the same graph a second time (retain_graph=True) is not "
-                               "supported with x_cast: the first backward used it")
-        xt_q, xt_s = _x_operand(xt_q, xt_s)  # (first: a recomputed x goes before the GEMMs)
-        # NOTE: the gradient in e5m2 (range over precision) for tensorwise, as torchao; e4m3 for rowwise,
-        # as torchao's rowwise recipe: per-row scales leave little range to cover.
-        grad_dtype = torch.float8_e4m3fn if rowwise else torch.float8_e5m2
         precast = getattr(ctx, "precast", None)
         if precast is not None:
-            # (recipe "delayed": the op after this layer wrote dy's casts and column sums itself, and dy is a
-            # zero-stride stand-in: ops/fp8_act.py's _ActDelayedFunction)
-            dy_q, dy_s, dyt_q, dyt_s, db = precast
+            # (recipe "delayed", eagerly: the op after this layer wrote dy's casts and column sums itself, and dy
+            # is a zero-stride stand-in: ops/fp8_act.py's _ActDelayedFunction)
             ctx.precast = None
-        else:
-            # the bias gradient (dy's column sums) from the cast's pass over dy where it has one
-            dy_q, dy_s, dyt_q, dyt_s, db = _quantize_2d_sum(dy, grad_dtype, rowwise, x_grad, weight_grad,
-                                                            GEMM_MULTIPLE, None,
-                                                            ctx.bias_dtype if ctx.needs_input_grad[3] else None,
-                                                            scaling=ctx.grad_scaling)
-        dx = None
-        if x_grad:
-            wt_q, wt_s = _dgrad_operands(weight, rowwise, cache, wt_q, wt_s, ctx.weight_entry)
-            dx = _scaled_matmul(dy_q, dy_s, wt_q, wt_s, ctx.x_dtype, None, rowwise, False)
-            del wt_q  # a transpose made here goes before the next GEMM
-        dw = _scaled_matmul(dyt_q, dyt_s, xt_q, xt_s, ctx.weight_dtype, None, rowwise, False) if weight_grad else None
-        if ctx.proxy_shape is not None:
-            return (None, None, dw, db, None, dx.view(ctx.proxy_shape) if dx is not None else None, None, None, None,
-                    *(None,) * ctx.recast)
-        return (dx, None, dw, db, None, None, None, None, None, *(None,) * ctx.recast)
+        return _linear_backward(ctx, dy, ctx.saved_tensors, ctx.needs_input_grad[3], precast)
 
 
 # ----------------------------------------------------------------------------------------
@@ -1558,7 +1573,10 @@ def _check_x_amax(x_amax, x: Tensor, rowwise: bool) -> None:
 def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Optional[Tensor], rowwise: bool,
                 weight_cache: bool, proxy: Optional[Tensor], x_amax: Optional[Tensor] = None,
                 x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None,
-                scaling: Optional[tuple["Float8Scaling", "Float8Scaling"]] = None) -> Tensor:
+                scaling: Optional[tuple["Float8Scaling", "Float8Scaling"]] = None, then=None) -> Tensor:
+    """``then``: ``(Function, args)``, a Function that runs the layer (:func:`_linear_forward`) and more after it,
+    applied as ``Function.apply(x2, ..., scaling, *args, *recast)`` in :class:`_Fp8LinearFunction`'s place, its
+    outputs returned as they are (a training call with FP8 GEMMs only: the caller checks)."""
     k, n = x.shape[-1], weight.shape[0]
     fp8_input = x.dtype == torch.float8_e4m3fn
     if not fp8_supported(k, n):
@@ -1590,6 +1608,10 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
         x_cast, recast = None, ()
     keep_hp = weight_grad and not rowwise and not fp8_input and (x_cast is not None or _kept_for_free(x2))
     config = (rowwise, out_dtype, x_grad, weight_grad, weight_cache, keep_hp)
+    if then is not None:
+        if not (x_grad or weight_grad):
+            raise RuntimeError("_fp8_linear: then= is for a call that takes gradients")
+        return then[0].apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *then[1], *recast)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *recast)
     else:

@@ -802,6 +802,85 @@ def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scalin
     return q.view(*lead, q.shape[-1]), scale, None
 
 
+class _Fp8LinearActDelayedFunction(torch.autograd.Function):
+    """A ``"delayed"`` FP8 layer and :func:`act_fp8_delayed` after it as one node, for traced calls (the fused MLP's
+    up projection and activation under torch.compile): the activation's backward writes the layer's e5m2 gradient
+    operands (both layouts, with the bias gradient's column sums) in one pass, and the layer's GEMMs take them.
+    Eagerly two nodes do the same, the activation's handing its casts to the layer's node
+    (:class:`_ActDelayedFunction`), which a traced graph does not have; traced as two nodes, the activation's
+    backward would write pre's gradient in x's dtype and the layer cast it again (a write and a read of
+    tokens x width more: 1.9 against 1.2 ms of e5m2 casts a te-4layer step, ``fp8/21-traced-pdl-*``).
+
+    Inputs: :class:`blockfuse.ops.fp8._Fp8LinearFunction`'s, then ``activation``, the next layer's x ``history``
+    and ``amax`` (its delayed scaling, updated in place) and ``kernels``. Returns ``(proxy, q, scale, pre)``:
+    :func:`act_fp8_delayed`'s, and the pre-activation (not differentiable; a :class:`blockfuse.ops.fp8.Recast`'s
+    tensor for the next layer's weight gradient: the same node the graph keeps here)."""
+
+    @staticmethod
+    def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, activation, history, amax,
+                kernels, *recast):
+        pre, saved = fp8._linear_forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling,
+                                         recast)
+        forward = _act_forward_delayed if kernels else act_forward_delayed_ref
+        q, scale = forward(pre, activation, history, amax)
+        ctx.save_for_backward(*saved, pre)
+        ctx.activation, ctx.kernels = activation, kernels
+        ctx.mark_non_differentiable(q, scale, pre)
+        ctx.set_materialize_grads(False)  # (q, scale and pre take no gradient: see _ActDelayedFunction)
+        return pre.new_zeros(()).expand(q.shape), q, scale, pre
+
+    @staticmethod
+    def backward(ctx, dproxy, dq, dscale, dpre):
+        *saved, pre = ctx.saved_tensors
+        grads_after = (None,) * (4 + ctx.recast)  # activation, history, amax, kernels, *recast
+        if dproxy is None:
+            return (None,) * 9 + grads_after
+        _, _, x_grad, weight_grad, _, _ = ctx.config
+        bias_grad = ctx.needs_input_grad[3]
+        state = ctx.grad_scaling
+        backward = _act_backward_delayed if ctx.kernels else act_backward_delayed_ref
+        dy_q, dy_s, dyt_q, dyt_s, db = backward(dproxy, pre, ctx.activation, state.history, state.amax, x_grad,
+                                                weight_grad, fp8.GEMM_MULTIPLE, ctx.bias_dtype if bias_grad else None)
+        del pre
+        precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
+                   dyt_s if weight_grad else None, db if bias_grad else None)
+        return (*fp8._linear_backward(ctx, None, saved, bias_grad, precast)[:9], *grads_after)
+
+
+def linear_act_fp8_delayed(layer, x: Tensor, x_scale: Optional[Tensor], x_proxy: Optional[Tensor], x_cast,
+                           activation: str, fp8_scaling: "fp8.Float8Scaling"):
+    """``layer(x[, x_scale, x_proxy], x_cast=x_cast)`` (a ``Float8Linear`` with recipe "delayed"; ``x`` in high
+    precision, or a norm's e4m3 output with its 0-d scale and proxy) and :func:`act_fp8_delayed` of its output
+    with ``fp8_scaling`` (the next layer's x state) as one node (:class:`_Fp8LinearActDelayedFunction`):
+    ``(q, scale, proxy, pre)``, ``pre`` the layer's output, for the next layer's
+    :func:`cast_again_quantized`. The fused MLP's traced training path; None where it does not apply (no gradient
+    to take, sizes without FP8 GEMMs, or no kernels): the caller then runs the two as they are."""
+    weight, bias = layer.weight, layer.bias
+    k, n = weight.shape[1], weight.shape[0]
+    if not (use_triton(x) and fp8.fp8_supported(k, n) and torch.is_grad_enabled()):
+        return None
+    takes_grad = (x.requires_grad if x_proxy is None else x_proxy.requires_grad) or weight.requires_grad
+    if not takes_grad or x.shape[-1] != k:
+        return None
+    check_activation(activation)
+    x_state, grad_state = layer.fp8_scaling()
+    fp8.check_fp8_output("tensorwise", fp8_scaling, x)
+    fp8.check_fp8_output("tensorwise", grad_state, x)
+    then = (_Fp8LinearActDelayedFunction, (activation, *fp8_scaling, True))
+    if x_scale is not None:  # (as fp8_linear_quantized: an e4m3 x of the norm before, its own scale)
+        fp8._check_fp8_linear_args(x, weight, bias, x_scale, "tensorwise")
+        outputs = fp8._fp8_linear(x, weight, bias, x_scale, False, layer.weight_cache, x_proxy, x_cast=x_cast,
+                                  scaling=(None, grad_state), then=then)
+    else:  # (as fp8_linear with recipe "delayed")
+        fp8._check_delayed_args(x, None, None, x_cast, (x_state, grad_state))
+        fp8._check_fp8_linear_args(x, weight, bias, None, "tensorwise")
+        outputs = fp8._fp8_linear(x, weight, bias, None, False, layer.weight_cache, None, x_cast=x_cast,
+                                  scaling=(x_state, grad_state), then=then)
+    proxy, q, scale, pre = outputs
+    lead = x.shape[:-1]
+    return q.view(*lead, q.shape[-1]), scale, proxy.view(*lead, q.shape[-1]), pre.view(*lead, n)
+
+
 def cast_again_quantized(proxy: Tensor, scale: Tensor, pre: Optional[Tensor] = None,
                          activation: Optional[str] = None):
     """For ``(q, scale, proxy)`` of :func:`act_fp8_delayed` recorded eagerly: a function making act^T's e4m3 cast
