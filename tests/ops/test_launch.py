@@ -64,6 +64,47 @@ def test_every_launcher_is_a_registered_op():
         assert launcher.op is getattr(torch.ops.blockfuse, name).default
 
 
+@torch.library.custom_op("blockfuse_test::write_amax", mutates_args=("out",))
+def _write_amax(x: torch.Tensor, out: torch.Tensor) -> None:
+    out.copy_(x.abs().max())
+
+
+def test_a_scalar_output_costs_no_kernel_under_inductor():
+    """Inductor lowers ``empty`` as a zero fill made no kernel by zeroing its ranges, one per dimension: a 0-d
+    ``empty`` has none and is a one-element fill kernel (on a GPU 97 launches a compiled te-4layer FP8 step, its
+    scales written by blockfuse's kernels: benchmarks/results/fp8/24-*/compiled-code). ``launch.empty_scalar``
+    (one dimension, viewed as 0-d) is no kernel; a mutating op (as a traced launcher's kernel) writes it."""
+    from torch._inductor.utils import run_and_get_code
+
+    def fill_kernels(allocate):
+        def step(x):
+            scale = allocate(x)
+            _write_amax(x, scale)
+            return scale * 2
+
+        x = torch.randn(64, generator=torch.Generator().manual_seed(3))
+        torch._dynamo.reset()
+        try:
+            out, codes = run_and_get_code(torch.compile(step, fullgraph=True), x)
+        finally:
+            torch._dynamo.reset()
+        assert out.shape == () and out.item() == 2 * x.abs().max().item()
+        return sum(code.count("fused_new_empty") for code in codes)
+
+    assert fill_kernels(lambda x: x.new_empty((), dtype=torch.float32)) > 0  # (Inductor as it is: the fill)
+    assert fill_kernels(launch.empty_scalar) == 0
+
+
+def test_launchers_allocate_no_zero_dimensional_empty():
+    """Every 0-d tensor a launcher allocates goes through ``launch.empty_scalar`` (see above)."""
+    offenders = []
+    for path in sorted((ROOT / "src" / "blockfuse" / "ops").glob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "empty(()" in line or "empty((), " in line or "if rowwise else ()" in line and "empty(" in line:
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert not offenders, offenders
+
+
 @pytest.mark.usefixtures("requires_triton")
 def test_launcher_runs_its_body_eagerly_and_its_op_under_compile(monkeypatch, device):
     from blockfuse.ops import norm

@@ -80,7 +80,7 @@ from torch import Tensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from blockfuse.ops.launch import (
-    Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
+    Kernel, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import interpreter_enabled, use_triton
@@ -676,9 +676,9 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
     mp = round_up(m, pad)
     e5m2 = dtype == torch.float8_e5m2
     y = x.new_empty((m, n), dtype=dtype) if rows else None
-    y_scale = x.new_empty((m, 1) if rowwise else (), dtype=torch.float32) if rows else None
+    y_scale = (x.new_empty((m, 1), dtype=torch.float32) if rowwise else empty_scalar(x)) if rows else None
     yt = x.new_empty((n, mp), dtype=dtype) if transposed else None
-    yt_scale = x.new_empty((n, 1) if rowwise else (), dtype=torch.float32) if transposed else None
+    yt_scale = (x.new_empty((n, 1), dtype=torch.float32) if rowwise else empty_scalar(x)) if transposed else None
     col_sum = None
     if sum_dtype is not None and rowwise and rows:
         raise ValueError("sum_dtype: the column sum comes from an amax pass over several row tiles a program; with "
@@ -772,9 +772,9 @@ def tensorwise_outputs(like: Tensor, m: int, n: int, mp: int, dtype: torch.dtype
     """``(y, y_scale, yt, yt_scale)`` of a one-pass tensorwise cast into ``dtype`` (on ``like``'s device): the
     (m, n) layout with its 0-d scale where ``rows``, the (n, mp) one where ``transposed``, None otherwise."""
     y = like.new_empty((m, n), dtype=dtype) if rows else None
-    y_scale = like.new_empty((), dtype=torch.float32) if rows else None
+    y_scale = empty_scalar(like) if rows else None
     yt = like.new_empty((n, mp), dtype=dtype) if transposed else None
-    yt_scale = like.new_empty((), dtype=torch.float32) if transposed else None
+    yt_scale = empty_scalar(like) if transposed else None
     return y, y_scale, yt, yt_scale
 
 
@@ -811,7 +811,7 @@ def _fp8_cast_t_given(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tenso
     m, n = x.shape
     mp = round_up(m, pad)
     yt = x.new_empty((n, mp), dtype=torch.float8_e4m3fn)
-    yt_scale = x.new_empty((), dtype=torch.float32)
+    yt_scale = empty_scalar(x)
     block_m, block_n, num_warps = TILE[_mode(x)]
     _cast_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), x, None, scale, None, None, None, None, yt,
                  yt_scale, None, None, x.stride(0), x.stride(1), m, n, mp, 0, FP8_MAX=FP8_MAX[torch.float8_e4m3fn],

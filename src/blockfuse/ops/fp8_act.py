@@ -50,8 +50,8 @@ from blockfuse.ops.fp8 import E4M3_MAX, E5M2_MAX, _quantized, delayed_scale, del
     scale_of, to_e4m3
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.linear_act import pre_halves
-from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, in_row_units, launcher_op, next_power_of_2, \
-    sm_count, tracing
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, empty_scalar, in_row_units, launcher_op, \
+    next_power_of_2, sm_count, tracing
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
@@ -378,7 +378,7 @@ def _act_forward_delayed(pre: Tensor, activation: str, history: Tensor, amax: Te
     hidden = g2.shape[1]
     m = pre.shape[0]
     q = pre.new_empty((m, hidden), dtype=torch.float8_e4m3fn)
-    scale = pre.new_empty((), dtype=torch.float32)
+    scale = empty_scalar(pre)
     if m == 0 or hidden == 0:
         scale.copy_(fp8.delayed_scale_ref(history))
     else:
@@ -510,7 +510,7 @@ def _act_transposed_cast(pre: Tensor, amax: Tensor, activation: str, given_scale
     m, hidden = g2.shape
     mp = fp8.round_up(m, fp8.GEMM_MULTIPLE)
     yt = pre.new_empty((hidden, mp), dtype=torch.float8_e4m3fn)
-    scale = pre.new_empty((), dtype=torch.float32)
+    scale = empty_scalar(pre)
     block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(hidden, block_n))), g2, u2, amax, yt, scale,
                    g2.stride(0), pre.stride(0), m, hidden, mp, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise],

@@ -36,7 +36,7 @@ from blockfuse.ops.fp8 import (
     delayed_scale_ref, fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax,
     scale_of, to_e4m3,
 )
-from blockfuse.ops.launch import Kernel, as_rows, cdiv, launcher_op, next_power_of_2, in_row_units
+from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_scalar, in_row_units, launcher_op, next_power_of_2
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -303,7 +303,7 @@ def _gated_forward_fp8(gate: Tensor, up: Optional[Tensor], activation: str, hist
     m = g2.shape[0]
     rowwise = history is None
     q = torch.empty((*gate.shape[:-1], hidden), dtype=torch.float8_e4m3fn, device=gate.device)
-    scale = gate.new_empty((*gate.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
+    scale = gate.new_empty((*gate.shape[:-1], 1), dtype=torch.float32) if rowwise else empty_scalar(gate)
     if m == 0 or hidden == 0:
         if rowwise:  # rows of no elements: the floor's scale
             scale.copy_(torch.full_like(scale, AMAX_FLOOR) / FP8_MAX[torch.float8_e4m3fn])

@@ -409,6 +409,17 @@ _direct = _Direct()
 _EMPTIES: dict = {}
 
 
+def empty_scalar(like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """A new 0-d tensor on ``like``'s device (a tensorwise scale a kernel writes), allocated with one dimension and
+    viewed as 0-d.
+
+    NOTE: Inductor lowers an ``empty`` as a zero fill whose ranges it sets to zeros, one per dimension, to make it no
+    kernel at all; a 0-d one has no dimension to zero and became a one-element fill kernel (torch 2.11-2.13,
+    ``lowering.empty_strided``): 97 launches a compiled te-4layer FP8 step, its scales, in a step bound by its host
+    (benchmarks/results/fp8/24-*/compiled-code)."""
+    return like.new_empty((1,), dtype=dtype).view(())
+
+
 def empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
     """An op cannot return None: an absent optional output travels as an empty tensor.
 

@@ -40,7 +40,7 @@ from blockfuse.ops.fp8 import (
     scale_of, to_e4m3,
 )
 from blockfuse.ops.launch import (
-    Kernel, as_rows, cdiv, empty_if_none, launcher_op, next_power_of_2, row_stride, in_row_units,
+    Kernel, as_rows, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, row_stride, in_row_units,
     sm_count, tracing, vector,
 )
 from blockfuse.ops.reduce import sum_partials
@@ -1767,7 +1767,7 @@ def _norm_fwd_fp8(
     m = x2.shape[0]
     rowwise = history is None
     q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
-    scale = x.new_empty((*x.shape[:-1], 1) if rowwise else (), dtype=torch.float32)
+    scale = x.new_empty((*x.shape[:-1], 1), dtype=torch.float32) if rowwise else empty_scalar(x)
     s = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == PRE else None
     y = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == POST else None
     mean, rstd = _statistics(x, is_rms, stats)
@@ -2065,7 +2065,7 @@ def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weigh
     m = z2.shape[0]
     mp = _fp8.round_up(m, _fp8.GEMM_MULTIPLE)
     yt = z.new_empty((n, mp), dtype=torch.float8_e4m3fn)
-    scale = z.new_empty((), dtype=torch.float32)
+    scale = empty_scalar(z)
     block_m, block_n, num_warps = _fp8.TILE[_fp8._mode(z)]
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), z2, mean, rstd, vector(weight),
                    vector(bias), amax, yt, scale, z2.stride(0), m, n, mp, HAS_W=weight is not None,
