@@ -73,7 +73,7 @@ def test_a_scalar_output_costs_no_kernel_under_inductor():
     """Inductor lowers ``empty`` as a zero fill made no kernel by zeroing its ranges, one per dimension: a 0-d
     ``empty`` has none and is a one-element fill kernel (on a GPU 97 launches a compiled te-4layer FP8 step, its
     scales written by blockfuse's kernels: benchmarks/results/fp8/24-*/compiled-code). ``launch.empty_scalar``
-    (one dimension, viewed as 0-d) is no kernel; a mutating op (as a traced launcher's kernel) writes it."""
+    (traced: one dimension, viewed as 0-d) is no kernel; a mutating op (as a traced launcher's kernel) writes it."""
     from torch._inductor.utils import run_and_get_code
 
     def fill_kernels(allocate):
@@ -99,6 +99,8 @@ def test_launchers_allocate_no_zero_dimensional_empty():
     """Every 0-d tensor a launcher allocates goes through ``launch.empty_scalar`` (see above)."""
     offenders = []
     for path in sorted((ROOT / "src" / "blockfuse" / "ops").glob("*.py")):
+        if path.name == "launch.py":  # (empty_scalar's own, eager branch)
+            continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if "empty(()" in line or "empty((), " in line or "if rowwise else ()" in line and "empty(" in line:
                 offenders.append(f"{path.name}:{number}: {line.strip()}")

@@ -416,8 +416,10 @@ def empty_scalar(like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     NOTE: Inductor lowers an ``empty`` as a zero fill whose ranges it sets to zeros, one per dimension, to make it no
     kernel at all; a 0-d one has no dimension to zero and became a one-element fill kernel (torch 2.11-2.13,
     ``lowering.empty_strided``): 97 launches a compiled te-4layer FP8 step, its scales, in a step bound by its host
-    (benchmarks/results/fp8/24-*/compiled-code)."""
-    return like.new_empty((1,), dtype=dtype).view(())
+    (benchmarks/results/fp8/24-*/compiled-code). Eagerly a plain 0-d tensor: the view costs the host a microsecond."""
+    if torch.compiler.is_compiling() or _tracing((like,)):
+        return like.new_empty((1,), dtype=dtype).view(())
+    return like.new_empty((), dtype=dtype)
 
 
 def empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
