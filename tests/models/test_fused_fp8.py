@@ -373,6 +373,49 @@ def test_fused_delayed_block_compiles_fullgraph(preset):
         assert not torch.equal(history, start[name]), name  # the step rolled it
 
 
+@pytest.mark.parametrize("frozen", ["input", "up_projection"])
+def test_traced_delayed_mlp_without_some_gradients(frozen):
+    """The traced delayed MLP's one node for the up projection and its activation (ops/fp8_act.py) when the block's
+    input takes no gradient, or the up projection's parameters are frozen: compiled (aot_eager) as eager, the
+    output bit for bit, the gradients that are taken within FP8's rounding, the histories equal."""
+    _, _, fused = blocks("te-4layer", "delayed")
+    for _ in range(2):  # histories with amaxes in them
+        fused(torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(6)).bfloat16().requires_grad_()
+              ).float().sum().backward()
+    if frozen == "up_projection":
+        fused.ffn.gate_up_proj.requires_grad_(False)
+    start = {name: buffer.clone() for name, buffer in fused.named_buffers()}
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(5)).bfloat16()
+    torch._dynamo.reset()
+    results = []
+    try:
+        for run in (fused, torch.compile(fused, backend="aot_eager", fullgraph=True)):
+            with torch.no_grad():
+                for name, buffer in fused.named_buffers():
+                    buffer.copy_(start[name])
+            fused.zero_grad(set_to_none=True)
+            leaf = x.clone().requires_grad_(frozen != "input")
+            out = run(leaf)
+            out.float().sum().backward()
+            results.append((out.detach(), leaf.grad,
+                            {name: p.grad.clone() for name, p in fused.named_parameters() if p.grad is not None},
+                            {name: buffer.clone() for name, buffer in fused.named_buffers()}))
+    finally:
+        torch._dynamo.reset()
+    (out, grad, weights, buffers), (compiled_out, compiled_grad, compiled_weights, compiled_buffers) = results
+    assert torch.equal(out, compiled_out)
+    assert (grad is None) == (frozen == "input") and (compiled_grad is None) == (grad is None)
+    if grad is not None:
+        assert relative_error(compiled_grad, grad) < 2e-2
+    assert weights.keys() == compiled_weights.keys()
+    assert ("ffn.gate_up_proj.weight" in weights) == (frozen != "up_projection")
+    for name, weight_grad in weights.items():
+        assert relative_error(compiled_weights[name], weight_grad) < 2e-2, name
+    for name, buffer in buffers.items():
+        if "history" in name and ("x_history" in name or "gate_up" in name):
+            assert torch.equal(compiled_buffers[name], buffer), name
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("preset", ["olmo2-1b", "te-4layer"])
 @pytest.mark.parametrize("recipe", [*blockfuse.fp8.RECIPES, "delayed"])
