@@ -267,7 +267,7 @@ def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, d
     count, kept, free = step()
     assert count == 4 and torch.float8_e4m3fn not in kept, kept  # QKV, gate|up + activation, down, output
     monkeypatch.setattr(fp8_ops, "_kept_for_free", lambda t: False)
-    monkeypatch.setattr(fused_module, "cast_again", lambda y, amax: None)
+    monkeypatch.setattr(fused_module, "cast_again", lambda y, amax, pre=None, activation=None: None)
     monkeypatch.setattr(blocks_module, "cast_again", lambda y, amax, bias: None)
     _, kept, cast = step()
     assert kept.count(torch.float8_e4m3fn) == 4, kept
@@ -290,7 +290,7 @@ def test_fused_fp8_block_compiles_fullgraph(recipe, preset):
     output bit for bit, and its input gradient and no-grad output within FP8's error. te-4layer is pre-norm: its
     norms hand their FP8 outputs (rowwise, delayed) straight to the projections, which refuse an FP8 input that
     requires a gradient."""
-    _, _, fused_fp8 = blocks(preset, recipe)
+    eager, _, fused_fp8 = blocks(preset, recipe)
     x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(4)).bfloat16()
     torch._dynamo.reset()
     if recipe == "rowwise" and not fp8_ops.CPU_ROWWISE_SCALED_MM:
@@ -301,19 +301,29 @@ def test_fused_fp8_block_compiles_fullgraph(recipe, preset):
         finally:
             torch._dynamo.reset()
         return
+    oracle = copy.deepcopy(eager).float()
+    oracle(x.float()).sum().backward()
+    reference = named_gradients(oracle)
     try:
         compiled = torch.compile(fused_fp8, backend="aot_eager", fullgraph=True)
         results = []
         for run in (fused_fp8, compiled):
+            fused_fp8.zero_grad(set_to_none=True)
             leaf = x.clone().requires_grad_()
             out = run(leaf)
             out.float().sum().backward()
+            weights = named_gradients(fused_fp8)
             with torch.no_grad():
-                results.append((out.detach(), leaf.grad, run(x)))
+                results.append((out.detach(), leaf.grad, run(x), weights))
     finally:
         torch._dynamo.reset()
-    (out, grad, inference), (compiled_out, compiled_grad, compiled_inference) = results
+    (out, grad, inference, weights), (compiled_out, compiled_grad, compiled_inference, compiled_weights) = results
     assert torch.equal(out, compiled_out)
+    # the weight gradients (traced, tensorwise and delayed x operands made again in the backward: fp8.Recast) as
+    # accurate against fp32 as eager's
+    for name, weight_grad in weights.items():
+        assert (relative_error(compiled_weights[name], reference[name])
+                < 1.1 * relative_error(weight_grad, reference[name]) + 2e-3), name
     # NOTE: traced, a small tensor's casts and ops may run their references inside the graph (runtime.use_triton),
     # other fp32 sums, and an FP8 value may then land a step away (the backward's e5m2 gradients, and without
     # gradients the decode path): within FP8's own error, not more
@@ -414,6 +424,24 @@ def test_traced_delayed_mlp_without_some_gradients(frozen):
     for name, buffer in buffers.items():
         if "history" in name and ("x_history" in name or "gate_up" in name):
             assert torch.equal(compiled_buffers[name], buffer), name
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "delayed"])
+def test_traced_mlp_calls_a_hooked_up_projection_as_a_module(recipe):
+    """Traced, the fused FP8 MLP runs its up projection's FP8 functions on the layer's parameters itself (to hand
+    the down projection tensors a module call does not return), but not for a layer with forward hooks (FSDP2's
+    ``fully_shard`` of that layer alone gathers its weight in one): the hook runs, compiled (aot_eager) as eagerly."""
+    _, _, fused = blocks("te-4layer", recipe)
+    calls = []
+    fused.ffn.gate_up_proj.register_forward_pre_hook(lambda module, args: calls.append(module))
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(8)).bfloat16()
+    torch._dynamo.reset()
+    try:
+        for run in (fused, torch.compile(fused, backend="aot_eager", fullgraph=True)):
+            run(x.clone().requires_grad_()).float().sum().backward()
+    finally:
+        torch._dynamo.reset()
+    assert len(calls) == 2 and all(module is fused.ffn.gate_up_proj for module in calls)
 
 
 @pytest.mark.gpu

@@ -168,12 +168,12 @@ class TransformerBlock(nn.Module):
             attended = self.attn(normed[0], padding_mask, *normed[1:])
             del normed
         else:
-            amax = None
+            amax, recast = None, []  # (recast: the traced x_cast, if any)
             if fp8 == "tensorwise":
                 if branch is None:
-                    h0, ((y, amax), _) = residual, _norm_amax(self.attn_norm, residual)
+                    h0, ((y, amax), _) = residual, _norm_amax(self.attn_norm, residual, recast=recast)
                 else:
-                    (y, amax), h0 = _norm_amax(self.attn_norm, branch, residual, "pre", p, training)
+                    (y, amax), h0 = _norm_amax(self.attn_norm, branch, residual, "pre", p, training, recast)
             elif branch is None:
                 h0, y = residual, _norm(self.attn_norm, residual)
             else:
@@ -183,8 +183,9 @@ class TransformerBlock(nn.Module):
                 if amax is None:
                     attended = self.attn(y, padding_mask)
                 else:  # (the QKV layer's weight gradient casts y again from the norm's input: norm.cast_again)
-                    attended = self.attn(y, padding_mask, x_amax=amax,
-                                         x_cast=cast_again(y, amax, getattr(self.attn_norm, "bias", None)))
+                    x_cast = recast[0] if recast else cast_again(y, amax, getattr(self.attn_norm, "bias", None))
+                    attended = self.attn(y, padding_mask, x_amax=amax, x_cast=x_cast)
+                    del x_cast
             del y
         fp8 = isinstance(self.ffn, FusedFeedForward) and fp8_input_recipe(
             self.ffn.gate_up_proj if self.config.gated else self.ffn.fc1, h0)
@@ -201,10 +202,12 @@ class TransformerBlock(nn.Module):
                 proxy, scale, getattr(self.ffn_norm, "bias", None))
             return h, self.ffn(q, scale, proxy, x_cast=x_cast)
         if fp8 == "tensorwise":
-            (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training)
+            recast = []  # (the traced x_cast, if any)
+            (y, amax), h = _norm_amax(self.ffn_norm, attended, h0, "pre", p, training, recast)
             del attended, h0
+            x_cast = recast[0] if recast else cast_again(y, amax, getattr(self.ffn_norm, "bias", None))
             with _without_saved_norm_output(y, self.ffn_norm, h):
-                return h, self.ffn(y, x_amax=amax, x_cast=cast_again(y, amax, getattr(self.ffn_norm, "bias", None)))
+                return h, self.ffn(y, x_amax=amax, x_cast=x_cast)
         y, h = _norm(self.ffn_norm, attended, h0, "pre", p, training)
         del attended, h0  # the norm keeps h, not the branch; h0 is kept by the first norm if needed
         with _without_saved_norm_output(y, self.ffn_norm, h):

@@ -19,7 +19,8 @@ from blockfuse.models.saved_hooks import _without_saved_rotated_qk
 from blockfuse.nn.fp8 import Float8Linear
 from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8 import Recast, heads_transposed_cast
-from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized, linear_act_fp8_delayed
+from blockfuse.ops.fp8_act import act_fp8_delayed, cast_again, cast_again_quantized, fp8_linear_act, \
+    linear_act_fp8_delayed
 from blockfuse.ops.gated import geglu, swiglu
 from blockfuse.ops.launch import tracing
 from blockfuse.ops.mlp import fused_mlp, gated_mlp
@@ -65,15 +66,16 @@ def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
 
 
 def _norm_amax(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode: str = "pre", p: float = 0.0,
-               training: bool = True):
+               training: bool = True, recast: Optional[list] = None):
     """:func:`_norm` with the output for one tensorwise FP8 projection: ``((y, amax), stream)``
-    (:func:`blockfuse.ops.norm.norm_for_tensorwise_projection`; pass ``x_amax=amax`` to the :class:`Float8Linear`)."""
+    (:func:`blockfuse.ops.norm.norm_for_tensorwise_projection`; pass ``x_amax=amax`` to the :class:`Float8Linear`).
+    ``recast``: a list that a traced call appends the projection's ``x_cast`` to."""
     if isinstance(module, blockfuse.nn.LayerNorm):
         return norm_for_tensorwise_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training,
-                                              False)
+                                              False, recast=recast)
     if isinstance(module, blockfuse.nn.RMSNorm):
         return norm_for_tensorwise_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
-                                              module.cast_before_weight)
+                                              module.cast_before_weight, recast=recast)
     raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's folds no amax")
 
 
@@ -81,6 +83,16 @@ def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
     """Both layers of an MLP are tensorwise :class:`Float8Linear` ones (the first then runs with the activation and
     folds the amaxes of the casts, :func:`blockfuse.ops.fp8_act.fp8_linear_act`)."""
     return all(isinstance(layer, Float8Linear) and layer.recipe == "tensorwise" for layer in (inner, outer))
+
+
+def _plain_module(layer: nn.Module) -> bool:
+    """No forward hooks on ``layer`` or on every module (FSDP2's ``fully_shard`` of the layer itself gathers its
+    weight in one): the fused MLP may then call the layer's FP8 functions on its parameters itself (traced, to hand
+    tensors between the layers that a module call would not return)."""
+    from torch.nn.modules import module as module_globals
+
+    return not (layer._forward_pre_hooks or layer._forward_hooks or module_globals._global_forward_pre_hooks
+                or module_globals._global_forward_hooks)
 
 
 def _delayed_pair(inner: nn.Module, outer: nn.Module) -> bool:
@@ -297,10 +309,11 @@ class FusedAttention(_FP32Tables, _StackedLinear):
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, x_scale: Optional[Tensor] = None,
                 x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,
                 x_cast=None) -> Tensor:  # x: (batch, seq, d)
-        if torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear) and self.o_proj.recipe == "delayed":
-            # Traced, the output projection keeps nothing of its input but its scale: its weight gradient casts
-            # attention's output (which attention keeps for its backward) again, as eagerly (fp8.Recast; eagerly
-            # blockfuse's saved-tensor hooks tell the layer that its input is kept anyway).
+        if (torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear)
+                and self.o_proj.recipe in ("delayed", "tensorwise")):
+            # Traced, the output projection keeps nothing of its input but its 0-d scale: its weight gradient casts
+            # attention's output (which attention keeps for its backward) again with it, as eagerly (fp8.Recast;
+            # eagerly blockfuse's saved-tensor hooks tell the layer that its input is kept anyway).
             heads = []
             attended = self.attend(x, padding_mask, x_scale, x_proxy, x_amax, x_cast, heads)
             return self.o_proj(attended, x_cast=Recast(heads_transposed_cast, (), (heads[0],)))
@@ -364,16 +377,23 @@ class FusedFeedForward(_StackedLinear):
         if self.shards > 1:
             raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
         mlp = self.config.mlp
+        traced = torch.compiler.is_compiling() or tracing()
         if x_scale is None and _tensorwise_pair(inner, outer) and use_triton(x):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
-            act, amax = inner(x, activation=mlp, x_amax=x_amax, x_cast=x_cast)
-            # (eagerly the down projection keeps nothing of act: its backward casts act^T again from the
-            # pre-activation the first layer keeps, in one pass)
-            return outer(act, x_amax=amax, x_cast=cast_again(act, amax))
-        if (x_amax is None and _delayed_pair(inner, outer) and mlp in ACTIVATIONS
-                and (torch.compiler.is_compiling() or tracing())):
+            pre = []
+            if traced and _plain_module(inner):
+                # (traced: the layer hands out the pre-activation its node saves, for the Recast below)
+                act, amax = fp8_linear_act(x, inner.weight, inner.bias, mlp, weight_cache=inner.weight_cache,
+                                           x_amax=x_amax, recompute=inner.recompute_activation, x_cast=x_cast,
+                                           pre_out=pre)
+            else:
+                act, amax = inner(x, activation=mlp, x_amax=x_amax, x_cast=x_cast)
+            # (the down projection keeps nothing of act: its backward casts act^T again from the pre-activation
+            # the first layer keeps, in one pass; eagerly read from that layer's node, traced a Recast of it)
+            return outer(act, x_amax=amax, x_cast=cast_again(act, amax, *pre[:1], mlp if pre else None))
+        if x_amax is None and _delayed_pair(inner, outer) and mlp in ACTIVATIONS and traced and _plain_module(inner):
             # Traced, both layers delayed: the first layer and the activation as one node, whose backward writes
             # the first layer's e5m2 gradient operands in the activation's pass (eagerly the activation's node
             # hands them to the layer's: ops/fp8_act.py). None: no gradient to take, the two as below.

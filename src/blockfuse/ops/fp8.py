@@ -1152,14 +1152,20 @@ def _forward(x2, x_scale, weight, bias, rowwise, out_dtype, x_grad, weight_grad,
     ``keep_hp`` (tensorwise, a high-precision x; see :func:`_kept_for_free`): ``xt, xt_scale`` are x itself and
     its amax, which :func:`_x_operand` casts in the backward. ``scaling``: recipe "delayed", x's state
     (:class:`Float8Scaling`): x cast in one pass with its history's scale, x^T kept (``keep_hp``: x and the 0-d
-    scale its cast had). ``x_cast_given``: an FP8 x's
-    transpose is not made (the backward makes x^T's cast again: fp8_linear's ``x_cast``)."""
+    scale its cast had). ``x_cast_given``: an FP8 x's transpose is not made (the backward makes x^T's cast again:
+    fp8_linear's ``x_cast``); with ``keep_hp`` and no ``x_amax`` (a :class:`Recast`), ``xt_scale`` is the 0-d
+    scale of x's own cast rather than an amax."""
     keep_hp = keep_hp and x2.dtype != torch.float8_e4m3fn and not rowwise and weight_grad
     if scaling is not None:
         x_q, x_s, xt_q, xt_s, _ = _quantize_2d_sum(x2, torch.float8_e4m3fn, False, True, weight_grad and not keep_hp,
                                                    GEMM_MULTIPLE, scaling=scaling)
         if keep_hp:  # x kept (for free), its transposed cast made by the backward with this scale (_x_operand)
             xt_q, xt_s = x2, x_s
+    elif keep_hp and x_amax is None and x_cast_given:
+        # (a Recast of an x without its amax, the traced output projection's: the cast's own amax pass, inside its
+        # op, and x^T made again with the 0-d scale it gave, as recipe "delayed" does; tensor_amax is eager only)
+        x_q, x_s, _, _ = _quantize_2d(x2, torch.float8_e4m3fn, False, True, False, GEMM_MULTIPLE)
+        xt_q, xt_s = x2, x_s
     elif keep_hp:
         # NOTE: saving x costs nothing here (it is recomputed, or kept by another op): its transposed cast is
         # made by the backward from x and this amax, the same values, and not kept from the forward (half a
@@ -1461,7 +1467,8 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, x_sc
     than x is kept: :func:`blockfuse.ops.fp8_act.cast_again` from an activation's input,
     :func:`blockfuse.ops.norm.cast_again` from a norm's input and statistics). Eager calls only: a
     traced call (torch.compile) keeps x's cast as usual and never calls it; traced, the fused blocks pass a
-    :class:`Recast` instead (the same cast from tensors given, which recipe "delayed" takes too).
+    :class:`Recast` instead (the same cast from tensors given, which recipe "delayed" takes too; its ``fn``
+    takes x_amax, or without it the 0-d scale of the layer's own cast).
 
     ``recipe="delayed"`` (a high-precision x): tensorwise, with delayed scaling for x and the output gradient,
     ``fp8_scaling=(x_state, grad_state)``, two :class:`Float8Scaling` kept from step to step (a
@@ -1534,7 +1541,10 @@ class Recast(NamedTuple):
 
 
 def _check_x_cast(x_cast, x_amax) -> None:
-    """``x_cast`` (fp8_linear's, fp8_linear_act's): None, or a function making x^T's cast, given with x_amax."""
+    """``x_cast`` (fp8_linear's, fp8_linear_act's): None, or a function making x^T's cast (or its traced form, a
+    :class:`Recast`), given with x_amax."""
+    if isinstance(x_cast, Recast):  # (its fn takes x_amax, or without it the 0-d scale of the layer's own cast)
+        return
     if x_cast is not None and (not callable(x_cast) or x_amax is None):
         raise ValueError(f"x_cast: expected a function making x^T's cast, with x_amax (recipe 'tensorwise'), got "
                          f"{type(x_cast).__name__} with x_amax {'given' if x_amax is not None else 'None'}")

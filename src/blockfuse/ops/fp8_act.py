@@ -635,11 +635,15 @@ class _Fp8LinearActFunction(torch.autograd.Function):
     gate|up layer 32 against 256 MiB a layer), for one more FP8 GEMM the size of the forward's."""
 
     @staticmethod
-    def forward(ctx, x2, weight, bias, activation, config, x_amax, x_cast):
+    def forward(ctx, x2, weight, bias, activation, config, x_amax, x_cast, give_pre=False, *recast):
+        # (give_pre, traced: pre is returned too, not differentiable, for the next layer's Recast: cast_again;
+        # x_cast: a function (eager), or with ``recast`` a Recast's (fn, statics) and its tensors: traced)
         out_dtype, x_grad, weight_grad, cache, kernels, recompute, keep_hp = config
         pre, saved = fp8._forward(x2, None, weight, bias, False, out_dtype, x_grad, weight_grad, cache, x_amax,
                                   keep_x=recompute, keep_hp=keep_hp)
-        if x_cast is not None:  # nothing of x kept: the backward has x^T's cast made again (fp8_linear's x_cast)
+        if recast:  # nothing of x kept but its amax: the backward has x^T's cast made again (Recast)
+            saved = (None, *saved[1:])
+        elif x_cast is not None:  # nothing of x kept: the backward has x^T's cast made again (fp8_linear's x_cast)
             saved = (None, None, *saved[2:])
         ctx.x_cast = x_cast
         ctx.weight_entry = fp8.weight_cache_entry(weight, cache)
@@ -647,29 +651,38 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         ctx.on_ctx = (not recompute and kernels and not torch.compiler.is_compiling() and not tracing()
                       and not is_dtensor(pre) and not _foreign_saved_tensor_hooks())
         ctx.pre = pre if ctx.on_ctx else None
-        ctx.save_for_backward(*saved, weight, *((bias,) if recompute else () if ctx.on_ctx else (pre,)))
+        ctx.save_for_backward(*saved, weight, *((bias,) if recompute else () if ctx.on_ctx else (pre,)), *recast)
+        ctx.recast = len(recast)
         ctx.mark_non_differentiable(amax)
         ctx.activation, ctx.config = activation, config
         ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
+        if give_pre and not ctx.on_ctx and not recompute:
+            ctx.mark_non_differentiable(amax, pre)
+            return y, amax, pre
         return y, amax
 
     @staticmethod
-    def backward(ctx, dy, _):
+    def backward(ctx, dy, *_):
         out_dtype, x_grad, weight_grad, cache, kernels, recompute, _ = ctx.config
+        saved = ctx.saved_tensors
+        saved, recast = (saved[:-ctx.recast], saved[-ctx.recast:]) if ctx.recast else (saved, ())
         if recompute:
-            xt_q, xt_s, wt_q, wt_s, x_q, x_s, weight, bias = ctx.saved_tensors
+            xt_q, xt_s, wt_q, wt_s, x_q, x_s, weight, bias = saved
             pre = fp8._forward_again(x_q, x_s, weight, bias, out_dtype, cache, xt_q, xt_s)
             del x_q, bias
         elif ctx.on_ctx:
-            (xt_q, xt_s, wt_q, wt_s, weight), pre = ctx.saved_tensors, ctx.pre
+            (xt_q, xt_s, wt_q, wt_s, weight), pre = saved, ctx.pre
             if pre is None:
                 raise RuntimeError("fp8_linear_act: backward through the same graph a second time (retain_graph=True) "
                                    "is not supported: the first backward wrote its gradient over the pre-activation")
             ctx.pre = None
         else:
-            xt_q, xt_s, wt_q, wt_s, weight, pre = ctx.saved_tensors
-        if ctx.x_cast is not None:
+            xt_q, xt_s, wt_q, wt_s, weight, pre = saved
+        if recast:
+            fn, statics = ctx.x_cast
+            xt_q, xt_s = fn(*recast, xt_s, *statics)
+        elif ctx.x_cast is not None:
             xt_q, xt_s = ctx.x_cast()
             ctx.x_cast = None
         xt_q, xt_s = fp8._x_operand(xt_q, xt_s)  # (x kept in high precision: cast now, before the GEMMs)
@@ -689,18 +702,22 @@ class _Fp8LinearActFunction(torch.autograd.Function):
             dx = fp8._scaled_matmul(dq, ds, wt_q, wt_s, ctx.x_dtype, None, False, False)
             del wt_q
         dw = fp8._scaled_matmul(dtq, dts, xt_q, xt_s, ctx.weight_dtype, None, False, False) if weight_grad else None
-        return dx, dw, db, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, *(None,) * ctx.recast
 
 
-def cast_again(y: Tensor, amax: Tensor) -> Optional[Callable[[], tuple[Tensor, Tensor]]]:
+def cast_again(y: Tensor, amax: Tensor, pre: Optional[Tensor] = None, activation: Optional[str] = None):
     """For ``(y, amax)`` of :func:`fp8_linear_act` recorded eagerly, whose node keeps its pre-activation on ``ctx``:
     a function that makes y^T's tensorwise e4m3 cast and its scale again from that pre-activation in one pass
     (:func:`act_transposed_cast`: what the next layer's weight gradient takes, the values of y's own cast), for as
     long as that node's backward has not run. None for any other tensor, or a node that saved its pre-activation
     instead (traced, or under foreign saved-tensor hooks) or keeps none (``recompute``). The fused MLP passes it to
-    its down projection (``fp8_linear(x_cast=...)``), which then keeps nothing of y."""
+    its down projection (``fp8_linear(x_cast=...)``), which then keeps nothing of y. While anything traces: with
+    ``pre`` and ``activation`` (the pre-activation the layer's node saves, from :func:`fp8_linear_act`'s
+    ``pre_out``), the same cast as a :class:`blockfuse.ops.fp8.Recast` from it, else None."""
     if torch.compiler.is_compiling() or tracing():
-        return None
+        if pre is None or activation is None:
+            return None
+        return fp8.Recast(_act_transposed_cast, (activation, False), (pre,))
     base = y._base if y._base is not None else y
     node = base.grad_fn
     if not isinstance(node, _Fp8LinearActFunction._backward_cls) or getattr(node, "pre", None) is None:
@@ -913,7 +930,8 @@ def cast_again_quantized(proxy: Tensor, scale: Tensor, pre: Optional[Tensor] = N
 
 def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "swiglu", *,
                    weight_cache: bool = True, x_amax: Optional[Tensor] = None, recompute: bool = False,
-                   x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None) -> tuple[Tensor, Tensor]:
+                   x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None,
+                   pre_out: Optional[list] = None) -> tuple[Tensor, Tensor]:
     """``(y, amax)``: ``y = act(x @ weight.T + bias)`` with the GEMMs in tensorwise FP8 (``fp8_linear``'s:
     x and the weight in e4m3, the gradient in e5m2) and ``amax = max |y|`` as a (1,) fp32 tensor, for the
     next tensorwise FP8 layer: ``fp8_linear(y, w2, x_amax=amax)`` casts y in one pass. Differentiable in
@@ -929,7 +947,10 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     ``recompute``: keep x's e4m3 cast instead of the pre-activation and run the forward GEMM again in the
     backward (memory for time: the pre-activation is the largest tensor the layer keeps; same values).
     ``x_cast`` (with ``x_amax``): a function making x^T's e4m3 cast again for the weight gradient, as
-    :func:`blockfuse.ops.fp8.fp8_linear` takes it (eager calls without ``recompute``; ignored otherwise).
+    :func:`blockfuse.ops.fp8.fp8_linear` takes it (eager calls without ``recompute``; ignored otherwise), or its
+    traced form, a :class:`blockfuse.ops.fp8.Recast` (without ``recompute``).
+    ``pre_out`` (a list; blocks): while anything traces, a training call that saves its pre-activation appends it,
+    (M, n), for the next layer's :func:`cast_again` (eagerly that reads it from the layer's node).
     """
     if isinstance(x, Tensor) and x.dtype == torch.float8_e4m3fn:
         raise TypeError("x: expected a float32, float16 or bfloat16 tensor (fp8_linear_act quantizes x itself), "
@@ -953,12 +974,20 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
     if not isinstance(recompute, bool):
         raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
     fp8._check_x_cast(x_cast, x_amax)
-    if not weight_grad or recompute or torch.compiler.is_compiling() or tracing():
+    recast = ()
+    if isinstance(x_cast, fp8.Recast) and weight_grad and not recompute and x_amax is not None:
+        # (the tensors go to the Function as inputs, its backward calls fn: fp8_linear's Recast)
+        x_cast, recast = (x_cast.fn, x_cast.statics), tuple(t if t is None else t.detach() for t in x_cast.tensors)
+    elif not weight_grad or recompute or torch.compiler.is_compiling() or tracing() or isinstance(x_cast, fp8.Recast):
         x_cast = None
     keep_hp = weight_grad and (x_cast is not None or fp8._kept_for_free(x2))
     config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute, keep_hp)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
-        y, amax = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax, x_cast)
+        give_pre = pre_out is not None and (torch.compiler.is_compiling() or tracing())
+        y, amax, *pre = _Fp8LinearActFunction.apply(x2, weight, bias, activation, config, x_amax, x_cast, give_pre,
+                                                    *recast)
+        if pre_out is not None:
+            pre_out.extend(pre)
     else:
         pre, _ = fp8._forward(x2, None, weight, bias, False, x.dtype, False, False, weight_cache, x_amax)
         y, amax = act_forward(pre, activation, config[4])

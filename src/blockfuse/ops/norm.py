@@ -1949,8 +1949,10 @@ class _NormFp8Function(torch.autograd.Function):
 
 class _NormAmaxFunction(torch.autograd.Function):
     """A norm whose normalized output feeds one tensorwise FP8 projection in a training step (models/fused.py):
-    ``(y, s, amax)``, the output in x's dtype, pre mode's residual stream (else None) and y's amax, folded by the
-    kernel (:func:`_norm_fwd_amax`), which takes no gradient. The backward is :class:`_NormFunction`'s."""
+    ``(y, s, amax, mean, rstd)``, the output in x's dtype, pre mode's residual stream (else None) and y's amax,
+    folded by the kernel (:func:`_norm_fwd_amax`), which takes no gradient; then, while traced (else None), the
+    row statistics as :class:`_NormFp8Function` returns them (:func:`norm_for_tensorwise_projection`'s
+    ``recast``). The backward is :class:`_NormFunction`'s."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, residual, seed, config):
@@ -1958,11 +1960,13 @@ class _NormAmaxFunction(torch.autograd.Function):
         y, amax, s, mean, rstd = _norm_fwd_amax(x, weight, bias, residual, seed, eps, mode, dropout_p, is_rms,
                                                 cast_before_weight, True)
         s = _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd)
-        ctx.mark_non_differentiable(amax)
-        return y, s, amax
+        traced = torch.compiler.is_compiling() or tracing()
+        mean, rstd = (None if is_rms else mean, rstd) if traced else (None, None)
+        ctx.mark_non_differentiable(amax, *(t for t in (mean, rstd) if t is not None))
+        return y, s, amax, mean, rstd
 
     @staticmethod
-    def backward(ctx, dy, ds, damax):
+    def backward(ctx, dy, ds, damax, dmean, drstd):
         return _norm_backward(ctx, dy, ds)
 
 
@@ -2036,17 +2040,22 @@ def norm_for_fp8_projection(x, weight, bias, eps, residual, residual_mode, dropo
 
 
 def norm_for_tensorwise_projection(x, weight, bias, eps, residual, residual_mode, dropout_p, training, is_rms,
-                                   cast_before_weight=False):
+                                   cast_before_weight=False, recast: Optional[list] = None):
     """The norm (LayerNorm, or RMSNorm with ``is_rms``; no residual, or pre mode) whose output one tensorwise FP8
     projection reads: ``((y, amax), stream)``. ``y`` is the normalized output in x's dtype, as the plain norm
     writes it, and ``amax`` (1,) fp32 its max |y|, folded by the kernel that writes y: the projection takes it as
     ``x_amax`` and its cast reads y once. ``stream``: pre mode's residual stream, else None. For blocks
-    (models/fused.py); needs the Triton path."""
+    (models/fused.py); needs the Triton path. ``recast``: a list, to which a traced training call appends the
+    projection's ``x_cast``, a :class:`blockfuse.ops.fp8.Recast` making y^T's cast with amax's scale again from the
+    norm's input and statistics (eagerly :func:`cast_again` reads them from the norm's node)."""
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
     p, mode, seed = _call_form(x, residual, residual_mode, dropout_p, training)
     config = (float(eps), mode, p, is_rms, cast_before_weight, 0)
     if _needs_grad(x, weight, bias, residual):
-        y, s, amax = _NormAmaxFunction.apply(x, weight, bias, residual, seed, config)
+        y, s, amax, mean, rstd = _NormAmaxFunction.apply(x, weight, bias, residual, seed, config)
+        if recast is not None and mode != POST and (torch.compiler.is_compiling() or tracing()):
+            recast.append(_fp8.Recast(_norm_transposed_cast, (cast_before_weight, False),
+                                      (x if s is None else s, mean, rstd, weight, bias)))
         return (y, amax), s
     y, amax, s, _, _ = _norm_fwd_amax(x, weight, bias, residual, seed, *config[:5], False)
     return (y, amax), (s if mode == PRE else None)
