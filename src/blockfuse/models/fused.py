@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules import module as _module_globals
 
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
@@ -89,10 +90,8 @@ def _plain_module(layer: nn.Module) -> bool:
     """No forward hooks on ``layer`` or on every module (FSDP2's ``fully_shard`` of the layer itself gathers its
     weight in one): the fused MLP may then call the layer's FP8 functions on its parameters itself (traced, to hand
     tensors between the layers that a module call would not return)."""
-    from torch.nn.modules import module as module_globals
-
-    return not (layer._forward_pre_hooks or layer._forward_hooks or module_globals._global_forward_pre_hooks
-                or module_globals._global_forward_hooks)
+    return not (layer._forward_pre_hooks or layer._forward_hooks or _module_globals._global_forward_pre_hooks
+                or _module_globals._global_forward_hooks)
 
 
 def _delayed_pair(inner: nn.Module, outer: nn.Module) -> bool:

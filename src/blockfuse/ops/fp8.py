@@ -1539,6 +1539,10 @@ class Recast(NamedTuple):
     statics: tuple
     tensors: tuple
 
+    def unpack(self) -> tuple[tuple, tuple]:
+        """``((fn, statics), tensors)`` as a Function takes them: its ``x_cast`` and its trailing inputs, detached."""
+        return (self.fn, self.statics), tuple(t if t is None else t.detach() for t in self.tensors)
+
 
 def _check_x_cast(x_cast, x_amax) -> None:
     """``x_cast`` (fp8_linear's, fp8_linear_act's): None, or a function making x^T's cast (or its traced form, a
@@ -1611,7 +1615,7 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     eager = not (torch.compiler.is_compiling() or tracing())
     recast = ()
     if isinstance(x_cast, Recast):  # (traced: the tensors go to the Function as inputs, its backward calls fn)
-        x_cast, recast = (x_cast.fn, x_cast.statics), tuple(t if t is None else t.detach() for t in x_cast.tensors)
+        x_cast, recast = x_cast.unpack()
     elif not eager:
         x_cast = None
     if not (weight_grad and not rowwise):

@@ -653,14 +653,12 @@ class _Fp8LinearActFunction(torch.autograd.Function):
         ctx.pre = pre if ctx.on_ctx else None
         ctx.save_for_backward(*saved, weight, *((bias,) if recompute else () if ctx.on_ctx else (pre,)), *recast)
         ctx.recast = len(recast)
-        ctx.mark_non_differentiable(amax)
         ctx.activation, ctx.config = activation, config
         ctx.x_dtype, ctx.weight_dtype = x2.dtype, weight.dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
-        if give_pre and not ctx.on_ctx and not recompute:
-            ctx.mark_non_differentiable(amax, pre)
-            return y, amax, pre
-        return y, amax
+        extra = (pre,) if give_pre and not ctx.on_ctx and not recompute else ()
+        ctx.mark_non_differentiable(amax, *extra)
+        return (y, amax, *extra)
 
     @staticmethod
     def backward(ctx, dy, *_):
@@ -975,10 +973,9 @@ def fp8_linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, act
         raise TypeError(f"recompute: expected a bool, got {type(recompute).__name__}")
     fp8._check_x_cast(x_cast, x_amax)
     recast = ()
-    if isinstance(x_cast, fp8.Recast) and weight_grad and not recompute and x_amax is not None:
-        # (the tensors go to the Function as inputs, its backward calls fn: fp8_linear's Recast)
-        x_cast, recast = (x_cast.fn, x_cast.statics), tuple(t if t is None else t.detach() for t in x_cast.tensors)
-    elif not weight_grad or recompute or torch.compiler.is_compiling() or tracing() or isinstance(x_cast, fp8.Recast):
+    if isinstance(x_cast, fp8.Recast):  # (the tensors go to the Function as inputs, its backward calls fn)
+        x_cast, recast = x_cast.unpack() if weight_grad and not recompute and x_amax is not None else (None, ())
+    elif not weight_grad or recompute or torch.compiler.is_compiling() or tracing():
         x_cast = None
     keep_hp = weight_grad and (x_cast is not None or fp8._kept_for_free(x2))
     config = (x.dtype, x_grad, weight_grad, weight_cache, use_triton(x), recompute, keep_hp)

@@ -410,8 +410,8 @@ _EMPTIES: dict = {}
 
 
 def empty_scalar(like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """A new 0-d tensor on ``like``'s device (a tensorwise scale a kernel writes), allocated with one dimension and
-    viewed as 0-d.
+    """A new 0-d tensor on ``like``'s device (a tensorwise scale a kernel writes); while anything traces, allocated
+    with one dimension and viewed as 0-d.
 
     NOTE: Inductor lowers an ``empty`` as a zero fill whose ranges it sets to zeros, one per dimension, to make it no
     kernel at all; a 0-d one has no dimension to zero and became a one-element fill kernel (torch 2.11-2.13,
