@@ -6,12 +6,13 @@
 # (TESTS: test files, TESTS_K: a -k expression) and, with PROFILE=1, the new code's kernels eager and compiled
 # (profile_block.py). One GPU, ~6-9 minutes; carry .whl:
 #
-#   OUT=... [ROUNDS=2] [OLD_PROVIDERS=...] [TORCHAO=1] [PROFILE=1] [TESTS="FILES" [TESTS_K="..."]] \
+#   OUT=... [ROUNDS=2] [OLD_PROVIDERS=...] [TORCHAO=1] [TENSORWISE=1] [PROFILE=1] [TESTS="FILES" [TESTS_K="..."]] \
 #       bash scripts/te_fp8_ab_gpu.sh
 #
 # writes $OUT/results.tar.gz and $OUT/summary.txt (the summary after each process, should the call run out of time).
 # OLD_PROVIDERS (default: the new rows' fused,fused+compile:default): the old code's providers. TORCHAO=1 adds
-# torchao's tensorwise FP8 compiled (the memory and speed target's baseline) after the second bf16 process.
+# torchao's tensorwise FP8 compiled (the memory and speed target's baseline) after the second bf16 process;
+# TENSORWISE=1 then the recipe "tensorwise" compiled, new and old code.
 set -u
 FINAL=${OUT:?set OUT}
 OUT=$(mktemp -d)
@@ -44,6 +45,10 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
 done
 run bf16-2 env -- --providers compile:default
 [ "${TORCHAO:-0}" = 1 ] && run torchao env -- --linear torchao:tensorwise --providers compile:default
+if [ "${TENSORWISE:-0}" = 1 ]; then
+    run tensorwise-new env -- --linear fp8:tensorwise --providers fused+compile:default
+    [ ${#OLD[@]} -gt 0 ] && run tensorwise-old "${OLD[@]}" -- --linear fp8:tensorwise --providers fused+compile:default
+fi
 if [ -n "${TESTS:-}" ]; then
     # shellcheck disable=SC2086
     step 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 4 $TESTS -k "${TESTS_K:-not nothing}"
