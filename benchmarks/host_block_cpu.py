@@ -1,8 +1,8 @@
 """A block's host cost on the CPU, no GPU needed: the Python, dispatcher and autograd work of one training step
 with blockfuse's kernel launches stubbed out, fused against eager.
 
-    TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25] [--bf16]
-        [--linear fp8:tensorwise] [--stub-fp8-gemm]
+    TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25 [--sort cumtime]]
+        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
@@ -71,6 +71,7 @@ def main() -> None:
     parser.add_argument("preset", choices=sorted(PRESETS))
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N of the fused step")
+    parser.add_argument("--sort", default="tottime", choices=("tottime", "cumtime"), help="the profile's order")
     parser.add_argument("--bf16", action="store_true", help="bf16 tensors (default fp32: see the docstring)")
     parser.add_argument("--linear", default="bf16", choices=("bf16", "fp8:tensorwise", "fp8:rowwise", "fp8:delayed"),
                         help="the blocks' Linear layers: as they are, or blockfuse.fp8.convert's (CPU _scaled_mm: "
@@ -111,7 +112,7 @@ def main() -> None:
         profiler.enable()
         time_steps(fused, x, dy, 100)
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
 
 
 if __name__ == "__main__":

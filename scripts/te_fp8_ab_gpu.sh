@@ -10,8 +10,9 @@
 #       bash scripts/te_fp8_ab_gpu.sh
 #
 # writes $OUT/results.tar.gz and $OUT/summary.txt (the summary after each process, should the call run out of time).
-# OLD_PROVIDERS (default: the new rows' fused,fused+compile:default): the old code's providers. TORCHAO=1 adds
-# torchao's tensorwise FP8 compiled (the memory and speed target's baseline) after the second bf16 process;
+# PROVIDERS (default fused,fused+compile:default): the new rows'; OLD_PROVIDERS (default: PROVIDERS) the old code's.
+# TORCHAO=1 adds torchao's tensorwise FP8 compiled (the memory and speed target's baseline) after the second bf16
+# process;
 # TENSORWISE=1 then the recipe "tensorwise" compiled, new and old code.
 set -u
 FINAL=${OUT:?set OUT}
@@ -36,7 +37,7 @@ run() {  # run NAME [env...] -- BENCH-ARGS...: one process, a fresh Inductor cac
     grep -h "^| fused\|^| compile" "$OUT/$name"/*.md >> "$OUT/summary.txt" 2>/dev/null
     mkdir -p "$FINAL" && cp "$OUT/summary.txt" "$FINAL/"
 }
-PROVIDERS=fused,fused+compile:default
+PROVIDERS=${PROVIDERS:-fused,fused+compile:default}
 run bf16-1 env -- --providers compile:default
 for round in $(seq 1 "${ROUNDS:-2}"); do
     run "new-$round" env -- --linear fp8:delayed --providers "$PROVIDERS"

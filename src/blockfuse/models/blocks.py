@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import Attention, FeedForward, _eager_norm
 from blockfuse.models.fused import (
-    FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_amax, _norm_fp8, fp8_input_recipe,
+    FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_amax, _norm_fp8, cast_fp8_weights, fp8_input_recipe,
 )
 from blockfuse.models.recompute import _with_kept_storages, _without_saved_norm_output, _without_saved_projection
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
@@ -84,6 +84,8 @@ class TransformerBlock(nn.Module):
         return self.config.placement
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        if self.impl == "fused":
+            cast_fp8_weights(self)  # (FP8 layers: their weights' casts in two launches, where they keep them)
         if isinstance(x, list):
             # A fused pre-norm stack's form: [residual, branch] in (emptied), (residual, branch) out. Through
             # the module's call, so that hooks on the block run: FSDP2's gather its parameters there.

@@ -991,6 +991,13 @@ def _count_optimizer_step(optimizer, args, kwargs) -> None:
 register_optimizer_step_post_hook(_count_optimizer_step)
 
 
+def weight_cache_key(weight: Tensor, rowwise: bool) -> tuple:
+    """What a kept cast of ``weight`` holds for (:func:`_weight_operands`' NOTE): its storage, version, the optimizer
+    steps taken, its shape, dtype and device, and the recipe's layout."""
+    return (weight.data_ptr(), weight._version, _OPTIMIZER_STEPS[0], tuple(weight.shape), weight.dtype, weight.device,
+            rowwise)
+
+
 def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, known: Optional[tuple] = None):
     """``(w, w_scale, wt, wt_scale)``: the weight (N, K) in e4m3 for the forward, and its transpose (K, N) in e4m3
     for the input gradient when ``dgrad`` and the casts are made here (None otherwise: see below); both from one
@@ -1014,8 +1021,7 @@ def _weight_operands(weight: Tensor, rowwise: bool, dgrad: bool, cache: bool, kn
     which carries no cache of its own: used where its key still matches."""
     if not cache or torch.compiler.is_compiling() or tracing() or weight.is_inference():
         return _quantize_2d(weight, torch.float8_e4m3fn, rowwise, True, dgrad, 1)
-    key = (weight.data_ptr(), weight._version, _OPTIMIZER_STEPS[0], tuple(weight.shape), weight.dtype, weight.device,
-           rowwise)
+    key = weight_cache_key(weight, rowwise)
     entry = getattr(weight, _CACHE_ATTRIBUTE, None) or known
     if entry is None or entry[0] != key:
         setattr(weight, _CACHE_ATTRIBUTE, None)  # the stale cast goes before the new one is made
