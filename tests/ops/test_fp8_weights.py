@@ -165,3 +165,38 @@ def test_amax_programs_are_bounded_and_balanced(blocks):
     assert all((p - 1) * iters < b <= p * iters for p, b in zip(programs, blocks))  # each program has blocks
     if max(blocks) <= fp8_weights.MAX_PARTIALS * -(-sum(blocks) // fp8_weights.INTERPRETED_AMAX_PROGRAMS):
         assert sum(programs) <= fp8_weights.INTERPRETED_AMAX_PROGRAMS + len(blocks)
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "delayed"])
+def test_a_models_weights_cast_ahead(recipe, device):
+    """``blockfuse.fp8.cast_weights(model)`` on any model (a stack of Linear layers here, no fused block): every
+    layer's cast made ahead, found by the layers (none cast again), and the step's output and gradients those of the
+    same model casting as it runs; made again only after an optimizer step."""
+    torch.manual_seed(0)
+    stack = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.Linear(96, 64),
+                                torch.nn.Linear(64, 48), torch.nn.Linear(48, 32), torch.nn.Linear(32, 16))
+    ahead = blockfuse.fp8.convert(stack.to(device, torch.bfloat16), recipe=recipe)
+    alone = copy.deepcopy(ahead)
+    assert blockfuse.fp8.cast_weights(ahead) == 5  # five layers: two launch pairs
+    kept = [_kept(layer.weight) for layer in ahead if isinstance(layer, blockfuse.fp8.Float8Linear)]
+    x = torch.randn(4, 8, 64, generator=torch.Generator().manual_seed(3)).to(device, torch.bfloat16)
+    outs = []
+    for model in (ahead, alone):
+        xi = x.clone().requires_grad_()
+        y = model(xi)
+        y.float().square().sum().backward()
+        outs.append((y, xi.grad, [p.grad for p in model.parameters()]))
+    after = [_kept(layer.weight) for layer in ahead if isinstance(layer, blockfuse.fp8.Float8Linear)]
+    assert all(entry is before for entry, before in zip(after, kept))  # the layers made none of their own
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert all(torch.equal(a, b) for a, b in zip(outs[0][2], outs[1][2]))
+    assert blockfuse.fp8.cast_weights(ahead) == 0
+    torch.optim.SGD(ahead.parameters(), lr=1e-3).step()
+    assert blockfuse.fp8.cast_weights(ahead) == 5
+
+
+def test_a_models_weights_cast_ahead_refuses_what_is_not_a_module():
+    with pytest.raises(TypeError, match="model: expected a torch.nn.Module"):
+        blockfuse.fp8.cast_weights([torch.nn.Parameter(torch.randn(16, 16))])
+    rowwise = blockfuse.fp8.convert(torch.nn.Linear(32, 16), recipe="rowwise")
+    assert blockfuse.fp8.cast_weights(rowwise) == 0  # rowwise layers cast by rows, their own

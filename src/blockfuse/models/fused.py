@@ -11,14 +11,12 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.modules import module as _module_globals
-from torch.nn.utils import parametrize
 
 import blockfuse.nn
 from blockfuse.models.config import BlockConfig
 from blockfuse.models.eager import _FP32Tables, _attend, rotary_half_tables
 from blockfuse.models.saved_hooks import _without_saved_rotated_qk
-from blockfuse.nn.fp8 import Float8Linear
+from blockfuse.nn.fp8 import Float8Linear, plain_module, precastable
 from blockfuse.ops.activation import ACTIVATIONS
 from blockfuse.ops.fp8 import Recast, heads_transposed_cast
 from blockfuse.ops.fp8_weights import cast_weights
@@ -88,25 +86,15 @@ def _tensorwise_pair(inner: nn.Module, outer: nn.Module) -> bool:
     return all(isinstance(layer, Float8Linear) and layer.recipe == "tensorwise" for layer in (inner, outer))
 
 
-def _plain_module(layer: nn.Module) -> bool:
-    """No forward hooks on ``layer`` or on every module (FSDP2's ``fully_shard`` of the layer itself gathers its
-    weight in one): the fused MLP may then call the layer's FP8 functions on its parameters itself (traced, to hand
-    tensors between the layers that a module call would not return)."""
-    return not (layer._forward_pre_hooks or layer._forward_hooks or _module_globals._global_forward_pre_hooks
-                or _module_globals._global_forward_hooks)
-
-
 def cast_fp8_weights(block: nn.Module) -> None:
     """Makes the e4m3 weight casts of a fused block's tensorwise and delayed FP8 layers that keep them, in two launches
     (:func:`blockfuse.ops.fp8_weights.cast_weights`), before its first layer runs: each layer then finds its cast
     kept, where it would have made it with two launches of its own (te-4layer's FP8 step: 32 launches -> 8). Layers
-    with hooks (FSDP2 of a lone layer gathers its weight in one) or parametrizations (a weight made at each access)
-    cast their own, as before."""
+    :func:`blockfuse.nn.fp8.precastable` leaves out cast their own, as before."""
     attn, ffn = block.attn, block.ffn
     layers = (getattr(attn, "qkv_proj", None), getattr(attn, "o_proj", None),
               *(getattr(ffn, name, None) for name in ("gate_up_proj", "down_proj", "fc1", "fc2")))
-    weights = [layer.weight for layer in layers if isinstance(layer, Float8Linear) and layer.recipe != "rowwise"
-               and layer.weight_cache and _plain_module(layer) and not parametrize.is_parametrized(layer)]
+    weights = [layer.weight for layer in layers if precastable(layer)]
     if weights:
         cast_weights(weights)
 
@@ -399,7 +387,7 @@ class FusedFeedForward(_StackedLinear):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
             # gradient's, with its column sums (the bias gradient), for this layer's: one pass each.
             pre = []
-            if traced and _plain_module(inner):
+            if traced and plain_module(inner):
                 # (traced: the layer hands out the pre-activation its node saves, for the Recast below)
                 act, amax = fp8_linear_act(x, inner.weight, inner.bias, mlp, weight_cache=inner.weight_cache,
                                            x_amax=x_amax, recompute=inner.recompute_activation, x_cast=x_cast,
@@ -409,7 +397,7 @@ class FusedFeedForward(_StackedLinear):
             # (the down projection keeps nothing of act: its backward casts act^T again from the pre-activation
             # the first layer keeps, in one pass; eagerly read from that layer's node, traced a Recast of it)
             return outer(act, x_amax=amax, x_cast=cast_again(act, amax, *pre[:1], mlp if pre else None))
-        if x_amax is None and _delayed_pair(inner, outer) and mlp in ACTIVATIONS and traced and _plain_module(inner):
+        if x_amax is None and _delayed_pair(inner, outer) and mlp in ACTIVATIONS and traced and plain_module(inner):
             # Traced, both layers delayed: the first layer and the activation as one node, whose backward writes
             # the first layer's e5m2 gradient operands in the activation's pass (eagerly the activation's node
             # hands them to the layer's: ops/fp8_act.py). None: no gradient to take, the two as below.

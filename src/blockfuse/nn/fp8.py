@@ -10,16 +10,19 @@ from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules import module as _module_globals
+from torch.nn.utils import parametrize
 
 from blockfuse.ops.fp8 import (
     HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear,
     fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
+from blockfuse.ops.fp8_weights import cast_weights as _cast_weights
 
-__all__ = ["Float8Linear", "Float8Scaling", "convert", "fp8_linear", "fp8_linear_ref", "fp8_linear_act",
-           "fp8_linear_act_ref", "quantize", "quantize_ref", "dequantize", "clear_weight_cache", "fp8_supported",
-           "RECIPES", "LINEAR_RECIPES"]
+__all__ = ["Float8Linear", "Float8Scaling", "convert", "cast_weights", "fp8_linear", "fp8_linear_ref",
+           "fp8_linear_act", "fp8_linear_act_ref", "quantize", "quantize_ref", "dequantize", "clear_weight_cache",
+           "fp8_supported", "RECIPES", "LINEAR_RECIPES"]
 
 _log = logging.getLogger(__name__)
 
@@ -198,3 +201,32 @@ def convert(model: nn.Module, recipe: str = "tensorwise", *,
                                                                 recompute_activation=recompute_activation)
                 setattr(parent, child_name, converted[id(child)])
     return model
+
+
+def plain_module(layer: nn.Module) -> bool:
+    """No forward hooks on ``layer`` or on every module (FSDP2's ``fully_shard`` of the layer itself gathers its
+    weight in one): its parameters, as the module holds them now, are what its call will use."""
+    return not (layer._forward_pre_hooks or layer._forward_hooks or _module_globals._global_forward_pre_hooks
+                or _module_globals._global_forward_hooks)
+
+
+def precastable(layer: nn.Module) -> bool:
+    """``layer`` is a :class:`Float8Linear` whose weight's cast :func:`cast_weights` may make for it: a tensorwise or
+    delayed one that keeps its casts, without hooks (:func:`plain_module`) or parametrizations (a weight made at each
+    access)."""
+    return (isinstance(layer, Float8Linear) and layer.recipe != "rowwise" and layer.weight_cache
+            and plain_module(layer) and not parametrize.is_parametrized(layer))
+
+
+def cast_weights(model: nn.Module) -> int:
+    """Makes the e4m3 weight casts of every tensorwise and delayed :class:`Float8Linear` in ``model`` whose kept cast
+    is missing or stale, four weights a pair of launches, where each layer would make its own with two launches and
+    its launcher's Python as it runs (:mod:`blockfuse.ops.fp8_weights`; the same casts bit for bit). Returns how many
+    were made. Call it after the optimizer step, before the forward; a fused block does it for its own layers
+    itself. What the layers must cast themselves is left to them: weights that are DTensors (FSDP2, tensor
+    parallelism: gathered only in their module's hooks), layers with hooks or parametrizations, rowwise layers.
+    Eager only (nothing while torch.compile traces: the layers cast in the graph). The casts made are kept until an
+    optimizer step or an in-place write (1 byte a parameter, as the layers' own)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    return _cast_weights([layer.weight for layer in model.modules() if precastable(layer)])
