@@ -46,6 +46,16 @@ def _select(i, a0, a1, a2, a3):
 
 
 @triton.jit
+def _program_weight(start1, start2, start3, NUM: tl.constexpr):
+    """``(pid, i, local)``: this program's id, the weight it works on (the programs of weight i start at start_i,
+    weight 0's at 0) and its index among that weight's programs."""
+    pid = tl.program_id(0)
+    i = (pid >= start1).to(tl.int32) + (pid >= start2).to(tl.int32) + (pid >= start3).to(tl.int32)
+    i = tl.minimum(i, NUM - 1)
+    return pid, i, pid - _select(i, 0, start1, start2, start3)
+
+
+@triton.jit
 def _range_amax(W, local, n, programs, iters, BLOCK: tl.constexpr):
     """``max |W[j]|`` over the blocks ``local, local + programs, ...`` (``iters`` of them, those past the range masked
     out) of a flat range of ``n`` elements. (The loop's bound is a plain argument: triton 3.6's interpreter cannot
@@ -68,10 +78,7 @@ def _fp8_weights_amax_kernel(
     NUM: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    i = (pid >= start1).to(tl.int32) + (pid >= start2).to(tl.int32) + (pid >= start3).to(tl.int32)
-    i = tl.minimum(i, NUM - 1)
-    local = pid - _select(i, 0, start1, start2, start3)
+    pid, i, local = _program_weight(start1, start2, start3, NUM)
     n = _select(i, n0, n1, n2, n3)
     programs = _select(i, programs0, programs1, programs2, programs3)
     if i == 0:
@@ -101,10 +108,7 @@ def _fp8_weights_cast_kernel(
     SCALE_STRIDE: tl.constexpr,
     FP8_MAX: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    i = (pid >= start1).to(tl.int32) + (pid >= start2).to(tl.int32) + (pid >= start3).to(tl.int32)
-    i = tl.minimum(i, NUM - 1)
-    block = pid - _select(i, 0, start1, start2, start3)
+    _, i, block = _program_weight(start1, start2, start3, NUM)
     n = _select(i, n0, n1, n2, n3)
     first = _select(i, partial0, partial1, partial2, partial3)
     count = _select(i, partials0, partials1, partials2, partials3)
