@@ -19,9 +19,16 @@ from blockfuse.ops.launch import Kernel
 
 pytestmark = pytest.mark.usefixtures("requires_triton")
 
-# Shapes past one block of the interpreter's tile (64 elements) and past several blocks a program (its 16 amax programs
-# in all), odd sizes, a single row and a single element.
+# Shapes past one block of a small tile (64 elements: the ``small_tile`` fixture) and past several blocks a program (the
+# interpreter's 16 amax programs in all), odd sizes, a single row and a single element.
 SHAPES = [(48, 32), (33, 17), (7, 300), (130, 129), (1, 5), (1, 1)]
+
+
+@pytest.fixture
+def small_tile(monkeypatch):
+    """Blocks of 64 elements in the interpreter (its own tile is a few blocks a weight, for the tests' speed): many
+    programs a weight and several blocks a program at the tests' sizes, as a GPU's tile has at a model's."""
+    monkeypatch.setitem(fp8_weights.TILE, "interpreted", (64, 64, 4))
 
 
 def _own_cast(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,7 +43,7 @@ def _kept(weight: torch.Tensor):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_grouped_casts_are_the_layers_casts_bit_for_bit(dtype, device):
+def test_grouped_casts_are_the_layers_casts_bit_for_bit(dtype, device, small_tile):
     generator = torch.Generator().manual_seed(0)
     weights = [torch.nn.Parameter((torch.randn(shape, generator=generator) * 3 ** i).to(device, dtype))
                for i, shape in enumerate(SHAPES)]
@@ -54,7 +61,7 @@ def test_grouped_casts_are_the_layers_casts_bit_for_bit(dtype, device):
         assert w_s.data_ptr() % 16 == 0  # each 0-d scale aligned as the GEMM's own scales are
 
 
-def test_only_missing_or_stale_casts_are_made(device):
+def test_only_missing_or_stale_casts_are_made(device, small_tile):
     weights = [torch.nn.Parameter(torch.randn(40, 24, device=device)) for _ in range(3)]
     assert fp8_weights.cast_weights(weights) == 3
     kept = [_kept(w) for w in weights]

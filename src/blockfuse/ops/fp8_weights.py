@@ -31,7 +31,7 @@ from blockfuse.runtime import use_triton
 GROUP = 4  # weights a launch (the kernels' pointer arguments)
 MAX_PARTIALS = 1024  # amax programs a weight at most: the partial maxima each cast program reduces
 # (elements a block: amax pass, cast; num_warps)
-TILE = {"compiled": (4096, 8192, 8), "interpreted": (64, 64, 4)}
+TILE = {"compiled": (4096, 8192, 8), "interpreted": (4096, 4096, 4)}  # (the interpreter: few programs)
 # The amax pass's programs in all: this many a multiprocessor (the interpreter: in all), each taking the same number
 # of blocks whatever its weight's size.
 AMAX_PROGRAMS_PER_SM = 8
