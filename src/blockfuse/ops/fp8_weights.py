@@ -25,7 +25,7 @@ from torch import Tensor
 
 from blockfuse.ops import fp8
 from blockfuse.ops.fp8 import _quantized, reciprocal, scale_of
-from blockfuse.ops.launch import Kernel, cdiv, next_power_of_2, sm_count, tracing
+from blockfuse.ops.launch import _PLAIN_TENSORS, Kernel, cdiv, next_power_of_2, sm_count, tracing
 from blockfuse.runtime import use_triton
 
 GROUP = 4  # weights a launch (the kernels' pointer arguments)
@@ -176,23 +176,23 @@ def _launch(weights: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
     iters = amax_iterations(blocks, weights[0].device)
     amax_programs = [cdiv(b, iters) for b in blocks]
     cast_programs = [cdiv(n, cast_block) for n in sizes]
-    first_partials = [0, *_starts(amax_programs)][:GROUP]
+    amax_starts = _starts(amax_programs)
     partial = weights[0].new_empty((sum(amax_programs),), dtype=torch.float32)
     scales = weights[0].new_empty((len(weights), _SCALE_STRIDE), dtype=torch.float32)
     outputs = [torch.empty_like(w, dtype=torch.float8_e4m3fn) for w in weights]
     padded_w, padded_q = _pad(weights, weights[0]), _pad(outputs, outputs[0])
     padded_n = _pad(sizes, 0)
-    _amax_kernel((sum(amax_programs),), *padded_w, partial, *padded_n, *_starts(amax_programs),
+    _amax_kernel((sum(amax_programs),), *padded_w, partial, *padded_n, *amax_starts,
                  *_pad(amax_programs, 1), iters, NUM=len(weights), BLOCK=amax_block, num_warps=num_warps)
     _cast_kernel((sum(cast_programs),), *padded_w, *padded_q, partial, scales, *padded_n, *_starts(cast_programs),
-                 *first_partials, *_pad(amax_programs, 0), NUM=len(weights), BLOCK=cast_block,
+                 0, *amax_starts, *_pad(amax_programs, 0), NUM=len(weights), BLOCK=cast_block,
                  MAX_P=next_power_of_2(MAX_PARTIALS), SCALE_STRIDE=_SCALE_STRIDE,
                  FP8_MAX=fp8.FP8_MAX[torch.float8_e4m3fn], num_warps=num_warps)
     return list(zip(outputs, scales[:, 0].unbind(0)))
 
 
 def _groupable(weight: Tensor) -> bool:
-    return (weight.__class__ in (Tensor, torch.nn.Parameter) and weight.dtype in fp8._HIGH_PRECISION
+    return (weight.__class__ in _PLAIN_TENSORS and weight.dtype in fp8._HIGH_PRECISION
             and weight.numel() > 0 and weight.is_contiguous() and not weight.is_inference() and use_triton(weight))
 
 
