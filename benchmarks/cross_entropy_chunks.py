@@ -1,6 +1,7 @@
 """How the fused LM-head cross-entropy's chunk size trades memory for speed, against the three GEMMs' floor.
 
-    PYTHONPATH=src python3 benchmarks/cross_entropy_chunks.py [--shapes 8192x4096x128256 ...] [--chunks 128 256 ...]
+    PYTHONPATH=src python3 benchmarks/cross_entropy_chunks.py [--shapes 8192x4096x128256 ...] [--chunks 128 256 ...] \
+        [--peers]
 
 For each (tokens, d, vocab), bf16, on CUDA: the floor (the three GEMMs of a training step on whole tensors,
 ``logits = h W^T``, ``dh = dlogits W``, ``dW = dlogits^T h``, timed as cuBLAS runs them) and
@@ -67,6 +68,23 @@ def reference(h, w, t, dtype=torch.float32):
     return loss.detach(), hf.grad, wf.grad
 
 
+def hf_loss(h, w, t):
+    """Hugging Face's loss: the logits made whole in the input dtype, cast to fp32, cross-entropy."""
+    return torch.nn.functional.cross_entropy(torch.nn.functional.linear(h, w).float(), t, ignore_index=-100)
+
+
+def peers() -> dict:
+    """name -> loss function of (hidden, weight, target): torch.compile of HF's loss, and Liger's if installed."""
+    found = {"compile": torch.compile(hf_loss)}
+    try:
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+    except ImportError:
+        return found
+    liger = LigerFusedLinearCrossEntropyLoss(ignore_index=-100, reduction="mean")
+    found["liger"] = lambda h, w, t: liger(w, h, t)  # its forward takes the weight first
+    return found
+
+
 def rel(a, b) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm())
 
@@ -78,6 +96,8 @@ def main() -> None:
     parser.add_argument("--strict-reduction", action="store_true",
                         help="also run each chunk size with torch.backends.cuda.matmul."
                         "allow_bf16_reduced_precision_reduction off (cuBLAS split-K partials summed in fp32)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also time torch.compile of HF's loss and Liger-Kernel's (if installed) the same way")
     parser.add_argument("--json")
     args = parser.parse_args()
     records = []
@@ -93,16 +113,19 @@ def main() -> None:
         records.append({"shape": text, "provider": "reference-bf16", "loss_err": rel(eager[0], ref[0]),
                         "dh_err": rel(eager[1], ref[1]), "dw_err": rel(eager[2], ref[2])})
         del eager
-        runs = [(chunk, False) for chunk in args.chunks]
+        runs = [("blockfuse", chunk, False) for chunk in args.chunks]
         if args.strict_reduction:
-            runs += [(chunk, True) for chunk in args.chunks]
-        for chunk, strict in runs:
+            runs += [("blockfuse", chunk, True) for chunk in args.chunks]
+        found = peers() if args.peers else {}
+        runs += [(name, None, False) for name in found]
+        for provider, chunk, strict in runs:
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = not strict
             hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
+            loss_fn = found.get(provider) or (lambda a, b, c: blockfuse.linear_cross_entropy(a, b, c, chunk_size=chunk))
 
             def step():
                 hg.grad = wg.grad = None
-                blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
+                loss_fn(hg, wg, t).backward()
 
             step()
             grads = hg.grad.nbytes + wg.grad.nbytes
@@ -114,12 +137,14 @@ def main() -> None:
             torch.cuda.synchronize()
             peak = (torch.cuda.max_memory_allocated() - base) / 2**20
             ms = cuda_ms(step)
-            loss = blockfuse.linear_cross_entropy(h, w, t, chunk_size=chunk)
-            record = {"shape": text, "provider": "blockfuse", "chunk": chunk, "strict_reduction": strict, "ms": ms, "floor_ms": floor, "of_floor": floor / ms,
+            with torch.no_grad():
+                loss = loss_fn(h, w, t)
+            record = {"shape": text, "provider": provider, "chunk": chunk, "strict_reduction": strict, "ms": ms, "floor_ms": floor, "of_floor": floor / ms,
                       "peak_mib_above_inputs_and_grads": peak, "loss_err": rel(loss, ref[0]),
                       "dh_err": rel(hg.grad, ref[1]), "dw_err": rel(wg.grad, ref[2])}
             records.append(record)
-            print(f"  chunk {chunk:>5}{' strict' if strict else '       '}: {ms:8.2f} ms  {floor / ms:5.2f} of the floor  peak +{peak:7.1f} MiB  "
+            label = f"chunk {chunk:>5}" if chunk else f"{provider:<11}"
+            print(f"  {label}{' strict' if strict else '       '}: {ms:8.2f} ms  {floor / ms:5.2f} of the floor  peak +{peak:7.1f} MiB  "
                   f"err loss {record['loss_err']:.1e} dh {record['dh_err']:.1e} dW {record['dw_err']:.1e}")
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
         del h, w, t, ref
