@@ -68,20 +68,17 @@ def reference(h, w, t, dtype=torch.float32):
     return loss.detach(), hf.grad, wf.grad
 
 
-def hf_loss(h, w, t):
-    """Hugging Face's loss: the logits made whole in the input dtype, cast to fp32, cross-entropy."""
-    return torch.nn.functional.cross_entropy(torch.nn.functional.linear(h, w).float(), t, ignore_index=-100)
-
-
 def peers() -> dict:
-    """name -> loss function of (hidden, weight, target): torch.compile of HF's loss, and Liger's if installed."""
-    found = {"compile": torch.compile(hf_loss)}
+    """name -> loss function of (hidden, weight, target): `blockfuse bench ops`' own `compile` (torch.compile of
+    Hugging Face's loss, the logits made whole) and `liger` providers, Liger's when it is installed."""
+    from blockfuse.bench.cross_entropy import BENCHMARKS
+
+    makers = BENCHMARKS[0].providers
+    found = {"compile": makers["compile"]()}
     try:
-        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+        found["liger"] = makers["liger"]()
     except ImportError:
-        return found
-    liger = LigerFusedLinearCrossEntropyLoss(ignore_index=-100, reduction="mean")
-    found["liger"] = lambda h, w, t: liger(w, h, t)  # its forward takes the weight first
+        pass
     return found
 
 
