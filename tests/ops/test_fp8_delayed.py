@@ -151,6 +151,25 @@ def test_a_delayed_layers_state_dict_is_a_linears(device):
     assert "recipe='delayed'" in repr(layer)
 
 
+def test_a_delayed_layers_states_are_kept_while_its_buffers_are_and_checked_when_they_change(device):
+    """``fp8_scaling()`` hands out one pair for as long as the buffers are the same tensors (checked when made); a
+    buffer replaced gives a new pair, a wrong one a clear error; an input on another device than the states is
+    refused by each call."""
+    layer = bf_fp8.Float8Linear(32, 16, recipe="delayed", device=device)
+    first = layer.fp8_scaling()
+    assert layer.fp8_scaling() is first and first[0].history is layer.fp8_x_history
+    layer.fp8_grad_history = torch.zeros(6, device=device)
+    second = layer.fp8_scaling()
+    assert second is not first and second[1].history is layer.fp8_grad_history and second[0] == first[0]
+    layer.fp8_x_history = torch.zeros(6, dtype=torch.bfloat16, device=device)
+    with pytest.raises(TypeError, match=r"fp8_scaling\.history: expected a float32 tensor"):
+        layer.fp8_scaling()
+    layer.fp8_x_history = torch.zeros(6, device=device)
+    x = random_tensor((5, 32), torch.float32, "cpu", seed=1).to("meta")
+    with pytest.raises(ValueError, match="fp8_scaling.history: expected a tensor on meta"):
+        fp8.check_fp8_output("tensorwise", layer.fp8_scaling()[0], x)
+
+
 @pytest.mark.parametrize("cast", ["bfloat16", "half", "to"])
 def test_a_delayed_model_cast_to_another_dtype_keeps_its_histories_in_fp32(cast, device):
     """``blockfuse.fp8.convert(model, recipe="delayed").bfloat16()`` (the usual order) must not turn the amax

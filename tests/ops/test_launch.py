@@ -167,6 +167,23 @@ def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
     return list(seen.values())
 
 
+def test_zero_stand_ins_share_one_zero_eagerly_and_are_new_ones_traced(device):
+    """An FP8 op's stand-in for autograd reads as zeros and owns no memory: eagerly every one expands the same
+    cached zero (no fill a call), none a view; under a dispatch mode (tracing) each is a new zero."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    like = torch.randn(3, 5, dtype=torch.bfloat16, device=device)
+    a, b = launch.zero_stand_in(like, (3, 5)), launch.zero_stand_in(like, (2, 7, 5))
+    assert a.shape == (3, 5) and b.shape == (2, 7, 5) and a.dtype == like.dtype and a.device == like.device
+    assert not a.any() and not b.any() and a.stride() == (0, 0) and not a._is_view()
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # one zero element, shared
+    other = launch.zero_stand_in(like.float(), (4,))
+    assert other.dtype == torch.float32 and other.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+    with FakeTensorMode() as mode:
+        fake = launch.zero_stand_in(mode.from_tensor(like), (3, 5))
+    assert fake.shape == (3, 5) and not launch._is_fake(a) and launch._is_fake(fake)
+
+
 @pytest.mark.long
 @pytest.mark.usefixtures("requires_triton")
 def test_every_launcher_passes_opcheck(monkeypatch, device):

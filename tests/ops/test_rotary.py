@@ -1288,6 +1288,30 @@ def test_packed_form_is_the_split_form(case, dv_layout, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+def test_packed_form_heads_first_is_the_same_memory_transposed_without_nodes_of_its_own(device):
+    """``heads_first=True``: q, k, v as (batch, heads, seq, head_size) views of the same bytes, their gradients taken
+    in that form; the same values and input gradient, and the outputs are the op's Function's own (no transposes of
+    autograd's after it)."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops.rotary import rotary_packed
+
+    b, s, h, kvh, hd = 2, 7, 4, 2, 24
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 16, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=8).to(device)
+    grads = [random_tensor(shape, torch.bfloat16, seed=9 + i).to(device)
+             for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
+    plain = _packed_run(lambda t: rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    first = _packed_run(lambda t: rotary_packed(t, h, kvh, hd, cos, sin, heads_first=True), qkv,
+                        [g.transpose(1, 2) for g in grads])
+    for name, a, c in zip("qkv", first, plain):
+        assert a.shape == c.transpose(1, 2).shape and torch.equal(a.transpose(1, 2), c), name
+        assert a.transpose(1, 2).is_contiguous(), name
+    assert torch.equal(first[3], plain[3])
+    outputs = rotary_packed(qkv.clone().requires_grad_(), h, kvh, hd, cos, sin, heads_first=True)
+    assert {type(t.grad_fn).__name__ for t in outputs} == {"_PackedRotaryFunctionBackward"}
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_packed_form_with_outputs_unused(device):
     """An output without a gradient (k unused, say) leaves zeros in its columns of the packed gradient."""
     from blockfuse.models.eager import rotary_half_tables
@@ -1305,7 +1329,8 @@ def test_packed_form_with_outputs_unused(device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_packed_form_compiles_fullgraph(device):
+@pytest.mark.parametrize("heads_first", [False, True], ids=["bshd", "bhsd"])
+def test_packed_form_compiles_fullgraph(heads_first, device):
     """Traced, the backward rotates into new tensors and concatenates (for Inductor to plan): eager's numbers."""
     from blockfuse.models.eager import rotary_half_tables
     from blockfuse.ops.rotary import rotary_packed
@@ -1316,7 +1341,9 @@ def test_packed_form_compiles_fullgraph(device):
     qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.float32, seed=6).to(device)
 
     def attention_inputs(qkv):
-        q, k, v = rotary_packed(qkv * 2.0, h, kvh, hd, cos, sin)
+        q, k, v = rotary_packed(qkv * 2.0, h, kvh, hd, cos, sin, heads_first=heads_first)
+        if heads_first:
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         return q.sum(-1) + k.repeat_interleave(h // kvh, dim=2).sum(-1) * v.repeat_interleave(h // kvh, dim=2).mean(-1)
 
     def run(fn):

@@ -40,6 +40,7 @@ from blockfuse.models.fused import (
     FusedAttention, FusedFeedForward, _fused_norm, _norm, _norm_amax, _norm_fp8, cast_fp8_weights, fp8_input_recipe,
 )
 from blockfuse.models.recompute import _with_kept_storages, _without_saved_norm_output, _without_saved_projection
+from blockfuse.ops import fp8_history
 from blockfuse.ops.bias_dropout_add import bias_dropout_add
 from blockfuse.ops.norm import cast_again, cast_again_quantized
 
@@ -84,6 +85,14 @@ class TransformerBlock(nn.Module):
         return self.config.placement
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        if self.impl == "fused" and fp8_history.can_defer():
+            # NOTE: the delayed-scaling casts of the block's forward (its FP8 projections' inputs) roll their
+            # histories in one launch at the end, not one launch each (ops/fp8_history.py).
+            with fp8_history.deferred_rolls():
+                return self._forward(x, padding_mask)
+        return self._forward(x, padding_mask)
+
+    def _forward(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         if self.impl == "fused":
             cast_fp8_weights(self)  # (FP8 layers: their weights' casts in two launches, where they keep them)
         if isinstance(x, list):

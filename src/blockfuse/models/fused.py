@@ -261,11 +261,12 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             # at a third of the bandwidth, and a Function of its own cost the host more), whose
             # backward writes qkv's gradient whole (no concatenation of dq, dk and dv).
             self._grow_tables(seq)
-            q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin)
+            q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin, heads_first=True)
         else:
             q, k, v = qkv.split(widths, dim=-1)
-            v = v.view(batch, seq, kv_heads, cfg.head_size)
+            v = v.view(batch, seq, kv_heads, cfg.head_size).transpose(1, 2)
             q, k = self._normed_rotated(q, k, batch, seq, heads, kv_heads)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
             if cfg.qk_norm and cfg.rope and RECOMPUTE_ROTATED_QK and self._own_qk_norms():
                 # NOTE: the QK-norms keep q and k (views of qkv) for their backward; the rotated copies attention
                 # would keep are made again in its backward from them (models/saved_hooks.py, _RecomputedTensors):
@@ -283,9 +284,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
         # output in the same layout, so the reshape back to (batch, seq, d) below is a view (with
         # contiguous (batch, heads, seq, head_dim) inputs that reshape was a copy: ~25 us forward
         # at [4, 2048, 1024] on an H200; benchmarks/NOTES.md, "Blocks and memory").
-        with saving:
-            out = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), padding_mask, cfg.causal,
-                          native_gqa=NATIVE_GQA)
+        with saving:  # (q, k, v: (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) memory)
+            out = _attend(q, k, v, padding_mask, cfg.causal, native_gqa=NATIVE_GQA)
         if heads_out is not None:
             heads_out.append(out)
         return out.transpose(1, 2).reshape(batch, seq, widths[0])

@@ -14,7 +14,7 @@ from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
 from blockfuse.ops.fp8 import (
-    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, clear_weight_cache, dequantize, fp8_linear,
+    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, checked_scaling, clear_weight_cache, dequantize, fp8_linear,
     fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
@@ -95,8 +95,19 @@ class Float8Linear(nn.Linear):
         if self.recipe != "delayed":
             raise ValueError(f"fp8_scaling: only recipe 'delayed' keeps amax histories; this layer's recipe is "
                              f"{self.recipe!r}")
-        return (Float8Scaling(self.fp8_x_history, self.fp8_x_amax),
-                Float8Scaling(self.fp8_grad_history, self.fp8_grad_amax))
+        if torch.compiler.is_compiling():
+            return (Float8Scaling(self.fp8_x_history, self.fp8_x_amax),
+                    Float8Scaling(self.fp8_grad_history, self.fp8_grad_amax))
+        # NOTE: eagerly the pair is made once and kept while the buffers are the same tensors (a call of a fused block
+        # asks for it several times: the host path), checked once (fp8.checked_scaling).
+        buffers = self._buffers
+        tensors = (buffers["fp8_x_history"], buffers["fp8_x_amax"], buffers["fp8_grad_history"],
+                   buffers["fp8_grad_amax"])
+        kept = self.__dict__.get("_fp8_states")
+        if kept is None or any(a is not b for a, b in zip(kept[0], tensors)):
+            kept = (tensors, (checked_scaling(*tensors[:2]), checked_scaling(*tensors[2:])))
+            self.__dict__["_fp8_states"] = kept
+        return kept[1]
 
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None,

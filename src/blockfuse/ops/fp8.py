@@ -82,6 +82,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from blockfuse.ops.launch import (
     Kernel, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
 )
+from blockfuse.ops import fp8_history
+from blockfuse.ops.fp8_history import roll_program
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.runtime import interpreter_enabled, use_triton
 
@@ -277,12 +279,7 @@ def _fp8_roll_kernel(
     # One program: HISTORY = [AMAX, *HISTORY[:-1]], AMAX = 0.
     if PDL:
         gdc_wait()  # the producer's programs all done and their atomics visible
-    offs = tl.arange(0, BLOCK_H)
-    older = tl.load(HISTORY + offs - 1, mask=(offs > 0) & (offs < history_len), other=0.0)
-    newest = tl.load(AMAX)
-    tl.debug_barrier()  # every element read before any thread overwrites one
-    tl.store(HISTORY + offs, tl.where(offs == 0, newest, older), mask=offs < history_len)
-    tl.store(AMAX, 0.0)
+    roll_program(HISTORY, AMAX, history_len, BLOCK_H)
 
 
 @triton.jit
@@ -753,16 +750,17 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
     col_sum, partial = column_partials(x, grid[0], n, sum_dtype)
     h = int(history.shape[0])
+    fp8_history.settle(history)
     _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, partial,
                  x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
                  HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
                  HAS_SUM=partial is not None, GIVEN_SCALE=False, num_warps=num_warps)
-    if partial is not None:
-        if n > 0:
-            sum_partials(partial, col_sum, None)
-        else:
+    if partial is not None and n > 0:
+        sum_partials(partial, col_sum, None, roll=(history, amax))  # (the roll: one more program of the sum)
+    else:
+        if partial is not None:
             col_sum.zero_()
-    roll_amax_history(history, amax)
+        roll_amax_history(history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
 
@@ -900,9 +898,24 @@ class Float8Scaling(NamedTuple):
         return delayed_scale_ref(self.history)
 
 
+class _CheckedScaling(Float8Scaling):
+    """A :class:`Float8Scaling` whose tensors :func:`check_fp8_output` has checked (all but their device)."""
+
+    __slots__ = ()
+
+
+def checked_scaling(history: Tensor, amax: Tensor) -> Float8Scaling:
+    """``Float8Scaling(history, amax)``, checked now, for a holder that keeps it from call to call
+    (``Float8Linear``): the calls then check only its device."""
+    check_fp8_output("tensorwise", Float8Scaling(history, amax), history)
+    return _CheckedScaling(history, amax)
+
+
 def check_fp8_output(fp8, fp8_scaling, like: Tensor) -> int:
     """The kernels' FP8 code (0: none) of an op's ``fp8=`` / ``fp8_scaling=`` arguments, checked; ``like``
     is the op's input (the state must live on its device)."""
+    if fp8_scaling.__class__ is _CheckedScaling and fp8 == "tensorwise" and fp8_scaling[0].device == like.device:
+        return FP8_OUTPUT_CODES[fp8]
     if fp8 is None:
         if fp8_scaling is not None:
             raise ValueError("fp8_scaling: only with fp8='tensorwise' (the amax history of a delayed scale); "
@@ -950,8 +963,9 @@ def roll_pdl(t: Tensor) -> bool:
     there; and in triton 3.6 ``gdc_wait`` / ``gdc_launch_dependents`` are impure inline asm, which torch's
     mutation analysis of a user kernel cannot read: it then takes every tensor the kernel is given as written
     ("assuming every input is mutated"). te-4layer's compiled FP8 step: 240 such warnings -> 0, peak 3862 ->
-    3798 MiB, time unchanged (benchmarks/results/fp8/21-traced-pdl-2026-12-02-h200/)."""
-    return not _roll_kernel._interpreted and not tracing() and programmatic_launch(t)
+    3798 MiB, time unchanged (benchmarks/results/fp8/21-traced-pdl-2026-12-02-h200/). Nor while rolls are deferred
+    (``ops/fp8_history.py``): the launch after the producer is then another op's, which need not wait."""
+    return not _roll_kernel._interpreted and not tracing() and programmatic_launch(t) and not fp8_history.deferring()
 
 
 def roll_amax_history(history: Tensor, amax: Tensor) -> None:
@@ -964,7 +978,12 @@ def roll_amax_history(history: Tensor, amax: Tensor) -> None:
     launch's end (``gdc_wait``) before it reads. The launch before it was an ordinary one, placed after everything
     earlier had ended, so whatever precedes the roll, it reads after all of it. H200, [16384, 4096] LayerNorm +
     tensorwise e4m3 (CUDA graph): 59.0-59.1 us against 59.6-59.7 with a plain roll launch, 58.1-58.5 with none
-    (benchmarks/results/fp8/16-pdl-roll-2026-11-29-h200/)."""
+    (benchmarks/results/fp8/16-pdl-roll-2026-11-29-h200/).
+
+    Inside :func:`blockfuse.ops.fp8_history.deferred_rolls` (a fused block's eager forward) the roll is recorded and
+    launched with the scope's others at its end instead (``ops/fp8_history.py``)."""
+    if fp8_history.defer(history, amax):
+        return
     h = int(history.shape[0])
     pdl = roll_pdl(history)
     _roll_kernel((1,), history, amax, h, BLOCK_H=next_power_of_2(h), PDL=pdl, num_warps=1, launch_pdl=pdl)
@@ -1307,13 +1326,23 @@ def _linear_backward(ctx, dy, saved, bias_grad: bool, precast=None):
 
 class _Fp8LinearFunction(torch.autograd.Function):
     """``proxy``: None, or the tensor that stands for an FP8 ``x2`` in autograd (see :func:`fp8_linear_quantized`):
-    x's gradient is then returned as the proxy's."""
+    x's gradient is then returned as the proxy's. ``x2``: (M, K), or a contiguous (..., K), which the Function views
+    as (M, K) itself and whose y it returns as (..., N).
+
+    NOTE: the views inside, not around it: a view of the layer's input or output taken outside is a node of autograd's
+    graph of its own (a reshape in the forward, another in the backward, and the engine's work for a node; ~9 us on
+    the 2-core CPU of benchmarks/host_block_cpu.py), two a layer. The output is returned detached from the view (a
+    custom Function's output that is a view may not be written in place)."""
 
     @staticmethod
     def forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling=None, *recast):
+        lead = None if x2.dim() == 2 else x2.shape[:-1]
+        if lead is not None:
+            x2 = x2.view(-1, x2.shape[-1])
         y, saved = _linear_forward(ctx, x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, recast)
         ctx.save_for_backward(*saved)
-        return y
+        ctx.lead = lead
+        return y if lead is None else y.view(*lead, y.shape[-1]).detach()
 
     @staticmethod
     def backward(ctx, dy):
@@ -1322,7 +1351,12 @@ class _Fp8LinearFunction(torch.autograd.Function):
             # (recipe "delayed", eagerly: the op after this layer wrote dy's casts and column sums itself, and dy
             # is a zero-stride stand-in: ops/fp8_act.py's _ActDelayedFunction)
             ctx.precast = None
-        return _linear_backward(ctx, dy, ctx.saved_tensors, ctx.needs_input_grad[3], precast)
+        elif ctx.lead is not None:
+            dy = dy.reshape(-1, dy.shape[-1])
+        grads = _linear_backward(ctx, dy, ctx.saved_tensors, ctx.needs_input_grad[3], precast)
+        if ctx.lead is None or grads[0] is None:
+            return grads
+        return (grads[0].view(*ctx.lead, grads[0].shape[-1]), *grads[1:])
 
 
 # ----------------------------------------------------------------------------------------
@@ -1607,7 +1641,8 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
             x_high = x_high.detach() + (proxy - proxy.detach()).to(x_high.dtype)
         return F.linear(x_high, weight.to(x_high.dtype), None if bias is None else bias.to(x_high.dtype))
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, k)
+    # (a contiguous x goes to the Function as it is, which views it as (M, K) itself: _Fp8LinearFunction's NOTE)
+    x2 = x if x.dim() == 2 or x.is_contiguous() else x.reshape(-1, k)
     out_dtype = weight.dtype if fp8_input else x.dtype
     if fp8_input:
         # _scaled_mm wants a row-major first operand at a 16-byte aligned address (a traced tensor has none).
@@ -1631,12 +1666,13 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
     if then is not None:
         if not (x_grad or weight_grad):
             raise RuntimeError("_fp8_linear: then= is for a call that takes gradients")
-        return then[0].apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *then[1], *recast)
+        return then[0].apply(x2.reshape(-1, k), x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling,
+                             *then[1], *recast)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *recast)
-    else:
-        y, _ = _forward(x2, x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax,
-                        scaling=None if scaling is None else scaling[0])
+        return y if x2.dim() == x.dim() else y.view(*lead, n)  # (a strided x of more dimensions: reshaped above)
+    y, _ = _forward(x2.reshape(-1, k), x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax,
+                    scaling=None if scaling is None else scaling[0])
     return y.view(*lead, n)
 
 

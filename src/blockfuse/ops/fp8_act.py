@@ -51,7 +51,7 @@ from blockfuse.ops.fp8 import E4M3_MAX, E5M2_MAX, _quantized, delayed_scale, del
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.linear_act import pre_halves
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, empty_scalar, in_row_units, launcher_op, \
-    next_power_of_2, sm_count, tracing
+    next_power_of_2, sm_count, tracing, zero_stand_in
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
@@ -379,6 +379,7 @@ def _act_forward_delayed(pre: Tensor, activation: str, history: Tensor, amax: Te
     m = pre.shape[0]
     q = pre.new_empty((m, hidden), dtype=torch.float8_e4m3fn)
     scale = empty_scalar(pre)
+    fp8.fp8_history.settle(history)
     if m == 0 or hidden == 0:
         scale.copy_(fp8.delayed_scale_ref(history))
     else:
@@ -455,17 +456,18 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
     col_sum, partial = fp8.column_partials(pre, grid[0], width, sum_dtype)
     h = int(history.shape[0])
     dy2 = as_rows(dy, hidden)
+    fp8.fp8_history.settle(history)
     _bwd_delayed_kernel(grid, dy2, g2, u2, history, amax, q, q_scale, qt, qt_scale, partial, dy2.stride(0),
                         g2.stride(0), pre.stride(0), m, hidden, mp, h,
                         ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, HAS_Q=rows,
                         HAS_QT=transposed, HAS_SUM=partial is not None, BLOCK_M=block_m, BLOCK_N=block_n,
                         BLOCK_H=next_power_of_2(h), num_warps=num_warps)
-    if partial is not None:
-        if width > 0:
-            sum_partials(partial, col_sum, None)
-        else:
+    if partial is not None and width > 0:
+        sum_partials(partial, col_sum, None, roll=(history, amax))  # (the roll: one more program of the sum)
+    else:
+        if partial is not None:
             col_sum.zero_()
-    fp8.roll_amax_history(history, amax)
+        fp8.roll_amax_history(history, amax)
     return (empty_if_none(q, pre), empty_if_none(q_scale, pre), empty_if_none(qt, pre), empty_if_none(qt_scale, pre),
             empty_if_none(col_sum, pre))
 
@@ -741,19 +743,26 @@ class _ActDelayedFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, pre, activation, history, amax, kernels, producer=None):
+        # (pre (M, width), or a contiguous (..., width) viewed as that here, its outputs (..., hidden): no view nodes
+        # around the Function, as fp8._Fp8LinearFunction's NOTE says)
+        shape = pre.shape
+        if pre.dim() != 2:
+            pre = pre.view(-1, shape[-1])
         if kernels:
             q, scale = _act_forward_delayed(pre, activation, history, amax)
         else:
             q, scale = act_forward_delayed_ref(pre, activation, history, amax)
+        if len(shape) != 2:
+            q = q.view(*shape[:-1], q.shape[-1]).detach()
         ctx.save_for_backward(pre)
-        ctx.activation, ctx.kernels = activation, kernels
+        ctx.activation, ctx.kernels, ctx.shape = activation, kernels, shape
         # (the delayed layer whose output pre is, when it hands pre's gradient to nothing else: see backward)
         ctx.producer = producer
         ctx.mark_non_differentiable(q, scale)
         # NOTE: without this autograd hands backward a zero-filled e4m3 tensor of q's shape (a fill kernel over
         # the whole of q each step, H200 profile of fp8/14): q and scale take no gradient.
         ctx.set_materialize_grads(False)
-        return pre.new_zeros(()).expand(q.shape), q, scale
+        return zero_stand_in(pre, q.shape), q, scale
 
     @staticmethod
     def backward(ctx, dproxy, dq, dscale):
@@ -761,6 +770,8 @@ class _ActDelayedFunction(torch.autograd.Function):
         producer, ctx.producer = ctx.producer, None
         if dproxy is None:
             return None, None, None, None, None, None
+        if dproxy.dim() != 2:
+            dproxy = dproxy.reshape(-1, dproxy.shape[-1])
         if producer is not None:
             # The layer before is delayed and pre is its output alone: its gradient operands in e5m2 (both layouts,
             # with the bias gradient's column sums) written here from dy and pre in one pass, handed to its backward
@@ -774,9 +785,9 @@ class _ActDelayedFunction(torch.autograd.Function):
                                                     weight_grad, fp8.GEMM_MULTIPLE, sum_dtype)
             producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
                                 dyt_s if weight_grad else None, db if sum_dtype is not None else None)
-            return pre.new_zeros(()).expand(pre.shape), None, None, None, None, None
+            return zero_stand_in(pre, ctx.shape), None, None, None, None, None
         dpre, _, _ = act_backward(dproxy, pre, ctx.activation, None, ctx.kernels, in_place=True)
-        return dpre, None, None, None, None, None
+        return dpre.view(ctx.shape), None, None, None, None, None
 
 
 def _delayed_producer(pre: Tensor):
@@ -805,13 +816,17 @@ def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scalin
     check_activation(activation)
     fp8.check_fp8_output("tensorwise", fp8_scaling, pre)
     lead = pre.shape[:-1]
-    pre2 = pre.reshape(-1, pre.shape[-1])
     kernels = use_triton(pre)
     if torch.is_grad_enabled() and pre.requires_grad:
         eager = not (torch.compiler.is_compiling() or tracing())
         producer = _delayed_producer(pre) if sole_consumer and eager else None
-        proxy, q, scale = _ActDelayedFunction.apply(pre2, activation, *fp8_scaling, kernels, producer)
+        if pre.is_contiguous():  # (viewed inside the Function, whose outputs have pre's leading dimensions)
+            proxy, q, scale = _ActDelayedFunction.apply(pre, activation, *fp8_scaling, kernels, producer)
+            return q, scale, proxy
+        proxy, q, scale = _ActDelayedFunction.apply(pre.reshape(-1, pre.shape[-1]), activation, *fp8_scaling,
+                                                    kernels, producer)
         return q.view(*lead, q.shape[-1]), scale, proxy.view(*lead, q.shape[-1])
+    pre2 = pre.reshape(-1, pre.shape[-1])
     forward = _act_forward_delayed if kernels else act_forward_delayed_ref
     q, scale = forward(pre2, activation, *fp8_scaling)
     return q.view(*lead, q.shape[-1]), scale, None

@@ -30,6 +30,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import CODES, activate, activate_grad, check_gelu_approximation, launch_shape, program_tile
+from blockfuse.ops import fp8_history
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.fp8 import (
     AMAX_FLOOR, E4M3_MAX, FP8_MAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, check_fp8_output, delayed_scale,
@@ -302,6 +303,8 @@ def _gated_forward_fp8(gate: Tensor, up: Optional[Tensor], activation: str, hist
     g2, u2, hidden = _halves(gate, up)
     m = g2.shape[0]
     rowwise = history is None
+    if not rowwise:
+        fp8_history.settle(history)
     q = torch.empty((*gate.shape[:-1], hidden), dtype=torch.float8_e4m3fn, device=gate.device)
     scale = gate.new_empty((*gate.shape[:-1], 1), dtype=torch.float32) if rowwise else empty_scalar(gate)
     if m == 0 or hidden == 0:

@@ -422,6 +422,26 @@ def empty_scalar(like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     return like.new_empty((), dtype=dtype)
 
 
+_ZEROS: dict = {}
+
+
+def zero_stand_in(like: Tensor, shape) -> Tensor:
+    """A tensor of ``shape`` with ``like``'s dtype and device that reads as zeros and owns no memory of its own (one
+    zero element, expanded): an FP8 op's stand-in for autograd (a proxy, or a gradient that its consumer ignores).
+
+    NOTE: eagerly the zero element is one cached per device and dtype, shared by every stand-in (detached: none is a
+    view another could be written through), where each made its own (an allocation and a one-element fill launch:
+    four a fused FP8 block's training step). Nothing writes a stand-in. Traced, or for a tensor subclass, a new one."""
+    if like.__class__ not in _PLAIN_TENSORS or torch.compiler.is_compiling() or _dispatch_modes():
+        return like.new_zeros(()).expand(shape)
+    key = (like.device, like.dtype, torch.is_inference_mode_enabled())
+    zero = _ZEROS.get(key)
+    if zero is None:
+        with torch.no_grad():
+            zero = _ZEROS[key] = like.new_zeros(())
+    return zero.expand(shape).detach()
+
+
 def empty_if_none(t: Optional[Tensor], like: Tensor) -> Tensor:
     """An op cannot return None: an absent optional output travels as an empty tensor.
 

@@ -41,7 +41,7 @@ from blockfuse.ops.fp8 import (
 )
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, row_stride, in_row_units,
-    sm_count, tracing, vector,
+    sm_count, tracing, vector, zero_stand_in,
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
@@ -1766,6 +1766,8 @@ def _norm_fwd_fp8(
     weight, bias = vector(weight), vector(bias)
     m = x2.shape[0]
     rowwise = history is None
+    if not rowwise:
+        _fp8.fp8_history.settle(history)
     q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
     scale = x.new_empty((*x.shape[:-1], 1), dtype=torch.float32) if rowwise else empty_scalar(x)
     s = torch.empty_like(x, memory_format=torch.contiguous_format) if mode == PRE else None
@@ -1939,7 +1941,7 @@ class _NormFp8Function(torch.autograd.Function):
         traced = torch.compiler.is_compiling() or tracing()
         mean, rstd = (None if is_rms else mean, rstd) if traced else (None, None)
         ctx.mark_non_differentiable(q, scale, *(t for t in (mean, rstd) if t is not None))
-        out = y if mode == POST else x.new_zeros(()).expand(x.shape)
+        out = y if mode == POST else zero_stand_in(x, x.shape)
         return out, s, q, scale, mean, rstd
 
     @staticmethod

@@ -939,19 +939,24 @@ class _PackedRotaryFunction(torch.autograd.Function):
     backward writes whole. ``config``: (heads, kv_heads, head_size, rotary_dim)."""
 
     @staticmethod
-    def forward(ctx, qkv, cos, sin, config):
+    def forward(ctx, qkv, cos, sin, config, heads_first=False):
         heads, kv_heads, head_size, rotary_dim = config
         q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
         q_out, k_out = _rotary_fwd(q, k, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd")
         ctx.save_for_backward(cos, sin)
-        ctx.config = config
+        ctx.config, ctx.heads_first = config, heads_first
         ctx.set_materialize_grads(False)
-        return q_out, k_out, copy_rows(v)
+        outputs = q_out, k_out, copy_rows(v)
+        if heads_first:  # (detached: a custom Function's output that is a view may not be written in place)
+            return tuple(t.transpose(1, 2).detach() for t in outputs)
+        return outputs
 
     @staticmethod
     def backward(ctx, dq_out, dk_out, dv):
         cos, sin = ctx.saved_tensors
         heads, kv_heads, head_size, rotary_dim = ctx.config
+        if ctx.heads_first:
+            dq_out, dk_out, dv = (None if g is None else g.transpose(1, 2) for g in (dq_out, dk_out, dv))
         like = next(g for g in (dq_out, dk_out, dv) if g is not None)
         b, s = like.shape[:2]
         zeros = [None if g is not None else like.new_zeros((b, s, h, head_size))
@@ -962,7 +967,7 @@ class _PackedRotaryFunction(torch.autograd.Function):
             # the rotations as new tensors, then one concatenation, which Inductor plans.
             dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd", (), ())
             return torch.cat((dq.reshape(b, s, -1), dk.reshape(b, s, -1), dv.reshape(b, s, -1)), dim=-1), None, \
-                None, None
+                None, None, None
         # Eagerly the rotations and v's gradient go straight into their columns of the packed gradient: no
         # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
         dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
@@ -974,11 +979,11 @@ class _PackedRotaryFunction(torch.autograd.Function):
             launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
         else:
             dv_in.copy_(dv)
-        return dqkv, None, None, None
+        return dqkv, None, None, None, None
 
 
 def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: Tensor,
-                  sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+                  sin: Tensor, *, heads_first: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """``(q, k, v)`` of the packed QKV projection output ``qkv`` (batch, seq, (heads + 2 kv_heads) head_size),
     each (batch, seq, heads, head_size) and contiguous: q and k rotated (:func:`rotary`, rotate-half, positions
     0..seq-1 of the half tables ``cos`` / ``sin``), v copied out (:func:`rotary_copying_v`).
@@ -987,14 +992,18 @@ def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: T
     columns, where the split views' gradients would be rotated into new tensors and then concatenated by
     autograd (a pass over the whole gradient and an autograd node a layer; traced by torch.compile, the
     concatenation stays, for Inductor to plan). Tensors that take the reference path, DTensors, or calls
-    without a gradient to carry: the plain calls on the split views."""
+    without a gradient to carry: the plain calls on the split views.
+
+    ``heads_first``: each returned as (batch, heads, seq, head_size), the same memory transposed (what attention
+    takes), by the op's Function itself: no transpose nodes of autograd's after it (three a layer)."""
     q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
     if not use_triton(qkv) or is_dtensor(qkv) or not torch.is_grad_enabled() or not qkv.requires_grad:
-        return rotary_copying_v(q, k, v, cos, sin, layout="bshd")
+        outputs = rotary_copying_v(q, k, v, cos, sin, layout="bshd")
+        return tuple(t.transpose(1, 2) for t in outputs) if heads_first else outputs
     rotary_dim, _ = _check_rotary_args(q, k, cos, sin, False, None, 0, "bshd", None, False, None)
     if cos.requires_grad or sin.requires_grad:
         cos, sin = cos.detach(), sin.detach()
-    return _PackedRotaryFunction.apply(qkv, cos, sin, (heads, kv_heads, head_size, rotary_dim))
+    return _PackedRotaryFunction.apply(qkv, cos, sin, (heads, kv_heads, head_size, rotary_dim), bool(heads_first))
 
 
 # ----------------------------------------------------------------------------------------
