@@ -126,6 +126,8 @@ def test_a_fused_delayed_blocks_step_rolls_in_one_launch_and_is_the_same_bit_for
             x = random_tensor((2, 16, 64), torch.bfloat16, seed=10 + step).to(device).requires_grad_()
             dy = random_tensor((2, 16, 64), torch.bfloat16, seed=20 + step).to(device)
             launches.clear()
+            if step == 1:  # (the first step may make the cached zero itself)
+                fills.clear()
             out = module(x)
             forward = list(launches)
             out.backward(dy)
