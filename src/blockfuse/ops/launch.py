@@ -431,12 +431,16 @@ def zero_stand_in(like: Tensor, shape) -> Tensor:
 
     NOTE: eagerly the zero element is one cached per device and dtype, shared by every stand-in (detached: none is a
     view another could be written through), where each made its own (an allocation and a one-element fill launch:
-    four a fused FP8 block's training step). Nothing writes a stand-in. Traced, or for a tensor subclass, a new one."""
+    four a fused FP8 block's training step). Nothing writes a stand-in. Traced, or for a tensor subclass, a new one;
+    and none is cached while a CUDA graph is being captured (its fill would only be recorded, not run: the cached
+    element would hold whatever the memory held)."""
     if like.__class__ not in _PLAIN_TENSORS or torch.compiler.is_compiling() or _dispatch_modes():
         return like.new_zeros(()).expand(shape)
     key = (like.device, like.dtype, torch.is_inference_mode_enabled())
     zero = _ZEROS.get(key)
     if zero is None:
+        if like.is_cuda and torch.cuda.is_current_stream_capturing():
+            return like.new_zeros(()).expand(shape)
         with torch.no_grad():
             zero = _ZEROS[key] = like.new_zeros(())
     return zero.expand(shape).detach()
