@@ -216,6 +216,106 @@ def test_default_chunk_size_rule():
     assert cross_entropy.default_chunk_size(50, 4096, 32000, 2) == 50  # no more than the tokens
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("tokens,vocab,width", [(70, 301, 136), (16, 203, 40), (1, 129, 8)])
+def test_weight_grad_kernel_writes_and_adds(tokens, vocab, width, dtype, device):
+    """The chunk's weight-gradient kernel, dW = G^T H and dW += G^T H, at sides that fill no tile (G's rows padded
+    as the logits buffer pads them), against fp64 and no more than twice as wrong as PyTorch's addmm in the dtype."""
+    g = cross_entropy.logits_buffer(torch.empty(0, dtype=dtype, device=device), tokens, vocab)
+    g.copy_(random_tensor((tokens, vocab), dtype, device, seed=1))
+    h = random_tensor((tokens, width), dtype, device, seed=2)
+    before = random_tensor((vocab, width), dtype, device, seed=3)
+    oracle = g.double().t() @ h.double()
+    for accumulate in (False, True):
+        dw = before.clone()
+        cross_entropy.launch_weight_grad(g, h, dw, accumulate=accumulate)
+        expected = oracle + before.double() if accumulate else oracle
+        torch_lowp = before.clone().addmm_(g.t(), h) if accumulate else g.t() @ h
+        ours_err, torch_err = relative_error(dw, expected), relative_error(torch_lowp, expected)
+        assert ours_err <= 2 * torch_err + 1e-6, (accumulate, ours_err, torch_err)
+
+
+def test_weight_grad_kernel_rule():
+    """16-bit chunks of up to DW_KERNEL_MAX_TOKENS tokens take the kernel; fp32 and longer chunks keep cuBLAS."""
+    limit = cross_entropy.DW_KERNEL_MAX_TOKENS
+    bf16 = torch.empty(limit, 8, dtype=torch.bfloat16)
+    wanted = cross_entropy.use_triton(bf16)  # the interpreter on CPU tensors, CUDA otherwise
+    assert cross_entropy.uses_weight_grad_kernel(bf16) == wanted
+    assert cross_entropy.uses_weight_grad_kernel(bf16.half()) == wanted
+    assert not cross_entropy.uses_weight_grad_kernel(bf16.float())
+    assert not cross_entropy.uses_weight_grad_kernel(torch.empty(limit + 1, 8, dtype=torch.bfloat16))
+
+
+TWO_PASS_CASES = [(form, torch.bfloat16) for form in FORMS] + [("everything", torch.float32),
+                                                                 ("everything", torch.float16)]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form,dtype", TWO_PASS_CASES, ids=[f"{f}-{d}" for f, d in TWO_PASS_CASES])
+def test_two_pass_loop_matches_float64_logits(form, dtype, device, monkeypatch):
+    """The low-memory two-pass loop: 123 tokens in chunks of 16 (eight, the last partial), 203 classes in blocks of
+    64 (four, the last of 11), every form, against the float64 logits."""
+    monkeypatch.setattr(cross_entropy, "low_memory_plan", lambda *shape: (16, 64))
+    options = dict(FORMS[form])
+    hidden, weight, target, bias = make_inputs((3, 41), dtype, device, bias=options.pop("bias", False))
+    target[0, :20] = -100  # a chunk (and more) with every target ignored
+    check_against_reference(hidden, weight, target, bias, chunk_size="low-memory", **options)
+
+
+@pytest.mark.parametrize("tokens,width,vocab,plan", [
+    (8192, 4096, 128256, (2048, 7552)),  # 256-token chunks (< 286): two passes, 17 blocks
+    (4096, 4096, 262144, (1024, 7680)),  # 64-token chunks: two passes, 35 blocks
+    (16384, 2048, 32000, (1024, 0)),  # 1024-token chunks: one pass
+    (300, 4096, 128256, (16, 0)),  # fewer tokens than 4 x 128: one pass
+])
+def test_low_memory_plan(tokens, width, vocab, plan):
+    """The two-pass loop where a low-memory chunk would have fewer than 286 tokens, its logits block and fp32 d hidden
+    rows within the one-pass loop's logits (Liger-Kernel's memory)."""
+    assert cross_entropy.low_memory_plan(tokens, width, vocab, 2) == plan
+    chunk, block = plan
+    if block:
+        rows = cross_entropy.low_memory_chunk_size(tokens, width, vocab)
+        assert chunk * block * 2 + chunk * width * 4 <= rows * vocab * 2
+        assert cross_entropy.chunk_plan("low-memory", tokens, width, vocab, 2) == plan
+
+
+def liger_chunk(tokens, width, vocab):
+    """Liger-Kernel 0.8.5's fused loss's chunk, as its documentation states the rule (the facts the low-memory
+    rule is checked against, not its code): next_power_of_2(cdiv(tokens, cdiv(vocab, width)))."""
+    per = -(-vocab // width)
+    return 1 << (-(-tokens // per) - 1).bit_length()
+
+
+@pytest.mark.parametrize("tokens,width,vocab", [(8192, 4096, 128256), (16384, 2048, 32000), (4096, 4096, 262144)])
+def test_low_memory_chunks_hold_what_liger_holds(tokens, width, vocab):
+    """chunk_size="low-memory" at the issue's shapes: Liger's chunk (256, 1024, 64 tokens), logits within the hidden
+    states' elements."""
+    chunk = cross_entropy.low_memory_chunk_size(tokens, width, vocab)
+    assert chunk == liger_chunk(tokens, width, vocab)
+    assert chunk * vocab <= tokens * width and 2 * chunk * vocab > tokens * width
+
+
+def test_low_memory_chunk_rule_bounds():
+    rule = cross_entropy.low_memory_chunk_size
+    assert rule(8192, 2560, 151936) == 128  # 137.9 -> a power of two under it (Liger's: 256, logits 1.9x hidden)
+    assert rule(100, 64, 256000) == 16  # never under LOW_MEMORY_MIN_CHUNK tokens
+    assert rule(10, 64, 256000) == 10  # nor more than the tokens
+    assert rule(300, 4096, 1000) == 300
+    assert cross_entropy.chunk_rows("low-memory", 8192, 4096, 128256, 2) == 256
+    assert cross_entropy.chunk_rows(None, 8192, 4096, 128256, 2) == 1024
+    assert cross_entropy.chunk_rows(77, 8192, 4096, 128256, 2) == 77
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_low_memory_chunks_match_float64_logits(dtype, device):
+    """123 tokens of width 40 over 203 classes: low-memory chunks of 16 tokens (24.2 would fit), eight of them."""
+    hidden, weight, target, bias = make_inputs((3, 41), dtype, device, bias=True)
+    assert cross_entropy.low_memory_chunk_size(123, WIDTH, VOCAB) == 16
+    check_against_reference(hidden, weight, target, bias, chunk_size="low-memory", label_smoothing=0.1)
+
+
 BAD = [
     (dict(target=torch.tensor([0, 1, 203, 2])), ValueError, r"target: expected class indices in \[0, 203\)"),
     (dict(target=torch.tensor([0, -5, 1, 2])), ValueError, "target: expected class indices"),
@@ -229,6 +329,7 @@ BAD = [
     (dict(softcap=0.0), ValueError, "softcap: expected a positive finite number"),
     (dict(z_loss=-1.0), ValueError, "z_loss"),
     (dict(chunk_size=0), ValueError, "chunk_size: expected a positive int"),
+    (dict(chunk_size="low"), ValueError, "chunk_size: expected a positive int, None or 'low-memory'"),
     (dict(ignore_index=1.5), TypeError, "ignore_index: expected an int"),
 ]
 

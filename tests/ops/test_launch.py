@@ -184,6 +184,27 @@ def test_zero_stand_ins_share_one_zero_eagerly_and_are_new_ones_traced(device):
     assert fake.shape == (3, 5) and not launch._is_fake(a) and launch._is_fake(fake)
 
 
+def test_zero_stand_in_caches_no_zero_made_while_a_cuda_graph_is_captured(monkeypatch, device):
+    """A stand-in first asked for inside a CUDA graph's capture is a zero of its own (its fill recorded in the graph)
+    and leaves nothing cached; the first one after it is cached and reads as zeros."""
+    if device != "cuda":
+        pytest.skip("CUDA graphs: runs on a GPU (the device runs)")
+    monkeypatch.setattr(launch, "_ZEROS", {})
+    like = torch.randn(4, 8, dtype=torch.bfloat16, device=device)
+    out = torch.empty_like(like)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = launch.zero_stand_in(like, (4, 8))
+        out.copy_(like + captured)
+    assert launch._ZEROS == {}
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, like)
+    after = launch.zero_stand_in(like, (4, 8))
+    assert len(launch._ZEROS) == 1 and not after.any()
+
+
 @pytest.mark.long
 @pytest.mark.usefixtures("requires_triton")
 def test_every_launcher_passes_opcheck(monkeypatch, device):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +40,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import column_sum
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, interpreter_enabled, launcher_op, next_power_of_2
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -57,6 +57,14 @@ MIN_CHUNK_BYTES = 64 << 20
 CHUNK_FRACTION_OF_INPUTS = 0.25
 # Chunks are a multiple of this many tokens (a GEMM tile's rows) and never fewer.
 CHUNK_ALIGN = 128
+# NOTE: chunk_size="low-memory" trades speed for the least memory that still runs the GEMMs on whole tiles: a chunk's
+# logits no larger than the hidden states (tokens x width), a power of two of at least LOW_MEMORY_MIN_CHUNK tokens.
+# That is Liger-Kernel's fused loss's memory (its chunk: next_power_of_2(cdiv(tokens, cdiv(vocab, width))), the same
+# at the issue's three shapes, 256 / 1024 / 64 tokens); its cost is the weight gradient's read and write a chunk
+# (the NOTE above MIN_CHUNK_BYTES). Measured beside Liger and Cut Cross-Entropy:
+# benchmarks/results/cross-entropy/low-memory-2026-12-03-h200/.
+LOW_MEMORY = "low-memory"
+LOW_MEMORY_MIN_CHUNK = 16
 # The row kernel walks the vocabulary this many columns at a time (at most), 8 warps.
 MAX_BLOCK_V = 4096
 
@@ -205,8 +213,83 @@ def _scale_kernel(
         tl.store(X + offs, (x.to(tl.float32) * g).to(X.dtype.element_ty), mask=mask)
 
 
+if interpreter_enabled():
+
+    @triton.jit
+    def _dot_t(a, b, acc):
+        """``acc + a^T b`` in fp32. NOTE: Triton's interpreter (3.9) multiplies bf16 tiles wrongly in ``tl.dot``
+        (values of 1e10 from products of units); the GPU multiplies 16-bit inputs exactly into fp32 sums, as fp32
+        inputs do here."""
+        return tl.dot(tl.trans(a.to(tl.float32)), b.to(tl.float32), acc, input_precision="ieee")
+
+    @triton.jit
+    def _rounded(x, DTYPE: tl.constexpr):
+        """fp32 ``x`` rounded to nearest even in DTYPE. NOTE: the interpreter (3.9) cuts fp32 to bf16 toward zero
+        where the GPU rounds; summed once a chunk into the weight gradient, that bias made a bf16 gradient 6x as
+        wrong as PyTorch's over eight chunks. So bf16 is rounded here, in the bits, first (the cut is then
+        exact)."""
+        if DTYPE == tl.bfloat16:
+            bits = x.to(tl.uint32, bitcast=True)
+            bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000
+            x = bits.to(tl.float32, bitcast=True)
+        return x.to(DTYPE)
+
+else:
+
+    @triton.jit
+    def _dot_t(a, b, acc):
+        """``acc + a^T b``: 16-bit tiles, fp32 sums (wgmma on sm_90)."""
+        return tl.dot(tl.trans(a), b, acc)
+
+    @triton.jit
+    def _rounded(x, DTYPE: tl.constexpr):
+        """fp32 ``x`` rounded to nearest even in DTYPE."""
+        return x.to(DTYPE)
+
+
+@triton.jit
+def _weight_grad_kernel(
+    G,  # (K, V) a chunk's logits' gradient (rows of stride stride_g)
+    H,  # (K, D) the chunk's hidden states (rows of stride stride_h)
+    DW,  # (V, D) the weight gradient, contiguous: G^T H written, or added to it (ACCUMULATE)
+    K, V, D, stride_g, stride_h,
+    ACCUMULATE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ADD_FIRST: tl.constexpr,
+):
+    """One (BLOCK_V, BLOCK_D) tile of the weight gradient: G^T H over the chunk's K tokens in fp32, plus the tile's
+    sum so far when ACCUMULATE, rounded once (what cuBLAS's ``addmm_`` computes). The programs of one block of
+    classes are neighbours, so that block of G is read from memory once.
+
+    NOTE: the tile's sum so far is loaded before the loop over the tokens and used after it, so its bytes are in
+    flight while the few products of a short chunk run (the NOTE above DW_KERNEL_MAX_TOKENS)."""
+    pid = tl.program_id(0)
+    blocks_d = tl.cdiv(D, BLOCK_D)
+    v = (pid // blocks_d) * BLOCK_V + tl.arange(0, BLOCK_V)
+    d = (pid % blocks_d) * BLOCK_D + tl.arange(0, BLOCK_D)
+    tile = (v[:, None] < V) & (d[None, :] < D)
+    dw_tile = DW + v[:, None].to(tl.int64) * D + d[None, :]
+    if ACCUMULATE and ADD_FIRST:
+        acc = tl.load(dw_tile, mask=tile, other=0.0).to(tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_V, BLOCK_D), dtype=tl.float32)
+    if ACCUMULATE and not ADD_FIRST:
+        before = tl.load(dw_tile, mask=tile, other=0.0)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        g = tl.load(G + k[:, None] * stride_g + v[None, :], mask=(k[:, None] < K) & (v[None, :] < V), other=0.0)
+        h = tl.load(H + k[:, None] * stride_h + d[None, :], mask=(k[:, None] < K) & (d[None, :] < D), other=0.0)
+        acc = _dot_t(g, h, acc)
+    if ACCUMULATE and not ADD_FIRST:
+        acc += before.to(tl.float32)
+    tl.store(dw_tile, _rounded(acc, DW.dtype.element_ty), mask=tile)
+
+
 _rows_kernel = Kernel(_cross_entropy_rows_kernel)
 _scale = Kernel(_scale_kernel)
+_weight_grad = Kernel(_weight_grad_kernel)
 SCALE_BLOCK = 4096
 
 
@@ -223,6 +306,65 @@ def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> in
     rows = budget // max(1, vocab * itemsize)
     rows = max(CHUNK_ALIGN, rows // CHUNK_ALIGN * CHUNK_ALIGN)
     return max(1, min(tokens, rows))
+
+
+def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
+    """Tokens per chunk for ``chunk_size="low-memory"`` (the NOTE above LOW_MEMORY): the largest power of two whose
+    (chunk, vocab) logits take no more elements than the (tokens, width) hidden states, at least
+    LOW_MEMORY_MIN_CHUNK, and no more than the tokens."""
+    rows = max(LOW_MEMORY_MIN_CHUNK, (tokens * width) // max(1, vocab))
+    return max(1, min(tokens, 1 << (rows.bit_length() - 1)))
+
+
+# NOTE: at Liger's memory the token-chunked loop pays the weight gradient's read and write a chunk, (2/3) (FLOP/s /
+# bytes/s) / chunk of the GEMMs' time (the NOTE above MIN_CHUNK_BYTES), and below a few hundred tokens a chunk its
+# two weight GEMMs read the whole weight for few rows (memory-bound: [4096, 4096, 262144] at 64 tokens took 4.6x
+# the GEMMs' floor, cross-entropy/low-memory-2026-12-03-h200/). The two-pass loop (_two_pass_loop) instead makes
+# the logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the
+# gradients, which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an
+# fp32 d hidden of the chunk's rows: one GEMM more, a third of the floor. So "low-memory" takes the two-pass loop
+# where a chunk would have fewer than LOW_MEMORY_TWO_PASS_BELOW tokens: 2 x the FLOPs a byte where the two costs
+# meet (143 on an H200: 687 TFLOP/s measured over 4.8 TB/s), and only with at least 4 x CHUNK_ALIGN tokens.
+# LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a benchmark's knob).
+LOW_MEMORY_TWO_PASS_BELOW = 286
+LOW_MEMORY_TWO_PASS: Optional[bool] = None
+# The two-pass loop's chunk: this fraction of the tokens (a power of two), its fp32 d hidden rows a share of the
+# hidden states' bytes, the rest of them the logits of a block of classes.
+TWO_PASS_CHUNK_FRACTION = 4
+TWO_PASS_SPARE_BYTES = 1 << 20
+
+
+def low_memory_plan(tokens: int, width: int, vocab: int, itemsize: int) -> tuple[int, int]:
+    """``(tokens a chunk, classes a block)`` for ``chunk_size="low-memory"``: ``(low_memory_chunk_size, 0)``, the
+    token-chunked loop, unless the rule above LOW_MEMORY_TWO_PASS_BELOW picks the two-pass loop: then chunks of
+    ``tokens / TWO_PASS_CHUNK_FRACTION`` (a power of two) and blocks of classes, a multiple of CHUNK_ALIGN, whose
+    logits, the chunk's fp32 d hidden and TWO_PASS_SPARE_BYTES of row statistics together take no more than the
+    token-chunked loop's logits."""
+    rows = low_memory_chunk_size(tokens, width, vocab)
+    chunk = 1 << max(0, (tokens // TWO_PASS_CHUNK_FRACTION).bit_length() - 1)
+    wanted = LOW_MEMORY_TWO_PASS if LOW_MEMORY_TWO_PASS is not None else rows < LOW_MEMORY_TWO_PASS_BELOW
+    if not wanted or tokens < TWO_PASS_CHUNK_FRACTION * CHUNK_ALIGN:
+        return rows, 0
+    budget = rows * vocab * itemsize - chunk * width * 4 - TWO_PASS_SPARE_BYTES
+    block = max(CHUNK_ALIGN, budget // (chunk * itemsize) // CHUNK_ALIGN * CHUNK_ALIGN)
+    return (rows, 0) if block >= vocab else (chunk, block)
+
+
+def chunk_plan(chunk_size, tokens: int, width: int, vocab: int, itemsize: int) -> tuple[int, int]:
+    """``(tokens a chunk, classes a block (0: the whole vocabulary))`` for the ``chunk_size`` argument (checked)."""
+    if isinstance(chunk_size, str):  # LOW_MEMORY (the only string _check_args lets through)
+        return low_memory_plan(tokens, width, vocab, itemsize)
+    return chunk_rows(chunk_size, tokens, width, vocab, itemsize), 0
+
+
+def chunk_rows(chunk_size, tokens: int, width: int, vocab: int, itemsize: int) -> int:
+    """Tokens per chunk for the ``chunk_size`` argument (checked): an int as given, None the default rule,
+    "low-memory" its rule."""
+    if chunk_size is None:
+        return default_chunk_size(tokens, width, vocab, itemsize)
+    if isinstance(chunk_size, str):  # LOW_MEMORY (the only string _check_args lets through)
+        return low_memory_chunk_size(tokens, width, vocab)
+    return int(chunk_size)
 
 
 def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, scale: Optional[Tensor],
@@ -305,8 +447,9 @@ def logits_into(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], out: Ten
 
 def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, loss: Optional[Tensor],
             lse: Tensor, scale: Optional[Tensor], config: tuple, *, lse_given: bool, scale_per_row: bool,
-            grad_hidden: bool, grad_weight: bool, grad_bias: bool, chunk: int):
-    """The chunk loop both launchers share. Returns (d hidden, d weight, d bias), None where not asked."""
+            grad_hidden: bool, grad_weight: bool, grad_bias: bool, chunk: int, vocab_block: int = 0):
+    """The chunk loop both launchers share (``vocab_block``: the two-pass loop's classes a block, 0: the
+    token-chunked loop). Returns (d hidden, d weight, d bias), None where not asked."""
     tokens, vocab = h2.shape[0], weight.shape[0]
     write_grad = grad_hidden or grad_weight or grad_bias
     dh = torch.empty_like(h2) if grad_hidden else None  # (tokens, d)
@@ -315,6 +458,11 @@ def _chunks(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, 
     if tokens == 0:
         if dw is not None:
             dw.zero_()
+        return dh, dw, db
+    if vocab_block and vocab_block < vocab:
+        with full_precision_reductions():
+            _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, db, lse_given=lse_given,
+                           scale_per_row=scale_per_row, write_grad=write_grad, chunk=chunk, vocab_block=vocab_block)
         return dh, dw, db
     z_buffer = logits_buffer(h2, min(chunk, tokens), vocab)  # (chunk, V): reused by every chunk
     with full_precision_reductions():
@@ -372,7 +520,9 @@ def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, 
         torch.mm(z[:, parts[0]], weight[parts[0]], out=dh[rows])  # straight into the chunk's rows
         for part in parts[1:]:
             dh[rows].addmm_(z[:, part], weight[part])
-    if dw is not None:
+    if dw is not None and uses_weight_grad_kernel(h_rows):
+        launch_weight_grad(z, h_rows, dw, accumulate=not first)
+    elif dw is not None:
         # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
         # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
         for part in parts:
@@ -384,8 +534,112 @@ def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, 
         db += column_sum(z).float()
 
 
+def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, db, *, lse_given, scale_per_row,
+                   write_grad, chunk, vocab_block):
+    """The two-pass loop (the NOTE above LOW_MEMORY_TWO_PASS_BELOW): for each chunk of tokens, the logits of each
+    block of classes made twice, first for the rows' log-sum-exp and loss (the row kernel's PARTIAL mode, the blocks'
+    shares combined as the vocabulary-parallel loss combines its ranks'), then for the gradients: the block's rows
+    of d weight (written by the first chunk, added to by the others), d bias, and the chunk's d hidden summed over
+    the blocks in fp32 and rounded once."""
+    ignore_index, smoothing, softcap, z_loss = config
+    tokens, vocab = h2.shape[0], weight.shape[0]
+    blocks = [slice(v, min(v + vocab_block, vocab)) for v in range(0, vocab, vocab_block)]
+    rows_max = min(chunk, tokens)
+    z_buffer = logits_buffer(h2, rows_max, vocab_block)
+    acc = h2.new_empty((rows_max, h2.shape[1]), dtype=torch.float32) if dh is not None else None
+    partial = h2.new_empty((2, len(blocks), rows_max), dtype=torch.float32) if not lse_given else None
+    for i, start in enumerate(range(0, tokens, chunk)):
+        rows = slice(start, min(start + chunk, tokens))
+        h_rows, t_rows = h2[rows], target[rows]
+        n = h_rows.shape[0]
+        if not lse_given:
+            for j, block in enumerate(blocks):
+                z = _block_logits(h_rows, weight, bias, block, z_buffer)
+                launch_rows(z, t_rows, partial[1, j, :n], partial[0, j, :n], None, ignore_index, smoothing,
+                             softcap, z_loss, lse_given=False, write_grad=False, scale_per_row=False,
+                             shard=(block.start, vocab), partial=True, padded=True)
+            row_lse = torch.logsumexp(partial[0, :, :n], dim=0)
+            row_loss = row_lse + partial[1, :, :n].sum(dim=0)
+            if z_loss:
+                row_loss = row_loss + z_loss * row_lse * row_lse
+            lse[rows] = row_lse
+            loss[rows] = torch.where(t_rows == ignore_index, torch.zeros_like(row_loss), row_loss)
+        if not write_grad:
+            continue
+        rows_scale = scale[rows] if scale_per_row else scale
+        for j, block in enumerate(blocks):
+            z = _block_logits(h_rows, weight, bias, block, z_buffer)
+            launch_rows(z, t_rows, None, lse[rows], rows_scale, ignore_index, smoothing, softcap, z_loss,
+                         lse_given=True, write_grad=True, scale_per_row=scale_per_row, shard=(block.start, vocab),
+                         padded=True)
+            if acc is not None:
+                _add_fp32(acc[:n], z, weight[block], first=j == 0)
+            if dw is not None:
+                if i == 0:
+                    torch.mm(z.t(), h_rows, out=dw[block])
+                else:
+                    dw[block].addmm_(z.t(), h_rows)
+            if db is not None:
+                db[block] += column_sum(z).float()
+        if acc is not None:
+            dh[rows] = acc[:n]
+
+
+def _block_logits(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], block: slice, z_buffer: Tensor) -> Tensor:
+    """The logits of ``h_rows`` for the classes ``block``, in the front of ``z_buffer``."""
+    z = z_buffer[: h_rows.shape[0], : block.stop - block.start]
+    return logits_into(h_rows, weight[block], None if bias is None else bias[block], z)
+
+
+def _add_fp32(acc: Tensor, a: Tensor, b: Tensor, *, first: bool) -> None:
+    """``acc = a @ b`` (``first``) or ``acc += a @ b``: 16-bit ``a`` and ``b``, fp32 ``acc``, the product's sums
+    in fp32 and never rounded to 16 bits (cuBLAS's fp32 output on CUDA; the CPU has no such GEMM: fp32 copies)."""
+    if a.dtype == acc.dtype or not acc.is_cuda:
+        a, b = a.to(acc.dtype), b.to(acc.dtype)
+        if first:
+            torch.mm(a, b, out=acc)
+        else:
+            acc.addmm_(a, b)
+    elif first:
+        torch.mm(a, b, out_dtype=acc.dtype, out=acc)
+    else:
+        torch.addmm(acc, a, b, out_dtype=acc.dtype, out=acc)
+
+
+# NOTE: a chunk's weight-gradient GEMM, dW += G^T H over its K tokens, reads and writes all of dW (4 bytes an element
+# in 16 bits) for 2 K FLOPs an element: K / 2 FLOPs a byte, under an H100 / H200's ratio of tensor FLOPs to memory
+# bandwidth (~140-210 FLOPs a byte dense bf16) up to a few hundred tokens, so its time is dW's bytes. cuBLAS's
+# addmm_ (torch 2.11, H200, profiled in benchmarks/results/cross-entropy/low-memory-2026-12-03-h200/) moves them at
+# ~2.6 TB/s at 64 and 256 tokens: 1.66 ms a chunk for a 2 GiB dW, 48-58% of the low-memory step. The Triton kernel
+# above issues the tile's load before its products. It takes chunks of up to DW_KERNEL_MAX_TOKENS tokens in 16-bit
+# dtypes (fp32 keeps cuBLAS: its products would be TF32 in tl.dot), and 0 turns it off (a benchmark's knob).
+DW_KERNEL_MAX_TOKENS = 256
+DW_BLOCK_V, DW_BLOCK_D, DW_BLOCK_K, DW_WARPS, DW_STAGES = 128, 128, 64, 4, 3
+DW_ADD_FIRST = False
+
+
+def uses_weight_grad_kernel(h_rows: Tensor) -> bool:
+    """Whether a chunk of ``h_rows`` adds into the weight gradient with :func:`launch_weight_grad` (the NOTE above
+    DW_KERNEL_MAX_TOKENS)."""
+    return (h_rows.dtype in (torch.bfloat16, torch.float16) and h_rows.shape[0] <= DW_KERNEL_MAX_TOKENS
+            and use_triton(h_rows))
+
+
+def launch_weight_grad(g: Tensor, h_rows: Tensor, dw: Tensor, *, accumulate: bool) -> None:
+    """``dw = g^T h_rows`` (``accumulate``: ``dw += ...``), fp32 sums rounded once: ``g`` (K, V) with unit column
+    stride, ``h_rows`` (K, D) likewise, ``dw`` (V, D) contiguous."""
+    tokens, vocab = g.shape
+    width = h_rows.shape[1]
+    _weight_grad(
+        (cdiv(vocab, DW_BLOCK_V) * cdiv(width, DW_BLOCK_D),),
+        g, h_rows, dw, tokens, vocab, width, g.stride(0), h_rows.stride(0),
+        ACCUMULATE=accumulate, BLOCK_V=DW_BLOCK_V, BLOCK_D=DW_BLOCK_D, BLOCK_K=DW_BLOCK_K, ADD_FIRST=DW_ADD_FIRST,
+        num_warps=DW_WARPS, num_stages=DW_STAGES,
+    )
+
+
 def _forward_fake(h2, weight, bias, target, scale, ignore_index, smoothing, softcap, z_loss, grad_hidden,
-                  grad_weight, grad_bias, chunk):
+                  grad_weight, grad_bias, chunk, vocab_block):
     tokens = h2.shape[0]
     stats = h2.new_empty((tokens,), dtype=torch.float32)
     return (stats, torch.empty_like(stats), h2.new_empty(h2.shape if grad_hidden else (0,)),
@@ -396,7 +650,8 @@ def _forward_fake(h2, weight, bias, target, scale, ignore_index, smoothing, soft
 @launcher_op("linear_cross_entropy_fwd", fake=_forward_fake)
 def _forward(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, scale: Optional[Tensor],
              ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, grad_hidden: bool,
-             grad_weight: bool, grad_bias: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+             grad_weight: bool, grad_bias: bool, chunk: int, vocab_block: int
+             ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per-row loss and log-sum-exp (fp32) of the tokens ``h2`` (tokens, d), and the gradients asked for
     an upstream gradient of ``scale`` (a 0-d fp32 tensor) on every row's loss: (loss, lse, d hidden,
     d weight, d bias (fp32)), an absent gradient as an empty tensor.
@@ -408,12 +663,12 @@ def _forward(h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
     lse = torch.empty_like(loss)
     dh, dw, db = _chunks(h2, weight, bias, target, loss, lse, scale, (ignore_index, smoothing, softcap, z_loss),
                          lse_given=False, scale_per_row=False, grad_hidden=grad_hidden, grad_weight=grad_weight,
-                         grad_bias=grad_bias, chunk=chunk)
+                         grad_bias=grad_bias, chunk=chunk, vocab_block=vocab_block)
     return loss, lse, empty_if_none(dh, h2), empty_if_none(dw, weight), empty_if_none(db, loss)
 
 
 def _backward_fake(grad_rows, h2, weight, bias, target, lse, ignore_index, smoothing, softcap, z_loss,
-                   grad_hidden, grad_weight, grad_bias, chunk):
+                   grad_hidden, grad_weight, grad_bias, chunk, vocab_block):
     return (h2.new_empty(h2.shape if grad_hidden else (0,)), weight.new_empty(weight.shape if grad_weight else (0,)),
             h2.new_empty((weight.shape[0] if grad_bias else 0,), dtype=torch.float32))
 
@@ -421,12 +676,12 @@ def _backward_fake(grad_rows, h2, weight, bias, target, lse, ignore_index, smoot
 @launcher_op("linear_cross_entropy_bwd", fake=_backward_fake)
 def _backward(grad_rows: Tensor, h2: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor, lse: Tensor,
               ignore_index: int, smoothing: float, softcap: Optional[float], z_loss: float, grad_hidden: bool,
-              grad_weight: bool, grad_bias: bool, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+              grad_weight: bool, grad_bias: bool, chunk: int, vocab_block: int) -> tuple[Tensor, Tensor, Tensor]:
     """The gradients for per-row upstream gradients ``grad_rows`` (tokens,) fp32 (reduction "none"): the
     logits are made again, chunk by chunk, from the saved log-sum-exp."""
     dh, dw, db = _chunks(h2, weight, bias, target, None, lse, grad_rows, (ignore_index, smoothing, softcap, z_loss),
                          lse_given=True, scale_per_row=True, grad_hidden=grad_hidden, grad_weight=grad_weight,
-                         grad_bias=grad_bias, chunk=chunk)
+                         grad_bias=grad_bias, chunk=chunk, vocab_block=vocab_block)
     return empty_if_none(dh, h2), empty_if_none(dw, weight), empty_if_none(db, lse)
 
 
@@ -471,22 +726,23 @@ def claim_first_backward(ctx) -> None:
 
 
 class _LinearCrossEntropyFunction(torch.autograd.Function):
-    """``config``: (ignore_index, label_smoothing, softcap, z_loss, reduction, chunk). Returns (loss, lse):
+    """``config``: (ignore_index, label_smoothing, softcap, z_loss, reduction, chunk, vocab_block: 0 or the two-pass
+    loop's classes a block). Returns (loss, lse):
     the loss reduced as asked, the per-token log-sum-exp (fp32, not differentiable)."""
 
     @staticmethod
     def forward(ctx, h2, weight, bias, target, config):
-        ignore_index, smoothing, softcap, z_loss, reduction, chunk = config
+        ignore_index, smoothing, softcap, z_loss, reduction, chunk, vocab_block = config
         grads = ctx.needs_input_grad[:3]
         if reduction == "none":
             loss, lse, _, _, _ = _forward(h2, weight, bias, target, None, ignore_index, smoothing, softcap, z_loss,
-                                          False, False, False, chunk)
+                                          False, False, False, chunk, vocab_block)
             ctx.save_for_backward(h2, weight, bias, target, lse)
         else:
             # The gradients of the loss itself, made now: the backward only scales them.
             count, scale = loss_scale(target, ignore_index, reduction)
             loss, lse, dh, dw, db = _forward(h2, weight, bias, target, scale, ignore_index, smoothing, softcap,
-                                             z_loss, *grads, chunk)
+                                             z_loss, *grads, chunk, vocab_block)
             loss = loss.sum() / count if reduction == "mean" else loss.sum()
             ctx.save_for_backward(dh, dw, db)
         ctx.config = config
@@ -497,12 +753,13 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dloss, dlse):
-        ignore_index, smoothing, softcap, z_loss, reduction, chunk = ctx.config
+        ignore_index, smoothing, softcap, z_loss, reduction, chunk, vocab_block = ctx.config
         grad_hidden, grad_weight, grad_bias = ctx.needs_input_grad[:3]
         if reduction == "none":
             h2, weight, bias, target, lse = ctx.saved_tensors
             dh, dw, db = _backward(dloss.float().contiguous(), h2, weight, bias, target, lse, ignore_index,
-                                   smoothing, softcap, z_loss, grad_hidden, grad_weight, grad_bias, chunk)
+                                   smoothing, softcap, z_loss, grad_hidden, grad_weight, grad_bias, chunk,
+                                   vocab_block)
         else:
             claim_first_backward(ctx)
             dh, dw, db = ctx.saved_tensors
@@ -560,8 +817,9 @@ def _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, sof
         raise ValueError(f"z_loss: expected a finite number >= 0, got {z_loss!r}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: expected one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}")
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1):
-        raise ValueError(f"chunk_size: expected a positive int or None, got {chunk!r}")
+    if chunk is not None and not (isinstance(chunk, str) and chunk == LOW_MEMORY) and (
+            isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1):
+        raise ValueError(f"chunk_size: expected a positive int, None or {LOW_MEMORY!r}, got {chunk!r}")
 
 
 def linear_cross_entropy(
@@ -576,7 +834,7 @@ def linear_cross_entropy(
     z_loss: float = 0.0,
     reduction: str = "mean",
     return_lse: bool = False,
-    chunk_size: Optional[int] = None,
+    chunk_size: Union[int, str, None] = None,
 ):
     """``cross_entropy(hidden @ weight.T + bias, target)`` without keeping the logits.
 
@@ -589,8 +847,9 @@ def linear_cross_entropy(
     (the fp32 log-sum-exp of each token's logits; not differentiable).
 
     The logits are made ``chunk_size`` tokens at a time (None: as many as fit in a quarter of the inputs'
-    memory, at least 64 MiB: see ``default_chunk_size``); larger chunks run faster and keep more memory
-    (chunks of 256 tokens hold what Liger-Kernel's fused loss holds). An out-of-range target gives a NaN
+    memory, at least 64 MiB: see ``default_chunk_size``; ``"low-memory"``: logits no larger than the hidden
+    states, Liger-Kernel's memory: see ``low_memory_chunk_size``); larger chunks run faster and keep more
+    memory. An out-of-range target gives a NaN
     loss (a ValueError for CPU tensors, eagerly) rather than a wrong number.
     """
     _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk_size)
@@ -609,9 +868,9 @@ def linear_cross_entropy(
     if h2.stride(-1) != 1 or (h2.shape[0] > 1 and h2.stride(0) != d):
         h2 = h2.contiguous()
     t = target.reshape(-1)
-    chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(h2.shape[0], d, vocab, h2.element_size())
+    chunk, vocab_block = chunk_plan(chunk_size, h2.shape[0], d, vocab, h2.element_size())
     config = (int(ignore_index), float(label_smoothing), None if softcap is None else float(softcap), float(z_loss),
-              reduction, chunk)
+              reduction, chunk, vocab_block)
     loss, lse = _LinearCrossEntropyFunction.apply(h2, weight, bias, t, config)
     lead = hidden.shape[:-1]
     if reduction == "none":
@@ -633,8 +892,7 @@ def _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing,
         raise ValueError("weight: the vocabulary-parallel loss runs blockfuse's kernels: CUDA tensors, or CPU tensors "
                          "with TRITON_INTERPRET=1 set before Python starts")
     tokens = hidden.numel() // max(1, hidden.shape[-1])
-    chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(
-        tokens, hidden.shape[-1], local.shape[0], local.element_size())
+    chunk = chunk_rows(chunk_size, tokens, hidden.shape[-1], local.shape[0], local.element_size())
     config = (int(ignore_index), float(label_smoothing), None if softcap is None else float(softcap), float(z_loss),
               reduction, chunk)
     return vocab_parallel_linear_cross_entropy(hidden, weight, target, bias, config, return_lse)
