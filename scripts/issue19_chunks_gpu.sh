@@ -7,7 +7,7 @@
 #
 # SHAPES / CHUNKS (tokens, or low-memory) choose the grid (default: the issue's first and third shapes, every
 # chunk from Liger's memory to the whole logits); PROFILE=CHUNK adds one step's kernels at that chunk; TESTS=1 first
-# runs the op's CUDA tests (OUT/tests.log); ARGS passes more options (e.g. "--cublas-dw --dw-sweep 64 256 1024").
+# runs the op's CUDA tests (OUT/tests.log); ARGS passes more options (e.g. "--both-low-memory-loops").
 # LIMIT: the benchmark step's seconds (330).
 set -u
 OUT=${1:?usage: bash scripts/issue19_chunks_gpu.sh OUT}

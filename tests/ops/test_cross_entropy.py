@@ -216,37 +216,6 @@ def test_default_chunk_size_rule():
     assert cross_entropy.default_chunk_size(50, 4096, 32000, 2) == 50  # no more than the tokens
 
 
-@pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("tokens,vocab,width", [(70, 301, 136), (16, 203, 40), (1, 129, 8)])
-def test_weight_grad_kernel_writes_and_adds(tokens, vocab, width, dtype, device):
-    """The chunk's weight-gradient kernel, dW = G^T H and dW += G^T H, at sides that fill no tile (G's rows padded
-    as the logits buffer pads them), against fp64 and no more than twice as wrong as PyTorch's addmm in the dtype."""
-    g = cross_entropy.logits_buffer(torch.empty(0, dtype=dtype, device=device), tokens, vocab)
-    g.copy_(random_tensor((tokens, vocab), dtype, device, seed=1))
-    h = random_tensor((tokens, width), dtype, device, seed=2)
-    before = random_tensor((vocab, width), dtype, device, seed=3)
-    oracle = g.double().t() @ h.double()
-    for accumulate in (False, True):
-        dw = before.clone()
-        cross_entropy.launch_weight_grad(g, h, dw, accumulate=accumulate)
-        expected = oracle + before.double() if accumulate else oracle
-        torch_lowp = before.clone().addmm_(g.t(), h) if accumulate else g.t() @ h
-        ours_err, torch_err = relative_error(dw, expected), relative_error(torch_lowp, expected)
-        assert ours_err <= 2 * torch_err + 1e-6, (accumulate, ours_err, torch_err)
-
-
-def test_weight_grad_kernel_rule():
-    """16-bit chunks of up to DW_KERNEL_MAX_TOKENS tokens take the kernel; fp32 and longer chunks keep cuBLAS."""
-    limit = cross_entropy.DW_KERNEL_MAX_TOKENS
-    bf16 = torch.empty(limit, 8, dtype=torch.bfloat16)
-    wanted = cross_entropy.use_triton(bf16)  # the interpreter on CPU tensors, CUDA otherwise
-    assert cross_entropy.uses_weight_grad_kernel(bf16) == wanted
-    assert cross_entropy.uses_weight_grad_kernel(bf16.half()) == wanted
-    assert not cross_entropy.uses_weight_grad_kernel(bf16.float())
-    assert not cross_entropy.uses_weight_grad_kernel(torch.empty(limit + 1, 8, dtype=torch.bfloat16))
-
-
 TWO_PASS_CASES = [(form, torch.bfloat16) for form in FORMS] + [("everything", torch.float32),
                                                                  ("everything", torch.float16)]
 

@@ -40,7 +40,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import column_sum
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, interpreter_enabled, launcher_op, next_power_of_2
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -213,83 +213,8 @@ def _scale_kernel(
         tl.store(X + offs, (x.to(tl.float32) * g).to(X.dtype.element_ty), mask=mask)
 
 
-if interpreter_enabled():
-
-    @triton.jit
-    def _dot_t(a, b, acc):
-        """``acc + a^T b`` in fp32. NOTE: Triton's interpreter (3.9) multiplies bf16 tiles wrongly in ``tl.dot``
-        (values of 1e10 from products of units); the GPU multiplies 16-bit inputs exactly into fp32 sums, as fp32
-        inputs do here."""
-        return tl.dot(tl.trans(a.to(tl.float32)), b.to(tl.float32), acc, input_precision="ieee")
-
-    @triton.jit
-    def _rounded(x, DTYPE: tl.constexpr):
-        """fp32 ``x`` rounded to nearest even in DTYPE. NOTE: the interpreter (3.9) cuts fp32 to bf16 toward zero
-        where the GPU rounds; summed once a chunk into the weight gradient, that bias made a bf16 gradient 6x as
-        wrong as PyTorch's over eight chunks. So bf16 is rounded here, in the bits, first (the cut is then
-        exact)."""
-        if DTYPE == tl.bfloat16:
-            bits = x.to(tl.uint32, bitcast=True)
-            bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000
-            x = bits.to(tl.float32, bitcast=True)
-        return x.to(DTYPE)
-
-else:
-
-    @triton.jit
-    def _dot_t(a, b, acc):
-        """``acc + a^T b``: 16-bit tiles, fp32 sums (wgmma on sm_90)."""
-        return tl.dot(tl.trans(a), b, acc)
-
-    @triton.jit
-    def _rounded(x, DTYPE: tl.constexpr):
-        """fp32 ``x`` rounded to nearest even in DTYPE."""
-        return x.to(DTYPE)
-
-
-@triton.jit
-def _weight_grad_kernel(
-    G,  # (K, V) a chunk's logits' gradient (rows of stride stride_g)
-    H,  # (K, D) the chunk's hidden states (rows of stride stride_h)
-    DW,  # (V, D) the weight gradient, contiguous: G^T H written, or added to it (ACCUMULATE)
-    K, V, D, stride_g, stride_h,
-    ACCUMULATE: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    ADD_FIRST: tl.constexpr,
-):
-    """One (BLOCK_V, BLOCK_D) tile of the weight gradient: G^T H over the chunk's K tokens in fp32, plus the tile's
-    sum so far when ACCUMULATE, rounded once (what cuBLAS's ``addmm_`` computes). The programs of one block of
-    classes are neighbours, so that block of G is read from memory once.
-
-    NOTE: the tile's sum so far is loaded before the loop over the tokens and used after it, so its bytes are in
-    flight while the few products of a short chunk run (the NOTE above DW_KERNEL_MAX_TOKENS)."""
-    pid = tl.program_id(0)
-    blocks_d = tl.cdiv(D, BLOCK_D)
-    v = (pid // blocks_d) * BLOCK_V + tl.arange(0, BLOCK_V)
-    d = (pid % blocks_d) * BLOCK_D + tl.arange(0, BLOCK_D)
-    tile = (v[:, None] < V) & (d[None, :] < D)
-    dw_tile = DW + v[:, None].to(tl.int64) * D + d[None, :]
-    if ACCUMULATE and ADD_FIRST:
-        acc = tl.load(dw_tile, mask=tile, other=0.0).to(tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_V, BLOCK_D), dtype=tl.float32)
-    if ACCUMULATE and not ADD_FIRST:
-        before = tl.load(dw_tile, mask=tile, other=0.0)
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)
-        g = tl.load(G + k[:, None] * stride_g + v[None, :], mask=(k[:, None] < K) & (v[None, :] < V), other=0.0)
-        h = tl.load(H + k[:, None] * stride_h + d[None, :], mask=(k[:, None] < K) & (d[None, :] < D), other=0.0)
-        acc = _dot_t(g, h, acc)
-    if ACCUMULATE and not ADD_FIRST:
-        acc += before.to(tl.float32)
-    tl.store(dw_tile, _rounded(acc, DW.dtype.element_ty), mask=tile)
-
-
 _rows_kernel = Kernel(_cross_entropy_rows_kernel)
 _scale = Kernel(_scale_kernel)
-_weight_grad = Kernel(_weight_grad_kernel)
 SCALE_BLOCK = 4096
 
 
@@ -520,9 +445,7 @@ def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, 
         torch.mm(z[:, parts[0]], weight[parts[0]], out=dh[rows])  # straight into the chunk's rows
         for part in parts[1:]:
             dh[rows].addmm_(z[:, part], weight[part])
-    if dw is not None and uses_weight_grad_kernel(h_rows):
-        launch_weight_grad(z, h_rows, dw, accumulate=not first)
-    elif dw is not None:
+    if dw is not None:
         # NOTE: accumulated in the weight's dtype (a second (V, d) buffer in fp32 would be twice the
         # weight's memory); cuBLAS sums each chunk's share in fp32 and rounds once per chunk.
         for part in parts:
@@ -604,38 +527,6 @@ def _add_fp32(acc: Tensor, a: Tensor, b: Tensor, *, first: bool) -> None:
         torch.mm(a, b, out_dtype=acc.dtype, out=acc)
     else:
         torch.addmm(acc, a, b, out_dtype=acc.dtype, out=acc)
-
-
-# NOTE: a chunk's weight-gradient GEMM, dW += G^T H over its K tokens, reads and writes all of dW (4 bytes an element
-# in 16 bits) for 2 K FLOPs an element: K / 2 FLOPs a byte, under an H100 / H200's ratio of tensor FLOPs to memory
-# bandwidth (~140-210 FLOPs a byte dense bf16) up to a few hundred tokens, so its time is dW's bytes. cuBLAS's
-# addmm_ (torch 2.11, H200, profiled in benchmarks/results/cross-entropy/low-memory-2026-12-03-h200/) moves them at
-# ~2.6 TB/s at 64 and 256 tokens: 1.66 ms a chunk for a 2 GiB dW, 48-58% of the low-memory step. The Triton kernel
-# above issues the tile's load before its products. It takes chunks of up to DW_KERNEL_MAX_TOKENS tokens in 16-bit
-# dtypes (fp32 keeps cuBLAS: its products would be TF32 in tl.dot), and 0 turns it off (a benchmark's knob).
-DW_KERNEL_MAX_TOKENS = 256
-DW_BLOCK_V, DW_BLOCK_D, DW_BLOCK_K, DW_WARPS, DW_STAGES = 128, 128, 64, 4, 3
-DW_ADD_FIRST = False
-
-
-def uses_weight_grad_kernel(h_rows: Tensor) -> bool:
-    """Whether a chunk of ``h_rows`` adds into the weight gradient with :func:`launch_weight_grad` (the NOTE above
-    DW_KERNEL_MAX_TOKENS)."""
-    return (h_rows.dtype in (torch.bfloat16, torch.float16) and h_rows.shape[0] <= DW_KERNEL_MAX_TOKENS
-            and use_triton(h_rows))
-
-
-def launch_weight_grad(g: Tensor, h_rows: Tensor, dw: Tensor, *, accumulate: bool) -> None:
-    """``dw = g^T h_rows`` (``accumulate``: ``dw += ...``), fp32 sums rounded once: ``g`` (K, V) with unit column
-    stride, ``h_rows`` (K, D) likewise, ``dw`` (V, D) contiguous."""
-    tokens, vocab = g.shape
-    width = h_rows.shape[1]
-    _weight_grad(
-        (cdiv(vocab, DW_BLOCK_V) * cdiv(width, DW_BLOCK_D),),
-        g, h_rows, dw, tokens, vocab, width, g.stride(0), h_rows.stride(0),
-        ACCUMULATE=accumulate, BLOCK_V=DW_BLOCK_V, BLOCK_D=DW_BLOCK_D, BLOCK_K=DW_BLOCK_K, ADD_FIRST=DW_ADD_FIRST,
-        num_warps=DW_WARPS, num_stages=DW_STAGES,
-    )
 
 
 def _forward_fake(h2, weight, bias, target, scale, ignore_index, smoothing, softcap, z_loss, grad_hidden,
