@@ -121,6 +121,28 @@ def test_loss_and_gradients_match_hugging_face(family, num_items, monkeypatch):
     assert calls[0]["softcap"] is None
 
 
+@pytest.mark.parametrize("family", MODELS)
+def test_low_memory_loss_matches_hugging_face(family, monkeypatch):
+    """loss="low-memory": the fused loss called with chunk_size="low-memory", transformers' numbers."""
+    calls, fused = [], loss_module.linear_cross_entropy
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(loss_module, "linear_cross_entropy", counted)
+    model, reference, report = _pair(MODELS[family], loss="low-memory")
+    assert "chunk_size='low-memory'" in report.replaced[0].new
+    ids, labels = _batch()
+    assert _assert_same_loss_and_grads(model, reference, input_ids=ids, labels=labels).logits is None
+    assert [kwargs["chunk_size"] for kwargs in calls] == ["low-memory"]
+
+
+def test_loss_flag_refuses_other_values():
+    with pytest.raises(ValueError, match="loss: expected True, False or 'low-memory', got 'low'"):
+        blockfuse.patch(MODELS["llama"](), loss="low")
+
+
 @pytest.mark.parametrize("family", ["llama", "olmo2"])
 def test_with_every_patch_at_once(family):
     model, reference, report = _pair(MODELS[family], norms=True, rope=True, mlp=True, loss=True)

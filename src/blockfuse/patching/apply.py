@@ -34,6 +34,7 @@ from blockfuse.patching.forwards import (
     MARK, ROTARY_GLOBAL, CannotPatch, calls_rotary, fc_mlp_forward, gated_mlp_forward, hf_rotary, unwrap,
     with_globals,
 )
+from blockfuse.ops.cross_entropy import LOW_MEMORY
 from blockfuse.patching.loss import check_loss_module, is_causal_lm, loss_forward
 from blockfuse.patching.report import PatchEntry, PatchReport
 
@@ -197,7 +198,7 @@ def _patch_mlp(model, path, module, family, cache):
 _PATCHERS = {"norms": _patch_norm, "rope": _patch_rope, "mlp": _patch_mlp}
 
 
-def _loss_forwards(model: nn.Module, found: list) -> dict[str, tuple]:
+def _loss_forwards(model: nn.Module, found: list, chunk_size) -> dict[str, tuple]:
     """{path: (patched forward, what it computes)} of each causal LM among the models found. Raises
     ValueError when there is none, or one whose forward is not the causal-LM forward blockfuse knows:
     ``loss=True`` asks for the model itself, not for a part blockfuse may leave out."""
@@ -207,7 +208,7 @@ def _loss_forwards(model: nn.Module, found: list) -> dict[str, tuple]:
     for path, root, _ in found:
         if is_causal_lm(root):
             try:
-                forwards[path] = loss_forward(type(root))
+                forwards[path] = loss_forward(type(root), chunk_size)
             except CannotPatch as reason:
                 raise ValueError(f"loss=True: {reason}; {expected}, got {type(root).__name__}") from None
     if not forwards:
@@ -229,7 +230,7 @@ def _patch_loss(module: nn.Module, forward: tuple) -> tuple[str, _InstanceForwar
 
 
 def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = True,
-          loss: bool = False) -> PatchReport:
+          loss: bool | str = False) -> PatchReport:
     """Swaps blockfuse's fused ops into a Hugging Face model in place; returns what it did.
 
     ``norms``: RMSNorm / LayerNorm modules -> ``blockfuse.nn.RMSNorm`` / ``LayerNorm`` sharing
@@ -245,6 +246,8 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
     the LM head's bias, ``final_logit_softcapping``) with ``blockfuse.linear_cross_entropy``, and the
     output's ``logits`` is None: the logits are never made. Without ``labels`` the forward is
     Hugging Face's own, logits and all. Raises ValueError when the model holds no causal LM.
+    ``loss="low-memory"``: the same, the fused loss holding no more than Liger-Kernel's does
+    (``linear_cross_entropy(chunk_size="low-memory")``; ``True``: its default chunks, faster, more memory).
 
     NOTE: ``loss`` is off by default, and not reported as skipped when off: ``logits=None`` changes
     what the model returns, so a caller asks for it.
@@ -254,9 +257,12 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    if not (loss is False or loss is True or loss == LOW_MEMORY):
+        raise ValueError(f"loss: expected True, False or {LOW_MEMORY!r}, got {loss!r}")
     check_transformers_version()
     found = list(roots(model))
-    loss_forwards = _loss_forwards(model, found) if loss else {}  # raises before anything changes
+    chunk_size = LOW_MEMORY if loss == LOW_MEMORY else None
+    loss_forwards = _loss_forwards(model, found, chunk_size) if loss else {}  # raises before anything changes
     if not found:
         raise ValueError(f"blockfuse.patch does not support {type(model).__name__} "
                          f"({type(model).__module__}): supported are {supported_models()}")

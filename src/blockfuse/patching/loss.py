@@ -50,7 +50,7 @@ def is_causal_lm(module: nn.Module) -> bool:
 
 def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_items_in_batch=None,
                    ignore_index: int = -100, shift_labels: Tensor | None = None,
-                   softcap: float | None = None) -> Tensor:
+                   softcap: float | None = None, chunk_size: int | str | None = None) -> Tensor:
     """transformers' ``ForCausalLMLoss(lm_head(hidden), labels, ...)`` without making the logits
     (capped as ``softcap * tanh(logits / softcap)`` first when ``softcap`` is given).
 
@@ -68,7 +68,7 @@ def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_it
     # Trainer counts the labelled tokens of the whole step (every gradient-accumulation micro-batch,
     # every device), so each micro-batch's loss is its share of the step's mean.
     reduction = "mean" if num_items_in_batch is None else "sum"
-    options = dict(ignore_index=ignore_index, softcap=softcap, reduction=reduction)
+    options = dict(ignore_index=ignore_index, softcap=softcap, reduction=reduction, chunk_size=chunk_size)
     hidden2 = hidden.reshape(-1, hidden.shape[-1])
     if is_fsdp(lm_head) or has_hooks(lm_head):
         loss = _as_forward_of(lm_head, _fused_head_loss, hidden2, target, options)
@@ -133,9 +133,10 @@ def _keywords(positional: tuple[str, ...], args: tuple, kwargs: dict) -> dict:
     return arguments
 
 
-def loss_forward(cls: type) -> tuple[types.FunctionType, str]:
-    """(the forward that replaces the forward of causal LM class ``cls``, what it computes with labels).
-    Raises CannotPatch when ``cls.forward`` does not have the shape of Hugging Face's causal LMs."""
+def loss_forward(cls: type, chunk_size: int | str | None = None) -> tuple[types.FunctionType, str]:
+    """(the forward that replaces the forward of causal LM class ``cls``, what it computes with labels;
+    ``chunk_size``: the fused loss's, e.g. "low-memory"). Raises CannotPatch when ``cls.forward`` does not have
+    the shape of Hugging Face's causal LMs."""
     _, original = unwrap(cls.forward)
     names = set(original.__code__.co_names)
     outputs = [original.__globals__.get(name) for name in names - FORWARD_NAMES]
@@ -174,7 +175,8 @@ def loss_forward(cls: type) -> tuple[types.FunctionType, str]:
         loss = causal_lm_loss(hidden, self.lm_head, labels, num_items_in_batch=arguments.get("num_items_in_batch"),
                               ignore_index=arguments.get("ignore_index", -100),
                               shift_labels=arguments.get("shift_labels"),
-                              softcap=getattr(self.config, SOFTCAP, None) if reads_softcap else None)
+                              softcap=getattr(self.config, SOFTCAP, None) if reads_softcap else None,
+                              chunk_size=chunk_size)
         # NOTE: logits=None: making them is what the fused loss saves (Liger-Kernel's patch does the same).
         return output_class(loss=loss, logits=None, **{name: getattr(outputs, name, None) for name in carried})
 
@@ -186,7 +188,9 @@ def loss_forward(cls: type) -> tuple[types.FunctionType, str]:
     function = wrapped_like(cls.forward, forward)
     setattr(function, MARK, "loss")
     softcap = f", softcap=config.{SOFTCAP}" if reads_softcap else ""
-    return function, f"blockfuse.linear_cross_entropy(hidden, lm_head, labels{softcap}); logits None with labels"
+    chunk = f", chunk_size={chunk_size!r}" if chunk_size is not None else ""
+    return function, (f"blockfuse.linear_cross_entropy(hidden, lm_head, labels{softcap}{chunk}); logits None with "
+                      f"labels")
 
 
 def check_loss_module(model: nn.Module) -> None:
