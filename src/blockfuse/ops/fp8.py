@@ -755,14 +755,22 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
                  x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
                  HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
                  HAS_SUM=partial is not None, GIVEN_SCALE=False, num_warps=num_warps)
-    if partial is not None and n > 0:
-        sum_partials(partial, col_sum, None, roll=(history, amax))  # (the roll: one more program of the sum)
-    else:
-        if partial is not None:
-            col_sum.zero_()
-        roll_amax_history(history, amax)
+    finish_delayed_cast(partial, col_sum, n, history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
+
+
+def finish_delayed_cast(partial: Optional[Tensor], col_sum: Optional[Tensor], n: int, history: Tensor,
+                        amax: Tensor) -> None:
+    """After a delayed-recipe cast that wrote ``amax`` (and, with ``partial``, its column sums' partials for ``n``
+    columns): the sums into ``col_sum`` with the history's roll as one more program of that launch, or the roll
+    alone (no sums; an empty width's sums zeroed)."""
+    if partial is not None and n > 0:
+        sum_partials(partial, col_sum, None, roll=(history, amax))
+        return
+    if partial is not None:
+        col_sum.zero_()
+    roll_amax_history(history, amax)
 
 
 def tensorwise_outputs(like: Tensor, m: int, n: int, mp: int, dtype: torch.dtype, rows: bool, transposed: bool

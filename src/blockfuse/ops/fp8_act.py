@@ -462,12 +462,7 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
                         ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, HAS_Q=rows,
                         HAS_QT=transposed, HAS_SUM=partial is not None, BLOCK_M=block_m, BLOCK_N=block_n,
                         BLOCK_H=next_power_of_2(h), num_warps=num_warps)
-    if partial is not None and width > 0:
-        sum_partials(partial, col_sum, None, roll=(history, amax))  # (the roll: one more program of the sum)
-    else:
-        if partial is not None:
-            col_sum.zero_()
-        fp8.roll_amax_history(history, amax)
+    fp8.finish_delayed_cast(partial, col_sum, width, history, amax)
     return (empty_if_none(q, pre), empty_if_none(q_scale, pre), empty_if_none(qt, pre), empty_if_none(qt_scale, pre),
             empty_if_none(col_sum, pre))
 
