@@ -233,13 +233,15 @@ def test_two_pass_loop_matches_float64_logits(form, dtype, device, monkeypatch):
 
 
 @pytest.mark.parametrize("tokens,width,vocab,plan", [
-    (8192, 4096, 128256, (2048, 7552)),  # 256-token chunks (< 286): two passes, 17 blocks
     (4096, 4096, 262144, (1024, 7680)),  # 64-token chunks: two passes, 35 blocks
+    (8192, 4096, 151936, (1024, 10240)),  # 128-token chunks (Qwen's vocabulary): two passes
+    (8192, 4096, 128256, (256, 0)),  # 256-token chunks: one pass
     (16384, 2048, 32000, (1024, 0)),  # 1024-token chunks: one pass
     (300, 4096, 128256, (16, 0)),  # fewer tokens than 4 x 128: one pass
+    (4096, 256, 262144, (1024, 3072)),  # a narrow model: within the 16 tokens' logits (LOW_MEMORY_MIN_CHUNK)
 ])
 def test_low_memory_plan(tokens, width, vocab, plan):
-    """The two-pass loop where a low-memory chunk would have fewer than 286 tokens, its logits block and fp32 d hidden
+    """The two-pass loop where a low-memory chunk would have fewer than 256 tokens, its logits block and fp32 d hidden
     rows within the one-pass loop's logits (Liger-Kernel's memory)."""
     assert cross_entropy.low_memory_plan(tokens, width, vocab, 2) == plan
     chunk, block = plan

@@ -243,34 +243,40 @@ def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
 
 # NOTE: at Liger's memory the token-chunked loop pays the weight gradient's read and write a chunk, (2/3) (FLOP/s /
 # bytes/s) / chunk of the GEMMs' time (the NOTE above MIN_CHUNK_BYTES), and below a few hundred tokens a chunk its
-# two weight GEMMs read the whole weight for few rows (memory-bound: [4096, 4096, 262144] at 64 tokens took 4.6x
-# the GEMMs' floor, cross-entropy/low-memory-2026-12-03-h200/). The two-pass loop (_two_pass_loop) instead makes
-# the logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the
+# two weight GEMMs read the whole weight for few rows (memory-bound). The two-pass loop (_two_pass_loop) instead
+# makes the logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the
 # gradients, which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an
-# fp32 d hidden of the chunk's rows: one GEMM more, a third of the floor. So "low-memory" takes the two-pass loop
-# where a chunk would have fewer than LOW_MEMORY_TWO_PASS_BELOW tokens: 2 x the FLOPs a byte where the two costs
-# meet (143 on an H200: 687 TFLOP/s measured over 4.8 TB/s), and only with at least 4 x CHUNK_ALIGN tokens.
-# LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a benchmark's knob).
-LOW_MEMORY_TWO_PASS_BELOW = 286
+# fp32 d hidden of the chunk's rows: one GEMM more, a third of the floor. By that arithmetic the two meet at a
+# chunk of 2 x the card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on
+# an H200 (torch 2.11, bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose
+# low-memory chunk is 64 tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy
+# 157.5, all at 32 MiB); [8192, 4096, 128256] at 256 tokens 56.2 one pass against 57.5-58.7 two passes, whose
+# 50.3 ms of kernels sat 7 ms under the wall in 4 x 17 blocks' launches. So the two-pass loop takes chunks of
+# fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the arithmetic's crossover moved to what was measured), and only
+# with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a
+# benchmark's knob).
+LOW_MEMORY_TWO_PASS_BELOW = 256
 LOW_MEMORY_TWO_PASS: Optional[bool] = None
-# The two-pass loop's chunk: this fraction of the tokens (a power of two), its fp32 d hidden rows a share of the
-# hidden states' bytes, the rest of them the logits of a block of classes.
+# The two-pass loop's chunk: at most this fraction of the tokens (a power of two), its fp32 d hidden rows at most
+# half of the memory, the rest of it the logits of a block of classes.
 TWO_PASS_CHUNK_FRACTION = 4
 TWO_PASS_SPARE_BYTES = 1 << 20
 
 
 def low_memory_plan(tokens: int, width: int, vocab: int, itemsize: int) -> tuple[int, int]:
     """``(tokens a chunk, classes a block)`` for ``chunk_size="low-memory"``: ``(low_memory_chunk_size, 0)``, the
-    token-chunked loop, unless the rule above LOW_MEMORY_TWO_PASS_BELOW picks the two-pass loop: then chunks of
-    ``tokens / TWO_PASS_CHUNK_FRACTION`` (a power of two) and blocks of classes, a multiple of CHUNK_ALIGN, whose
-    logits, the chunk's fp32 d hidden and TWO_PASS_SPARE_BYTES of row statistics together take no more than the
-    token-chunked loop's logits."""
+    token-chunked loop, unless the rule above LOW_MEMORY_TWO_PASS_BELOW picks the two-pass loop. Its memory is the
+    token-chunked loop's logits: chunks of a power of two tokens, at most ``tokens / TWO_PASS_CHUNK_FRACTION``,
+    whose fp32 d hidden takes at most half of it, and blocks of classes (a multiple of CHUNK_ALIGN) whose logits
+    take the rest, less TWO_PASS_SPARE_BYTES for the rows' statistics; at least CHUNK_ALIGN tokens a chunk."""
     rows = low_memory_chunk_size(tokens, width, vocab)
-    chunk = 1 << max(0, (tokens // TWO_PASS_CHUNK_FRACTION).bit_length() - 1)
     wanted = LOW_MEMORY_TWO_PASS if LOW_MEMORY_TWO_PASS is not None else rows < LOW_MEMORY_TWO_PASS_BELOW
-    if not wanted or tokens < TWO_PASS_CHUNK_FRACTION * CHUNK_ALIGN:
+    memory = rows * vocab * itemsize
+    most = min(tokens // TWO_PASS_CHUNK_FRACTION, memory // (2 * width * 4))
+    if not wanted or most < CHUNK_ALIGN:
         return rows, 0
-    budget = rows * vocab * itemsize - chunk * width * 4 - TWO_PASS_SPARE_BYTES
+    chunk = 1 << (most.bit_length() - 1)
+    budget = memory - chunk * width * 4 - TWO_PASS_SPARE_BYTES
     block = max(CHUNK_ALIGN, budget // (chunk * itemsize) // CHUNK_ALIGN * CHUNK_ALIGN)
     return (rows, 0) if block >= vocab else (chunk, block)
 
