@@ -96,19 +96,23 @@ def chunk_arg(text: str):
         raise argparse.ArgumentTypeError(f"expected a number of tokens or low-memory, got {text!r}") from None
 
 
-def profile_step(h, w, t, chunk) -> None:
-    """Prints the GPU time of each kernel in one forward + backward at ``chunk`` (after a warm step)."""
+def profile_step(h, w, t, chunk, trace=None) -> None:
+    """Prints the GPU time of each kernel in one forward + backward at ``chunk`` (after a warm step); with ``trace``
+    (a path) the host's ops are recorded too and the Chrome trace written there (for benchmarks/trace_gaps.py)."""
     from torch.profiler import ProfilerActivity, profile
 
     hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
     blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
     torch.cuda.synchronize()
     hg.grad = wg.grad = None
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if trace else [])
+    with profile(activities=activities) as prof:
         blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
         torch.cuda.synchronize()
     print(f"  one step at chunk {chunk}, GPU time a kernel:")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=90))
+    if trace:
+        prof.export_chrome_trace(trace)
 
 
 def rel(a, b) -> float:
@@ -129,6 +133,10 @@ def main() -> None:
     parser.add_argument("--both-low-memory-loops", action="store_true",
                         help="also run each low-memory chunk with the one-pass and with the two-pass loop "
                         "(cross_entropy.LOW_MEMORY_TWO_PASS = False / True)")
+    parser.add_argument("--profile-loop", choices=("rule", "one", "two"), default="rule",
+                        help="the low-memory loop that --profile runs: the rule's, one pass or two")
+    parser.add_argument("--trace", metavar="PREFIX",
+                        help="with --profile: also record the host's ops and write PREFIX-SHAPE.json (Chrome trace)")
     parser.add_argument("--json")
     args = parser.parse_args()
     records = []
@@ -191,7 +199,10 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
         cross_entropy.LOW_MEMORY_TWO_PASS = None
         if args.profile:
-            profile_step(h, w, t, args.profile)
+            trace = f"{args.trace}-{text}.json" if args.trace else None
+            cross_entropy.LOW_MEMORY_TWO_PASS = {"rule": None, "one": False, "two": True}[args.profile_loop]
+            profile_step(h, w, t, args.profile, trace)
+            cross_entropy.LOW_MEMORY_TWO_PASS = None
         del h, w, t, ref
         torch.cuda.empty_cache()
     if args.json:

@@ -472,23 +472,28 @@ def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, d
     the blocks in fp32 and rounded once."""
     ignore_index, smoothing, softcap, z_loss = config
     tokens, vocab = h2.shape[0], weight.shape[0]
-    blocks = [slice(v, min(v + vocab_block, vocab)) for v in range(0, vocab, vocab_block)]
     rows_max = min(chunk, tokens)
     z_buffer = logits_buffer(h2, rows_max, vocab_block)
+    # NOTE: each block's views made once, not once a chunk: the loop launches ~6 calls a block and chunk, and a
+    # view costs the host a few microseconds
+    blocks = [_Block(slice(v, min(v + vocab_block, vocab)), weight, bias, dw, db, z_buffer)
+              for v in range(0, vocab, vocab_block)]
     acc = h2.new_empty((rows_max, h2.shape[1]), dtype=torch.float32) if dh is not None else None
     partial = h2.new_empty((2, len(blocks), rows_max), dtype=torch.float32) if not lse_given else None
     for i, start in enumerate(range(0, tokens, chunk)):
         rows = slice(start, min(start + chunk, tokens))
         h_rows, t_rows = h2[rows], target[rows]
         n = h_rows.shape[0]
+        whole = n == rows_max
         if not lse_given:
+            chunk_partial = partial if whole else partial[:, :, :n]
             for j, block in enumerate(blocks):
-                z = _block_logits(h_rows, weight, bias, block, z_buffer)
-                launch_rows(z, t_rows, partial[1, j, :n], partial[0, j, :n], None, ignore_index, smoothing,
+                z = block.logits(h_rows, whole)
+                launch_rows(z, t_rows, chunk_partial[1, j], chunk_partial[0, j], None, ignore_index, smoothing,
                              softcap, z_loss, lse_given=False, write_grad=False, scale_per_row=False,
-                             shard=(block.start, vocab), partial=True, padded=True)
-            row_lse = torch.logsumexp(partial[0, :, :n], dim=0)
-            row_loss = row_lse + partial[1, :, :n].sum(dim=0)
+                             shard=block.shard, partial=True, padded=True)
+            row_lse = torch.logsumexp(chunk_partial[0], dim=0)
+            row_loss = row_lse + chunk_partial[1].sum(dim=0)
             if z_loss:
                 row_loss = row_loss + z_loss * row_lse * row_lse
             lse[rows] = row_lse
@@ -496,28 +501,42 @@ def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, d
         if not write_grad:
             continue
         rows_scale = scale[rows] if scale_per_row else scale
+        rows_lse = lse[rows]
+        rows_acc = acc if acc is None or whole else acc[:n]
         for j, block in enumerate(blocks):
-            z = _block_logits(h_rows, weight, bias, block, z_buffer)
-            launch_rows(z, t_rows, None, lse[rows], rows_scale, ignore_index, smoothing, softcap, z_loss,
-                         lse_given=True, write_grad=True, scale_per_row=scale_per_row, shard=(block.start, vocab),
+            z = block.logits(h_rows, whole)
+            launch_rows(z, t_rows, None, rows_lse, rows_scale, ignore_index, smoothing, softcap, z_loss,
+                         lse_given=True, write_grad=True, scale_per_row=scale_per_row, shard=block.shard,
                          padded=True)
-            if acc is not None:
-                _add_fp32(acc[:n], z, weight[block], first=j == 0)
-            if dw is not None:
+            if rows_acc is not None:
+                _add_fp32(rows_acc, z, block.weight, first=j == 0)
+            if block.dw is not None:
                 if i == 0:
-                    torch.mm(z.t(), h_rows, out=dw[block])
+                    torch.mm(z.t(), h_rows, out=block.dw)
                 else:
-                    dw[block].addmm_(z.t(), h_rows)
-            if db is not None:
-                db[block] += column_sum(z).float()
-        if acc is not None:
-            dh[rows] = acc[:n]
+                    block.dw.addmm_(z.t(), h_rows)
+            if block.db is not None:
+                block.db += column_sum(z).float()
+        if rows_acc is not None:
+            dh[rows] = rows_acc
 
 
-def _block_logits(h_rows: Tensor, weight: Tensor, bias: Optional[Tensor], block: slice, z_buffer: Tensor) -> Tensor:
-    """The logits of ``h_rows`` for the classes ``block``, in the front of ``z_buffer``."""
-    z = z_buffer[: h_rows.shape[0], : block.stop - block.start]
-    return logits_into(h_rows, weight[block], None if bias is None else bias[block], z)
+class _Block:
+    """One block of classes of the two-pass loop: its views of the weight, bias, their gradients and the logits
+    buffer, made once."""
+
+    def __init__(self, classes: slice, weight: Tensor, bias: Optional[Tensor], dw: Optional[Tensor],
+                 db: Optional[Tensor], z_buffer: Tensor):
+        self.shard = (classes.start, weight.shape[0])
+        self.weight = weight[classes]
+        self.bias = None if bias is None else bias[classes]
+        self.dw = None if dw is None else dw[classes]
+        self.db = None if db is None else db[classes]
+        self.z = z_buffer[:, : classes.stop - classes.start]
+
+    def logits(self, h_rows: Tensor, whole: bool) -> Tensor:
+        """The logits of ``h_rows`` (``whole``: as many rows as the buffer) for this block, in its buffer's front."""
+        return logits_into(h_rows, self.weight, self.bias, self.z if whole else self.z[: h_rows.shape[0]])
 
 
 def _add_fp32(acc: Tensor, a: Tensor, b: Tensor, *, first: bool) -> None:
