@@ -60,7 +60,8 @@ CHUNK_ALIGN = 128
 # NOTE: chunk_size="low-memory" trades speed for the least memory that still runs the GEMMs on whole tiles: a chunk's
 # logits no larger than the hidden states (tokens x width), a power of two of at least LOW_MEMORY_MIN_CHUNK tokens.
 # That is Liger-Kernel's fused loss's memory (its chunk: next_power_of_2(cdiv(tokens, cdiv(vocab, width))), the same
-# at the issue's three shapes, 256 / 1024 / 64 tokens); its cost is the weight gradient's read and write a chunk
+# at the issue's three shapes, 256 / 1024 / 64 tokens; rounded up, Liger's holds up to twice as much elsewhere:
+# 256 tokens where this takes 128 at [8192, 4096, 151936]); its cost is the weight gradient's read and write a chunk
 # (the NOTE above MIN_CHUNK_BYTES). Measured beside Liger and Cut Cross-Entropy:
 # benchmarks/results/cross-entropy/low-memory-2026-12-03-h200/.
 LOW_MEMORY = "low-memory"
@@ -250,10 +251,11 @@ def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
 # chunk of 2 x the card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on
 # an H200 (torch 2.11, bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose
 # low-memory chunk is 64 tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy
-# 157.5, all at 32 MiB); [8192, 4096, 128256] at 256 tokens 56.2 one pass against 57.5-58.7 two passes, whose
-# 50.3 ms of kernels sat 7 ms under the wall in 4 x 17 blocks' launches. So the two-pass loop takes chunks of
-# fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the arithmetic's crossover moved to what was measured), and only
-# with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a
+# 157.5, all at 32 MiB); [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two
+# calls, though a profiled two-pass step's kernels took less (48.8 ms, the GPU busy 48.8 of its 50.7: not its
+# launches) than a one-pass step's (52.0): a third more tensor work in a timed loop at the card's power limit
+# (5-plan-trace/). So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the
+# arithmetic's crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a
 # benchmark's knob).
 LOW_MEMORY_TWO_PASS_BELOW = 256
 LOW_MEMORY_TWO_PASS: Optional[bool] = None
