@@ -252,9 +252,9 @@ def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
 # an H200 (torch 2.11, bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose
 # low-memory chunk is 64 tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy
 # 157.5, all at 32 MiB); [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two
-# calls, though a profiled two-pass step's kernels took less (48.8 ms, the GPU busy 48.8 of its 50.7: not its
-# launches) than a one-pass step's (52.0): a third more tensor work in a timed loop at the card's power limit
-# (5-plan-trace/). So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the
+# calls, though a profiled two-pass step's kernels took 48.8 ms (the GPU busy 48.8 of its 50.7: not its launches;
+# 5-plan-trace/), a one-pass step's 52.0 in another call (1-rule/): perhaps a third more tensor work in a timed loop
+# at the card's power limit, not shown. So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the
 # arithmetic's crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a
 # benchmark's knob).
 LOW_MEMORY_TWO_PASS_BELOW = 256
@@ -495,11 +495,8 @@ def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, d
                              softcap, z_loss, lse_given=False, write_grad=False, scale_per_row=False,
                              shard=block.shard, partial=True, padded=True)
             row_lse = torch.logsumexp(chunk_partial[0], dim=0)
-            row_loss = row_lse + chunk_partial[1].sum(dim=0)
-            if z_loss:
-                row_loss = row_loss + z_loss * row_lse * row_lse
             lse[rows] = row_lse
-            loss[rows] = torch.where(t_rows == ignore_index, torch.zeros_like(row_loss), row_loss)
+            loss[rows] = combined_loss(row_lse, chunk_partial[1].sum(dim=0), t_rows, ignore_index, z_loss)
         if not write_grad:
             continue
         rows_scale = scale[rows] if scale_per_row else scale
@@ -521,6 +518,15 @@ def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, d
                 block.db += column_sum(z).float()
         if rows_acc is not None:
             dh[rows] = rows_acc
+
+
+def combined_loss(lse: Tensor, linear: Tensor, target: Tensor, ignore_index: int, z_loss: float) -> Tensor:
+    """Each row's loss from the whole vocabulary's log-sum-exp and the sum of its blocks' (or ranks') terms linear in
+    the logits (the row kernel's PARTIAL outputs): ``lse + linear + z_loss lse^2``, 0 for an ignored target."""
+    loss = lse + linear
+    if z_loss:
+        loss = loss + z_loss * lse * lse
+    return torch.where(target == ignore_index, torch.zeros_like(loss), loss)
 
 
 class _Block:

@@ -22,8 +22,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from blockfuse.ops.cross_entropy import (
-    add_chunk_gradients, claim_first_backward, full_precision_reductions, is_dtensor, launch_rows, logits_buffer,
-    logits_into, loss_scale, scale_gradients,
+    add_chunk_gradients, claim_first_backward, combined_loss, full_precision_reductions, is_dtensor, launch_rows,
+    logits_buffer, logits_into, loss_scale, scale_gradients,
 )
 from blockfuse.ops.launch import empty_if_none
 
@@ -71,10 +71,7 @@ def _combine(lse: Tensor, linear: Tensor, target: Tensor, ignore_index: int, z_l
     # NOTE: one all-reduce carries both sums (the rescaled exponentials and the linear terms).
     sums = _all_reduce(torch.stack([torch.exp(lse - top), linear]), dist.ReduceOp.SUM, group)
     lse_all = top + torch.log(sums[0])
-    loss = lse_all + sums[1]
-    if z_loss:
-        loss = loss + z_loss * lse_all * lse_all
-    return lse_all, torch.where(target == ignore_index, torch.zeros_like(loss), loss)
+    return lse_all, combined_loss(lse_all, sums[1], target, ignore_index, z_loss)
 
 
 def _chunks(h2, weight, bias, target, scale, config, shard, group, *, forward: bool, lse_all=None,
