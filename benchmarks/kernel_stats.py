@@ -178,8 +178,11 @@ def rule_stats(n: int, form: str) -> dict:
                              "STAGES": stages,
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
                              "RELOAD": _reload(tile, activation, is_rms),
+                             **({"EARLY_ACC": norm._early_acc(tile, mode, activation, stages)}
+                                if hasattr(norm, "_early_acc") else {}),
                              "VEC": launch.row_units(n),
-                             **tile.constexprs(n, tail=hasattr(norm, "backward_rule"))},
+                             **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),
+                             **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,
@@ -335,7 +338,9 @@ def main() -> None:
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
                       EVEN_N=args.even_n, **({"TAIL": False, "BLOCK_T": 1} if hasattr(norm, "backward_rule") else {}),
-                      STAGES=args.stages, DIRECT=False, RELOAD=False, VEC=1,
+                      **({"BLOCK_U": 1} if "block_u" in norm.Tile._fields else {}),
+                      STAGES=args.stages, DIRECT=False, RELOAD=False,
+                      **({"EARLY_ACC": False} if hasattr(norm, "_early_acc") else {}), VEC=1,
                       TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
                       and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}

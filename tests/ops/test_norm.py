@@ -856,6 +856,8 @@ def test_backward_wide_pieces_rule(n, element_size):
     head, tail = norm.row_pieces(n)
     for is_rms in (False, True):
         tile = norm.backward_rule(n, element_size=element_size, is_rms=is_rms)
+        if tile.block_u > 1:
+            continue  # (three pieces: test_backward_three_pieces_rule)
         thick = tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * norm.BWD_WIDE_PIECE_WARPS
         fits = (norm.BWD_PIECES_MAX_LANES < n and head + tail <= norm.BWD_WIDE_PIECES_MAX_LANES and thick
                 and (not is_rms or tail <= norm.BWD_WIDE_PIECES_RMS_MAX_TAIL))
@@ -892,14 +894,96 @@ def test_backward_wide_pieces_rule(n, element_size):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form,n", [("ln", 9000), ("ln-post-dropout", 11008), ("rms-pre", 10240), ("ln-gelu", 11008),
+                                    ("ln", 13312), ("ln", 4304)])
+def test_backward_early_accumulators_match(form, n, device, monkeypatch):
+    """The pieces' weight / bias gradients added before the row sums (BWD_EARLY_ACC) or after the stores: the same
+    sums in the same order, so the same bits in the interpreter (within an ulp of bf16 compiled), every gradient."""
+    m = 7
+    is_rms = form.startswith("rms")
+    mode, p = {"ln-post-dropout": (norm.POST, 0.25), "rms-pre": (norm.PRE, 0.0)}.get(form, (norm.NONE, 0.0))
+    activation = norm.GELU_CODES["tanh"] if form == "ln-gelu" else 0
+    assert norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms).tail
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=2)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, seed=3)
+    outs = norm._norm_fwd(x, w, b, x.flip(0) if mode else None, None, 1e-5, mode, 0.0, is_rms, False, activation,
+                          True)
+    mean, rstd = (None if is_rms else outs[-2]), outs[-1]
+    dy = random_tensor((m, n), torch.bfloat16, device, seed=4)
+    ds = random_tensor((m, n), torch.bfloat16, device, seed=5) if mode == norm.PRE else None
+    seed = draw_seed(device) if p else None
+    results = {}
+    for early in (False, True):
+        monkeypatch.setattr(norm, "BWD_EARLY_ACC", early)
+        results[early] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
+                                        mode, p, is_rms, False, activation)
+    for one, two in zip(results[False], results[True]):
+        if device == "cpu":
+            assert torch.equal(one, two)
+        else:
+            torch.testing.assert_close(two, one, rtol=2 ** -7, atol=1e-6)
+    assert results[True][0].abs().sum() > 0 and results[True][2].abs().sum() > 0
+
+
+@pytest.mark.parametrize("n", [2304, 4304, 8200, 9000, 11008, 12288, 13312])
+def test_backward_early_accumulators_rule(n):
+    """The accumulators added before the row sums (the NOTE above BWD_EARLY_ACC) in the wide pieces (past
+    BWD_PIECES_MAX_LANES, two pieces) where pipelined, never in the pre-residual form, the narrower pieces, three
+    pieces or a padded tile."""
+    for mode in (norm.NONE, norm.PRE, norm.POST):
+        for activation in (0, norm.GELU_CODES["tanh"]):
+            tile = norm.backward_rule(n, activation, mode == norm.PRE)
+            for stages in (1, 3):
+                wanted = (tile.tail and tile.block_u == 1 and tile.lanes > norm.BWD_PIECES_MAX_LANES
+                          and mode != norm.PRE and stages > 1)
+                assert norm._early_acc(tile, mode, activation, stages) == wanted
+    assert norm._early_acc(norm.backward_rule(11008), norm.NONE, 0, 3)
+    assert not norm._early_acc(norm.backward_rule(4304), norm.NONE, 0, 3)
+
+
+@pytest.mark.parametrize("n", [12288, 12289, 12800, 13312, 13313, 14336, 15360, 16384])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_backward_three_pieces_rule(n, element_size, monkeypatch):
+    """Rows past BWD_WIDE_PIECES_MAX_LANES in three pieces (the NOTE above BWD_THREE_PIECES_MAX_LANES): the largest
+    power of two below the row, the largest in the rest and a power-of-two tail of BWD_PIECE_TAIL_BYTES a thread or
+    more, on BWD_WIDE_PIECE_WARPS warps, fewer lanes than the padded tile; taken by LayerNorm, RMSNorm and the
+    post-residual form where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_SMEM_BYTES (bf16 to 13312 lanes),
+    then read once, the weight again each row (RELOAD) and pipelined by the depth rule; never by the pre-residual form
+    or the GELU form, which keep the padded tile read twice."""
+    three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // element_size)
+    if three is not None:
+        assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, norm.BWD_WIDE_PIECE_WARPS, True)
+        head, mid, tail = three.block_n, three.block_t, three.block_u
+        assert head > mid > 0 and tail > 1 and all(p & (p - 1) == 0 for p in (head, mid, tail))
+        assert head + mid < n <= three.lanes < norm.next_power_of_2(n)
+        assert tail == max(norm.next_power_of_2(n - head - mid), norm.BWD_PIECE_TAIL_BYTES // element_size * 32 * 16)
+    assert (three is None) == (n in (12288, 15360, 16384))  # (12288: two pieces; 15360 would take 16384 lanes)
+    fits = three is not None and norm.BWD_THREE_PIECES_MIN_STAGES * 2 * three.lanes * element_size <= norm.BWD_SMEM_BYTES
+    assert fits == (element_size == 2 and n in (12289, 12800, 13312))
+    for is_rms in (False, True):
+        tile = norm.backward_rule(n, element_size=element_size, is_rms=is_rms)
+        assert (tile.block_u > 1) == fits
+        if fits:
+            assert tile == three and norm._bwd_reload(tile)
+            assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 3
+        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
+    assert norm.backward_rule(n, 1, element_size=element_size).block_u == 1
+    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", True)
+    assert (norm.backward_rule(n, 1, element_size=element_size).block_u > 1) == fits
+    monkeypatch.setattr(norm, "BWD_THREE_PIECES_MAX_LANES", 0)
+    assert norm.backward_rule(n, element_size=element_size).block_u == 1
+
+
+@pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form, n", [
     (form, n) for n in (2304, 2560, 4304) for form in ("ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre",
                                                        "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)] + [
     ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 11008), ("rms-pre-dropout", 9728),
-    ("ln-gelu", 11008)])
+    ("ln-gelu", 11008), ("ln", 13312), ("rms", 13312), ("ln-post-dropout", 12800), ("ln", 12289)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
-    """The backward of rows in two pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
-    8192 + up to 4096 on 16 warps) gives every gradient (x, the residual, weight, bias) within twice PyTorch's error
+    """The backward of rows in pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
+    8192 + up to 4096 on 16 warps; past 12288 three: 8192 + 4096 + 1024, masked at 12289 and 12800) gives every gradient (x, the residual, weight, bias) within twice PyTorch's error
     of a float64 reference, rows read with a stride; and every gradient within a bf16 rounding of the padded tile's
     (with dropout: the same mask, regenerated from the seed)."""
     assert norm.backward_rule(n, form == "ln-gelu", is_rms=form.startswith("rms")).tail  # (3072, 6144: GELU's only)

@@ -171,6 +171,34 @@ BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider ta
 # 0.54 at 11008. 0: off.
 BWD_WIDE_PIECES_MAX_LANES = 12288
 BWD_WIDE_PIECE_WARPS = 16
+# NOTE: rows past BWD_WIDE_PIECES_MAX_LANES up to BWD_THREE_PIECES_MAX_LANES in three pieces (_three_pieces: 12800 and
+# 13312 as 8192 + 4096 + 1024 lanes, the last masked at the row's end) on BWD_WIDE_PIECE_WARPS warps, each row read
+# once, pipelined by the depth rule, the weight read again each row (RELOAD in pieces: _bwd_reload; 28 fewer live
+# registers a thread, the loads from L1), where the padded 16384-lane tile reads each row twice and leaves a
+# quarter of its lanes idle. Only where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_SMEM_BYTES: bf16 rows
+# of up to 13312 lanes; never the pre-residual forms (their third stream leaves two stages: LayerNorm 0.58 -> 0.44)
+# nor the GELU form (ACT_BWD_THREE_PIECES; 13312 0.35 -> 0.37 unpipelined, 0.15 pipelined). Measured on an H200
+# (benchmarks/norm_tiles.py --bwd-setting, the backward launcher in alternating rounds of one process, [16384, n]
+# bf16, fraction of a same-size copy; benchmarks/results/launch-rules/24-three-pieces-2026-12-03-h200/), padded ->
+# three pieces: 13312 LayerNorm 0.58 -> 0.66, RMSNorm 0.78 -> 0.95, post-residual 0.58 -> 0.65; 12800 0.56 / 0.76 /
+# 0.56 -> 0.65 / 0.96 / 0.65. Unpipelined or with the weight held in registers the pieces lost (13312 LayerNorm
+# 0.52-0.56). 14336 = 8192 + 4096 + 2048 keeps the padded tile: three stages there take 168 KiB (past the budget) and
+# lost with the budget raised too (LayerNorm 0.61 -> 0.52; RMSNorm 0.82 -> 0.84), two stages lost more (0.48). 0: off.
+BWD_THREE_PIECES_MAX_LANES = 14336
+# NOTE: the weight / bias gradient accumulators of rows in two wide pieces (past BWD_PIECES_MAX_LANES, pipelined, not
+# the pre-residual forms: _early_acc) take the row before its sums are reduced, not after its stores: dy then dies
+# before the reductions and fewer values stay live across them (LayerNorm at 11008, sm_90: 56 bytes of spill a
+# thread, not 64; + GELU 160, not 232). The same sums in the same order (the same bits in the interpreter). Measured
+# on an H200 (benchmarks/norm_tiles.py, the code before and after in alternating processes, two rounds each,
+# fraction of a same-size copy; launch-rules/24-three-pieces-2026-12-03-h200/2-early/): [16384, 11008] LayerNorm and
+# post-residual 0.79 -> 0.90, + GELU 0.44 -> 0.49; [16384, 12288] 0.81 -> 0.88, + GELU 0.46 -> 0.52; [4096, 11008]
+# 0.71 -> 0.79; RMSNorm and 9216 within 0.01. Where it lost it is not taken: the pre-residual forms (0.78 -> 0.76 at
+# 11008, 0.75 -> 0.73 at 9216) and the GELU form's unpipelined 1024-lane tails (9216: 0.53 -> 0.48); three pieces
+# (13312: 0.66 -> 0.63, a cross-call comparison). The narrower pieces (one row of at most 8192 lanes) keep the order
+# they were measured with. None: the rule; True / False: forced (benchmarks' A/B runs).
+BWD_EARLY_ACC = None
+BWD_THREE_PIECES_MIN_STAGES = 3
+ACT_BWD_THREE_PIECES = False
 BWD_WIDE_PIECES_RMS_MAX_TAIL = 4096
 ACT_BWD_WIDE_PIECES = True
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
@@ -264,7 +292,7 @@ BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py
 # and the stages fit BWD_SMEM_BYTES: 9472 / 9728 / 10752 / 11008 / 12288 (tails of 2048-4096 lanes) 0.42 / 0.42 /
 # 0.37 / 0.37 / 0.39 -> 0.53 / 0.54 / 0.44 / 0.44 / 0.46, where a 1024-lane tail (4 bytes a thread: 8960, 9000,
 # 9216) lost (0.52 -> 0.38).
-BWD_PIPELINE_MAX_LANES = 12288
+BWD_PIPELINE_MAX_LANES = 14336
 BWD_PIPELINE_FULL_LANES = 8192  # (row blocks up to here keep 2 stages even past BWD_SMEM_BYTES, as measured)
 ACT_BWD_PIPELINE_MAX_LANES = 8192
 ACT_BWD_PIPELINE_TAIL_BYTES = 8
@@ -990,74 +1018,131 @@ def _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols, col_mask, d
 
 
 @triton.jit
+def _piece_row_sums(xhat, wdy, IS_RMS: tl.constexpr):
+    """A piece's two row sums of the backward, each reduced to a scalar (``s2`` is ``s1`` for RMSNorm)."""
+    if IS_RMS:
+        s1 = tl.sum(tl.sum(xhat * wdy, axis=1), axis=0)
+        s2 = s1
+    else:
+        s1, s2 = _row_sums(xhat * wdy, wdy)
+        s1, s2 = tl.sum(s1, axis=0), tl.sum(s2, axis=0)
+    return s1, s2
+
+
+@triton.jit
 def _norm_bwd_pieces(
     DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
     stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
-    TWO_FMA: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_U: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
+    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr,
 ):
-    """The backward of rows held in two pieces (the launcher's rule: backward_rule), one row a block: the head's
-    BLOCK_N columns (all in the row) and the tail's BLOCK_T (masked at N), each with its own weight / bias gradient
-    accumulators. The row sums reduce each piece to a scalar before they are added (as the forward's
-    _row_statistics_of_pieces: a tail of another layout than the head's is never moved into it)."""
+    """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
+    BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
+    BLOCK_U after them (masked at N; the tail then inside the row: 14336 = 8192 + 4096 + 2048), each with its own
+    weight / bias gradient accumulators. The row sums reduce each piece to a scalar before they are added (as the
+    forward's _row_statistics_of_pieces: a piece of another layout than the head's is never moved into it)."""
     tl.static_assert(BLOCK_M == 1, "a row in pieces is one row a block")
+    OUT_DTYPE: tl.constexpr = DX.dtype.element_ty
     offs = tl.arange(0, BLOCK_N)
     cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+    cols_u = BLOCK_N + BLOCK_T + tl.arange(0, BLOCK_U)
     col_mask = offs < BLOCK_N  # (all true: the head is inside the row)
-    col_mask_t = cols_t < N
+    if BLOCK_U > 1:
+        col_mask_t = cols_t < BLOCK_N + BLOCK_T  # (all true: a third piece follows)
+    else:
+        col_mask_t = cols_t < N
+    col_mask_u = cols_u < N
     w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "")
     w_t, b_t = _load_weight_and_bias(W, B, cols_t, col_mask_t, HAS_W, HAS_B, ACTIVATION, "")
+    w_u, b_u = _load_weight_and_bias(W, B, cols_u, col_mask_u, HAS_W, HAS_B, ACTIVATION, "")
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     dw_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
     db_acc_t = tl.zeros([BLOCK_M, BLOCK_T], dtype=tl.float32)
+    dw_acc_u = tl.zeros([BLOCK_M, BLOCK_U], dtype=tl.float32)
+    db_acc_u = tl.zeros([BLOCK_M, BLOCK_U], dtype=tl.float32)
     for block in tl.range(pid, num_blocks, num_programs, num_stages=STAGES):
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
         mask_t = row_mask[:, None] & col_mask_t[None, :]
+        mask_u = row_mask[:, None] & col_mask_u[None, :]
         z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0).to(tl.float32)
         z_t = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
         dy_t = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
+        if BLOCK_U > 1:
+            z_u = tl.load(Z + rows[:, None] * stride_z + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
+            dy_u = tl.load(DY + rows[:, None] * stride_dy + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
         if IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
         else:
             mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        if RELOAD:
+            w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
+            w_t, b_t = _load_weight_and_bias(W, B, cols_t, col_mask_t, HAS_W, HAS_B, ACTIVATION, "evict_last")
+            w_u, b_u = _load_weight_and_bias(W, B, cols_u, col_mask_u, HAS_W, HAS_B, ACTIVATION, "evict_last")
         xhat, xhat_w, dy, wdy = _norm_bwd_math(
             z, dy, w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
-            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
+            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
         xhat_t, xhat_w_t, dy_t, wdy_t = _norm_bwd_math(
             z_t, dy_t, w_t, b_t, mean, rstd, mask_t, seed, rows, cols_t, N, dropout_p, dropout_scale, MODE, HAS_W,
-            HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
-        if IS_RMS:
-            c1 = (tl.sum(tl.sum(xhat * wdy, axis=1), axis=0) + tl.sum(tl.sum(xhat_t * wdy_t, axis=1), axis=0)) / N
-            c2 = c1
-        else:
-            s1, s2 = _row_sums(xhat * wdy, wdy)
-            s1_t, s2_t = _row_sums(xhat_t * wdy_t, wdy_t)
-            c1 = (tl.sum(s1, axis=0) + tl.sum(s1_t, axis=0)) / N
-            c2 = (tl.sum(s2, axis=0) + tl.sum(s2_t, axis=0)) / N
-        c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + c1
-        c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + c2
+            HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
+        if BLOCK_U > 1:
+            xhat_u, xhat_w_u, dy_u, wdy_u = _norm_bwd_math(
+                z_u, dy_u, w_u, b_u, mean, rstd, mask_u, seed, rows, cols_u, N, dropout_p, dropout_scale, MODE,
+                HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
+        if EARLY_ACC:
+            if HAS_W:
+                dw_acc += dy * xhat_w
+                dw_acc_t += dy_t * xhat_w_t
+                if BLOCK_U > 1:
+                    dw_acc_u += dy_u * xhat_w_u
+            if HAS_B:
+                db_acc += dy
+                db_acc_t += dy_t
+                if BLOCK_U > 1:
+                    db_acc_u += dy_u
+        s1, s2 = _piece_row_sums(xhat, wdy, IS_RMS)
+        s1_t, s2_t = _piece_row_sums(xhat_t, wdy_t, IS_RMS)
+        s1 += s1_t
+        s2 += s2_t
+        if BLOCK_U > 1:
+            s1_u, s2_u = _piece_row_sums(xhat_u, wdy_u, IS_RMS)
+            s1 += s1_u
+            s2 += s2_u
+        c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + s1 / N
+        c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + s2 / N
         dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
         _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p,
                           dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
         dz_t = _input_grad(xhat_t, wdy_t, c1, c2, rstd, IS_RMS, TWO_FMA)
         _store_input_grad(DX, DRES, DS, rows, cols_t, mask_t, dz_t, seed, N, stride_dx, stride_dres, stride_ds,
                           dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-        if HAS_W:
-            dw_acc += dy * xhat_w
-            dw_acc_t += dy_t * xhat_w_t
-        if HAS_B:
-            db_acc += dy
-            db_acc_t += dy_t
+        if BLOCK_U > 1:
+            dz_u = _input_grad(xhat_u, wdy_u, c1, c2, rstd, IS_RMS, TWO_FMA)
+            _store_input_grad(DX, DRES, DS, rows, cols_u, mask_u, dz_u, seed, N, stride_dx, stride_dres, stride_ds,
+                              dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
+        if not EARLY_ACC:
+            if HAS_W:
+                dw_acc += dy * xhat_w
+                dw_acc_t += dy_t * xhat_w_t
+                if BLOCK_U > 1:
+                    dw_acc_u += dy_u * xhat_w_u
+            if HAS_B:
+                db_acc += dy
+                db_acc_t += dy_t
+                if BLOCK_U > 1:
+                    db_acc_u += dy_u
     _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B, DIRECT)
     _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_t, col_mask_t, dw_acc_t, db_acc_t, HAS_W, HAS_B,
                         DIRECT)
+    if BLOCK_U > 1:
+        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_u, col_mask_u, dw_acc_u, db_acc_u, HAS_W,
+                            HAS_B, DIRECT)
 
 
 @triton.jit
@@ -1091,10 +1176,12 @@ def _norm_bwd_kernel(
     EVEN_N: tl.constexpr,  # N is a multiple of BLOCK_N: no column masks
     TAIL: tl.constexpr,  # one row a block (BLOCK_M = 1) in two pieces: BLOCK_N lanes, then BLOCK_T (backward_rule)
     BLOCK_T: tl.constexpr,
+    BLOCK_U: tl.constexpr,  # TAIL: a third piece of BLOCK_U lanes after the tail where > 1 (backward_rule)
     STAGES: tl.constexpr,  # software-pipeline depth of the row-block loop (tl.range num_stages)
     DIRECT: tl.constexpr,  # one program (rows in one tile): writes DW / DB itself, no partials to sum
     TWO_FMA: tl.constexpr,  # dz's form (_input_grad; the launcher's rule: _two_fma)
     RELOAD: tl.constexpr,  # read each row twice, not hold it across its sums (the launcher's rule: _bwd_reload)
+    EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
@@ -1116,8 +1203,8 @@ def _norm_bwd_kernel(
         _norm_bwd_pieces(
             DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
             stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W,
-            HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, STAGES, DIRECT,
-            TWO_FMA)
+            HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, BLOCK_U, STAGES,
+            DIRECT, TWO_FMA, RELOAD, EARLY_ACC)
     elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -1251,7 +1338,8 @@ _cast_t_kernel = Kernel(_norm_cast_t_kernel)
 
 class Tile(NamedTuple):
     """How a launch covers a row of N: BLOCK_M rows of BLOCK_N columns a program, plus BLOCK_T more (the
-    tail) when ``tail``, or NUM_CHUNKS chunks of BLOCK_N read again for each pass; ``num_warps``."""
+    tail) when ``tail`` and BLOCK_U more after it where ``block_u`` > 1 (the backward's third piece), or NUM_CHUNKS
+    chunks of BLOCK_N read again for each pass; ``num_warps``."""
 
     block_m: int
     block_n: int
@@ -1259,6 +1347,7 @@ class Tile(NamedTuple):
     num_warps: int
     tail: bool
     block_t: int
+    block_u: int = 1
 
     def constexprs(self, n: int, tail: bool = True) -> dict:
         """The kernels' tile constexprs (``tail=False``: without TAIL / BLOCK_T, for a kernel that has no tail).
@@ -1267,8 +1356,8 @@ class Tile(NamedTuple):
 
     @property
     def lanes(self) -> int:
-        """Lanes a row of the tile: BLOCK_N, plus BLOCK_T with a tail."""
-        return self.block_n + (self.block_t if self.tail else 0)
+        """Lanes a row of the tile: BLOCK_N, plus BLOCK_T with a tail (and BLOCK_U with a third piece)."""
+        return self.block_n + (self.block_t + (self.block_u if self.block_u > 1 else 0) if self.tail else 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1440,6 +1529,11 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     two pieces of :func:`_one_row_pieces` where they apply, else one padded tile (:func:`_tile`, no tail). Module
     constants read at each call, so that a benchmark's knob takes effect."""
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
+    three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
+    if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
+        pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
+        if pieces is not None and BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size <= BWD_SMEM_BYTES:
+            return pieces
     if activation:
         pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
                                  ACT_BWD_PIECE_MIN_WARPS, ACT_BWD_PIECE_MAX_WARPS,
@@ -1464,6 +1558,26 @@ def _wide_pieces(n: int, tail_per_thread: int, max_tail: int) -> Optional[Tile]:
     warps = BWD_WIDE_PIECE_WARPS
     return _one_row_pieces(n, 1, BWD_WIDE_PIECES_MAX_LANES, cdiv(BWD_WIDE_PIECES_MAX_LANES, warps), warps, warps,
                            tail_per_thread, max_tail)
+
+
+@functools.lru_cache(maxsize=None)
+def _three_pieces(n: int, tail_per_thread: int) -> Optional[Tile]:
+    """The backward's three pieces past BWD_WIDE_PIECES_MAX_LANES (the NOTE above BWD_THREE_PIECES_MAX_LANES): the
+    largest power of two below ``n``, the largest one in the rest, and a power-of-two tail for what is left, of at
+    least ``tail_per_thread`` elements a thread (masked past ``n``: 12800 = 8192 + 4096 + 1024 lanes), on
+    BWD_WIDE_PIECE_WARPS warps; None where the row has no third piece (12288 = 8192 + 4096: two) or the three would
+    take as many lanes as one padded tile."""
+    whole = next_power_of_2(n)
+    head = whole // 2
+    mid = next_power_of_2(n - head + 1) // 2
+    rest = n - head - mid
+    if head < 1 or rest <= 0 or mid >= head:
+        return None
+    warps = BWD_WIDE_PIECE_WARPS
+    tail = max(MIN_TAIL, next_power_of_2(rest), tail_per_thread * 32 * warps)
+    if head + mid + tail >= whole:
+        return None
+    return Tile(1, head, 1, warps, True, mid, tail)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1496,7 +1610,17 @@ def _bwd_reload(tile: Tile) -> bool:
     of BWD_RELOAD_FROM_LANES lanes or more."""
     if BWD_RELOAD is not None:
         return BWD_RELOAD
+    if tile.tail and tile.block_u > 1:
+        return True  # (three pieces: the weight read again each row, the NOTE above BWD_THREE_PIECES_MAX_LANES)
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
+
+
+def _early_acc(tile: Tile, mode: int, activation: int, stages: int) -> bool:
+    """Whether the backward in pieces adds a row to the weight / bias gradients' accumulators before its row sums
+    rather than after its stores (the NOTE above BWD_EARLY_ACC)."""
+    if BWD_EARLY_ACC is not None:
+        return BWD_EARLY_ACC
+    return (tile.tail and tile.block_u == 1 and tile.lanes > BWD_PIECES_MAX_LANES and mode != PRE and stages > 1)
 
 
 def _stages(stages: int, row_blocks: int, programs: int) -> int:
@@ -1873,7 +1997,8 @@ def _norm_bwd(
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
     per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
-    stages = _bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation)
+    stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
+                     row_blocks, g)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
     if (has_w or has_bias) and not direct:
@@ -1889,9 +2014,9 @@ def _norm_bwd(
         m, n_units, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DS=ds is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        **tile.constexprs(n),
-        STAGES=_stages(stages, row_blocks, g), DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
-        RELOAD=_bwd_reload(tile), VEC=vec,
+        **tile.constexprs(n), BLOCK_U=tile.block_u,
+        STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
+        RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, activation, stages), VEC=vec,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
