@@ -17,12 +17,12 @@ write_env
     -k "pieces or reload or wide"
 SHAPES=${SHAPES:-16384x14336,4096x14336,32768x14336,16384x13312,16384x12800}
 PIPE="BWD_PIPELINE_MAX_LANES=14336"
-[ -z "${ROUND2:-}" ] && step ${LIMIT:-240} settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms ${FORMS:-ln,rms,ln-pre,rms-pre,ln-post} \
+[ -z "${ROUND2:-}${ROUND3:-}${ROUND4:-}" ] && step ${LIMIT:-240} settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms ${FORMS:-ln,rms,ln-pre,rms-pre,ln-post} \
     --fwd "" --bwd "" --no-check --bwd-setting "old:BWD_THREE_PIECES_MAX_LANES=0" --bwd-setting "p3:" \
     --bwd-setting "p3s:$PIPE" --bwd-setting "p3w:BWD_RELOAD=True" --bwd-setting "p3ws:$PIPE,BWD_RELOAD=True" \
     --setting-rounds 2 --out "$OUT/settings"
 G="ACT_BWD_THREE_PIECES=True"
-[ -z "${ROUND2:-}" ] && step ${GELU_LIMIT:-120} gelu python3 benchmarks/norm_tiles.py --shapes "${GELU_SHAPES:-16384x14336,16384x13312,4096x14336}" \
+[ -z "${ROUND2:-}${ROUND3:-}${ROUND4:-}" ] && step ${GELU_LIMIT:-120} gelu python3 benchmarks/norm_tiles.py --shapes "${GELU_SHAPES:-16384x14336,16384x13312,4096x14336}" \
     --forms ln-gelu --fwd "" --bwd "" --no-check --bwd-setting "old:" --bwd-setting "p3:$G" \
     --bwd-setting "p3s:$G,$PIPE" --bwd-setting "p3w:$G,BWD_RELOAD=True" --setting-rounds 2 --out "$OUT/gelu"
 # ROUND2=1: the second probe instead of the above: the plain forms with the weight read each row and the pipeline's
@@ -60,6 +60,18 @@ if [ -n "${ROUND3:-}" ]; then
         --setting-rounds 2 --out "$OUT/early"
     step 120 ops python3 -m blockfuse bench ops --op layer_norm rms_norm add_layer_norm layer_norm_post layer_norm_gelu \
         --shapes 8192x11008 2048x11008 32768x11008 8192x13312 --modes fwdbwd --quick --warm-jobs 8 --out "$OUT/ops"
+    pack "$PACK"
+    exit 0
+fi
+# ROUND4=1: the GELU form's narrower pieces (one row of 2048-8704 lanes) with the accumulators forced before the row
+# sums, and the op benchmark of ROUND3 again (fewer files: the device returns a few).
+if [ -n "${ROUND4:-}" ]; then
+    step 90 early4 python3 benchmarks/norm_tiles.py --forms ln-gelu --fwd "" --bwd "" --no-check \
+        --shapes "${SHAPES4:-16384x2304,16384x2880,16384x3072,16384x4304,16384x5120,16384x6144,16384x8704,32768x3072,2048x3072}" \
+        --bwd-setting "rule:" --bwd-setting "early:BWD_EARLY_ACC=True" --setting-rounds 2 --out "$OUT/early4"
+    step 120 ops python3 -m blockfuse bench ops --op layer_norm rms_norm add_layer_norm layer_norm_post layer_norm_gelu \
+        --shapes 8192x11008 2048x11008 32768x11008 8192x13312 --modes fwdbwd --quick --warm-jobs 8 --out "$OUT/ops"
+    rm -f "$OUT/ops/ops.png"
     pack "$PACK"
     exit 0
 fi

@@ -190,12 +190,14 @@ BWD_THREE_PIECES_MAX_LANES = 14336
 # before the reductions and fewer values stay live across them (LayerNorm at 11008, sm_90: 56 bytes of spill a
 # thread, not 64; + GELU 160, not 232). The same sums in the same order (the same bits in the interpreter). Measured
 # on an H200 (benchmarks/norm_tiles.py, the code before and after in alternating processes, two rounds each,
-# fraction of a same-size copy; launch-rules/24-three-pieces-2026-12-03-h200/2-early/): [16384, 11008] LayerNorm and
-# post-residual 0.79 -> 0.90, + GELU 0.44 -> 0.49; [16384, 12288] 0.81 -> 0.88, + GELU 0.46 -> 0.52; [4096, 11008]
-# 0.71 -> 0.79; RMSNorm and 9216 within 0.01. Where it lost it is not taken: the pre-residual forms (0.78 -> 0.76 at
-# 11008, 0.75 -> 0.73 at 9216) and the GELU form's unpipelined 1024-lane tails (9216: 0.53 -> 0.48); three pieces
-# (13312: 0.66 -> 0.63, a cross-call comparison). The narrower pieces (one row of at most 8192 lanes) keep the order
-# they were measured with. None: the rule; True / False: forced (benchmarks' A/B runs).
+# fraction of a same-size copy; launch-rules/24-three-pieces-2026-12-03-h200/2-early/, and 3-final/ with the order
+# forced either way in one process): [16384, 11008] LayerNorm and post-residual 0.79 -> 0.90, + GELU 0.44 -> 0.49;
+# [16384, 12288] 0.81 -> 0.88, + GELU 0.46 -> 0.52; [4096, 11008] 0.71 -> 0.79; [2048, 11008] 0.62 -> 0.66; RMSNorm
+# and 9216 within 0.01. Where it lost it is not taken: the pre-residual forms (0.78 -> 0.76 at 11008, 0.75 -> 0.73 at
+# 9216), the GELU form's unpipelined 1024-lane tails (9216: 0.53 -> 0.48), three pieces (13312: 0.65 -> 0.62). The
+# narrower pieces (one row of at most 8192 lanes) keep the order they were measured with (plain forms unchanged by
+# it at 4304; the GELU form's mixed: 4304 0.52 -> 0.61, 6144 0.63 -> 0.66, 2880-5120 and 8704 0.01-0.02 lower).
+# None: the rule; True / False: forced (benchmarks' A/B runs).
 BWD_EARLY_ACC = None
 BWD_THREE_PIECES_MIN_STAGES = 3
 ACT_BWD_THREE_PIECES = False
