@@ -899,31 +899,18 @@ def test_backward_wide_pieces_rule(n, element_size):
 def test_backward_early_accumulators_match(form, n, device, monkeypatch):
     """The pieces' weight / bias gradients added before the row sums (BWD_EARLY_ACC) or after the stores: the same
     sums in the same order, so the same bits in the interpreter (within an ulp of bf16 compiled), every gradient."""
-    m = 7
-    is_rms = form.startswith("rms")
-    mode, p = {"ln-post-dropout": (norm.POST, 0.25), "rms-pre": (norm.PRE, 0.0)}.get(form, (norm.NONE, 0.0))
-    activation = norm.GELU_CODES["tanh"] if form == "ln-gelu" else 0
-    assert norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms).tail
-    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
-    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=2)
-    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, seed=3)
-    outs = norm._norm_fwd(x, w, b, x.flip(0) if mode else None, None, 1e-5, mode, 0.0, is_rms, False, activation,
-                          True)
-    mean, rstd = (None if is_rms else outs[-2]), outs[-1]
-    dy = random_tensor((m, n), torch.bfloat16, device, seed=4)
-    ds = random_tensor((m, n), torch.bfloat16, device, seed=5) if mode == norm.PRE else None
-    seed = draw_seed(device) if p else None
-    results = {}
-    for early in (False, True):
-        monkeypatch.setattr(norm, "BWD_EARLY_ACC", early)
-        results[early] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
-                                        mode, p, is_rms, False, activation)
-    for one, two in zip(results[False], results[True]):
-        if device == "cpu":
-            assert torch.equal(one, two)
-        else:
-            torch.testing.assert_close(two, one, rtol=2 ** -7, atol=1e-6)
-    assert results[True][0].abs().sum() > 0 and results[True][2].abs().sum() > 0
+    is_rms, activation = form.startswith("rms"), norm.GELU_CODES["tanh"] if form == "ln-gelu" else 0
+    assert norm.backward_rule(n, activation, form == "rms-pre", is_rms=is_rms).tail
+    _backward_both_ways(form, (7, n), device, monkeypatch, "BWD_EARLY_ACC")
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout"])
+def test_three_pieces_weight_read_each_row_matches(form, device, monkeypatch):
+    """Three pieces (13312 = 8192 + 4096 + 1024) with the weight read again each row (RELOAD: the rule there) or held
+    in registers: the same gradients, bit for bit in the interpreter."""
+    assert norm.backward_rule(13312, is_rms=form == "rms").block_u > 1
+    _backward_both_ways(form, (5, 13312), device, monkeypatch, "BWD_RELOAD")
 
 
 @pytest.mark.parametrize("n", [2304, 4304, 8200, 9000, 11008, 12288, 13312])
@@ -1057,6 +1044,14 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     m, n = 3, 8200
     monkeypatch.setattr(norm, "ACT_BWD_PIECES_FROM_LANES", 0)  # (the GELU form's rule would take 8192 + 16 in pieces)
     assert not norm.backward_rule(n, form == "ln-gelu").tail
+    _backward_both_ways(form, (m, n), device, monkeypatch, "BWD_RELOAD")
+
+
+def _backward_both_ways(form, shape, device, monkeypatch, knob):
+    """The backward launcher's outputs (dx, dres, dw, db) with the boolean module constant ``knob`` off and on, for
+    ``form`` (ln, rms, ln-post-dropout, rms-pre, ln-gelu) at ``shape``: the same bits in the interpreter (it runs both
+    in the same fp32 operations), within an ulp of bf16 compiled (the multiply-adds may contract differently)."""
+    m, n = shape
     is_rms = form.startswith("rms")
     x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
     w = random_tensor((n,), torch.bfloat16, device, seed=2)
@@ -1070,14 +1065,14 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     ds = random_tensor((m, n), torch.bfloat16, device, seed=5) if mode == norm.PRE else None
     seed = draw_seed(device) if p else None
     results = {}
-    for reload in (False, True):
-        monkeypatch.setattr(norm, "BWD_RELOAD", reload)
-        results[reload] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
-                                         mode, p, is_rms, False, activation)
+    for value in (False, True):
+        monkeypatch.setattr(norm, knob, value)
+        results[value] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
+                                        mode, p, is_rms, False, activation)
     for one, two in zip(results[False], results[True]):
-        if device == "cpu":  # the interpreter runs both in the same fp32 operations
+        if device == "cpu":
             assert torch.equal(one, two)
-        else:  # compiled, the two kernels' multiply-adds may contract differently: within an ulp of bf16
+        else:
             torch.testing.assert_close(two, one, rtol=2 ** -7, atol=1e-6)
     assert results[True][0].abs().sum() > 0 and results[True][2].abs().sum() > 0
 

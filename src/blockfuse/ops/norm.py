@@ -173,18 +173,21 @@ BWD_WIDE_PIECES_MAX_LANES = 12288
 BWD_WIDE_PIECE_WARPS = 16
 # NOTE: rows past BWD_WIDE_PIECES_MAX_LANES up to BWD_THREE_PIECES_MAX_LANES in three pieces (_three_pieces: 12800 and
 # 13312 as 8192 + 4096 + 1024 lanes, the last masked at the row's end) on BWD_WIDE_PIECE_WARPS warps, each row read
-# once, pipelined by the depth rule, the weight read again each row (RELOAD in pieces: _bwd_reload; 28 fewer live
-# registers a thread, the loads from L1), where the padded 16384-lane tile reads each row twice and leaves a
-# quarter of its lanes idle. Only where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_SMEM_BYTES: bf16 rows
-# of up to 13312 lanes; never the pre-residual forms (their third stream leaves two stages: LayerNorm 0.58 -> 0.44)
-# nor the GELU form (ACT_BWD_THREE_PIECES; 13312 0.35 -> 0.37 unpipelined, 0.15 pipelined). Measured on an H200
-# (benchmarks/norm_tiles.py --bwd-setting, the backward launcher in alternating rounds of one process, [16384, n]
-# bf16, fraction of a same-size copy; benchmarks/results/launch-rules/24-three-pieces-2026-12-03-h200/), padded ->
-# three pieces: 13312 LayerNorm 0.58 -> 0.66, RMSNorm 0.78 -> 0.95, post-residual 0.58 -> 0.65; 12800 0.56 / 0.76 /
-# 0.56 -> 0.65 / 0.96 / 0.65. Unpipelined or with the weight held in registers the pieces lost (13312 LayerNorm
-# 0.52-0.56). 14336 = 8192 + 4096 + 2048 keeps the padded tile: three stages there take 168 KiB (past the budget) and
-# lost with the budget raised too (LayerNorm 0.61 -> 0.52; RMSNorm 0.82 -> 0.84), two stages lost more (0.48). 0: off.
+# once, pipelined by the depth rule, the weight read again each row (RELOAD in pieces: _bwd_reload; its registers
+# freed, 26 a thread at 13312, the 26 KiB of it staying in cache), where the padded 16384-lane tile reads each row
+# twice and leaves a fifth of its lanes idle. Only where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit
+# BWD_SMEM_BYTES: bf16 rows of up to 13312 lanes; never the pre-residual forms (their third stream leaves two stages:
+# LayerNorm 0.58 -> 0.44) nor the GELU form (ACT_BWD_THREE_PIECES; 13312 0.35 -> 0.37 unpipelined, 0.15 pipelined).
+# Measured on an H200 (benchmarks/norm_tiles.py --bwd-setting, the backward launcher in alternating rounds of one
+# process, [16384, n] bf16, fraction of a same-size copy;
+# benchmarks/results/launch-rules/24-three-pieces-2026-12-03-h200/), padded -> three pieces: 13312 LayerNorm 0.58 ->
+# 0.66, RMSNorm 0.78 -> 0.95, post-residual 0.58 -> 0.65; 12800 0.56 / 0.76 / 0.56 -> 0.65 / 0.96 / 0.65. Unpipelined
+# or with the weight held in registers the pieces lost (13312 LayerNorm 0.52-0.56). 14336 = 8192 + 4096 + 2048 keeps
+# the padded tile: three stages there take 168 KiB (past the budget), and with the budget raised LayerNorm lost
+# (0.61 -> 0.52) where RMSNorm barely gained (0.82 -> 0.84); two stages lost more (LayerNorm 0.48). 0: off.
 BWD_THREE_PIECES_MAX_LANES = 14336
+BWD_THREE_PIECES_MIN_STAGES = 3
+ACT_BWD_THREE_PIECES = False
 # NOTE: the weight / bias gradient accumulators of rows in two wide pieces (past BWD_PIECES_MAX_LANES, pipelined, not
 # the pre-residual forms: _early_acc) take the row before its sums are reduced, not after its stores: dy then dies
 # before the reductions and fewer values stay live across them (LayerNorm at 11008, sm_90: 56 bytes of spill a
@@ -199,8 +202,6 @@ BWD_THREE_PIECES_MAX_LANES = 14336
 # it at 4304; the GELU form's mixed: 4304 0.52 -> 0.61, 6144 0.63 -> 0.66, 2880-5120 and 8704 0.01-0.02 lower).
 # None: the rule; True / False: forced (benchmarks' A/B runs).
 BWD_EARLY_ACC = None
-BWD_THREE_PIECES_MIN_STAGES = 3
-ACT_BWD_THREE_PIECES = False
 BWD_WIDE_PIECES_RMS_MAX_TAIL = 4096
 ACT_BWD_WIDE_PIECES = True
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
@@ -277,23 +278,23 @@ BWD_STAGES = None  # a fixed depth instead of the rule (benchmarks/norm_tiles.py
 # BWD_STAGES 2 -> 1 in one process, fraction of a same-size copy, benchmarks/results/launch-rules/11-pre-tile/):
 # LayerNorm 11008 0.38 -> 0.48, 14336 0.43 -> 0.59, 16384 0.54 -> 0.59; RMSNorm 0.52 -> 0.54, 0.57 -> 0.60,
 # 0.57 -> 0.61.
-# The wide rows' two pieces (8192 + up to 4096 lanes, the NOTE above BWD_WIDE_PIECES_MAX_LANES) take the
-# pipeliner, with the depth rule's stages, in 16-bit dtypes where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z
-# and dy, 2 with the pre-residual form's ds; fp32 keeps one stage, as before: its 80-147 KiB stages were never run
-# on a GPU): one program a multiprocessor had its loads and its math in turn. Measured
-# on an H200 (benchmarks/norm_tiles.py --bwd-setting, 1 -> the rule's stages in alternating rounds of one process,
-# [16384, n] bf16, fraction of a same-size copy; benchmarks/results/launch-rules/21-wide-pipeline-2026-12-01-h200/):
-# LayerNorm 9216 0.71 -> 0.94, 10240 0.76 -> 0.96, 11008 0.71 -> 0.79, 12288 0.76 -> 0.82; RMSNorm 9216 / 10240
-# 0.74 / 0.78 -> 0.97 / 0.97; pre-residual LayerNorm (2 stages) 11008 0.64 -> 0.78; 2 stages where the rule gives 3
-# lost (LayerNorm 11008 0.54). The padded 16384-lane tile keeps one stage (above). Run again with the rule's other
-# cells (launch-rules/21-*, 2-final, 3-tails): 11008 RMSNorm 0.68 -> 0.97 (its 4096-lane tails in pieces now too),
-# pre-residual RMSNorm 0.77 -> 0.84, [32768, 11008] LayerNorm 0.73 -> 0.81; 8960 = 8192 + 768 0.70 -> 0.93. The one
-# loss: 9000 = 8192 + 808 in the pre-residual forms (LayerNorm 0.69 -> 0.64, RMSNorm 0.71 -> 0.69), where 8960 and
-# 9216 gain (0.71 -> 0.73 / 0.75), left as measured. The GELU form's pieces past its own (ACT_BWD_PIPELINE_MAX_LANES,
-# 8192 + up to 512) take ACT_BWD_STAGES stages where their tail gives a thread ACT_BWD_PIPELINE_TAIL_BYTES or more
-# and the stages fit BWD_SMEM_BYTES: 9472 / 9728 / 10752 / 11008 / 12288 (tails of 2048-4096 lanes) 0.42 / 0.42 /
-# 0.37 / 0.37 / 0.39 -> 0.53 / 0.54 / 0.44 / 0.44 / 0.46, where a 1024-lane tail (4 bytes a thread: 8960, 9000,
-# 9216) lost (0.52 -> 0.38).
+# The wide rows' two pieces (8192 + up to 4096 lanes, the NOTE above BWD_WIDE_PIECES_MAX_LANES; and the three pieces
+# to 13312 lanes, the NOTE above BWD_THREE_PIECES_MAX_LANES: tiles of up to 14336 lanes) take the pipeliner, with the
+# depth rule's stages, in 16-bit dtypes where two stages fit BWD_SMEM_BYTES (bf16: 3 stages of z and dy, 2 with the
+# pre-residual form's ds; fp32 keeps one stage, as before: its 80-147 KiB stages were never run on a GPU): one program
+# a multiprocessor had its loads and its math in turn. Measured on an H200 (benchmarks/norm_tiles.py --bwd-setting, 1
+# -> the rule's stages in alternating rounds of one process, [16384, n] bf16, fraction of a same-size copy;
+# benchmarks/results/launch-rules/21-wide-pipeline-2026-12-01-h200/): LayerNorm 9216 0.71 -> 0.94, 10240 0.76 -> 0.96,
+# 11008 0.71 -> 0.79, 12288 0.76 -> 0.82; RMSNorm 9216 / 10240 0.74 / 0.78 -> 0.97 / 0.97; pre-residual LayerNorm (2
+# stages) 11008 0.64 -> 0.78; 2 stages where the rule gives 3 lost (LayerNorm 11008 0.54). The padded 16384-lane tile
+# keeps one stage (above). Run again with the rule's other cells (launch-rules/21-*, 2-final, 3-tails): 11008 RMSNorm
+# 0.68 -> 0.97 (its 4096-lane tails in pieces now too), pre-residual RMSNorm 0.77 -> 0.84, [32768, 11008] LayerNorm
+# 0.73 -> 0.81; 8960 = 8192 + 768 0.70 -> 0.93. The one loss: 9000 = 8192 + 808 in the pre-residual forms (LayerNorm
+# 0.69 -> 0.64, RMSNorm 0.71 -> 0.69), where 8960 and 9216 gain (0.71 -> 0.73 / 0.75), left as measured. The GELU
+# form's pieces past its own (ACT_BWD_PIPELINE_MAX_LANES, 8192 + up to 512) take ACT_BWD_STAGES stages where their
+# tail gives a thread ACT_BWD_PIPELINE_TAIL_BYTES or more and the stages fit BWD_SMEM_BYTES: 9472 / 9728 / 10752 /
+# 11008 / 12288 (tails of 2048-4096 lanes) 0.42 / 0.42 / 0.37 / 0.37 / 0.39 -> 0.53 / 0.54 / 0.44 / 0.44 / 0.46, where
+# a 1024-lane tail (4 bytes a thread: 8960, 9000, 9216) lost (0.52 -> 0.38).
 BWD_PIPELINE_MAX_LANES = 14336
 BWD_PIPELINE_FULL_LANES = 8192  # (row blocks up to here keep 2 stages even past BWD_SMEM_BYTES, as measured)
 ACT_BWD_PIPELINE_MAX_LANES = 8192
@@ -1032,6 +1033,24 @@ def _piece_row_sums(xhat, wdy, IS_RMS: tl.constexpr):
 
 
 @triton.jit
+def _add_to_accumulators(dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u,
+                         xhat_w_u, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_U: tl.constexpr):
+    """The weight / bias gradients' accumulators of a row's pieces (the third one's only with HAS_U) with the row
+    added, in this order (_norm_bwd_pieces places the call: EARLY_ACC)."""
+    if HAS_W:
+        dw_acc += dy * xhat_w
+        dw_acc_t += dy_t * xhat_w_t
+        if HAS_U:
+            dw_acc_u += dy_u * xhat_w_u
+    if HAS_B:
+        db_acc += dy
+        db_acc_t += dy_t
+        if HAS_U:
+            db_acc_u += dy_u
+    return dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u
+
+
+@triton.jit
 def _norm_bwd_pieces(
     DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
     stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale,
@@ -1042,9 +1061,11 @@ def _norm_bwd_pieces(
 ):
     """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
     BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
-    BLOCK_U after them (masked at N; the tail then inside the row: 14336 = 8192 + 4096 + 2048), each with its own
+    BLOCK_U after them (masked at N; the tail then inside the row: 13312 = 8192 + 4096 + 1024), each with its own
     weight / bias gradient accumulators. The row sums reduce each piece to a scalar before they are added (as the
-    forward's _row_statistics_of_pieces: a piece of another layout than the head's is never moved into it)."""
+    forward's _row_statistics_of_pieces: a piece of another layout than the head's is never moved into it). RELOAD:
+    the weight (and bias) loaded again each row rather than held (_bwd_reload); EARLY_ACC: the accumulators take the
+    row before its sums are reduced rather than after its stores (_early_acc)."""
     tl.static_assert(BLOCK_M == 1, "a row in pieces is one row a block")
     OUT_DTYPE: tl.constexpr = DX.dtype.element_ty
     offs = tl.arange(0, BLOCK_N)
@@ -1097,17 +1118,12 @@ def _norm_bwd_pieces(
             xhat_u, xhat_w_u, dy_u, wdy_u = _norm_bwd_math(
                 z_u, dy_u, w_u, b_u, mean, rstd, mask_u, seed, rows, cols_u, N, dropout_p, dropout_scale, MODE,
                 HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
+        else:
+            dy_u, xhat_w_u = dw_acc_u, dw_acc_u  # (names for _add_to_accumulators, which leaves them unread)
         if EARLY_ACC:
-            if HAS_W:
-                dw_acc += dy * xhat_w
-                dw_acc_t += dy_t * xhat_w_t
-                if BLOCK_U > 1:
-                    dw_acc_u += dy_u * xhat_w_u
-            if HAS_B:
-                db_acc += dy
-                db_acc_t += dy_t
-                if BLOCK_U > 1:
-                    db_acc_u += dy_u
+            dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u = _add_to_accumulators(
+                dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u, xhat_w_u,
+                HAS_W, HAS_B, BLOCK_U > 1)
         s1, s2 = _piece_row_sums(xhat, wdy, IS_RMS)
         s1_t, s2_t = _piece_row_sums(xhat_t, wdy_t, IS_RMS)
         s1 += s1_t
@@ -1129,16 +1145,9 @@ def _norm_bwd_pieces(
             _store_input_grad(DX, DRES, DS, rows, cols_u, mask_u, dz_u, seed, N, stride_dx, stride_dres, stride_ds,
                               dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
         if not EARLY_ACC:
-            if HAS_W:
-                dw_acc += dy * xhat_w
-                dw_acc_t += dy_t * xhat_w_t
-                if BLOCK_U > 1:
-                    dw_acc_u += dy_u * xhat_w_u
-            if HAS_B:
-                db_acc += dy
-                db_acc_t += dy_t
-                if BLOCK_U > 1:
-                    db_acc_u += dy_u
+            dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u = _add_to_accumulators(
+                dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u, xhat_w_u,
+                HAS_W, HAS_B, BLOCK_U > 1)
     _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B, DIRECT)
     _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, cols_t, col_mask_t, dw_acc_t, db_acc_t, HAS_W, HAS_B,
                         DIRECT)
@@ -1528,8 +1537,9 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                   ) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
     width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's wide tails, BWD_WIDE_PIECES_RMS_MAX_TAIL): the
-    two pieces of :func:`_one_row_pieces` where they apply, else one padded tile (:func:`_tile`, no tail). Module
-    constants read at each call, so that a benchmark's knob takes effect."""
+    three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
+    pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
+    (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes effect."""
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
     if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
@@ -1609,7 +1619,8 @@ def _two_fma(tile: Tile, activation: int) -> bool:
 
 def _bwd_reload(tile: Tile) -> bool:
     """Whether the backward reads each row twice (see the NOTE above BWD_RELOAD_FROM_LANES): every form, in a tile
-    of BWD_RELOAD_FROM_LANES lanes or more."""
+    of BWD_RELOAD_FROM_LANES lanes or more; in three pieces, whether it reads the weight (and bias) again each row
+    (always: the NOTE above BWD_THREE_PIECES_MAX_LANES)."""
     if BWD_RELOAD is not None:
         return BWD_RELOAD
     if tile.tail and tile.block_u > 1:
