@@ -243,20 +243,20 @@ def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
 
 
 # NOTE: at Liger's memory the token-chunked loop pays the weight gradient's read and write a chunk, (2/3) (FLOP/s /
-# bytes/s) / chunk of the GEMMs' time (the NOTE above MIN_CHUNK_BYTES), and below a few hundred tokens a chunk its
-# two weight GEMMs read the whole weight for few rows (memory-bound). The two-pass loop (_two_pass_loop) instead
-# makes the logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the
-# gradients, which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an
-# fp32 d hidden of the chunk's rows: one GEMM more, a third of the floor. By that arithmetic the two meet at a
-# chunk of 2 x the card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on
-# an H200 (torch 2.11, bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose
-# low-memory chunk is 64 tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy
-# 157.5, all at 32 MiB); [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two
-# calls, though a profiled two-pass step's kernels took 48.8 ms (the GPU busy 48.8 of its 50.7: not its launches;
-# 5-plan-trace/), a one-pass step's 52.0 in another call (1-rule/): perhaps a third more tensor work in a timed loop
-# at the card's power limit, not shown. So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the
-# arithmetic's crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None follows that rule, True / False force a loop (a
-# benchmark's knob).
+# bytes/s) / chunk of the GEMMs' time (the NOTE above MIN_CHUNK_BYTES), and below a few hundred tokens a chunk its two
+# weight GEMMs read the whole weight for few rows (memory-bound). The two-pass loop (_two_pass_loop) instead makes the
+# logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the gradients,
+# which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an fp32 d hidden
+# of the chunk's rows: one GEMM more, a third of the floor. By that arithmetic the two meet at a chunk of 2 x the
+# card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on an H200 (torch 2.11,
+# bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose low-memory chunk is 64
+# tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy 157.5, all at 32 MiB);
+# [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two calls, though a profiled
+# two-pass step's kernels took 48.8 ms (the GPU busy 48.8 of its 50.7: not its launches; 5-plan-trace/), a one-pass
+# step's 52.0 in another call (1-rule/): perhaps a third more tensor work in a timed loop at the card's power limit,
+# not shown. So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the arithmetic's
+# crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None
+# follows that rule, True / False force a loop (a benchmark's knob).
 LOW_MEMORY_TWO_PASS_BELOW = 256
 LOW_MEMORY_TWO_PASS: Optional[bool] = None
 # The two-pass loop's chunk: at most this fraction of the tokens (a power of two), its fp32 d hidden rows at most

@@ -1583,7 +1583,7 @@ def _three_pieces(n: int, tail_per_thread: int) -> Optional[Tile]:
     head = whole // 2
     mid = next_power_of_2(n - head + 1) // 2
     rest = n - head - mid
-    if head < 1 or rest <= 0 or mid >= head:
+    if rest <= 0:  # (a power of two, or two pieces exactly)
         return None
     warps = BWD_WIDE_PIECE_WARPS
     tail = max(MIN_TAIL, next_power_of_2(rest), tail_per_thread * 32 * warps)
