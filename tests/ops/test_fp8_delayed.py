@@ -511,3 +511,49 @@ def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(mon
     for name in own:
         # the same gradient, quantized from fp32 instead of from its bf16 rounding: within FP8's error of each other
         assert relative_error(handed_grads[name], own[name]) < 5e-2, name
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("iters", [1, 3, 4])
+@pytest.mark.parametrize("rows, transposed", [(True, True), (True, False), (False, True)])
+def test_the_delayed_kernels_with_sums_over_several_row_tiles_a_program(monkeypatch, iters, rows, transposed, device):
+    """The delayed cast with column sums (``_fp8_cast_sums_kernel``) and the activation's delayed backward take
+    ``fp8.delayed_row_iters`` row tiles a program, their amax and sums added up over the tiles: with small tiles
+    (16 rows), 100 rows make 7 row tiles (the last one partly past M; transposed, 112 padded rows), so 3 or 4 tiles
+    a program leave programs whose last tiles are past M or past the padding. The same bytes as the reference, the
+    sums within fp32's."""
+    from blockfuse.ops import fp8_act
+    from blockfuse.ops.fp8_act import _act_backward_delayed, act_backward_delayed_ref
+
+    monkeypatch.setitem(fp8.SUM_TILE, "interpreted", (16, 32, 4))
+    monkeypatch.setitem(fp8_act.BWD_DELAYED_TILE, "interpreted", (16, 32, 4))
+    monkeypatch.setattr(fp8, "delayed_row_iters", lambda row_tiles, col_tiles, most, device: iters)
+    mine, theirs = states(device)
+    x = (random_tensor((100, 72), torch.float32, seed=3) * 5).to(torch.bfloat16).to(device)
+    for call in range(2):
+        got = fp8._fp8_quantize_delayed(x, E5M2, rows, transposed, 16, *mine, torch.float32)
+        want = fp8._quantize_delayed_ref(x, E5M2, rows, transposed, 16, *theirs, torch.float32)
+        for index in (0, 1) if rows else ():
+            assert torch.equal(bits(got[index]) if index == 0 else got[1], bits(want[index]) if index == 0 else want[1])
+        for index in (2, 3) if transposed else ():
+            assert torch.equal(bits(got[index]) if index == 2 else got[3], bits(want[index]) if index == 2 else want[3])
+        if transposed:
+            assert not got[2][:, 100:].float().any()
+        bound = 1e-5 * x.double().abs().sum(0) + 1e-30
+        assert ((got[4].double() - x.double().sum(0)).abs() <= bound).all(), call
+        assert torch.equal(mine.history, theirs.history), call
+    act_mine, act_theirs = states(device)
+    pre = random_tensor((100, 2 * 40), torch.bfloat16, seed=5).to(device)
+    dy = random_tensor((100, 40), torch.bfloat16, seed=6).to(device)
+    for call in range(2):
+        got = _act_backward_delayed(dy, pre, "swiglu", *act_mine, rows, transposed, 16, torch.float32)
+        want = act_backward_delayed_ref(dy, pre, "swiglu", *act_theirs, rows, transposed, 16, torch.float32)
+        for index in ((0, 2) if rows and transposed else (0,) if rows else (2,)):
+            a, b = got[index].float(), want[index].float()
+            assert a.shape == b.shape and (a - b).abs().le(b.abs() * 2**-2 + 2**-16).all(), (call, index)
+            assert torch.equal(got[index + 1], want[index + 1]), (call, index)
+        if transposed:
+            assert not got[2][:, 100:].float().any()
+        torch.testing.assert_close(got[4], want[4], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(act_mine.history, act_theirs.history, rtol=1e-5, atol=0)
+        act_theirs.history.copy_(act_mine.history)
