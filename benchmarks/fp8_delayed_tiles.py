@@ -2,7 +2,6 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/fp8_delayed_tiles.py [--ablate] [--tiles "64,64,4;..."]
     [--out FILE.json]
-                 PYTHONPATH=src python3 benchmarks/fp8_delayed_tiles.py --iters 1,2,4,8 [--tiles ...] [--out ...]
 
 Times, with CUDA-graph replays and the L2 flushed before each call (the kernels' own time):
 - ``act-bwd``: the activation's backward written straight into both e5m2 layouts with the bias column sums
@@ -14,11 +13,6 @@ at each (BLOCK_M, BLOCK_N, num_warps) of ``TILES`` (set in ``fp8.TILE``, ``fp8.S
 ``fp8_act.BWD_DELAYED_TILE`` alike, which the launchers read at each call: :func:`tile_of`), with the bytes each must
 move and the GB/s that makes, beside an eager copy's. Errors: each variant's outputs are
 compared bit for bit with the first tile's (a tile changes no value).
-
-``--iters``: the two kernels with column sums (the activation's delayed backward, the delayed cast with sums), each
-tile at each number of row tiles a program takes (``fp8.delayed_row_iters`` held at it; 0: the rule's), at the
-shapes of a te-4layer step and others, fraction of a copy of the bytes each must move; each variant's FP8 bytes
-compared with the first's.
 """
 
 from __future__ import annotations
@@ -78,14 +72,11 @@ def main() -> None:
                         "without the column sums, delayed and with a given amax, at the launchers' own tiles and at "
                         "each of --tiles")
     parser.add_argument("--tiles", default=None, help="BLOCK_M,BLOCK_N,WARPS;... instead of TILES")
-    parser.add_argument("--iters", default=None, help="comma-separated row tiles a program (0: the rule's)")
     args = parser.parse_args()
     if args.tiles:
         TILES[:] = [tuple(int(v) for v in tile.split(",")) for tile in args.tiles.split(";")]
     if args.ablate:
         return ablate(args.out)
-    if args.iters:
-        return sweep_iters([int(v) for v in args.iters.split(",")], args.out)
     flush = l2_flush()
     gen = torch.Generator(device="cuda").manual_seed(0)
     records = []
@@ -209,76 +200,6 @@ def ablate(out) -> None:
         with open(out, "w") as handle:
             json.dump(dict(card=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbps=copy,
                            records=records), handle, indent=1)
-
-
-@contextlib.contextmanager
-def iters_of(iters: int):
-    """The delayed kernels' row tiles a program held at ``iters`` (at most the row tiles there are; 0: the rule)."""
-    rule = fp8.delayed_row_iters
-    if iters:
-        fp8.delayed_row_iters = lambda row_tiles, col_tiles, most, device: max(1, min(iters, row_tiles))
-    try:
-        yield
-    finally:
-        fp8.delayed_row_iters = rule
-
-
-ITER_ACT_SHAPES = [("swiglu", 16384, 4096), ("gelu_tanh", 16384, 4096), ("swiglu", 8192, 14336),
-                   ("gelu_tanh", 8192, 4304), ("swiglu", 3000, 2880)]
-ITER_CAST_SHAPES = [(16384, 6144), (16384, 2048), (8192, 1152), (3000, 2560)]
-
-
-def sweep_iters(iters_list: list[int], out) -> None:
-    flush = l2_flush()
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    copy = copy_bandwidth()["gbps"]
-    records = []
-    print(f"{torch.cuda.get_device_name()}: eager copy {copy:.0f} GB/s", flush=True)
-    cases = []
-    for activation, m, hidden in ITER_ACT_SHAPES:
-        width = 2 * hidden if activation == "swiglu" else hidden
-        dy = torch.randn(m, hidden, device="cuda", generator=gen).bfloat16()
-        pre = torch.randn(m, width, device="cuda", generator=gen).bfloat16()
-        moved = (dy.numel() + pre.numel()) * 2 + 2 * m * width
-
-        def act(dy=dy, pre=pre, activation=activation, history=None, amax=None):
-            return fp8_act._act_backward_delayed(dy, pre, activation, history, amax, True, True, fp8.GEMM_MULTIPLE,
-                                                 torch.bfloat16)
-
-        cases.append((f"act-bwd {activation} {m}x{hidden}", act, moved))
-    for m, n in ITER_CAST_SHAPES:
-        x = torch.randn(m, n, device="cuda", generator=gen).bfloat16()
-        moved = m * n * 2 + 2 * m * n
-
-        def cast(x=x, history=None, amax=None):
-            return fp8._fp8_quantize_delayed(x, E5M2, True, True, fp8.GEMM_MULTIPLE, history, amax, torch.bfloat16)
-
-        cases.append((f"cast+sums {m}x{n}", cast, moved))
-    for name, fn, moved in cases:
-        reference = None
-        for tile in TILES:
-            for iters in iters_list:
-                history = torch.full((16,), 3.0, device="cuda")
-                amax = torch.zeros(1, device="cuda")
-                try:
-                    with tile_of(tile), iters_of(iters):
-                        outs = fn(history=history.clone(), amax=amax.clone())
-                        same = same_outputs(outs, reference)
-                        reference = reference or [o.clone() for o in outs]
-                        ms = timed(lambda: fn(history=history, amax=amax), flush)
-                except Exception as error:  # a tile the card cannot run: recorded, not fatal
-                    print(f"  {name} {tile} iters {iters}: {type(error).__name__}: {str(error)[:120]}")
-                    records.append(dict(case=name, tile=str(tile), iters=iters, error=str(error)[:300]))
-                    continue
-                print(f"{name} {tile} iters {iters or 'rule'}: {ms * 1e3:.1f} us, {moved / ms / 1e6 / copy:.2f} of "
-                      f"copy, same bytes as the first: {same}", flush=True)
-                records.append(dict(case=name, tile=str(tile), iters=iters, ms=ms,
-                                    fraction_of_copy=moved / ms / 1e6 / copy, same_as_first=same))
-    if out:
-        with open(out, "w") as handle:
-            json.dump(dict(card=torch.cuda.get_device_name(), torch=torch.__version__,
-                           triton=__import__("triton").__version__, copy_gbps=copy, records=records), handle,
-                      indent=1)
 
 
 if __name__ == "__main__":

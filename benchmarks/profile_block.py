@@ -20,6 +20,10 @@ copies, cudaMalloc / cudaFree): ``DIR/trace-<provider>-gpu.json`` records the GP
 traced against ~24-26 unprofiled (the runtime's recording alone ~25 us a launch), so a step bound by its GPU
 unprofiled may show host gaps traced; rank costs and find the phases there, and take the unprofiled wall time
 (``benchmarks/host_slack.py``) for whether the GPU waits.
+``--bytes``: every blockfuse kernel launch of the profiled step in order, with the bytes of its tensor arguments
+(each read or written once: a floor's estimate, zero-stride stand-ins left out), its time and the fraction of a
+1 GiB device copy's rate that makes; sorted by the time above that copy's, what a kernel at the copy would save.
+The Triton launches are matched to the profiler's kernels by order (one stream), so only for eager providers.
 """
 
 from __future__ import annotations
@@ -78,8 +82,55 @@ def allocator_calls(before: dict, after: dict) -> str:
             f"{delta('num_alloc_retries')} allocation retries")
 
 
+class LaunchLog:
+    """Records each blockfuse kernel launch (name, bytes of its tensor arguments, their shapes) while ``on``."""
+
+    def __init__(self):
+        from blockfuse.ops import launch
+
+        self.records: list[tuple[str, int, str]] = []
+        self.on = False
+        original = launch.Kernel.__call__
+        log = self
+
+        def recording(kernel, grid, *args, **options):
+            if log.on:
+                tensors = [a for a in args if isinstance(a, torch.Tensor) and 0 not in a.stride() and a.numel() > 1]
+                log.records.append((kernel.name, sum(t.numel() * t.element_size() for t in tensors),
+                                    " ".join(f"{list(t.shape)}{str(t.dtype)[6:]}" for t in tensors)))
+            return original(kernel, grid, *args, **options)
+
+        launch.Kernel.__call__ = recording
+
+
+def launch_table(prof, records: list, top: int) -> list[dict]:
+    """Zips the recorded launches with the profiler's blockfuse kernels (by order) and prints the top ones by time above
+    a 1 GiB copy's rate."""
+    from blockfuse.analyze.ceilings import copy_bandwidth
+    from blockfuse.ops import launch
+
+    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                      and e.name in launch.KERNEL_NAMES), key=lambda e: e.time_range.start)
+    if [k.name for k in kernels] != [r[0] for r in records]:
+        print(f"--bytes: {len(kernels)} blockfuse kernels profiled against {len(records)} launches recorded, "
+              "not in the same order: no table")
+        return []
+    gbps = copy_bandwidth()["gbps"]
+    rows = []
+    for kernel, (name, nbytes, shapes) in zip(kernels, records):
+        us = kernel.device_time
+        rows.append({"kernel": name, "us": us, "mb": nbytes / 1e6, "of_copy": nbytes / (us * 1e3) / gbps,
+                     "above_copy_us": us - nbytes / (gbps * 1e3), "tensors": shapes})
+    print(f"blockfuse kernels by time above a {gbps:.0f} GB/s copy of their tensors' bytes "
+          f"({sum(r['us'] for r in rows):.0f} us in all, {sum(r['above_copy_us'] for r in rows):.0f} above):")
+    for r in sorted(rows, key=lambda r: -r["above_copy_us"])[:top]:
+        print(f"  {r['us']:7.1f} us {r['mb']:7.1f} MB {r['of_copy']:5.2f} of copy  +{r['above_copy_us']:6.1f}  "
+              f"{r['kernel']:28s} {r['tensors'][:120]}")
+    return rows
+
+
 def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
-                     python: int = 0, linear: str = "bf16", trace: str | None = None) -> dict:
+                     python: int = 0, linear: str = "bf16", trace: str | None = None, log: LaunchLog | None = None) -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
     compile_mode = provider.split(":", 1)[1] if ":" in provider else None
     if linear == "bf16":
@@ -147,9 +198,14 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
             path.parent.mkdir(parents=True, exist_ok=True)
             traced.export_chrome_trace(str(path))
             print(f"wrote {path}")
+    if log is not None:
+        log.records.clear()
+        log.on = True
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
+    if log is not None:
+        log.on = False
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
     split = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
     for e in events:
@@ -160,7 +216,10 @@ def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: 
           f"attention {split['attention']:.3f}, other {split['other']:.3f} ms")
     for e in sorted(events, key=lambda e: -e.self_device_time_total)[:top]:
         print(f"{e.self_device_time_total / 1e3:8.3f} ms {e.count:4d}x  [{category(e.key)[:4]}] {e.key[:100]}")
-    return {"provider": provider, "kernel_ms": total, "launches": launches, **{f"{k}_ms": v for k, v in split.items()}}
+    row = {"provider": provider, "kernel_ms": total, "launches": launches, **{f"{k}_ms": v for k, v in split.items()}}
+    if log is not None:
+        row["launch_bytes"] = launch_table(prof, log.records, top)
+    return row
 
 
 def main() -> None:
@@ -178,12 +237,16 @@ def main() -> None:
     parser.add_argument("--linear", default="bf16", help="bf16, fp8:RECIPE or torchao:RECIPE (bench block's --linear)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--trace", default=None, metavar="DIR", help="also a Chrome trace of three steps a provider")
+    parser.add_argument("--bytes", action="store_true", help="also each blockfuse launch's bytes against a copy's")
     args = parser.parse_args()
+    if args.bytes and any("compile" in p for p in args.providers.split(",")):
+        parser.error("--bytes: eager providers only (Inductor launches traced kernels itself)")
+    log = LaunchLog() if args.bytes else None
     layers = args.layers if args.layers is not None else (4 if args.encoder else 1)
     rows = []
     for provider in args.providers.split(","):
         rows.append(profile_provider(args.name, provider.strip(), args.mode, layers, args.encoder, args.top, args.cpu,
-                                     args.python, args.linear, args.trace))
+                                     args.python, args.linear, args.trace, log))
         gc.collect()  # the provider's module and activations, before the next one allocates
         torch.cuda.empty_cache()
     if args.json:

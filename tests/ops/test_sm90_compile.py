@@ -380,19 +380,18 @@ def stats(kernel, signature, constexprs, divisible, warps):
 
 report = {}
 bm, bn, warps = fp8.SUM_TILE["compiled"]
-report["cast"] = stats(fp8._fp8_cast_sums_kernel, {
-    "X": "*bf16", "AMAX": "*fp32", "Y": "*fp8e5", "Y_SCALE": "*fp32", "YT": "*fp8e5", "YT_SCALE": "*fp32",
-    "HISTORY": "*fp32", "COL_SUM": "*fp32", "stride_m": "i32", "stride_n": "i32", "M": "i32", "N": "i32",
-    "MP": "i32", "history_len": "i32"},
-    dict(FP8_MAX=57344.0, E5M2=True, HAS_Y=True, HAS_YT=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
-         ROW_ITERS=fp8.SUM_ROWS // bm), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
+report["cast"] = stats(fp8._fp8_cast_kernel, {
+    "X": "*bf16", "X_SCALE": None, "AMAX": "*fp32", "COL_AMAX": None, "RESET": None, "Y": "*fp8e5",
+    "Y_SCALE": "*fp32", "YT": "*fp8e5", "YT_SCALE": "*fp32", "HISTORY": "*fp32", "COL_SUM": "*fp32",
+    "stride_m": "i32", "stride_n": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
+    dict(FP8_MAX=57344.0, E5M2=True, ROWWISE=False, HAS_Y=True, HAS_YT=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
+         HAS_SUM=True, GIVEN_SCALE=False), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
 bm, bn, warps = fp8_act.BWD_DELAYED_TILE["compiled"]
 report["activation backward"] = stats(fp8_act._fp8_act_bwd_delayed_kernel, {
     "DY": "*bf16", "G": "*bf16", "U": "*bf16", "HISTORY": "*fp32", "AMAX": "*fp32", "Q": "*fp8e5",
     "Q_SCALE": "*fp32", "QT": "*fp8e5", "QT_SCALE": "*fp32", "COL_SUM": "*fp32", "stride_dy": "i32",
     "stride_g": "i32", "stride_u": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
-    dict(ACTIVATION=2, GATED=True, HAS_Q=True, HAS_QT=True, HAS_SUM=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
-         ROW_ITERS=fp8_act.BWD_DELAYED_ROWS // bm),
+    dict(ACTIVATION=2, GATED=True, HAS_Q=True, HAS_QT=True, HAS_SUM=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16),
     ["DY", "G", "U", "Q", "QT", "stride_dy", "stride_g", "stride_u", "N", "MP"], warps)
 print(json.dumps(report))
 """

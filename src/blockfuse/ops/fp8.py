@@ -123,10 +123,7 @@ TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLO
 # with fewer warps (a cheaper cross-warp step) and taller tiles (fewer partial rows a column): 128 x 64, 2 warps
 # (the same cast 90 us; 51 at [16384, 2048] against the two-pass tensorwise 78; 20 at [8192, 1152]), the best
 # of 17 tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
-SUM_TILE = {"compiled": (64, 64, 8), "interpreted": TILE["interpreted"]}
-# At most this many rows a program of the delayed cast with sums takes (_fp8_cast_sums_kernel; the rule:
-# :func:`delayed_row_iters`).
-SUM_ROWS = 512
+SUM_TILE = {"compiled": (128, 64, 2), "interpreted": TILE["interpreted"]}
 # The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
 # keep AMAX_PROGRAMS_PER_SM programs a multiprocessor, at most AMAX_MAX_ROW_ITERS (the interpreter, which
 # counts no multiprocessors: 2, so the tests run the loop and its masked last tiles).
@@ -516,63 +513,6 @@ def _fp8_cast_kernel(
 
 
 @triton.jit
-def _fp8_cast_sums_kernel(
-    X,  # (M, N) input, any strides
-    AMAX,  # (1,) fp32 this call's amax (zero before the call; atomic max), for the history's roll after
-    Y,  # (M, N) FP8 output, row-major; or None
-    Y_SCALE,  # () fp32 its scale; or None
-    YT,  # (N, MP) FP8 output, row-major: X transposed, its columns M..MP zero; or None
-    YT_SCALE,  # () fp32 its scale; or None
-    HISTORY,  # (H,) fp32 amaxes of earlier calls, the scale's source
-    COL_SUM,  # (row programs, N) fp32 each program's column sums over its rows
-    stride_m, stride_n, M, N, MP, history_len,
-    FP8_MAX: tl.constexpr,
-    E5M2: tl.constexpr,
-    HAS_Y: tl.constexpr,
-    HAS_YT: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_H: tl.constexpr,  # history_len rounded up to a power of two
-    ROW_ITERS: tl.constexpr,  # row tiles a program takes one after the other
-):
-    """_fp8_cast_kernel's delayed tensorwise cast with the column sums (a gradient's cast that also makes its
-    bias gradient), a program taking ROW_ITERS tiles down the rows: the sums and the amax added up element by
-    element in registers and reduced across the program's threads once, at its end, where reducing each tile
-    cost more than the cast (:func:`delayed_row_iters`; ops/fp8_act.py's BWD_DELAYED_ROWS NOTE). The same bytes
-    and scales as _fp8_cast_kernel; the sums in another order."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, FP8_MAX)  # (BLOCK_N,), all one scale
-    scale = tl.max(col_scale, axis=0)
-    inverse = reciprocal(scale)
-    inverse_t = reciprocal(col_scale)[:, None]
-    peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for i in range(ROW_ITERS):
-        rows = (pid_m * ROW_ITERS + i) * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_mask = rows < M
-        x = _load_input(X, None, rows, cols, row_mask, col_mask, stride_m, stride_n)
-        peak = tl.maximum(peak, tl.abs(x))
-        total += x
-        if HAS_Y:
-            tl.store(Y + rows[:, None].to(tl.int64) * N + cols[None, :], _quantized(x, inverse, Y, E5M2),
-                     mask=row_mask[:, None] & col_mask[None, :])
-        if HAS_YT:
-            # Rows M..MP of the tile were loaded as zeros: the padding of YT is written here too.
-            tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], _quantized(tl.trans(x), inverse_t, YT, E5M2),
-                     mask=col_mask[:, None] & (rows < MP)[None, :])
-    fold_amax(AMAX, tl.max(tl.max(peak, axis=1), axis=0))
-    tl.store(COL_SUM + pid_m.to(tl.int64) * N + cols, tl.sum(total, axis=0), mask=col_mask)
-    if (pid_m == 0) & (pid_n == 0):
-        if HAS_Y:
-            tl.store(Y_SCALE, scale)
-        if HAS_YT:
-            tl.store(YT_SCALE, scale)
-
-
-@triton.jit
 def _transpose_bytes_kernel(
     X,  # (M, K) bytes (an FP8 tensor viewed as uint8), unit column stride
     Y,  # (K, MP) bytes: X transposed, zero past column M
@@ -604,7 +544,6 @@ _rowwise_kernel = Kernel(_fp8_rowwise_kernel)
 _amax_kernel = Kernel(_fp8_amax_kernel)
 _tensor_amax_kernel = Kernel(_fp8_tensor_amax_kernel)
 _cast_kernel = Kernel(_fp8_cast_kernel)
-_cast_sums_kernel = Kernel(_fp8_cast_sums_kernel)
 _roll_kernel = Kernel(_fp8_roll_kernel)
 _transpose_kernel = Kernel(_transpose_bytes_kernel)
 # The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. H200: the 16
@@ -806,45 +745,19 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     mp = round_up(m, pad)
     e5m2 = dtype == torch.float8_e5m2
     y, y_scale, yt, yt_scale = tensorwise_outputs(x, m, n, mp, dtype, rows, transposed)
+    block_m, block_n, num_warps = (TILE if sum_dtype is None else SUM_TILE)[_mode(x)]
+    # At least one program on each axis: an empty x still gets its scales.
+    grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
+    col_sum, partial = column_partials(x, grid[0], n, sum_dtype)
     h = int(history.shape[0])
     fp8_history.settle(history)
-    if sum_dtype is None:
-        block_m, block_n, num_warps = TILE[_mode(x)]
-        # At least one program on each axis: an empty x still gets its scales.
-        grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
-        _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, None,
-                     x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
-                     HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
-                     HAS_SUM=False, GIVEN_SCALE=False, num_warps=num_warps)
-        col_sum = None
-        finish_delayed_cast(None, None, n, history, amax)
-    else:
-        block_m, block_n, num_warps = SUM_TILE[_mode(x)]
-        row_tiles, col_tiles = max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n))
-        iters = delayed_row_iters(row_tiles, col_tiles, SUM_ROWS // block_m, x.device)
-        grid = (cdiv(row_tiles, iters), col_tiles)
-        col_sum, partial = column_partials(x, grid[0], n, sum_dtype)
-        _cast_sums_kernel(grid, x, amax, y, y_scale, yt, yt_scale, history, partial, x.stride(0), x.stride(1), m, n,
-                          mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m,
-                          BLOCK_N=block_n, BLOCK_H=next_power_of_2(h), ROW_ITERS=iters, num_warps=num_warps)
-        finish_delayed_cast(partial, col_sum, n, history, amax)
+    _cast_kernel(grid, x, None, amax, None, None, y, y_scale, yt, yt_scale, history, partial,
+                 x.stride(0), x.stride(1), m, n, mp, h, FP8_MAX=FP8_MAX[dtype], E5M2=e5m2, ROWWISE=False,
+                 HAS_Y=rows, HAS_YT=transposed, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=next_power_of_2(h),
+                 HAS_SUM=partial is not None, GIVEN_SCALE=False, num_warps=num_warps)
+    finish_delayed_cast(partial, col_sum, n, history, amax)
     return (empty_if_none(y, x), empty_if_none(y_scale, x), empty_if_none(yt, x), empty_if_none(yt_scale, x),
             empty_if_none(col_sum, x))
-
-
-def delayed_row_iters(row_tiles: int, col_tiles: int, most: int, device: torch.device) -> int:
-    """Row tiles a program of a delayed one-pass kernel takes one after the other (its column sums and amax added
-    up in registers, reduced once): the largest power of two that leaves AMAX_PROGRAMS_PER_SM programs on each
-    multiprocessor, at most ``most`` (the kernel's row cap over its tile's rows) and no more than there are row tiles.
-    The interpreter takes 2 (it counts no multiprocessors; the loop and its masked last tiles then run in the
-    tests)."""
-    if device.type != "cuda":
-        return 2
-    wanted = row_tiles * col_tiles // (AMAX_PROGRAMS_PER_SM * sm_count(device))
-    iters = 1
-    while iters * 2 <= min(most, wanted, row_tiles):
-        iters *= 2
-    return iters
 
 
 def finish_delayed_cast(partial: Optional[Tensor], col_sum: Optional[Tensor], n: int, history: Tensor,

@@ -67,15 +67,7 @@ LANES_PER_THREAD = {"compiled": 32, "interpreted": 256}  # input values a thread
 # the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
 # fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
 # (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
-BWD_DELAYED_TILE = {"compiled": (64, 32, 4), "interpreted": (128, 256, 4)}
-# At most this many rows a program of _fp8_act_bwd_delayed_kernel takes, tile after tile (the rule:
-# :func:`delayed_row_iters`). NOTE: the column sums and the amax reduced across a program's threads at each tile (a
-# trip through shared memory and a barrier each, four a gated tile) were what made the delayed passes slow: at
-# [16384, 4096] the cast with both layouts ran 0.80-0.84 of a copy without its column sums and 0.56-0.70 with them
-# (fp8/14-delayed-2026-11-28-h200/tiles/ablate2.log), and te-4layer's step spent 0.3 ms above a copy's time in its
-# four SwiGLU backwards at 0.68 of copy (fp8/29-*). Summed element by element over the tiles, they are reduced
-# once a program.
-BWD_DELAYED_ROWS = 512
+BWD_DELAYED_TILE = {"compiled": (64, 64, 4), "interpreted": (128, 256, 4)}
 COLUMNS_PER_THREAD = 8
 # At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
 # many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
@@ -254,7 +246,7 @@ def _fp8_act_bwd_delayed_kernel(
     Q_SCALE,  # () fp32 its scale; or None
     QT,  # (W, MP) e5m2: the gradient transposed, zero past column M; or None
     QT_SCALE,  # () fp32 its scale; or None
-    COL_SUM,  # (row programs, W) fp32 the gradient's column sums over each program's rows, or None
+    COL_SUM,  # (row tiles, W) fp32 the gradient's column sums over each program's rows, or None
     stride_dy, stride_g, stride_u,  # row strides (the last dimension is contiguous)
     M, N, MP, history_len,
     ACTIVATION: tl.constexpr,  # activation.CODES
@@ -265,65 +257,54 @@ def _fp8_act_bwd_delayed_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,  # history_len rounded up to a power of two
-    ROW_ITERS: tl.constexpr,  # row tiles a program takes one after the other
 ):
     """The activation's backward written straight into the layer before's e5m2 gradient operands with a delayed
     scale (recipe "delayed"): both layouts, the column sums (its bias gradient) and the amax for the history, in
     one pass over dy and the pre-activation, where the plain backward writes the gradient in x's dtype and the
     layer's cast reads it back. The fp32 gradient is quantized as it is (the arithmetic of _fp8_act_bwd_kernel).
-    A program takes ROW_ITERS tiles of (BLOCK_M rows, BLOCK_N columns of the N) down the rows, both halves of a
-    gated gradient from each; rows M..MP load as zeros (the transposed padding). The maxima and the column sums
-    add up element by element in registers across the tiles and are reduced across the program's threads once,
-    at its end (:data:`BWD_DELAYED_ROWS`' NOTE)."""
+    Tiles of (BLOCK_M rows, BLOCK_N columns of the N), both halves of a gated gradient from each; rows M..MP load
+    as zeros (the transposed padding)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
     col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy_gate = dy
+    if GATED:
+        dy_gate = dy * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dg = tl.where(mask, dy_gate * activate_grad(g, ACTIVATION), 0.0)
+    peak = tl.max(tl.max(tl.abs(dg), axis=1), axis=0)
+    if GATED:
+        du = tl.where(mask, dy * activate(g, ACTIVATION), 0.0)
+        peak = tl.maximum(peak, tl.max(tl.max(tl.abs(du), axis=1), axis=0))
+    fold_amax(AMAX, peak)
     col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_N, E5M2_MAX)  # (BLOCK_N,), one scale
     scale = tl.max(col_scale, axis=0)
-    inverse = reciprocal(scale)
-    inverse_t = reciprocal(col_scale)[:, None]
     width = 2 * N if GATED else N
-    peak = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    sum_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    sum_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for i in range(ROW_ITERS):
-        rows = (pid_m * ROW_ITERS + i).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dy_gate = dy
+    if HAS_Q:
+        inverse = reciprocal(scale)
+        q_rows = Q + rows[:, None] * width
+        tl.store(q_rows + cols[None, :], _quantized(dg, inverse, Q, True), mask=mask)
         if GATED:
-            dy_gate = dy * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dg = tl.where(mask, dy_gate * activate_grad(g, ACTIVATION), 0.0)
-        peak = tl.maximum(peak, tl.abs(dg))
-        if HAS_SUM:
-            sum_g += dg
+            tl.store(q_rows + N + cols[None, :], _quantized(du, inverse, Q, True), mask=mask)
+    if HAS_QT:
+        t_mask = col_mask[:, None] & (rows < MP)[None, :]
+        inverse_t = reciprocal(col_scale)[:, None]
+        qt_cols = QT + rows[None, :]
+        tl.store(qt_cols + cols[:, None].to(tl.int64) * MP, _quantized(tl.trans(dg), inverse_t, QT, True),
+                 mask=t_mask)
         if GATED:
-            du = tl.where(mask, dy * activate(g, ACTIVATION), 0.0)
-            peak = tl.maximum(peak, tl.abs(du))
-            if HAS_SUM:
-                sum_u += du
-        if HAS_Q:
-            q_rows = Q + rows[:, None] * width
-            tl.store(q_rows + cols[None, :], _quantized(dg, inverse, Q, True), mask=mask)
-            if GATED:
-                tl.store(q_rows + N + cols[None, :], _quantized(du, inverse, Q, True), mask=mask)
-        if HAS_QT:
-            t_mask = col_mask[:, None] & (rows < MP)[None, :]
-            qt_cols = QT + rows[None, :]
-            tl.store(qt_cols + cols[:, None].to(tl.int64) * MP, _quantized(tl.trans(dg), inverse_t, QT, True),
-                     mask=t_mask)
-            if GATED:
-                tl.store(qt_cols + (N + cols[:, None]).to(tl.int64) * MP,
-                         _quantized(tl.trans(du), inverse_t, QT, True), mask=t_mask)
-    fold_amax(AMAX, tl.max(tl.max(peak, axis=1), axis=0))
+            tl.store(qt_cols + (N + cols[:, None]).to(tl.int64) * MP,
+                     _quantized(tl.trans(du), inverse_t, QT, True), mask=t_mask)
     if HAS_SUM:
         partial = COL_SUM + pid_m.to(tl.int64) * width
-        tl.store(partial + cols, tl.sum(sum_g, axis=0), mask=col_mask)
+        tl.store(partial + cols, tl.sum(dg, axis=0), mask=col_mask)
         if GATED:
-            tl.store(partial + N + cols, tl.sum(sum_u, axis=0), mask=col_mask)
+            tl.store(partial + N + cols, tl.sum(du, axis=0), mask=col_mask)
     if (pid_m == 0) & (pid_n == 0):
         if HAS_Q:
             tl.store(Q_SCALE, scale)
@@ -471,9 +452,7 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
     mp = fp8.round_up(m, pad)
     q, q_scale, qt, qt_scale = fp8.tensorwise_outputs(pre, m, width, mp, torch.float8_e5m2, rows, transposed)
     block_m, block_n, num_warps = BWD_DELAYED_TILE[fp8._mode(pre)]
-    row_tiles, col_tiles = max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n))
-    iters = fp8.delayed_row_iters(row_tiles, col_tiles, BWD_DELAYED_ROWS // block_m, pre.device)
-    grid = (cdiv(row_tiles, iters), col_tiles)
+    grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n)))
     col_sum, partial = fp8.column_partials(pre, grid[0], width, sum_dtype)
     h = int(history.shape[0])
     dy2 = as_rows(dy, hidden)
@@ -482,7 +461,7 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
                         g2.stride(0), pre.stride(0), m, hidden, mp, h,
                         ACTIVATION=CODES[ACTIVATIONS[activation].pointwise], GATED=gated, HAS_Q=rows,
                         HAS_QT=transposed, HAS_SUM=partial is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-                        BLOCK_H=next_power_of_2(h), ROW_ITERS=iters, num_warps=num_warps)
+                        BLOCK_H=next_power_of_2(h), num_warps=num_warps)
     fp8.finish_delayed_cast(partial, col_sum, width, history, amax)
     return (empty_if_none(q, pre), empty_if_none(q_scale, pre), empty_if_none(qt, pre), empty_if_none(qt_scale, pre),
             empty_if_none(col_sum, pre))
