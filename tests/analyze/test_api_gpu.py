@@ -93,14 +93,13 @@ def _blockfuse_calls(report) -> list[str]:
 
 def test_only_the_declared_launchers_are_opaque():
     """Opaque on purpose: the gated MLP's backward (its blocks must run as they are) and its gate|up GEMM (the
-    pre-activations' dense layout that backward overwrites), the packed RoPE's backward (the rotations and v's
-    gradient written into the columns of one buffer) and the fused loss's three launchers (chunk loops of cuBLAS GEMMs
-    that Inductor must not take apart into logits)."""
+    pre-activations' dense layout that backward overwrites), and the fused loss's three launchers (chunk loops of
+    cuBLAS GEMMs that Inductor must not take apart into logits)."""
     import blockfuse.ops.cross_entropy  # noqa: F401  (registers its launchers)
     from blockfuse.ops.launch import OPAQUE_LAUNCHERS
 
-    assert OPAQUE_LAUNCHERS == {"gated_mlp_down_bwd_", "mlp_gate_up_fwd", "rotary_packed_bwd",
-                                "linear_cross_entropy_fwd", "linear_cross_entropy_bwd", "linear_cross_entropy_scale_"}
+    assert OPAQUE_LAUNCHERS == {"gated_mlp_down_bwd_", "mlp_gate_up_fwd", "linear_cross_entropy_fwd",
+                                "linear_cross_entropy_bwd", "linear_cross_entropy_scale_"}
 
 
 def test_blockfuse_ops_are_blockfuse_triton_kernels_without_breaks():

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.copy import copy_rows, launch_copy_rows
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -962,37 +962,24 @@ class _PackedRotaryFunction(torch.autograd.Function):
         zeros = [None if g is not None else like.new_zeros((b, s, h, head_size))
                  for g, h in ((dq_out, heads), (dk_out, kv_heads), (dv, kv_heads))]
         dq_out, dk_out, dv = (g if z is None else z for g, z in zip((dq_out, dk_out, dv), zeros))
-        return _packed_backward(dq_out, dk_out, dv, cos, sin, rotary_dim), None, None, None, None
-
-
-def _packed_backward_fake(dq_out: Tensor, dk_out: Tensor, dv: Tensor, cos: Tensor, sin: Tensor,
-                          rotary_dim: int) -> Tensor:
-    b, s, heads, head_size = dq_out.shape
-    return dq_out.new_empty((b, s, (heads + 2 * dk_out.shape[2]) * head_size))
-
-
-@launcher_op("rotary_packed_bwd", fake=_packed_backward_fake)
-def _packed_backward(dq_out: Tensor, dk_out: Tensor, dv: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> Tensor:
-    """The packed QKV gradient (batch, seq, (heads + 2 kv_heads) head_size) of :func:`rotary_packed`: the rotations
-    of dq and dk and v's gradient (each (batch, seq, heads, head_size), any strides) straight into their columns, no
-    rotated dq / dk in between and no concatenation.
-
-    NOTE: an opaque op under torch.compile (``launcher_op(fake=...)``), so that it runs as it does eagerly. Traced,
-    kernels writing into column views of one buffer become scatter copies (ops/launch.py), so the traced backward had
-    rotated into new tensors and let Inductor concatenate them: te-4layer's compiled step ran a concatenation of 4 x
-    92 us where eager copies v's gradient in 35 us (H200, benchmarks/results/fp8/29-*/first/compiled-delayed.log)."""
-    b, s, heads, head_size = dq_out.shape
-    kv_heads = dk_out.shape[2]
-    dqkv = dq_out.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
-    dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
-    _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
-            backward=True, copy_pass=True)
-    if dv.is_contiguous():  # attention's gradient in v's layout (cuDNN, flash): whole rows
-        width = kv_heads * head_size
-        launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
-    else:
-        dv_in.copy_(dv)
-    return dqkv
+        if torch.compiler.is_compiling() or tracing():  # (Dynamo reads the first: it cannot trace the second)
+            # NOTE: traced, a kernel writing into views of a buffer becomes scatter copies (ops/launch.py):
+            # the rotations as new tensors, then one concatenation, which Inductor plans.
+            dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd", (), ())
+            return torch.cat((dq.reshape(b, s, -1), dk.reshape(b, s, -1), dv.reshape(b, s, -1)), dim=-1), None, \
+                None, None, None
+        # Eagerly the rotations and v's gradient go straight into their columns of the packed gradient: no
+        # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
+        dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
+        dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
+        _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
+                backward=True, copy_pass=True)
+        if dv.is_contiguous():  # attention's gradient in v's layout (cuDNN, flash): whole rows
+            width = kv_heads * head_size
+            launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
+        else:
+            dv_in.copy_(dv)
+        return dqkv, None, None, None, None
 
 
 def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: Tensor,
