@@ -207,6 +207,26 @@ def test_torch_compile_fullgraph(backend, reduction, device):
                                ["loss", "d hidden", "d weight", "d bias"], backend=backend, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("backend, reduction", [("aot_eager", "mean"), ("inductor", "none")])
+def test_torch_compile_fullgraph_low_memory_two_passes(backend, reduction, device, monkeypatch):
+    """``chunk_size="low-memory"`` where it takes the two-pass loop (123 tokens in chunks of 16, 203 classes in blocks
+    of 64): one graph, no break, eager's loss and gradients."""
+    monkeypatch.setattr(cross_entropy, "low_memory_plan", lambda *shape: (16, 64))
+    two_pass, calls = cross_entropy._two_pass_loop, []
+    monkeypatch.setattr(cross_entropy, "_two_pass_loop", lambda *a, **k: calls.append(1) or two_pass(*a, **k))
+    hidden, weight, target, bias = make_inputs((3, 41), torch.float32, device, bias=True)
+    target[0, :20] = -100
+
+    def loss_of(h, w, t, b, **kwargs):
+        return blockfuse.linear_cross_entropy(h, w, t, b, reduction=reduction, chunk_size="low-memory",
+                                              label_smoothing=0.1, z_loss=1e-3)
+
+    assert_compiles_like_eager(loss_of, lambda fn: run(fn, hidden, weight, target, bias),
+                               ["loss", "d hidden", "d weight", "d bias"], backend=backend, rtol=1e-5, atol=1e-6)
+    assert calls  # the two-pass loop ran (compiled and eager)
+
+
 def test_default_chunk_size_rule():
     # the chunk's logits within a quarter of the inputs (hidden and weight), at least 64 MiB, whole GEMM tiles
     assert cross_entropy.default_chunk_size(8192, 4096, 128256, 2) == 1024  # 250 of 1088 MiB
