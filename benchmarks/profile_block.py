@@ -83,7 +83,8 @@ def allocator_calls(before: dict, after: dict) -> str:
 
 
 class LaunchLog:
-    """Records each blockfuse kernel launch (name, bytes of its tensor arguments, their shapes) while ``on``."""
+    """Records each blockfuse kernel launch (name, bytes of its tensor arguments, their shapes) while ``on``: made
+    once a process, it wraps ``launch.Kernel.__call__`` for the rest of it (a benchmark's process)."""
 
     def __init__(self):
         from blockfuse.ops import launch
@@ -130,7 +131,8 @@ def launch_table(prof, records: list, top: int) -> list[dict]:
 
 
 def profile_provider(name: str, provider: str, mode: str, layers: int, encoder: bool, top: int, cpu: bool,
-                     python: int = 0, linear: str = "bf16", trace: str | None = None, log: LaunchLog | None = None) -> dict:
+                     python: int = 0, linear: str = "bf16", trace: str | None = None,
+                     log: LaunchLog | None = None) -> dict:
     impl = "fused" if provider.startswith("fused") else "eager"
     compile_mode = provider.split(":", 1)[1] if ":" in provider else None
     if linear == "bf16":
