@@ -178,7 +178,7 @@ def rule_stats(n: int, form: str) -> dict:
                              "STAGES": stages,
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
                              "RELOAD": _reload(tile, activation, is_rms),
-                             **({"EARLY_ACC": norm._early_acc(tile, mode, activation, stages)}
+                             **({"EARLY_ACC": norm._early_acc(tile, mode, stages)}
                                 if hasattr(norm, "_early_acc") else {}),
                              "VEC": launch.row_units(n),
                              **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),

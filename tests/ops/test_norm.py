@@ -924,9 +924,9 @@ def test_backward_early_accumulators_rule(n):
             for stages in (1, 3):
                 wanted = (tile.tail and tile.block_u == 1 and tile.lanes > norm.BWD_PIECES_MAX_LANES
                           and mode != norm.PRE and stages > 1)
-                assert norm._early_acc(tile, mode, activation, stages) == wanted
-    assert norm._early_acc(norm.backward_rule(11008), norm.NONE, 0, 3)
-    assert not norm._early_acc(norm.backward_rule(4304), norm.NONE, 0, 3)
+                assert norm._early_acc(tile, mode, stages) == wanted
+    assert norm._early_acc(norm.backward_rule(11008), norm.NONE, 3)
+    assert not norm._early_acc(norm.backward_rule(4304), norm.NONE, 3)
 
 
 @pytest.mark.parametrize("n", [12288, 12289, 12800, 13312, 13313, 14336, 15360, 16384])

@@ -1628,7 +1628,7 @@ def _bwd_reload(tile: Tile) -> bool:
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
 
 
-def _early_acc(tile: Tile, mode: int, activation: int, stages: int) -> bool:
+def _early_acc(tile: Tile, mode: int, stages: int) -> bool:
     """Whether the backward in pieces adds a row to the weight / bias gradients' accumulators before its row sums
     rather than after its stores (the NOTE above BWD_EARLY_ACC)."""
     if BWD_EARLY_ACC is not None:
@@ -2029,7 +2029,7 @@ def _norm_bwd(
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n), BLOCK_U=tile.block_u,
         STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
-        RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, activation, stages), VEC=vec,
+        RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
