@@ -73,11 +73,25 @@ def sum_partials(partial: Tensor, first: Optional[Tensor], second: Optional[Tens
     ``(history, amax)`` whose cast wrote the partials, rolled by one more program of the same launch
     (:func:`blockfuse.ops.fp8.roll_amax_history`'s effect, without a launch of its own)."""
     g, n = partial.shape[1], partial.shape[2]
-    # NOTE: narrow column blocks so the reduction has enough programs to fill the GPU (wide ones in
-    # Triton's interpreter, which pays for every program).
-    block_n = min(next_power_of_2(n), 32 if partial.is_cuda else 1024)
+    block_n, block_g, num_warps = sum_tile(n, partial.is_cuda)
     history, amax = (None, None) if roll is None else roll
     h = 0 if history is None else int(history.shape[0])
     _kernel((cdiv(n, block_n) + (roll is not None),), partial, first, second, history, amax, g, n, h,
-            HAS_FIRST=first is not None, HAS_SECOND=second is not None, HAS_ROLL=roll is not None, BLOCK_G=64,
-            BLOCK_N=block_n, BLOCK_H=next_power_of_2(h), num_warps=4)
+            HAS_FIRST=first is not None, HAS_SECOND=second is not None, HAS_ROLL=roll is not None, BLOCK_G=block_g,
+            BLOCK_N=block_n, BLOCK_H=next_power_of_2(h), num_warps=num_warps)
+
+
+def sum_tile(n: int, gpu: bool) -> tuple[int, int, int]:
+    """``(BLOCK_N, BLOCK_G, num_warps)`` of the sum of partials of ``n`` columns: on a GPU, 16 columns a program (64
+    bytes of each partial row) looping over the partial rows 64 at a time on 4 warps; in Triton's interpreter, which
+    pays for every program, one wide program a 1024 columns.
+
+    NOTE: on a GPU the sum is latency, not bandwidth: a few MB, in L2 behind the op that wrote them, 2-4 us a
+    launch. Measured (H200, ``benchmarks/sum_partials_tiles.py``, benchmarks/results/fp8/31-*): the fastest of 11
+    settings, or within 8% of it, at all 24 cells of 64-264 partial rows x 1152-14336 columns; 0.54-1.03x (0.76x on
+    average) the time of the 32-column tile it replaced. A tile holding every partial row (up to 256 rows of 8-32
+    columns, as many programs as multiprocessors) took 0.66-1.05x. Neither size moved the best tile, so none is
+    read."""
+    if not gpu:
+        return min(next_power_of_2(n), 1024), 64, 4
+    return 16, 64, 4
