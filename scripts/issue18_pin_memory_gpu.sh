@@ -33,9 +33,11 @@ TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
 packed 60 te-bf16-1 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16-1"
 for i in $(seq 1 "${ROUNDS:-2}"); do
     for pin in none 2,3; do
-        run=(python3 -m blockfuse bench block "${TE[@]}" --linear fp8:delayed --providers fused --out "$OUT/fp8-$pin-$i")
+        name=fp8-${pin//,/-}-$i
+        [ "$pin" = none ] || name=fp8-pin-${pin//,/-}-$i
+        run=(python3 -m blockfuse bench block "${TE[@]}" --linear fp8:delayed --providers fused --out "$OUT/$name")
         [ "$pin" = none ] || run=(taskset -c "$pin" "${run[@]}")
-        packed 50 "fp8-$pin-$i" "${run[@]}"
+        packed 50 "$name" "${run[@]}"
     done
 done
 packed 60 te-bf16-2 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16-2"

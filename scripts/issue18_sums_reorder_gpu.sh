@@ -28,7 +28,8 @@ PROF=(benchmarks/profile_block.py te-4layer --layers 4 --mode fwdbwd --providers
 packed 60 profile-main python3 "${PROF[@]}"
 [ ${#OLD[@]} -gt 0 ] && packed 60 profile-old "${OLD[@]}" python3 "${PROF[@]}"
 MEM="import sys, runpy, torch._inductor.config as c; c.reorder_for_peak_memory = sys.argv.pop(1) == 'on'; \
-sys.path.insert(0, 'benchmarks'); sys.argv[0] = 'benchmarks/memory_block.py'; runpy.run_path(sys.argv[0], run_name='__main__')"
+sys.path.insert(0, 'benchmarks'); sys.argv[0] = 'benchmarks/memory_block.py'; \
+runpy.run_path(sys.argv[0], run_name='__main__')"
 ARGS=(te-4layer --layers 4 --impl fused --compile default --linear fp8:delayed --top 30)
 memory() {  # NAME on|off PYTHONPATH-first
     packed 120 "memory-$1" env TORCHINDUCTOR_CACHE_DIR="$OUT/cache-$1" PYTHONPATH="$3:$PYTHONPATH" \

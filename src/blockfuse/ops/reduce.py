@@ -90,8 +90,8 @@ def sum_tile(n: int, gpu: bool) -> tuple[int, int, int]:
     launch. Measured (H200, ``benchmarks/sum_partials_tiles.py``, benchmarks/results/fp8/31-*): the fastest of 11
     settings, or within 8% of it, at all 24 cells of 64-264 partial rows x 1152-14336 columns; 0.54-1.03x (0.76x on
     average) the time of the 32-column tile it replaced. A tile holding every partial row (up to 256 rows of 8-32
-    columns, as many programs as multiprocessors) took 0.66-1.05x. Neither size moved the best tile, so none is
-    read."""
+    columns, as many programs as multiprocessors) took 0.66-1.05x. Neither the row count nor the width moved the
+    best tile, so the rule reads neither."""
     if not gpu:
         return min(next_power_of_2(n), 1024), 64, 4
     return 16, 64, 4
