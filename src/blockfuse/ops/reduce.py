@@ -87,11 +87,11 @@ def sum_tile(n: int, gpu: bool) -> tuple[int, int, int]:
     pays for every program, one wide program a 1024 columns.
 
     NOTE: on a GPU the sum is latency, not bandwidth: a few MB, in L2 behind the op that wrote them, 2-4 us a
-    launch. Measured (H200, ``benchmarks/sum_partials_tiles.py``, benchmarks/results/fp8/31-*): the fastest of 11
-    settings, or within 8% of it, at all 24 cells of 64-264 partial rows x 1152-14336 columns; 0.54-1.03x (0.76x on
-    average) the time of the 32-column tile it replaced. A tile holding every partial row (up to 256 rows of 8-32
-    columns, as many programs as multiprocessors) took 0.66-1.05x. Neither the row count nor the width moved the
-    best tile, so the rule reads neither."""
+    launch. Measured (H200, ``benchmarks/sum_partials_tiles.py``, benchmarks/results/fp8/31-*) against 11 other
+    settings at 24 cells of 64-264 partial rows x 1152-14336 columns: the fastest, or within 8% of it, at every
+    cell; 0.54-1.03x (0.76x on average) the time of the 32-column tile it replaced. A tile holding every partial row
+    (up to 256 rows of 8-32 columns, as many programs as multiprocessors) took 0.66-1.05x. Neither the row count nor
+    the width moved the best tile, so the rule reads neither."""
     if not gpu:
         return min(next_power_of_2(n), 1024), 64, 4
     return 16, 64, 4
