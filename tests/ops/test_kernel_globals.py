@@ -64,6 +64,22 @@ def renamed_references(source: str, namespace: dict) -> list[str]:
             and inspect.isfunction(inner := getattr(namespace[node.id], "fn", None)) and inner.__name__ != node.id]
 
 
+def _is_literal(node: ast.expr) -> bool:
+    """A constant, or ``tl.constexpr(constant)``: what a default may be in Inductor's copy of a kernel."""
+    if isinstance(node, ast.Constant):
+        return True
+    return (isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.constexpr", "triton.language.constexpr")
+            and not node.keywords and all(isinstance(arg, ast.Constant) for arg in node.args))
+
+
+def non_literal_defaults(source: str) -> list[str]:
+    """The parameter defaults of a jit function that are not literals (a global's name, an expression)."""
+    tree = ast.parse(textwrap.dedent(source))
+    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
+    defaults = list(function.args.defaults) + [node for node in function.args.kw_defaults if node is not None]
+    return [ast.unparse(node) for node in defaults if not _is_literal(node)]
+
+
 def test_the_checks_find_a_call_through_a_module_and_a_renamed_call():
     import blockfuse.ops.fp8 as fp8
 
@@ -87,3 +103,16 @@ def test_no_kernel_calls_a_jit_function_by_another_name():
     offenders = {f"{module.__name__}.{name}": found for module, name, fn in _jit_functions()
                  if (found := renamed_references(inspect.getsource(fn), fn.__globals__))}
     assert not offenders, f"kernels calling a jit function by another name, which Inductor cannot compile: {offenders}"
+
+
+def test_the_default_check_finds_a_global_and_passes_literals():
+    source = ('def body(X, A: tl.constexpr = NO_HINT, B: tl.constexpr = tl.constexpr(""), C=None,\n'
+              '         D: tl.constexpr = 2):\n')
+    assert non_literal_defaults(source + "    pass\n") == ["NO_HINT"]
+    assert non_literal_defaults(source.replace("NO_HINT", "False") + "    pass\n") == []
+
+
+def test_no_kernel_default_names_a_global():
+    offenders = {f"{module.__name__}.{name}": found for module, name, fn in _jit_functions()
+                 if (found := non_literal_defaults(inspect.getsource(fn)))}
+    assert not offenders, f"jit functions whose defaults Inductor's copy cannot resolve: {offenders}"

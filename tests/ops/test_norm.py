@@ -1525,3 +1525,30 @@ def test_forward_in_chunks_matches_the_reference(form, n, device):
     own = run(True, x, w, b, r)  # PyTorch in bf16
     assert expected.abs().max() > 0
     assert_close_to_reference(out, own, expected)
+
+
+@pytest.mark.parametrize("n,early", [(760, True), (1024, True), (1152, True), (1536, True), (2048, False),
+                                     (2560, True), (4096, False), (4304, True), (6144, True), (8192, False),
+                                     (20000, False)])
+def test_early_residual_rule(n, early):
+    """The post-residual forward loads its residual with x except in one whole power-of-two tile past 1024 lanes
+    (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES); a row read in chunks never does."""
+    assert norm.early_residual(norm.forward_rule(n, False, True), n) == early
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [760, 1152, 2048, 4304])
+def test_early_residual_equals_the_late_load(n, device, monkeypatch):
+    """The residual loaded with x gives the post-residual forward's output bit for bit as loaded after the
+    statistics: the same sum in the same fp32, the dropout mask drawn from the row and column."""
+    m = 37
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=44)
+    outs = []
+    for whole_lanes in (norm.FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES, 1 << 20, 0):
+        monkeypatch.setattr(norm, "FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES", whole_lanes)
+        torch.manual_seed(7)
+        outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
+    assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2])

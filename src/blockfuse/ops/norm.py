@@ -414,9 +414,8 @@ def _norm_fwd_kernel(
     STAGES: tl.constexpr,  # 0: a program a row block; else persistent programs (one row a block, one chunk), each
     #                        walking a strided set of rows with its loads STAGES - 1 rows ahead, the weight and bias
     #                        loaded once (the NOTE above FWD_PERSIST_STAGES: forward_stages)
-    STREAM_EVICT: tl.constexpr = "",  # (STAGES = 0, one chunk) the rows' loads' and stores' cache hint, and
-    WB_EVICT: tl.constexpr = "",  # the weight's and bias's (the NOTE above FWD_STREAM_HINTS)
-    EARLY: tl.constexpr = False,  # (STAGES = 0, one chunk) s stored / the residual loaded before the statistics
+    EARLY_RESIDUAL: tl.constexpr = False,  # (post mode, STAGES = 0, one chunk) the residual loaded with x, before
+    #                                        the statistics (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)
 ):
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
@@ -425,7 +424,7 @@ def _norm_fwd_kernel(
         _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, tl.program_id(0), stride_x,
                        stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W,
                        HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS,
-                       EVEN_N, TAIL, BLOCK_T, 0, 1, STREAM_EVICT=STREAM_EVICT, WB_EVICT=WB_EVICT, EARLY=EARLY)
+                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL)
     else:
         # (the weight and bias in registers across the rows: the NOTE above FWD_PERSIST_STAGES)
         offs = tl.arange(0, BLOCK_N)
@@ -510,7 +509,7 @@ def _norm_fwd_body(
     BLOCK_H: tl.constexpr,
     WH=None, BH=None, WT=None, BT=None,  # WB_VALUES: the weight and bias of the head's columns and of the tail's
     WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
-    STREAM_EVICT: tl.constexpr = tl.constexpr(""), WB_EVICT: tl.constexpr = tl.constexpr(""), EARLY: tl.constexpr = False,  # kernel's
+    EARLY_RESIDUAL: tl.constexpr = False,  # (the plain kernel's)
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
@@ -528,28 +527,21 @@ def _norm_fwd_body(
 
     # Statistics. With one chunk the row stays in registers for the output pass: BLOCK_N columns, plus
     # BLOCK_T more (the tail, masked at N) when TAIL.
-    r, r_t = None, None  # (EARLY, post mode, one chunk: the residual, loaded with x)
+    r, r_t = None, None  # (EARLY_RESIDUAL: the residual, loaded with x)
     if NUM_CHUNKS == 1:
         mask = row_mask[:, None] & _column_mask(offs, offs, N, BLOCK_N, EVEN_N)[None, :]
         z = _load_norm_input(X, RES, rows, offs, mask, stride_x, stride_res, seed, N, dropout_p,
-                             dropout_scale, MODE, HAS_DROPOUT, STREAM_EVICT)
+                             dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
         if TAIL:
             cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
             mask_t = row_mask[:, None] & (cols_t < N)[None, :]
             z_t = _load_norm_input(X, RES, rows, cols_t, mask_t, stride_x, stride_res, seed, N, dropout_p,
-                                   dropout_scale, MODE, HAS_DROPOUT, STREAM_EVICT)
-        if EARLY and MODE == _PRE:
-            tl.store(S + rows[:, None] * stride_s + offs[None, :], z.to(S.dtype.element_ty), mask=mask,
-                     eviction_policy=STREAM_EVICT)
+                                   dropout_scale, MODE, HAS_DROPOUT, NO_HINT)
+        if EARLY_RESIDUAL and MODE == _POST:
+            r = tl.load(RES + rows[:, None] * stride_res + offs[None, :], mask=mask, other=0.0).to(tl.float32)
             if TAIL:
-                tl.store(S + rows[:, None] * stride_s + cols_t[None, :], z_t.to(S.dtype.element_ty), mask=mask_t,
-                         eviction_policy=STREAM_EVICT)
-        if EARLY and MODE == _POST:
-            r = tl.load(RES + rows[:, None] * stride_res + offs[None, :], mask=mask, other=0.0,
-                        eviction_policy=STREAM_EVICT).to(tl.float32)
-            if TAIL:
-                r_t = tl.load(RES + rows[:, None] * stride_res + cols_t[None, :], mask=mask_t, other=0.0,
-                              eviction_policy=STREAM_EVICT).to(tl.float32)
+                r_t = tl.load(RES + rows[:, None] * stride_res + cols_t[None, :], mask=mask_t, other=0.0
+                              ).to(tl.float32)
         if TAIL and BLOCK_M == 1 and (FP8 != 0 or BLOCK_T < LAYOUT_TAIL_LANES):
             mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M)
         elif IS_RMS:
@@ -645,12 +637,11 @@ def _norm_fwd_body(
                                      dropout_scale, MODE, HAS_DROPOUT, CHUNK_LAST_EVICT)
             _norm_fwd_write(z, w_head, b_head, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N,
                             stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
-                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, STREAM_EVICT, WB_EVICT, r, EARLY)
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r, EARLY_RESIDUAL)
         if TAIL:
             _norm_fwd_write(z_t, w_tail, b_tail, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N,
                             stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
-                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, STREAM_EVICT, WB_EVICT, r_t,
-                            EARLY)
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r_t, EARLY_RESIDUAL)
     else:
         # The FP8 output: y in e4m3 over its scale (Q, Q_SCALE), and the residual stream in x's dtype (s in
         # pre mode, y in post mode). The scale: rowwise, the row's amax, from y in fp32 before any FP8 store;
@@ -793,7 +784,6 @@ def _norm_fwd_value(
     OUT_DTYPE: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TILE_VECTORS: tl.constexpr,
     WB_VALUES: tl.constexpr = False,  # W and B are the weight and bias values at cols, (1, BLOCK) fp32, not pointers
-    WB_EVICT: tl.constexpr = tl.constexpr(""),  # the weight's and bias's loads' cache hint
     r=None, R_GIVEN: tl.constexpr = False,  # post mode: ``r`` is the residual at (rows, cols), fp32, loaded already
 ):
     """The forward's output ``y`` in fp32 for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
@@ -808,7 +798,7 @@ def _norm_fwd_value(
         elif TILE_VECTORS:
             w = _column_vector(W, rows, cols, mask)
         else:
-            w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=WB_EVICT).to(tl.float32)[None, :]
+            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
         if CAST_BEFORE_WEIGHT:
             y = y.to(OUT_DTYPE).to(tl.float32)
         y = y * w
@@ -818,7 +808,7 @@ def _norm_fwd_value(
         elif TILE_VECTORS:
             y += _column_vector(B, rows, cols, mask)
         else:
-            y += tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=WB_EVICT).to(tl.float32)[None, :]
+            y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     if ACTIVATION != 0:
         y = gelu(y, ACTIVATION == _GELU_TANH)
     if MODE == _POST:
@@ -835,20 +825,16 @@ def _norm_fwd_write(
     z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y, stride_s,
     dropout_p, dropout_scale, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
-    WB_VALUES: tl.constexpr = False, STREAM_EVICT: tl.constexpr = tl.constexpr(""), WB_EVICT: tl.constexpr = tl.constexpr(""),
-    r=None, EARLY: tl.constexpr = False,
+    WB_VALUES: tl.constexpr = False, r=None, R_GIVEN: tl.constexpr = False,
 ):
     """Writes the forward's outputs for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
-    normalized input): ``s`` in pre mode (unless EARLY: stored already), and ``y``. WB_VALUES: as in
-    :func:`_norm_fwd_value`; EARLY, post mode: ``r`` is the residual, loaded already; the hints as the kernel's."""
-    if MODE == _PRE and not EARLY:
-        tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask,
-                 eviction_policy=STREAM_EVICT)
+    normalized input): ``s`` in pre mode, and ``y``. WB_VALUES, ``r`` and R_GIVEN: as in :func:`_norm_fwd_value`."""
+    if MODE == _PRE:
+        tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
                         dropout_scale, Y.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
-                        ACTIVATION, False, WB_VALUES, WB_EVICT, r, EARLY and MODE == _POST)
-    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask,
-             eviction_policy=STREAM_EVICT)
+                        ACTIVATION, False, WB_VALUES, r, R_GIVEN)
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -1779,31 +1765,36 @@ def _norm_fwd(
         m, n_units, eps, dropout_p, dropout_scale(dropout_p),
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
-        STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages, **_stream_constexprs(tile, stages, mode),
-        num_warps=tile.num_warps, maxnreg=_fwd_maxnreg(tile, stages),
+        STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
+        EARLY_RESIDUAL=mode == POST and not stages and early_residual(tile, n), num_warps=tile.num_warps,
+        maxnreg=_fwd_maxnreg(tile, stages),
     )
     return outputs
 
 
-# NOTE (issue 22, being measured): the plain forward's rows held in registers (one chunk, a program a row block)
-# with cache hints on its streams (the rows' loads and stores evict_first, the weight and bias evict_last:
-# FWD_STREAM_HINTS) and its second stream moved before the statistics (FWD_EARLY_STREAMS: pre mode stores s as soon
-# as it is loaded, post mode loads the residual with x), as Inductor's kernels order them.
-FWD_STREAM_HINTS = False
-FWD_EARLY_STREAMS = False
+# NOTE: the post-residual forward (y = residual + norm(x)) of a row held in registers loads the residual with x, before
+# the statistics, so that its latency hides under their reductions instead of following them; except in one
+# power-of-two tile of more than FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES lanes without column masks, where the early load
+# lost (the compiler may issue those unmasked loads early already: a guess, not looked into). Measured on an H200
+# (benchmarks/norm_forward_warps.py --setting: the forward launcher in inference, late and early alternating in one
+# process; benchmarks/results/launch-rules/25-forward-streams-2026-12-03-h200/), the late load's time over the early
+# one's at rows 2048 / 8192 / 32768: 768 1.14 / 1.06 / 1.03, 1024 1.19 / 1.03 / 1.03, 1152 1.14 / 1.12 / 1.10, 1536
+# 0.96 / 1.08 / 1.06, 2560 1.17 / 1.09 / 1.08, 3072 1.05 / 1.10 / 1.10, 4304 1.14 / 1.12 / 1.15, 5120 1.11 / 1.09 /
+# 1.10, 6144 1.09 / 1.09 / 1.09; the whole tiles 2048 0.93 / 1.00 / 1.00, 4096 0.97 / 1.01 / 1.00, 8192 0.99 / 0.98 /
+# 0.98. Measured in the same call and not taken: pre mode's s stored as soon as it is loaded (0.94-1.10, geometric
+# mean 0.997), and cache hints on the rows' streams (loads and stores evict_first, the weight and bias evict_last:
+# 1.05-1.20 faster at 2048 rows, 0.92-0.95 at 32768 in every form). Rows past FWD_PERSIST_FROM_LANES in persistent
+# programs read their residual a row ahead already (the NOTE above FWD_PERSIST_STAGES); the FP8 forward keeps its
+# order. 0: off.
+FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES = 1024
 
 
-def _stream_constexprs(tile: Tile, stages: int, mode: int) -> dict:
-    """The forward's STREAM_EVICT / WB_EVICT / EARLY (the NOTE above FWD_STREAM_HINTS)."""
-    if stages or tile.num_chunks != 1:
-        return _NO_STREAM_CONSTEXPRS
-    return _STREAM_CONSTEXPRS[bool(FWD_STREAM_HINTS), bool(FWD_EARLY_STREAMS) and mode != NONE]
-
-
-_NO_STREAM_CONSTEXPRS = dict(STREAM_EVICT="", WB_EVICT="", EARLY=False)
-_STREAM_CONSTEXPRS = {(hints, early): dict(STREAM_EVICT="evict_first" if hints else "",
-                                           WB_EVICT="evict_last" if hints else "", EARLY=early)
-                      for hints in (False, True) for early in (False, True)}
+def early_residual(tile: Tile, n: int) -> bool:
+    """Whether the post-residual forward of rows of ``n`` on ``tile`` (one chunk, a program a row block) loads its
+    residual with x (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)."""
+    if not FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES or tile.num_chunks != 1:
+        return False
+    return tile.tail or n % tile.block_n != 0 or tile.block_n <= FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES
 
 
 # NOTE: a row past FWD_PERSIST_FROM_LANES lanes held in registers (one row a program, one chunk) on FWD_WIDE_WARPS
