@@ -141,9 +141,13 @@ def rule_stats(n: int, form: str) -> dict:
     signature.update({"S": bf} if mode == norm.PRE else {})
     nones.update({} if mode == norm.PRE else {"S": None})
     persistence = _forward_persistence(tile, n, mode, activation)
+    early = {}
+    if hasattr(norm, "early_residual"):  # (the post-residual form's residual loaded with x, by the launcher's rule)
+        early["EARLY_RESIDUAL"] = (mode == norm.POST and not persistence["constexprs"].get("STAGES")
+                                   and norm.early_residual(tile, n))
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
-                                                               **persistence["constexprs"]},
+                                                               **persistence["constexprs"], **early},
                             _aligned(signature, ["stride_x", "stride_y", "N"], n), num_warps=tile.num_warps,
                             **persistence["options"])
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])

@@ -1775,7 +1775,10 @@ def _norm_fwd(
 # NOTE: the post-residual forward (y = residual + norm(x)) of a row held in registers loads the residual with x, before
 # the statistics, so that its latency hides under their reductions instead of following them; except in one
 # power-of-two tile of more than FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES lanes without column masks, where the early load
-# lost (the compiler may issue those unmasked loads early already: a guess, not looked into). Measured on an H200
+# lost. Counted for sm_90 on a CPU (benchmarks/kernel_stats.py --rule --forms ln-post, the constant 0 against
+# 1048576): such a tile's statistics take 3 barriers where a masked tile's or a row in pieces take 7, so less latency
+# waits on them, while the early residual costs registers everywhere (2048 62 -> 72, 4096 62 -> 79, 8192 69 -> 93
+# a thread, fewer programs a multiprocessor; 1024 67 -> 72, 2560 79 -> 96, 4304 78 -> 84). Measured on an H200
 # (benchmarks/norm_forward_warps.py --setting: the forward launcher in inference, late and early alternating in one
 # process; benchmarks/results/launch-rules/25-forward-streams-2026-12-03-h200/), the late load's time over the early
 # one's at rows 2048 / 8192 / 32768: 768 1.14 / 1.06 / 1.03, 1024 1.19 / 1.03 / 1.03, 1152 1.14 / 1.12 / 1.10, 1536
