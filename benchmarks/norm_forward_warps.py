@@ -2,7 +2,7 @@
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_forward_warps.py [--out DIR] [--widths 768,1024,...]
     [--rows 2048,8192,32768] [--forms rms,ln,ln-pre,ln-post,rms-pre] [--jobs 8] [--no-tiles]
-    [--setting LABEL:NAME=V,NAME=V ...]
+    [--setting LABEL:NAME=V,NAME=V ...] [--peers]
 
 Issue 22's sweep left the forwards 1-12% behind ``torch.compile`` at many cells (`benchmarks/results/sweep/`), and
 Inductor's heuristics tile a row differently from the rule: one row a program always, one warp a row up to 1024
@@ -15,7 +15,10 @@ at most 2048 lanes (``--no-tiles``: not), and the rule's tile with ops/norm.py's
 process). Each tile's ``y`` is checked against the rule's (a launch that failed would differ). CUDA-graph
 replays with the L2 flushed before each call; the fraction is of a same-size device copy timed in the same process
 (do_bench, as the sweep). ``--jobs`` processes compile every tile first (Triton's on-disk cache), so the timing
-loop compiles nothing. Writes forward-warps.json and forward-warps.md.
+loop compiles nothing. ``--peers``: each cell's forward of ``torch.compile`` and Liger-Kernel too (the op benchmark's
+runner, as the sweep times them: its op of the form, CUDA-graph replays), so that a tile or setting is judged against
+the faster peer in the same process (their compiles warmed first in ``--jobs`` processes). Writes forward-warps.json
+and forward-warps.md.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import itertools
 import json
 import multiprocessing
@@ -32,6 +36,7 @@ import time
 
 import torch
 
+from blockfuse.bench import runner
 from blockfuse.bench.runner import environment
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import norm
@@ -41,6 +46,9 @@ WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 3072, 4096, 4304, 5120, 6144, 8192)
 ROWS = (2048, 8192, 32768)
 FORMS = {"rms": (True, norm.NONE), "ln": (False, norm.NONE), "ln-pre": (False, norm.PRE),
          "ln-post": (False, norm.POST), "rms-pre": (True, norm.PRE)}
+# The op benchmark of each form (``--peers``).
+FORM_OPS = {"rms": "rms_norm", "ln": "layer_norm", "ln-pre": "add_layer_norm", "ln-post": "layer_norm_post",
+            "rms-pre": "add_rms_norm"}
 # A thread's elements of a row (16-bit): at least one 16-byte vector, at most what a tile of the rule holds.
 MIN_PER_THREAD, MAX_PER_THREAD = 8, 64
 
@@ -190,6 +198,28 @@ def measure(form: str, m: int, n: int, settings=(), tiles: bool = True) -> dict:
     return record
 
 
+def peer_settings(device: str = "cuda", dtype: str = "bf16") -> runner.Settings:
+    """The runner's settings for the peers' forward (the shape set per cell)."""
+    return runner.Settings(dtype=dtype, modes=("fwd",), providers=("compile", "liger"), shapes=None, quick=False,
+                           device=torch.device(device))
+
+
+def peers_ms(form: str, m: int, n: int, settings: runner.Settings) -> dict[str, float]:
+    """provider -> ms of the peers' forward at [m, n] (the providers the form's op declares and that ran)."""
+    bench = next(b for b in runner.declared_ops() if b.name == FORM_OPS[form])
+    records = runner.run([bench], dataclasses.replace(settings, shapes=((m, n),)), None, show_progress=False)
+    return {r["provider"]: r["ms"] for r in records if r.get("ms") and not r.get("error")}
+
+
+def add_peers(record: dict, peers: dict[str, float]) -> None:
+    """``record`` gains the peers' ms and, against the faster of them, each tile's ratio (above 1: faster)."""
+    record["peers"] = peers
+    if peers:
+        fastest = min(peers.values())
+        for tile in record["tiles"].values():
+            tile["vs_peer"] = fastest / tile["ms"]
+
+
 def _tile_text(tile: dict) -> str:
     lanes = tile["block_n"] + (tile["block_t"] if tile["tail"] else 0)
     return f"{tile['block_m']}x{lanes}/{tile['num_warps']}w"
@@ -205,15 +235,19 @@ def markdown(meta: dict, records: list[dict]) -> str:
         "- each cell: the forward launcher (inference) on each tile, CUDA-graph replays with the L2 flushed; "
         "fraction of a same-size device copy timed in the same process; `best` the fastest tile, "
         "`rule / best` the rule's time over it (1.00: the rule's tile is the fastest). Tiles: rows a program x "
-        "lanes a row / warps.",
+        "lanes a row / warps. With `--peers`: in brackets, the faster peer's time over the tile's (above 1: the "
+        "tile is faster), then the peers' own times.",
         "",
     ]
     for form in dict.fromkeys(r["form"] for r in records):
         lines += [f"## {form}", "", "| rows x width | rule | rule's fraction | best | best's fraction | rule / best |"
-                  " every tile (ms) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+                  " every tile (us) |", "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in (r for r in records if r["form"] == form):
             rule, best = r["tiles"]["rule"], r["tiles"][r["best"]]
-            every = ", ".join(f"{k} {v['ms'] * 1000:.1f}us" for k, v in r["tiles"].items())
+            every = ", ".join(f"{k} {v['ms'] * 1000:.1f}us" + (f" ({v['vs_peer']:.2f}x)" if "vs_peer" in v else "")
+                              for k, v in r["tiles"].items())
+            if r.get("peers"):
+                every += "; " + ", ".join(f"{k} {ms * 1000:.1f}us" for k, ms in r["peers"].items())
             lines.append(f"| {r['rows']} x {r['width']} | {_tile_text(rule['tile'])} | {rule['fraction']:.2f} | "
                          f"{r['best']} {_tile_text(best['tile'])} | {best['fraction']:.2f} | "
                          f"{r['rule_over_best']:.2f} | {every} |")
@@ -231,6 +265,7 @@ def main() -> int:
     ap.add_argument("--no-tiles", action="store_true", help="the rule's tile and the settings only")
     ap.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
                     help="the rule's tile with these ops/norm.py constants (repeatable)")
+    ap.add_argument("--peers", action="store_true", help="time torch.compile's and Liger's forward of each cell too")
     args = ap.parse_args()
     settings = [parse_setting(text) for text in args.setting]
     tiles = not args.no_tiles
@@ -243,6 +278,11 @@ def main() -> int:
     cells = _cells(widths, rows, forms)
     print(f"{len(cells)} cells; compiling in {args.jobs} processes", flush=True)
     print(f"warm-up {warm(cells, args.jobs, settings, tiles):.1f} s", flush=True)
+    if args.peers:
+        report = runner.warm_up([(FORM_OPS[form], (m, n)) for form, m, n in cells], peer_settings(), args.jobs,
+                                show_progress=False)
+        print(f"peers' warm-up: {report['warmed']} of {report['cells']} cells, {len(report['failures'])} failures, "
+              f"{report['elapsed_s']:.1f} s", flush=True)
     records = []
     try:
         from tqdm import tqdm
@@ -251,11 +291,15 @@ def main() -> int:
         progress = cells
     for form, m, n in progress:
         record = measure(form, m, n, settings, tiles)
+        if args.peers:
+            add_peers(record, peers_ms(form, m, n, peer_settings()))
         records.append(record)
         rule, best = record["tiles"]["rule"], record["tiles"][record["best"]]
+        versus = (f", vs the faster peer: rule {rule['vs_peer']:.2f}x, best {best['vs_peer']:.2f}x"
+                  if "vs_peer" in rule else "")
         print(f"{form:8s} {m:6d} x {n:5d}: rule {_tile_text(rule['tile'])} {rule['fraction']:.2f}, best "
               f"{record['best']} {_tile_text(best['tile'])} {best['fraction']:.2f}, rule/best "
-              f"{record['rule_over_best']:.2f}", flush=True)
+              f"{record['rule_over_best']:.2f}{versus}", flush=True)
     env = environment(torch.device("cuda"))
     meta = dict(card=env["card"], torch=env["torch"], triton=env["triton"],
                 commit=f"{env['git_commit']} (source digest {env['source_digest']})", date=env["date"],

@@ -6,7 +6,7 @@
 #
 # 1. benchmarks/norm_forward_warps.py: the forward launcher on the rule's tile and on other rows a program and warps,
 #    every form x rows {2048, 8192, 32768} x the sweep's widths up to 8192 (WARPS_ARGS: more arguments, e.g.
-#    "--no-tiles --setting hints:FWD_STREAM_HINTS=True");
+#    "--no-tiles --peers --setting early:FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES=0");
 # 2. the sweep's forward cells of the five norm ops with the peers (SWEEP=0: not), within BUDGET seconds.
 set -u
 PACK=${1:?usage: bash scripts/issue22_forward_warps_gpu.sh PACK}
