@@ -24,8 +24,6 @@ and forward-warps.md.
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
 import dataclasses
 import itertools
 import json
@@ -40,7 +38,10 @@ from blockfuse.bench import runner
 from blockfuse.bench.runner import environment
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import norm
-from blockfuse.ops.launch import next_power_of_2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import norm_tiles  # noqa: E402 (benchmarks/ is no package)
+from norm_tiles import rule_constants  # noqa: E402
 
 WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 3072, 4096, 4304, 5120, 6144, 8192)
 ROWS = (2048, 8192, 32768)
@@ -54,35 +55,15 @@ MIN_PER_THREAD, MAX_PER_THREAD = 8, 64
 
 
 def rule_tile(n: int, m: int, form: str) -> norm.Tile:
+    """The forward's tile for ``m`` rows of ``n`` in ``form``, as the launcher takes it on this card."""
     is_rms, mode = FORMS[form]
     return norm.rows_for_count(norm.forward_rule(n, is_rms, mode != norm.NONE), m, torch.cuda.get_device_properties(
         0).multi_processor_count)
 
 
-@contextlib.contextmanager
-def constants(values: dict):
-    """ops/norm.py's module constants set to ``values`` for the block (the rules' caches cleared both sides)."""
-    saved = {name: getattr(norm, name) for name in values}
-
-    def clear():
-        for cached in vars(norm).values():
-            if hasattr(cached, "cache_clear"):
-                cached.cache_clear()
-
-    try:
-        norm.__dict__.update(values)
-        clear()
-        yield
-    finally:
-        norm.__dict__.update(saved)
-        clear()
-
-
 def parse_setting(text: str) -> tuple[str, dict]:
-    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}), values as Python literals."""
-    label, _, assignments = text.partition(":")
-    pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
-    values = {name: ast.literal_eval(value) for name, value in pairs}
+    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (``norm_tiles.parse_setting``), every NAME one of ops/norm.py's."""
+    label, values = norm_tiles.parse_setting(text)
     missing = [name for name in values if not hasattr(norm, name)]
     if missing:
         raise SystemExit(f"--setting {label}: ops/norm.py has no {missing}")
@@ -96,7 +77,7 @@ def variants(n: int, m: int, form: str, settings=(), tiles: bool = True) -> dict
     rule = rule_tile(n, m, form)
     out = {"rule": (rule, {})}
     for label, values in settings:
-        with constants(values):
+        with rule_constants(values):
             out[label] = (rule_tile(n, m, form), values)
     if not tiles:
         return out
@@ -147,7 +128,7 @@ def _compile_some(cells, settings, tiles) -> int:
     for form, m, n in cells:
         x, r, w, b = _inputs(m, n, form)
         for tile, values in variants(n, m, form, settings, tiles).values():
-            with constants(values):
+            with rule_constants(values):
                 _forward(tile, x, r, w, b, form)
             count += 1
         torch.cuda.synchronize()
@@ -181,7 +162,7 @@ def measure(form: str, m: int, n: int, settings=(), tiles: bool = True) -> dict:
     reference = _forward(every["rule"][0], x, r, w, b, form).float()
     record = dict(form=form, rows=m, width=n, copy_ms=copy, tiles={})
     for label, (tile, values) in every.items():
-        with constants(values):
+        with rule_constants(values):
             y = _forward(tile, x, r, w, b, form).float()
             diff = ((y - reference).abs().max() / reference.abs().max()).item()
 
