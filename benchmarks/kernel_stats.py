@@ -47,11 +47,26 @@ _BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 
 def compile_sm90(kernel, signature: dict, constexprs: dict, divisible: list[str], **options):
-    """The compiled kernel for sm_90 (``options``: num_warps, maxnreg, ...)."""
+    """The compiled kernel for sm_90 (``options``: num_warps, maxnreg, ...). A defaulted constexpr parameter that
+    ``constexprs`` does not name takes its default (Triton's ASTSource would take it as None)."""
+    constexprs = {**_constexpr_defaults(kernel), **constexprs}
     attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
     source = ASTSource(fn=kernel, signature={**signature, **{k: "constexpr" for k in constexprs}},
                        constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def _constexpr_defaults(kernel) -> dict:
+    """name -> default of a jit function's defaulted ``tl.constexpr`` parameters (a default written as
+    ``tl.constexpr(v)`` as ``v``)."""
+    import inspect
+
+    defaults = {}
+    for parameter in inspect.signature(kernel.fn).parameters.values():
+        if parameter.default is not inspect.Parameter.empty and "constexpr" in str(parameter.annotation):
+            default = parameter.default
+            defaults[parameter.name] = getattr(default, "value", default)
+    return defaults
 
 
 def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
