@@ -158,8 +158,9 @@ def rule_stats(n: int, form: str) -> dict:
     persistence = _forward_persistence(tile, n, mode, activation)
     early = {}
     if hasattr(norm, "early_residual"):  # (the post-residual form's residual loaded with x, by the launcher's rule)
-        early["EARLY_RESIDUAL"] = (mode == norm.POST and not persistence["constexprs"].get("STAGES")
-                                   and norm.early_residual(tile, n))
+        early["EARLY_RESIDUAL"] = norm.early_residual(tile, n, mode, persistence["constexprs"].get("STAGES", 0))
+    if hasattr(norm, "FWD_WB_EVICT"):  # (the weight's and bias's loads' hint, as the launcher's)
+        early["WB_EVICT"] = norm.FWD_WB_EVICT
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
                                                                **persistence["constexprs"], **early},

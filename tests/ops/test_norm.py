@@ -1527,6 +1527,37 @@ def test_forward_in_chunks_matches_the_reference(form, n, device):
     assert_close_to_reference(out, own, expected)
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [760, 2048, 4304, 11008])
+@pytest.mark.parametrize("mode", [None, "pre", "post"])
+def test_weight_hint_changes_no_value(n, mode, device, monkeypatch):
+    """The plain forward's launch passes the weight's and bias's cache hint (the NOTE above FWD_WB_EVICT), and the hint
+    changes no value: every form, LayerNorm and RMSNorm, with and without it, bit for bit (on a GPU, two compiled
+    kernels; the interpreter ignores hints)."""
+    m = 5
+    x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=51)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=52)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=53)
+    r = random_tensor((m, n), torch.bfloat16, device, seed=54)
+    kwargs = {} if mode is None else dict(residual=r, residual_mode=mode)
+    hints = []
+    launch = norm._fwd_kernel
+
+    def recording(grid, *args, **constexprs):
+        hints.append(constexprs["WB_EVICT"])
+        return launch(grid, *args, **constexprs)
+
+    monkeypatch.setattr(norm, "_fwd_kernel", recording)
+    outs = []
+    for hint in (norm.FWD_WB_EVICT, ""):
+        monkeypatch.setattr(norm, "FWD_WB_EVICT", hint)
+        outs.append((blockfuse.layer_norm(x, w, b, **kwargs), blockfuse.rms_norm(x, w, **kwargs)))
+    assert hints == ["evict_last", "evict_last", "", ""]
+    for first, second in zip(*outs):
+        for a, c in zip(*(t if isinstance(t, tuple) else (t,) for t in (first, second))):
+            assert torch.equal(a, c)
+
+
 @pytest.mark.parametrize("n,early", [(760, True), (1024, True), (1152, True), (1536, True), (2048, False),
                                      (2560, True), (4096, False), (4304, True), (6144, True), (8192, False),
                                      (20000, False)])

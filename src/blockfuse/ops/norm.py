@@ -416,6 +416,7 @@ def _norm_fwd_kernel(
     #                        loaded once (the NOTE above FWD_PERSIST_STAGES: forward_stages)
     EARLY_RESIDUAL: tl.constexpr = False,  # (post mode, STAGES = 0, one chunk) the residual loaded with x, before
     #                                        the statistics (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)
+    WB_EVICT: tl.constexpr = tl.constexpr(""),  # the weight's and bias's loads' hint (the NOTE above FWD_WB_EVICT)
 ):
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
@@ -424,26 +425,35 @@ def _norm_fwd_kernel(
         _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, tl.program_id(0), stride_x,
                        stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W,
                        HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS,
-                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL)
+                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL, WB_EVICT=WB_EVICT)
     else:
         # (the weight and bias in registers across the rows: the NOTE above FWD_PERSIST_STAGES)
-        offs = tl.arange(0, BLOCK_N)
-        head_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
-        cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
-        wh, bh, wt, bt = W, B, W, B
-        if HAS_W:
-            wh = tl.load(W + offs, mask=head_mask, other=0.0).to(tl.float32)[None, :]
-            if TAIL:
-                wt = tl.load(W + cols_t, mask=cols_t < N, other=0.0).to(tl.float32)[None, :]
-        if HAS_B:
-            bh = tl.load(B + offs, mask=head_mask, other=0.0).to(tl.float32)[None, :]
-            if TAIL:
-                bt = tl.load(B + cols_t, mask=cols_t < N, other=0.0).to(tl.float32)[None, :]
+        wh, bh, wt, bt = _weight_and_bias_values(W, B, N, HAS_W, HAS_B, BLOCK_N, EVEN_N, TAIL, BLOCK_T, WB_EVICT)
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=STAGES):
             _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, block, stride_x,
                            stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE,
                            HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N,
                            NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True)
+
+
+@triton.jit
+def _weight_and_bias_values(W, B, N, HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK_N: tl.constexpr,
+                            EVEN_N: tl.constexpr, TAIL: tl.constexpr, BLOCK_T: tl.constexpr, EVICT: tl.constexpr):
+    """The weight and bias of a row's head columns and of its tail, (1, BLOCK_N) and (1, BLOCK_T) fp32 (the body's
+    WB_VALUES); 0.0 for what the norm has not (NOTE: a jit function returning None fails in triton 3.6)."""
+    offs = tl.arange(0, BLOCK_N)
+    head_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
+    cols_t = BLOCK_N + tl.arange(0, BLOCK_T)
+    wh, bh, wt, bt = 0.0, 0.0, 0.0, 0.0
+    if HAS_W:
+        wh = tl.load(W + offs, mask=head_mask, other=0.0, eviction_policy=EVICT).to(tl.float32)[None, :]
+        if TAIL:
+            wt = tl.load(W + cols_t, mask=cols_t < N, other=0.0, eviction_policy=EVICT).to(tl.float32)[None, :]
+    if HAS_B:
+        bh = tl.load(B + offs, mask=head_mask, other=0.0, eviction_policy=EVICT).to(tl.float32)[None, :]
+        if TAIL:
+            bt = tl.load(B + cols_t, mask=cols_t < N, other=0.0, eviction_policy=EVICT).to(tl.float32)[None, :]
+    return wh, bh, wt, bt
 
 
 @triton.jit
@@ -510,6 +520,7 @@ def _norm_fwd_body(
     WH=None, BH=None, WT=None, BT=None,  # WB_VALUES: the weight and bias of the head's columns and of the tail's
     WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
     EARLY_RESIDUAL: tl.constexpr = False,  # (the plain kernel's)
+    WB_EVICT: tl.constexpr = tl.constexpr(""),  # (the plain kernel's)
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
@@ -637,11 +648,11 @@ def _norm_fwd_body(
                                      dropout_scale, MODE, HAS_DROPOUT, CHUNK_LAST_EVICT)
             _norm_fwd_write(z, w_head, b_head, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N,
                             stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
-                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r, EARLY_RESIDUAL)
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r, EARLY_RESIDUAL, WB_EVICT)
         if TAIL:
             _norm_fwd_write(z_t, w_tail, b_tail, RES, Y, S, rows, cols_t, cols_t < N, mask_t, mean, rstd, seed, N,
                             stride_res, stride_y, stride_s, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
-                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r_t, EARLY_RESIDUAL)
+                            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, WB_VALUES, r_t, EARLY_RESIDUAL, WB_EVICT)
     else:
         # The FP8 output: y in e4m3 over its scale (Q, Q_SCALE), and the residual stream in x's dtype (s in
         # pre mode, y in post mode). The scale: rowwise, the row's amax, from y in fp32 before any FP8 store;
@@ -785,6 +796,7 @@ def _norm_fwd_value(
     CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TILE_VECTORS: tl.constexpr,
     WB_VALUES: tl.constexpr = False,  # W and B are the weight and bias values at cols, (1, BLOCK) fp32, not pointers
     r=None, R_GIVEN: tl.constexpr = False,  # post mode: ``r`` is the residual at (rows, cols), fp32, loaded already
+    WB_EVICT: tl.constexpr = tl.constexpr(""),  # the weight's and bias's loads' cache hint
 ):
     """The forward's output ``y`` in fp32 for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
     normalized input); ``OUT_DTYPE``, the output's dtype, is what CAST_BEFORE_WEIGHT rounds to. TILE_VECTORS: the
@@ -798,7 +810,7 @@ def _norm_fwd_value(
         elif TILE_VECTORS:
             w = _column_vector(W, rows, cols, mask)
         else:
-            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+            w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=WB_EVICT).to(tl.float32)[None, :]
         if CAST_BEFORE_WEIGHT:
             y = y.to(OUT_DTYPE).to(tl.float32)
         y = y * w
@@ -808,7 +820,7 @@ def _norm_fwd_value(
         elif TILE_VECTORS:
             y += _column_vector(B, rows, cols, mask)
         else:
-            y += tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+            y += tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=WB_EVICT).to(tl.float32)[None, :]
     if ACTIVATION != 0:
         y = gelu(y, ACTIVATION == _GELU_TANH)
     if MODE == _POST:
@@ -825,7 +837,7 @@ def _norm_fwd_write(
     z, W, B, RES, Y, S, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, stride_y, stride_s,
     dropout_p, dropout_scale, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr,
-    WB_VALUES: tl.constexpr = False, r=None, R_GIVEN: tl.constexpr = False,
+    WB_VALUES: tl.constexpr = False, r=None, R_GIVEN: tl.constexpr = False, WB_EVICT: tl.constexpr = tl.constexpr(""),
 ):
     """Writes the forward's outputs for the columns ``cols`` of the rows ``rows`` (``z``: their fp32
     normalized input): ``s`` in pre mode, and ``y``. WB_VALUES, ``r`` and R_GIVEN: as in :func:`_norm_fwd_value`."""
@@ -833,7 +845,7 @@ def _norm_fwd_write(
         tl.store(S + rows[:, None] * stride_s + cols[None, :], z.to(S.dtype.element_ty), mask=mask)
     y = _norm_fwd_value(z, W, B, RES, rows, cols, col_mask, mask, mean, rstd, seed, N, stride_res, dropout_p,
                         dropout_scale, Y.dtype.element_ty, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
-                        ACTIVATION, False, WB_VALUES, r, R_GIVEN)
+                        ACTIVATION, False, WB_VALUES, r, R_GIVEN, WB_EVICT)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -1766,7 +1778,7 @@ def _norm_fwd(
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
-        EARLY_RESIDUAL=mode == POST and not stages and early_residual(tile, n), num_warps=tile.num_warps,
+        EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=FWD_WB_EVICT, num_warps=tile.num_warps,
         maxnreg=_fwd_maxnreg(tile, stages),
     )
     return outputs
@@ -1792,12 +1804,27 @@ def _norm_fwd(
 FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES = 1024
 
 
-def early_residual(tile: Tile, n: int) -> bool:
-    """Whether the post-residual forward of rows of ``n`` on ``tile`` (one chunk, a program a row block) loads its
-    residual with x (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)."""
-    if not FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES or tile.num_chunks != 1:
+def early_residual(tile: Tile, n: int, mode: int = POST, stages: int = 0) -> bool:
+    """Whether the forward of rows of ``n`` in ``mode`` on ``tile`` loads its residual with x (the NOTE above
+    FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES): the post-residual form, one chunk, a program a row block (``stages`` 0)."""
+    if mode != POST or stages or not FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES or tile.num_chunks != 1:
         return False
     return tile.tail or n % tile.block_n != 0 or tile.block_n <= FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES
+
+
+# NOTE: the plain forward loads its weight and bias with an evict_last cache hint, as Inductor's kernels do: a program
+# of a few rows reads the whole weight again, as many bytes as a row of x, through caches that the rows' streams, each
+# read once, would otherwise evict it from (the likely reading, not shown). Measured on an H200
+# (benchmarks/norm_forward_warps.py --setting, the forward launcher in inference, with and without the hint alternating
+# in one process, two rounds; benchmarks/results/launch-rules/26-weight-hint-2026-12-04-h200/), the time without it over
+# the time with it, by form's geometric mean 1.00-1.03 (2048 rows 1.03, 32768 rows 1.006 and never below 0.996 there);
+# post-residual at 8192 wide 1.09-1.11 at every row count, LayerNorm at 2048 rows 1.06-1.19 at 2560-8192 wide, RMSNorm
+# at 2048 rows 1.00-1.16 up to 6144 wide; lowest post-residual [8192, 768 / 1024] 0.95-0.98 and LayerNorm [2048, 1152]
+# 0.96-0.97 (kernels of 5-16 us). Measured in the same call and not taken: the weight and bias loaded first, before x's
+# statistics, as values (Inductor's order): 0.95 by LayerNorm's geometric mean (to 0.76; 17-42 registers a thread more
+# at 4096-4304, benchmarks/kernel_stats.py --rule). The FP8 forward (its vectors in the tile's shape) and the backward
+# (the weight loaded once a program) keep theirs. "": no hint.
+FWD_WB_EVICT = "evict_last"
 
 
 # NOTE: a row past FWD_PERSIST_FROM_LANES lanes held in registers (one row a program, one chunk) on FWD_WIDE_WARPS
