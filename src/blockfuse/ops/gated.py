@@ -59,11 +59,6 @@ class Tiles:
 
 
 TILES = Tiles()
-# NOTE (issue 22, being measured): operands that are all contiguous launched as one flat row (FLAT): each program's
-# tile is then one contiguous run of the tensor and no width pads a column block; the tile as Tiles says, one
-# program a tile of BLOCK_N elements. Columns are int32 in the kernel: tensors up to FLAT_MAX_ELEMENTS.
-FLAT = False
-FLAT_MAX_ELEMENTS = 2**31 - 2**20
 # The forward with an FP8 output. NOTE: not yet swept on a GPU. Tensorwise takes the forward's elementwise
 # tiles, but of 8192 elements: each program folds its amax into one address with an atomic, and 1024-element
 # tiles would make 64 Ki of them at [16384, 4096] (the forward's tile sizes from 1024 to 8192 ran within 1% of
@@ -229,34 +224,14 @@ def _halves(gate: Tensor, up: Optional[Tensor]) -> tuple[Tensor, Tensor, int]:
     return as_rows(gate, hidden), as_rows(up, hidden), hidden
 
 
-def _flat_rows(*views: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
-    """The (M, hidden) row views, as one (1, M * hidden) row each where FLAT and every one is contiguous (the NOTE
-    above FLAT); else as given."""
-    present = [v for v in views if v is not None]
-    m, hidden = present[0].shape
-    if not FLAT or m < 2 or m * hidden > FLAT_MAX_ELEMENTS or any(
-            v.stride(0) != hidden or v.stride(1) != 1 for v in present):
-        return views
-    return tuple(None if v is None else v.view(1, m * hidden) for v in views)
-
-
-def _shape(m: int, hidden: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
-    """(programs, BLOCK_M, BLOCK_N, num_warps): with FLAT, one row (m = 1) in tiles of ``tile_elements``; else
-    activation.launch_shape's."""
-    if FLAT and m == 1 and hidden > tile_elements:
-        return cdiv(hidden, tile_elements), 1, tile_elements, max(1, tile_elements // elements_per_warp)
-    return launch_shape(m, hidden, tile_elements, elements_per_warp)
-
-
 def launch_gated_forward(g2: Tensor, u2: Optional[Tensor], y2: Tensor, activation: str) -> None:
     """y2 = act(g2) * u2 (u2 None: act(g2)) for (M, hidden) row views with a contiguous last dimension (two
     halves of a packed tensor, say); ``activation`` a pointwise one (a key of ``activation.CODES``). For
     launchers: the MLP ops' launchers call it on blocks of rows / columns."""
-    if g2.numel() == 0:
-        return
-    g2, u2, y2 = _flat_rows(g2, u2, y2)
     m, hidden = g2.shape
-    programs, block_m, block_n, num_warps = _shape(m, hidden, TILES.forward, TILES.forward_per_warp)
+    if m == 0 or hidden == 0:
+        return
+    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
     vec, n_units, strides = in_row_units(hidden, g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0))
     _fwd_kernel(
         (programs,),
@@ -273,14 +248,12 @@ def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Optional[Tensor], dg2: Op
     input (``dg2`` = ``g2``, ``du2`` = ``u2``): each element is read before it is written. ``packed_out``: a
     (M, 2 hidden) tensor that takes both (dg2 and du2 None): one whole output, so that under torch.compile
     no kernel writes into views. For launchers, as :func:`launch_gated_forward`."""
+    m, hidden = g2.shape
     if packed_out is not None:
         dg2 = packed_out
-    if g2.numel() == 0 or (dg2 is None and du2 is None):
+    if m == 0 or hidden == 0 or (dg2 is None and du2 is None):
         return
-    if packed_out is None:
-        dy2, g2, u2, dg2, du2 = _flat_rows(dy2, g2, u2, dg2, du2)
-    m, hidden = g2.shape
-    programs, block_m, block_n, num_warps = _shape(m, hidden, TILES.backward, TILES.backward_per_warp)
+    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
     vec, n_units, strides = in_row_units(hidden, dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
                                          0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0))
     _bwd_kernel(
