@@ -22,10 +22,11 @@ from blockfuse.bench import runner, timing
 from blockfuse.bench.runner import DTYPES, Case, Reference
 
 
-def _case(name: str, shape: tuple, provider: str) -> Case:
+def _case(name: str, shape: tuple, provider: str, device: str = "cuda") -> Case:
+    """``provider`` of op benchmark ``name`` at ``shape`` in bf16, as the runner builds it."""
     bench = next(b for b in runner.declared_ops() if b.name == name)
     settings = runner.Settings(dtype="bf16", modes=("fwd",), providers=(provider,), shapes=(shape,), quick=False,
-                               device=torch.device("cuda"))
+                               device=torch.device(device))
     torch.manual_seed(0)
     torch.compiler.reset()
     inputs = bench.make_inputs(shape, DTYPES["bf16"], settings.device)
