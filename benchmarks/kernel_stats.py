@@ -161,8 +161,6 @@ def rule_stats(n: int, form: str) -> dict:
         early["EARLY_RESIDUAL"] = norm.early_residual(tile, n, mode, persistence["constexprs"].get("STAGES", 0))
     if hasattr(norm, "FWD_WB_EVICT"):  # (the weight's and bias's loads' hint, as the launcher's)
         early["WB_EVICT"] = norm.FWD_WB_EVICT
-    if hasattr(norm, "FWD_RSQRT"):
-        early["RSQRT"] = norm.FWD_RSQRT
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
                                                                **persistence["constexprs"], **early},

@@ -417,7 +417,6 @@ def _norm_fwd_kernel(
     EARLY_RESIDUAL: tl.constexpr = False,  # (post mode, STAGES = 0, one chunk) the residual loaded with x, before
     #                                        the statistics (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)
     WB_EVICT: tl.constexpr = tl.constexpr(""),  # the weight's and bias's loads' hint (the NOTE above FWD_WB_EVICT)
-    RSQRT: tl.constexpr = False,  # 1 / sqrt as the fast reciprocal square root (the NOTE above FWD_RSQRT)
 ):
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
@@ -426,7 +425,7 @@ def _norm_fwd_kernel(
         _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, tl.program_id(0), stride_x,
                        stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W,
                        HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS,
-                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL, WB_EVICT=WB_EVICT, RSQRT=RSQRT)
+                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL, WB_EVICT=WB_EVICT)
     else:
         # (the weight and bias in registers across the rows: the NOTE above FWD_PERSIST_STAGES)
         wh, bh, wt, bt = _weight_and_bias_values(W, B, N, HAS_W, HAS_B, BLOCK_N, EVEN_N, TAIL, BLOCK_T, WB_EVICT)
@@ -434,7 +433,7 @@ def _norm_fwd_kernel(
             _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, block, stride_x,
                            stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE,
                            HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N,
-                           NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True, RSQRT=RSQRT)
+                           NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True)
 
 
 @triton.jit
@@ -522,7 +521,6 @@ def _norm_fwd_body(
     WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
     EARLY_RESIDUAL: tl.constexpr = False,  # (the plain kernel's)
     WB_EVICT: tl.constexpr = tl.constexpr(""),  # (the plain kernel's)
-    RSQRT: tl.constexpr = False,  # (the plain kernel's)
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
@@ -632,10 +630,7 @@ def _norm_fwd_body(
             shift = shift / N
             mean += shift
             var = sq / N - shift * shift
-    if RSQRT:
-        rstd = tl.math.rsqrt(var + eps)
-    else:
-        rstd = 1.0 / tl.sqrt(var + eps)
+    rstd = 1.0 / tl.sqrt(var + eps)
     if STATS:
         if not IS_RMS:
             tl.store(MEAN + rows, mean, mask=row_mask)
@@ -1783,8 +1778,7 @@ def _norm_fwd(
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
-        EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=FWD_WB_EVICT, RSQRT=FWD_RSQRT,
-        num_warps=tile.num_warps,
+        EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=FWD_WB_EVICT, num_warps=tile.num_warps,
         maxnreg=_fwd_maxnreg(tile, stages),
     )
     return outputs
@@ -1831,9 +1825,6 @@ def early_residual(tile: Tile, n: int, mode: int = POST, stages: int = 0) -> boo
 # at 4096-4304, benchmarks/kernel_stats.py --rule). The FP8 forward (its vectors in the tile's shape) and the backward
 # (the weight loaded once a program) keep theirs. "": no hint.
 FWD_WB_EVICT = "evict_last"
-# NOTE (issue 22, being measured): the forward's 1 / sqrt(var + eps) as the fast reciprocal square root (one MUFU, as
-# PyTorch's and Inductor's norms take it) instead of a rounded square root and a division, on the row's critical path.
-FWD_RSQRT = True
 
 
 # NOTE: a row past FWD_PERSIST_FROM_LANES lanes held in registers (one row a program, one chunk) on FWD_WIDE_WARPS
