@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests import multiprocess
-from tests.test_distributed import _case, _collectives
+from tests.test_distributed import _case, _collectives, collective_counter
 
 # (preset, overrides, sequence_parallel): OLMo-2's block (reordered, RMSNorm with the weight in fp32, QK-norm, no
 # biases) and a pre-norm block with Llama's RMSNorm rounding, QK-norm and biases; both GQA (4 heads, 2 kv heads)
@@ -131,7 +131,6 @@ def _hf_model(family: str, tied: bool = False):
 def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
     import blockfuse
     from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.debug import CommDebugMode
     from torch.distributed.tensor.parallel import parallelize_module
 
     from blockfuse.distributed import HeadShardedRMSNorm, tp_plan
@@ -146,13 +145,12 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
     labels[0, :3] = -100
 
     def step(m):
-        forward, backward = CommDebugMode(), CommDebugMode()
+        forward, backward = collective_counter(), collective_counter()
         with forward:
             out = m(input_ids=ids, labels=labels)
         with backward:
             out.loss.backward()
-        collectives = {"forward": _collectives(forward.get_comm_counts()),
-                       "backward": _collectives(backward.get_comm_counts())}
+        collectives = {"forward": _collectives(forward.counts), "backward": _collectives(backward.counts)}
         return out.loss.detach(), None if out.logits is None else out.logits.detach(), collectives
 
     reference = copy.deepcopy(model)

@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 
 import blockfuse  # noqa: E402
 from blockfuse.patching.apply import STATE  # noqa: E402
-from blockfuse.patching.forwards import hf_rotary  # noqa: E402
+from blockfuse.patching.forwards import CannotPatch, hf_rotary  # noqa: E402
 from tests.helpers import (  # noqa: E402
     assert_all_close_to_reference, grads, make_generator, random_tensor, relative_error,
 )
@@ -213,6 +213,37 @@ def test_rotary_replacement_matches_hugging_face(rotary_dim, unsqueeze_dim):
         counting = functools.wraps(original)(lambda *args: calls.append(args) or args[:2])
         hf_rotary(counting, promote=True)(q, k, cos[0], sin[0], unsqueeze_dim=unsqueeze_dim)
         assert len(calls) == 1
+
+
+def _hub_module(func):
+    """A function as the ``kernels`` package's ``use_kernel_forward_from_hub`` makes it (transformers 5.25): an
+    ``nn.Module`` instance whose class's forward takes ``*args, **kwargs`` and calls ``func`` from its closure."""
+
+    class Func(nn.Module):
+        def forward(self, *args, **kwargs):
+            return func(*args, **kwargs)
+
+    return Func()
+
+
+def test_rotary_replacement_sees_through_a_hub_kernel_module():
+    """Hugging Face's apply_rotary_pos_emb wrapped as a hub-kernel module (and that module wrapped by
+    functools.wraps) is recognized by the function inside; calls blockfuse does not cover still go to the module."""
+
+    def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+        calls.append(unsqueeze_dim)
+        return q, k
+
+    calls = []
+    module = _hub_module(apply_rotary_pos_emb)
+    for original in (module, functools.wraps(module)(lambda *args, **kwargs: module(*args, **kwargs))):
+        replacement = hf_rotary(original, promote=True)
+        q, k = random_tensor((2, 4, 6, 16), seed=1), random_tensor((2, 2, 6, 16), seed=2)
+        cos = sin = random_tensor((6, 16), seed=3)  # 2-D tables: not HF's per-token ones, the original runs
+        replacement(q, k, cos, sin)
+    assert calls == [1, 1]
+    with pytest.raises(CannotPatch, match=r"\['args', 'kwargs'\]"):
+        hf_rotary(_hub_module(lambda *args, **kwargs: None), promote=True)
 
 
 def test_rotary_replacement_keeps_hugging_face_memory_layout():

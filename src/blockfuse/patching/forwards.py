@@ -111,15 +111,31 @@ def wrapped_like(fn: Callable, function: types.FunctionType) -> types.FunctionTy
 # ----------------------------------------------------------------------------------------
 
 
+def _rotary_function(original: Callable) -> Callable:
+    """The Python function behind Hugging Face's ``apply_rotary_pos_emb``: ``original`` itself, or the function a
+    ``kernels`` hub module wraps. NOTE: transformers 5.25 with the ``kernels`` package (one of its requirements)
+    decorates it with ``use_kernel_forward_from_hub``, which makes it an ``nn.Module`` instance whose class's forward
+    (``*args, **kwargs``) calls the function held in its closure as ``func``."""
+    original = inspect.unwrap(original)  # (functools.wraps layers, as inspect.signature follows them)
+    forward = getattr(type(original), "forward", None)
+    code = getattr(forward, "__code__", None)
+    if isinstance(original, nn.Module) and code is not None and "func" in code.co_freevars:
+        inner = forward.__closure__[code.co_freevars.index("func")].cell_contents
+        if isinstance(inner, types.FunctionType):
+            return inner
+    return original
+
+
 def hf_rotary(original: Callable, promote: bool) -> Callable:
     """The replacement of Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``
     (in older transformers, 4.46 for one, also an unused ``position_ids`` before ``unsqueeze_dim``).
 
     ``promote``: the output dtype of the original, ``promote_types(q, cos)`` for Llama's
     ``q * cos + ...``, else q's dtype (OLMo-2 casts back). A call that blockfuse does not cover
-    (tables that are not HF's per-token ones, another ``unsqueeze_dim``) runs ``original``.
+    (tables that are not HF's per-token ones, another ``unsqueeze_dim``) runs ``original`` (a ``kernels`` hub
+    module too: :func:`_rotary_function`).
     """
-    names = list(inspect.signature(original).parameters)
+    names = list(inspect.signature(_rotary_function(original)).parameters)
     if names[:4] != ["q", "k", "cos", "sin"] or names[4:] not in (["unsqueeze_dim"], ["position_ids", "unsqueeze_dim"]):
         raise CannotPatch(f"{ROTARY_GLOBAL} has parameters {names}, not the (q, k, cos, sin[, position_ids], "
                           f"unsqueeze_dim) that blockfuse knows")
