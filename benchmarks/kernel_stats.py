@@ -101,20 +101,10 @@ def _aligned(signature: dict, integers: list[str], n: int = 16) -> list[str]:
 
 def _reload(tile, activation: int, is_rms: bool) -> bool:
     """The backward launcher's RELOAD (norm._bwd_reload; its arguments changed: this script runs on older code too)."""
-    for args in ((tile, activation), (tile,), (tile, activation, 2 if not is_rms else 1)):
-        try:
-            return norm._bwd_reload(*args)
-        except TypeError:
-            continue
-    raise TypeError("norm._bwd_reload: an unknown signature")
-
-
-def _pieces_constexprs(tile, mode: int, stages: int, activation: int) -> dict:
-    """The backward launcher's EARLY_ACC and REREAD where the code has them."""
-    if hasattr(norm, "_bwd_reread"):
-        return {"EARLY_ACC": norm._early_acc(tile, mode, stages, activation),
-                "REREAD": norm._bwd_reread(tile, activation)}
-    return {"EARLY_ACC": norm._early_acc(tile, mode, stages)} if hasattr(norm, "_early_acc") else {}
+    try:
+        return norm._bwd_reload(tile)
+    except TypeError:
+        return norm._bwd_reload(tile, activation, 2 if not is_rms else 1)
 
 
 def _depth(tile, n: int, mode: int, activation: int) -> int:
@@ -208,7 +198,8 @@ def rule_stats(n: int, form: str) -> dict:
                              "STAGES": stages,
                              "DIRECT": False, "TWO_FMA": norm._two_fma(tile, activation),
                              "RELOAD": _reload(tile, activation, is_rms),
-                             **_pieces_constexprs(tile, mode, stages, activation),
+                             **({"EARLY_ACC": norm._early_acc(tile, mode, stages)}
+                                if hasattr(norm, "_early_acc") else {}),
                              "VEC": launch.row_units(n),
                              **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {})},
@@ -369,8 +360,7 @@ def main() -> None:
                       EVEN_N=args.even_n, **({"TAIL": False, "BLOCK_T": 1} if hasattr(norm, "backward_rule") else {}),
                       **({"BLOCK_U": 1} if "block_u" in norm.Tile._fields else {}),
                       STAGES=args.stages, DIRECT=False, RELOAD=False,
-                      **({"EARLY_ACC": False} if hasattr(norm, "_early_acc") else {}),
-                      **({"REREAD": False} if hasattr(norm, "_bwd_reread") else {}), VEC=1,
+                      **({"EARLY_ACC": False} if hasattr(norm, "_early_acc") else {}), VEC=1,
                       TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
                       and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}

@@ -204,10 +204,6 @@ ACT_BWD_THREE_PIECES = False
 BWD_EARLY_ACC = None
 BWD_WIDE_PIECES_RMS_MAX_TAIL = 4096
 ACT_BWD_WIDE_PIECES = True
-# NOTE: the GELU form's wide pieces holding d(affine output) alone (1) or nothing (2) across the row sums, z (and
-# dy) read again after them: slower (launch-rules/28-gelu-reread-2026-12-04-h200/). 0: off.
-ACT_BWD_REREAD = 1
-BWD_REREAD = None  # force it in any pieces (benchmarks' A/B runs, tests)
 # NOTE: the GELU form's backward in pieces. Its loop issues about twice the plain LayerNorm's instructions an element
 # (the activation's input and derivative recomputed: 35 SASS instructions a useful element at 4096 against 17,
 # benchmarks/kernel_stats.py --loop), which puts it past the ~43 at which an H200's issue rate rather than its memory
@@ -928,13 +924,12 @@ def _load_weight_and_bias(W, B, cols, col_mask, HAS_W: tl.constexpr, HAS_B: tl.c
 def _norm_bwd_chunk(
     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N, dropout_p, dropout_scale,
     MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr, EVICTION: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr,
 ):
-    """Loads one chunk of a wide row (z, dy, w, and b with an activation; z and dy with the cache hint EVICTION, w and
-    b with none) and returns ``_norm_bwd_math`` of it."""
-    z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
-    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
-    z, dy = z.to(tl.float32), dy.to(tl.float32)
+    """Loads one chunk of a wide row (z, dy, w, and b with an activation) and returns
+    ``_norm_bwd_math`` of it."""
+    z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w, b = _load_weight_and_bias(W, B, cols, col_mask, HAS_W, HAS_B, ACTIVATION, "")
     return _norm_bwd_math(z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale,
                           MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
@@ -1081,27 +1076,13 @@ def _add_to_accumulators(dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u,
 
 
 @triton.jit
-def _reread_piece(Z, W, rows, cols, mask, col_mask, dy, mean, rstd, stride_z, HAS_W: tl.constexpr):
-    """A piece's ``(xhat, w * dy)`` again from z and w read again (from L2 and L1: the row and the weight were read
-    moments ago), ``dy`` the d(affine output) held: _norm_bwd_math's values, bit for bit. Other cache hints than the
-    first reads', so that the compiler keeps both reads rather than the first one's values."""
-    z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-    xhat = (z.to(tl.float32) - mean[:, None]) * rstd[:, None]
-    wdy = dy
-    if HAS_W:
-        w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        wdy = dy * w[None, :]
-    return xhat, wdy
-
-
-@triton.jit
 def _norm_bwd_pieces(
     DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
     stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_U: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
-    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr, REREAD: tl.constexpr,
+    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr,
 ):
     """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
     BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
@@ -1109,9 +1090,7 @@ def _norm_bwd_pieces(
     weight / bias gradient accumulators. The row sums reduce each piece to a scalar before they are added (as the
     forward's _row_statistics_of_pieces: a piece of another layout than the head's is never moved into it). RELOAD:
     the weight (and bias) loaded again each row rather than held (_bwd_reload); EARLY_ACC: the accumulators take the
-    row before its sums are reduced rather than after its stores (_early_acc); REREAD (with EARLY_ACC): only d(affine
-    output) is held across the row sums, z and w read again after them for d(input) (_bwd_reread)."""
-    tl.static_assert(not REREAD or EARLY_ACC, "REREAD holds d(affine output) alone: the accumulators take it first")
+    row before its sums are reduced rather than after its stores (_early_acc)."""
     tl.static_assert(BLOCK_M == 1, "a row in pieces is one row a block")
     OUT_DTYPE: tl.constexpr = DX.dtype.element_ty
     offs = tl.arange(0, BLOCK_N)
@@ -1180,24 +1159,6 @@ def _norm_bwd_pieces(
             s2 += s2_u
         c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + s1 / N
         c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + s2 / N
-        if REREAD == 2:
-            xhat, _, _, wdy = _norm_bwd_chunk(
-                DY, Z, W, B, seed, rows, offs, mask, col_mask, mean, rstd, stride_dy, stride_z, N, dropout_p,
-                dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE, "evict_first")
-            xhat_t, _, _, wdy_t = _norm_bwd_chunk(
-                DY, Z, W, B, seed, rows, cols_t, mask_t, col_mask_t, mean, rstd, stride_dy, stride_z, N, dropout_p,
-                dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE, "evict_first")
-            if BLOCK_U > 1:
-                xhat_u, _, _, wdy_u = _norm_bwd_chunk(
-                    DY, Z, W, B, seed, rows, cols_u, mask_u, col_mask_u, mean, rstd, stride_dy, stride_z, N,
-                    dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
-                    OUT_DTYPE, "evict_first")
-        elif REREAD:
-            xhat, wdy = _reread_piece(Z, W, rows, offs, mask, col_mask, dy, mean, rstd, stride_z, HAS_W)
-            xhat_t, wdy_t = _reread_piece(Z, W, rows, cols_t, mask_t, col_mask_t, dy_t, mean, rstd, stride_z, HAS_W)
-            if BLOCK_U > 1:
-                xhat_u, wdy_u = _reread_piece(Z, W, rows, cols_u, mask_u, col_mask_u, dy_u, mean, rstd, stride_z,
-                                              HAS_W)
         dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
         _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p,
                           dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -1257,7 +1218,6 @@ def _norm_bwd_kernel(
     TWO_FMA: tl.constexpr,  # dz's form (_input_grad; the launcher's rule: _two_fma)
     RELOAD: tl.constexpr,  # read each row twice, not hold it across its sums (the launcher's rule: _bwd_reload)
     EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
-    REREAD: tl.constexpr,  # TAIL: z and w read again for d(input), only d(affine output) held (the rule: _bwd_reread)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
@@ -1280,7 +1240,7 @@ def _norm_bwd_kernel(
             DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
             stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W,
             HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, BLOCK_U, STAGES,
-            DIRECT, TWO_FMA, RELOAD, EARLY_ACC, REREAD)
+            DIRECT, TWO_FMA, RELOAD, EARLY_ACC)
     elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -1321,7 +1281,7 @@ def _norm_bwd_kernel(
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
                     dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
-                    DX.dtype.element_ty, "")
+                    DX.dtype.element_ty)
                 c1_acc += xhat * wdy
                 c2_acc += wdy
             c1, c2 = _row_sums(c1_acc, c2_acc)
@@ -1331,7 +1291,7 @@ def _norm_bwd_kernel(
                 xhat, xhat_w, dy, wdy = _norm_bwd_chunk(
                     DY, Z, W, B, seed, rows, cols, mask, col_mask, mean, rstd, stride_dy, stride_z, N,
                     dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
-                    DX.dtype.element_ty, "")
+                    DX.dtype.element_ty)
                 dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -1682,33 +1642,20 @@ def _two_fma(tile: Tile, activation: int) -> bool:
     return not activation and tile.num_warps <= BWD_TWO_FMA_MAX_WARPS
 
 
-def _bwd_reload(tile: Tile, activation: int = 0) -> bool:
+def _bwd_reload(tile: Tile) -> bool:
     """Whether the backward reads each row twice (see the NOTE above BWD_RELOAD_FROM_LANES): every form, in a tile
-    of BWD_RELOAD_FROM_LANES lanes or more; in pieces, whether it reads the weight (and bias) again each row (three
-    pieces: the NOTE above BWD_THREE_PIECES_MAX_LANES; pieces that read z again: _bwd_reread)."""
+    of BWD_RELOAD_FROM_LANES lanes or more; in three pieces, whether it reads the weight (and bias) again each row
+    (always: the NOTE above BWD_THREE_PIECES_MAX_LANES)."""
     if BWD_RELOAD is not None:
         return BWD_RELOAD
-    if tile.tail and (tile.block_u > 1 or _bwd_reread(tile, activation)):
-        return True
+    if tile.tail and tile.block_u > 1:
+        return True  # (three pieces: the weight read again each row, the NOTE above BWD_THREE_PIECES_MAX_LANES)
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
 
 
-def _bwd_reread(tile: Tile, activation: int = 0) -> int:
-    """What the backward in pieces holds across the row sums (the NOTE above ACT_BWD_REREAD): 0 its tiles; 1 only
-    d(affine output), z and w read again for d(input); 2 nothing, z, dy, w and b read again and the piece's math done
-    again. ACT_BWD_REREAD for the GELU form in pieces past BWD_PIECES_MAX_LANES lanes, else 0."""
-    if not tile.tail:
-        return 0
-    if BWD_REREAD is not None:
-        return int(BWD_REREAD)
-    return int(ACT_BWD_REREAD) if activation and tile.lanes > BWD_PIECES_MAX_LANES else 0
-
-
-def _early_acc(tile: Tile, mode: int, stages: int, activation: int = 0) -> bool:
+def _early_acc(tile: Tile, mode: int, stages: int) -> bool:
     """Whether the backward in pieces adds a row to the weight / bias gradients' accumulators before its row sums
-    rather than after its stores (the NOTE above BWD_EARLY_ACC); always where it reads z again (_bwd_reread)."""
-    if _bwd_reread(tile, activation):
-        return True
+    rather than after its stores (the NOTE above BWD_EARLY_ACC)."""
     if BWD_EARLY_ACC is not None:
         return BWD_EARLY_ACC
     return (tile.tail and tile.block_u == 1 and tile.lanes > BWD_PIECES_MAX_LANES and mode != PRE and stages > 1)
@@ -2151,8 +2098,7 @@ def _norm_bwd(
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         **tile.constexprs(n), BLOCK_U=tile.block_u,
         STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
-        RELOAD=_bwd_reload(tile, activation), EARLY_ACC=_early_acc(tile, mode, stages, activation),
-        REREAD=_bwd_reread(tile, activation), VEC=vec,
+        RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
