@@ -3,7 +3,7 @@
 #
 #   bash scripts/session_check_gpu.sh PACK        (writes PACK/check.tar.gz)
 #
-# `pytest -n 8` of the tests that run kernels on CUDA: tests/ops, tests/nn, tests/models, tests/patching and the
+# `pytest -n 12` of the tests that run kernels on CUDA: tests/ops, tests/nn, tests/models, tests/patching and the
 # CUDA timer's, tests/bench/test_timing.py (the newest run: benchmarks/results/session-check/2026-11-28-h200-d/; on
 # 2026-11-28 the compiled reordered and standard blocks were found wrong by tests/models/test_blocks.py a day after
 # the change that broke them, because only the changed files' tests had run:
@@ -16,7 +16,7 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-step 540 tests-raw python3 -m pytest -q -p no:cacheprovider -rfE -n 8 --durations=15 tests/ops tests/nn tests/models \
+step 545 tests-raw python3 -m pytest -q -p no:cacheprovider -rfE -n 12 --durations=15 tests/ops tests/nn tests/models \
     tests/patching tests/bench/test_timing.py
 grep -v "DEBUG" "$OUT/tests-raw.log" > "$OUT/tests.log" && rm "$OUT/tests-raw.log"
 tail -30 "$OUT/tests.log"

@@ -383,9 +383,9 @@ bm, bn, warps = fp8.SUM_TILE["compiled"]
 report["cast"] = stats(fp8._fp8_cast_kernel, {
     "X": "*bf16", "X_SCALE": None, "AMAX": "*fp32", "COL_AMAX": None, "RESET": None, "Y": "*fp8e5",
     "Y_SCALE": "*fp32", "YT": "*fp8e5", "YT_SCALE": "*fp32", "HISTORY": "*fp32", "COL_SUM": "*fp32",
-    "stride_m": "i32", "stride_n": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
+    "stride_m": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
     dict(FP8_MAX=57344.0, E5M2=True, ROWWISE=False, HAS_Y=True, HAS_YT=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
-         HAS_SUM=True, GIVEN_SCALE=False), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
+         HAS_SUM=True, GIVEN_SCALE=False, stride_n=1), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
 bm, bn, warps = fp8_act.BWD_DELAYED_TILE["compiled"]
 report["activation backward"] = stats(fp8_act._fp8_act_bwd_delayed_kernel, {
     "DY": "*bf16", "G": "*bf16", "U": "*bf16", "HISTORY": "*fp32", "AMAX": "*fp32", "Q": "*fp8e5",
@@ -401,8 +401,10 @@ def test_delayed_tiles_compile_for_sm90_without_spills():
     """The delayed cast with column sums at ``fp8.SUM_TILE`` (128 x 64 on 2 warps) and the gated delayed
     activation backward at ``fp8_act.BWD_DELAYED_TILE`` (64 x 64 on 4 warps), compiled for sm_90 as a Hopper
     launches them (the interpreter's tiles are others): no spills. Both were timed best with these tiles on an
-    H200 (fp8/14-delayed-2026-11-28-h200), with 244 and 154 registers a thread; a spill would be a slower kernel
-    than the one measured."""
+    H200 (fp8/14-delayed-2026-11-28-h200); a spill would be a slower kernel than the one measured. The cast's
+    column stride is 1, a constant, as a launch specializes an int argument equal to 1 (Triton 3.6 and 3.9): compiled
+    with it as a plain int, Triton 3.6 (the lent H200's) gave the cast a layout of one element a thread and 488 bytes
+    of spill, a kernel no launch runs (benchmarks/results/session-check/2026-12-04-h200/)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
                                                       env.get("PYTHONPATH")]))
