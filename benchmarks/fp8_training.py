@@ -67,6 +67,7 @@ from torch import Tensor, nn
 import blockfuse
 import blockfuse.fp8
 from blockfuse.bench.runner import environment
+from blockfuse.bench.writer import write_png
 from blockfuse.models import BlockConfig, TransformerStack
 
 RUNS = ("fp32", "bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed")
@@ -446,7 +447,7 @@ def plot(record: dict, path: Path) -> bool:
     env = record["environment"]
     figure.suptitle(f"{env['card']}, torch {env['torch']}, triton {env['triton']}", fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    write_png(figure, path, dpi=120)
     plt.close(figure)
     return True
 

@@ -25,6 +25,7 @@ import torch
 
 from blockfuse.analyze.ceilings import copy_bandwidth
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
+from blockfuse.bench.writer import write_png
 from blockfuse.ops import fp8, fp8_weights
 
 # (name, [(out_features, in_features) of QKV, output, MLP up (gate|up where gated), MLP down])
@@ -77,7 +78,7 @@ def plot(result: dict, path: str) -> None:
     fig.suptitle(f"A block's four FP8 weight casts, bf16 -> e4m3: {result['device']}, torch {result['torch']}",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_png(fig, path, dpi=120)
 
 
 def main() -> None:

@@ -17,11 +17,17 @@ step() {
     tail -4 "$OUT/$name.log"
 }
 
-# write_env: versions, the card and the carried peers' versions into $OUT/env.log.
+# write_env: versions, the card, and the versions of transformers and the carried peers into $OUT/env.log.
 write_env() {
     python3 -m blockfuse env > "$OUT/env.log" 2>&1
     nvidia-smi --query-gpu=name,memory.total --format=csv >> "$OUT/env.log" 2>&1
-    python3 -c "import torchao; print('torchao', torchao.__version__)" >> "$OUT/env.log" 2>&1
+    python3 -c "
+import importlib.metadata as metadata
+for name in ('transformers', 'liger-kernel', 'torchao', 'cut-cross-entropy'):
+    try:
+        print(name, metadata.version(name))
+    except metadata.PackageNotFoundError:
+        print(name, 'not installed')" >> "$OUT/env.log" 2>&1
 }
 
 # old_code: OLD=(env PYTHONPATH=...) when _gpu/old/src holds the code before a change (`git archive COMMIT src |

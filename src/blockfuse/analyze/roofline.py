@@ -47,6 +47,8 @@ def write_roofline(report: Report, path: str | Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
+    from blockfuse.bench.writer import write_png
+
     copy_gbps = report.ceilings["copy"]["gbps"]
     peak = report.ceilings["gemm"]["tflops"]
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
@@ -95,7 +97,7 @@ def write_roofline(report: Report, path: str | Path) -> bool:
     figure.suptitle(f"{meta['target']} {meta['dtype']} on {meta['card']}, torch {meta['torch']}, "
                     f"mode {meta['mode']} (markers: {steps})", fontsize=10)
     figure.tight_layout(rect=(0, 0.12, 1, 0.95))
-    figure.savefig(path, dpi=110)
+    write_png(figure, path)
     plt.close(figure)
     return True
 
