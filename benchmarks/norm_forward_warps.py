@@ -1,7 +1,7 @@
 """The norm forward's rows a program and warps, against the launch rule, over the sweep's widths and row counts.
 
 Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_forward_warps.py [--out DIR] [--widths 768,1024,...]
-    [--rows 2048,8192,32768] [--forms rms,ln,ln-pre,ln-post,rms-pre] [--jobs 8] [--no-tiles]
+    [--rows 2048,8192,32768] [--forms rms,ln,ln-pre,ln-post,rms-pre(,ln-gelu)] [--jobs 8] [--no-tiles]
     [--setting LABEL:NAME=V,NAME=V ...] [--peers]
 
 Issue 22's sweep left the forwards 1-12% behind ``torch.compile`` at many cells (`benchmarks/results/sweep/`), and
@@ -46,10 +46,12 @@ from norm_tiles import rule_constants  # noqa: E402
 WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 3072, 4096, 4304, 5120, 6144, 8192)
 ROWS = (2048, 8192, 32768)
 FORMS = {"rms": (True, norm.NONE), "ln": (False, norm.NONE), "ln-pre": (False, norm.PRE),
-         "ln-post": (False, norm.POST), "rms-pre": (True, norm.PRE)}
+         "ln-post": (False, norm.POST), "rms-pre": (True, norm.PRE), "ln-gelu": (False, norm.NONE)}
+# The forms with an activation after the norm (LayerNorm + GELU, tanh form; not in the default --forms).
+ACTIVATIONS = {"ln-gelu": norm.GELU_CODES["tanh"]}
 # The op benchmark of each form (``--peers``).
 FORM_OPS = {"rms": "rms_norm", "ln": "layer_norm", "ln-pre": "add_layer_norm", "ln-post": "layer_norm_post",
-            "rms-pre": "add_rms_norm"}
+            "rms-pre": "add_rms_norm", "ln-gelu": "layer_norm_gelu"}
 # A thread's elements of a row (16-bit): at least one 16-byte vector, at most what a tile of the rule holds.
 MIN_PER_THREAD, MAX_PER_THREAD = 8, 64
 
@@ -113,7 +115,7 @@ def _forward(tile: norm.Tile, x, r, w, b, form: str):
     saved = norm._forward_tile
     norm._forward_tile = lambda _rule, _m, _device: tile
     try:
-        return norm._norm_fwd(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, 0, False)[0]
+        return norm._norm_fwd(x, w, b, r, None, 1e-5, mode, 0.0, is_rms, False, ACTIVATIONS.get(form, 0), False)[0]
     finally:
         norm._forward_tile = saved
 
@@ -241,7 +243,7 @@ def main() -> int:
     ap.add_argument("--out", default="forward-warps")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--rows", default=",".join(map(str, ROWS)))
-    ap.add_argument("--forms", default=",".join(FORMS))
+    ap.add_argument("--forms", default=",".join(name for name in FORMS if name not in ACTIVATIONS))
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the tiles first (1: none)")
     ap.add_argument("--no-tiles", action="store_true", help="the rule's tile and the settings only")
     ap.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",

@@ -1558,6 +1558,31 @@ def test_weight_hint_changes_no_value(n, mode, device, monkeypatch):
             assert torch.equal(a, c)
 
 
+@pytest.mark.parametrize("n", [1152, 8192])
+def test_gelu_form_takes_its_own_weight_hint(n, device, monkeypatch):
+    """LayerNorm + GELU's forward passes ACT_FWD_WB_EVICT (none: the NOTE above it), the plain forms FWD_WB_EVICT; the
+    GELU form's output is the same bits under either hint."""
+    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=61)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=62)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=63)
+    hints = []
+    launch = norm._fwd_kernel
+
+    def recording(grid, *args, **constexprs):
+        hints.append(constexprs["WB_EVICT"])
+        return launch(grid, *args, **constexprs)
+
+    assert norm.forward_weight_hint(norm.GELU_CODES["tanh"]) == "" and norm.forward_weight_hint(0) == "evict_last"
+    monkeypatch.setattr(norm, "_fwd_kernel", recording)
+    outs = []
+    for hint in ("", "evict_last"):
+        monkeypatch.setattr(norm, "ACT_FWD_WB_EVICT", hint)
+        outs.append(blockfuse.layer_norm_gelu(x, w, b))
+    blockfuse.layer_norm(x, w, b)
+    assert hints == ["", "evict_last", "evict_last"]
+    assert torch.equal(outs[0], outs[1])
+
+
 @pytest.mark.parametrize("n,early", [(760, True), (1024, True), (1152, True), (1536, True), (2048, False),
                                      (2560, True), (4096, False), (4304, True), (6144, True), (8192, False),
                                      (20000, False)])

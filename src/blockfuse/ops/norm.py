@@ -1778,7 +1778,8 @@ def _norm_fwd(
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
-        EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=FWD_WB_EVICT, num_warps=tile.num_warps,
+        EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
+        num_warps=tile.num_warps,
         maxnreg=_fwd_maxnreg(tile, stages),
     )
     return outputs
@@ -1825,6 +1826,18 @@ def early_residual(tile: Tile, n: int, mode: int = POST, stages: int = 0) -> boo
 # at 4096-4304, benchmarks/kernel_stats.py --rule). The FP8 forward (its vectors in the tile's shape) and the backward
 # (the weight loaded once a program) keep theirs. "": no hint.
 FWD_WB_EVICT = "evict_last"
+# NOTE: not in the GELU form (LayerNorm + GELU), which that A/B did not run: the sweep after it
+# (benchmarks/results/sweep/2026-12-04-h200-ln-gelu/) had its forward at 8192 wide 0.86-0.87 of copy where it had been
+# 0.95-0.97, and with the hint and without in one process (benchmarks/norm_forward_warps.py --forms ln-gelu --setting,
+# two rounds; launch-rules/29-gelu-weight-hint-2026-12-04-h200/), [8192 / 32768, 8192] 0.87-0.88 -> 0.96-0.97 of copy
+# without it, 14336 wide 0.72-0.74 -> 0.75-0.77, 11008 0.82-0.83 -> 0.82-0.84, 2048 and 4096 wide equal. The form reads
+# the bias too and holds more a thread (the activation), the likeliest difference, not shown. ACT_FWD_WB_EVICT: its hint.
+ACT_FWD_WB_EVICT = ""
+
+
+def forward_weight_hint(activation: int) -> str:
+    """The forward's weight and bias loads' cache hint (the NOTEs above FWD_WB_EVICT and ACT_FWD_WB_EVICT)."""
+    return ACT_FWD_WB_EVICT if activation else FWD_WB_EVICT
 
 
 # NOTE: a row past FWD_PERSIST_FROM_LANES lanes held in registers (one row a program, one chunk) on FWD_WIDE_WARPS
