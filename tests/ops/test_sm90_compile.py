@@ -8,7 +8,9 @@ types, constants, warps), then compiles them with Triton's own compiler and ptxa
 specialization (a kernel's constants, warps and options) once, and every kernel with each set of
 pointer dtypes it was called with once (``_covering``: 93 builds of the 157 distinct launches on
 2026-11-29, where each op ran in bf16 and again in fp32 with the same constants). It needs no GPU;
-it fails on any build the GPU compiler refuses.
+it fails on any build the GPU compiler refuses. Each launch is built as the launch specializes it (an int equal to 1
+a constant, multiples of 16 and 16-byte-aligned pointers with the divisibility hint), with the Triton imported here
+and with each of ``BLOCKFUSE_SM90_TRITONS`` (CI: 3.6, the lent H200's, beside 3.9).
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ import torch
 import blockfuse
 from blockfuse.ops import fp8_act, launch, norm
 from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
+
+# More Triton installs to build every launch with besides the one imported here: folders (os.pathsep-separated) that
+# each hold a ``triton`` package, e.g. ``pip install --no-deps --target DIR triton==3.6.0`` (the lent H200's compiler,
+# which builds some kernels very differently from 3.9's; benchmarks/NOTES.md, "Tools"). .ci/run sets it.
+OTHER_TRITONS = [folder for folder in os.environ.get("BLOCKFUSE_SM90_TRITONS", "").split(os.pathsep) if folder]
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
@@ -47,8 +54,9 @@ for launch in launches:
     for name in launch["none"]:
         signature[name] = "constexpr"
         constexprs[name] = None
+    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in launch.get("aligned", ())}
     try:
-        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         options = {"num_warps": launch["num_warps"]}
         if launch["maxnreg"] is not None:
             options["maxnreg"] = launch["maxnreg"]
@@ -58,7 +66,7 @@ for launch in launches:
     except Exception as error:  # report every failure, not only the first
         failures.append(f"{launch['kernel']} {launch['constexprs']} num_warps={launch['num_warps']}: "
                         f"{type(error).__name__}: {str(error)[-600:]}")
-print(json.dumps({"compiled": len(launches), "failures": failures}))
+print(json.dumps({"compiled": len(launches), "failures": failures, "triton": triton.__version__}))
 """
 
 
@@ -71,16 +79,27 @@ def _record_launches(monkeypatch) -> list[dict]:
     def recording_call(self, grid, *args, num_warps=4, num_stages=None, maxnreg=None, launch_pdl=False, **constexprs):
         fn = getattr(self.fn, "fn", self.fn)
         names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
-        signature, none = {}, []
+        signature, none, aligned, ones = {}, [], [], {}
         for name, arg in zip(names, args):
             if arg is None:
                 none.append(name)
             elif isinstance(arg, torch.Tensor):
                 signature[name] = "*" + _DTYPES[arg.dtype]
+                if arg.data_ptr() % 16 == 0:
+                    aligned.append(name)
             elif isinstance(arg, bool):
                 signature[name] = "i1"
             elif isinstance(arg, int):
+                # NOTE: as a launch specializes them (Triton 3.6 and 3.9): an int equal to 1 becomes the constant
+                # 1, a multiple of 16 gets the divisibility hint; built otherwise, a kernel can take another layout
+                # than the GPU builds (benchmarks/results/session-check/2026-12-04-h200/)
+                if arg == 1:
+                    ones[name] = 1
+                    signature[name] = "constexpr"
+                    continue
                 signature[name] = "i32" if -(2**31) <= arg < 2**31 else "i64"
+                if arg % 16 == 0:
+                    aligned.append(name)
             elif isinstance(arg, float):
                 signature[name] = "fp32"
             else:
@@ -88,7 +107,8 @@ def _record_launches(monkeypatch) -> list[dict]:
         for name in constexprs:
             signature[name] = "constexpr"
         record = {"module": fn.__module__, "kernel": fn.__name__, "signature": signature, "none": none,
-                  "constexprs": constexprs, "num_warps": num_warps, "maxnreg": maxnreg, "launch_pdl": launch_pdl}
+                  "constexprs": {**ones, **constexprs}, "aligned": aligned, "num_warps": num_warps,
+                  "maxnreg": maxnreg, "launch_pdl": launch_pdl}
         seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
         if constexprs.get("PDL") is False and fn.__name__ not in with_pdl:
             # The interpreter launches without programmatic dependent launch, a GPU from sm_90 with it: one such
@@ -111,7 +131,8 @@ def _covering(launches: list[dict]) -> list[dict]:
     build every combination for real)."""
     def specialization(record):
         return json.dumps([record["kernel"], record["constexprs"], record["num_warps"], record["maxnreg"],
-                           record["launch_pdl"], sorted(record["none"])], sort_keys=True, default=str)
+                           record["launch_pdl"], sorted(record["none"]), sorted(record.get("aligned", ()))],
+                          sort_keys=True, default=str)
 
     def dtypes(record):
         return record["kernel"], tuple(sorted({kind for kind in record["signature"].values() if kind[0] == "*"}))
@@ -298,12 +319,19 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     builds = _covering(list(launches.values()))
     assert {record["kernel"] for record in builds} == kernels and len(builds) < len(launches)
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(builds),
-                            env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-                            timeout=900, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["compiled"] == len(builds) and not report["failures"], "\n".join(report["failures"])
+    versions = []
+    for folder in ("", *OTHER_TRITONS):
+        if folder:  # (that folder's triton first on the path: the compiler the subprocess imports)
+            env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [folder, env.get("PYTHONPATH")])))
+        result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(builds),
+                                env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                                timeout=900, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["compiled"] == len(builds) and not report["failures"], (
+            f"triton {report['triton']}:\n" + "\n".join(report["failures"]))
+        versions.append(report["triton"])
+    assert len(set(versions)) == len(versions), f"{OTHER_TRITONS} holds no other triton than {versions[0]}"
 
 
 def test_the_covering_builds_every_specialization_and_every_dtype_set():
