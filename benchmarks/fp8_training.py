@@ -67,7 +67,7 @@ from torch import Tensor, nn
 import blockfuse
 import blockfuse.fp8
 from blockfuse.bench.runner import environment
-from blockfuse.bench.writer import write_png
+from blockfuse.analyze.png import write_png
 from blockfuse.models import BlockConfig, TransformerStack
 
 RUNS = ("fp32", "bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed")

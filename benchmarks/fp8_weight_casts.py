@@ -25,7 +25,7 @@ import torch
 
 from blockfuse.analyze.ceilings import copy_bandwidth
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
-from blockfuse.bench.writer import write_png
+from blockfuse.analyze.png import write_png
 from blockfuse.ops import fp8, fp8_weights
 
 # (name, [(out_features, in_features) of QKV, output, MLP up (gate|up where gated), MLP down])

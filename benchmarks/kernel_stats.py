@@ -159,7 +159,9 @@ def rule_stats(n: int, form: str) -> dict:
     early = {}
     if hasattr(norm, "early_residual"):  # (the post-residual form's residual loaded with x, by the launcher's rule)
         early["EARLY_RESIDUAL"] = norm.early_residual(tile, n, mode, persistence["constexprs"].get("STAGES", 0))
-    if hasattr(norm, "FWD_WB_EVICT"):  # (the weight's and bias's loads' hint, as the launcher's)
+    if hasattr(norm, "forward_weight_hint"):  # (the weight's and bias's loads' hint, as the launcher's)
+        early["WB_EVICT"] = norm.forward_weight_hint(activation)
+    elif hasattr(norm, "FWD_WB_EVICT"):
         early["WB_EVICT"] = norm.FWD_WB_EVICT
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
@@ -168,7 +170,7 @@ def rule_stats(n: int, form: str) -> dict:
                             **persistence["options"])
     registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
     out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
-                      stages=persistence["constexprs"].get("STAGES"),
+                      stages=persistence["constexprs"].get("STAGES"), shared=compiled.metadata.shared,
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
         try:
@@ -206,7 +208,7 @@ def rule_stats(n: int, form: str) -> dict:
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,
-                      instructions=sum(opcodes.values()), stages=stages)
+                      instructions=sum(opcodes.values()), stages=stages, shared=compiled.metadata.shared)
     return out
 
 

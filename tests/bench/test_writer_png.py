@@ -2,6 +2,7 @@ import io
 
 import pytest
 
+from blockfuse.analyze import png
 from blockfuse.bench import writer
 
 plt = pytest.importorskip("matplotlib.pyplot")
@@ -21,7 +22,7 @@ def _figure():
 
 
 def test_write_png_is_a_palette_of_at_most_256_colours_smaller_than_matplotlibs(tmp_path):
-    """The NOTE above writer.PNG_COLORS: a palette PNG, the same size in pixels as matplotlib's RGBA one, fewer
+    """The NOTE above png.PNG_COLORS: a palette PNG, the same size in pixels as matplotlib's RGBA one, fewer
     bytes, and every pixel within a few levels of matplotlib's (no dithering noise, no colour far off)."""
     import numpy as np
 
@@ -29,13 +30,13 @@ def test_write_png_is_a_palette_of_at_most_256_colours_smaller_than_matplotlibs(
     plain = io.BytesIO()
     figure.savefig(plain, format="png", dpi=110)
     path = tmp_path / "map.png"
-    writer.write_png(figure, path)
+    png.write_png(figure, path)
     plt.close(figure)
     with Image.open(path) as written, Image.open(plain) as original:
-        assert written.mode == "P" and len(written.getcolors(1 << 16)) <= writer.PNG_COLORS
+        assert written.mode == "P" and len(written.getcolors(1 << 16)) <= png.PNG_COLORS
         assert written.size == original.size
         ours, theirs = np.asarray(written.convert("RGB"), dtype=int), np.asarray(original.convert("RGB"), dtype=int)
-    assert len(np.unique(theirs.reshape(-1, 3), axis=0)) > writer.PNG_COLORS  # (the figure needed the palette)
+    assert len(np.unique(theirs.reshape(-1, 3), axis=0)) > png.PNG_COLORS  # (the figure needed the palette)
     assert path.stat().st_size < 0.6 * len(plain.getvalue())
     difference = np.abs(ours - theirs).max(axis=-1)
     assert np.percentile(difference, 99) <= 16 and difference.mean() < 2

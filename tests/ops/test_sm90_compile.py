@@ -446,6 +446,55 @@ def test_delayed_tiles_compile_for_sm90_without_spills():
         assert 32 < usage["registers"] <= 255 and usage["stack"] == 0, (kernel, usage)
 
 
+# The most shared memory a program may take on an H100 / H200 (sm_90: 227 KiB; the GPU's own OutOfResources message
+# names this number).
+SM90_MAX_SHARED = 232448
+# The widths where the norms' kernels stage most rows in shared memory (the backward's pipelined wide pieces, three
+# pieces and padded tiles, the forward's persistent programs), in every form.
+WIDE_ROWS = (8192, 11008, 12288, 13312, 14336)
+
+WIDE_RULE_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, "benchmarks")
+import triton
+from kernel_stats import FORMS, rule_stats
+
+widths = json.loads(sys.argv[1])
+report = {}
+for n in widths:
+    for form in FORMS:
+        stats = rule_stats(n, form)
+        report[f"{form} {n}"] = {kernel: {key: stats[kernel][key] for key in ("registers", "stack", "stages", "shared")}
+                                 for kernel in ("fwd", "bwd")}
+print(json.dumps({"triton": triton.__version__, "report": report}))
+"""
+
+
+@pytest.mark.long
+def test_wide_rows_fit_the_cards_shared_memory():
+    """The norm kernels at the widths that stage the most in shared memory, built for sm_90 as the launch rules give
+    them at a large row count (the pipeline's full depth: the CUDA tests' few rows run these kernels unpipelined), fit
+    the shared memory a program may take on an H100 / H200, with every Triton the sm_90 builds use (this one and
+    ``BLOCKFUSE_SM90_TRITONS``). A rule past it fails only at a large size on a GPU (2026-12-04: a backward variant
+    asked for 246 KB at [16384, 11008]; benchmarks/results/launch-rules/28-gelu-reread-2026-12-04-h200/)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("", *OTHER_TRITONS):
+        run_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [folder, env["PYTHONPATH"]])))
+        result = subprocess.run([sys.executable, "-c", WIDE_RULE_SCRIPT, json.dumps(WIDE_ROWS)], env=run_env,
+                                cwd=root, capture_output=True, text=True, timeout=900, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        built = json.loads(result.stdout.strip().splitlines()[-1])
+        report = built["report"]
+        assert len(report) == len(WIDE_ROWS) * 5, sorted(report)
+        assert any((usage["bwd"]["stages"] or 1) > 1 for usage in report.values()), "no pipelined backward built"
+        over = {cell: usage for cell, usage in report.items()
+                if max(usage["fwd"]["shared"], usage["bwd"]["shared"]) > SM90_MAX_SHARED}
+        assert not over, (built["triton"], over)
+
+
 SATFINITE_SCRIPT = r"""
 import triton
 import triton.language as tl

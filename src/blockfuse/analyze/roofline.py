@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from blockfuse.analyze.ceilings import rates
+from blockfuse.analyze.png import write_png
 
 if TYPE_CHECKING:  # report.py imports this module to write a Report
     from blockfuse.analyze.report import Report
@@ -47,8 +48,6 @@ def write_roofline(report: Report, path: str | Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    from blockfuse.bench.writer import write_png
-
     copy_gbps = report.ceilings["copy"]["gbps"]
     peak = report.ceilings["gemm"]["tflops"]
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))

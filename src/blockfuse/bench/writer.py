@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from blockfuse.analyze.png import write_png
+
 # ---------------------------------------------------------------- numbers and noise
 
 # NOTE: a median whose p80 is more than this many times its p20 is not a figure to compare: on a small
@@ -156,32 +158,6 @@ def save(figure, path: Path, title: str | None = None, rect=None) -> bool:
     write_png(figure, path)
     plt.close(figure)
     return True
-
-
-# NOTE: matplotlib writes RGBA PNGs; a chart of a few hundred colours (a heat map a few thousand, in gradients)
-# loses nothing readable in a palette of 256 without dithering, at about a third of the bytes (the sweep's heat map
-# of swiglu 143 -> 50 KB, the op benchmark's bars 315 -> 117 KB). The results folder is committed and travels with
-# every call of the lent GPU, whose working tree is limited (64 MiB; 2026-12-04: 50 MiB tracked, 26 of it PNGs).
-PNG_COLORS = 256
-
-
-def write_png(figure, path, dpi: int = 110) -> None:
-    """``figure`` as a PNG of at most PNG_COLORS colours at ``dpi`` (the NOTE above); as matplotlib writes it where
-    Pillow (matplotlib's own dependency) cannot be imported."""
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    try:
-        from PIL import Image
-    except ImportError:
-        Path(path).write_bytes(buffer.getvalue())
-        return
-    buffer.seek(0)
-    with Image.open(buffer) as image:
-        palette = image.convert("RGB").quantize(colors=PNG_COLORS, method=Image.Quantize.MEDIANCUT,
-                                                dither=Image.Dither.NONE)
-    palette.save(path, format="PNG", optimize=True)
 
 
 def grouped_bars(ax, labels: Sequence[str], series: dict[str, Sequence[float]], rotation: int = 35) -> list:
