@@ -1830,8 +1830,8 @@ FWD_WB_EVICT = "evict_last"
 # (benchmarks/results/sweep/2026-12-04-h200-ln-gelu/) had its forward at 8192 wide 0.86-0.87 of copy where it had been
 # 0.95-0.97, and with the hint and without in one process (benchmarks/norm_forward_warps.py --forms ln-gelu --setting,
 # two rounds; launch-rules/29-gelu-weight-hint-2026-12-04-h200/), [8192 / 32768, 8192] 0.87-0.88 -> 0.96-0.97 of copy
-# without it, 14336 wide 0.72-0.74 -> 0.75-0.77, 11008 0.82-0.83 -> 0.82-0.84, 2048 and 4096 wide equal. The form reads
-# the bias too and holds more a thread (the activation), the likeliest difference, not shown. ACT_FWD_WB_EVICT: its hint.
+# without it, 14336 wide 0.72-0.74 -> 0.75-0.77, 11008 0.82-0.83 -> 0.82-0.84, 2048 and 4096 wide equal. Why the hint
+# costs this form and pays in the others was not looked into. ACT_FWD_WB_EVICT: its hint ("": none).
 ACT_FWD_WB_EVICT = ""
 
 
