@@ -1540,14 +1540,7 @@ def test_weight_hint_changes_no_value(n, mode, device, monkeypatch):
     b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=53)
     r = random_tensor((m, n), torch.bfloat16, device, seed=54)
     kwargs = {} if mode is None else dict(residual=r, residual_mode=mode)
-    hints = []
-    launch = norm._fwd_kernel
-
-    def recording(grid, *args, **constexprs):
-        hints.append(constexprs["WB_EVICT"])
-        return launch(grid, *args, **constexprs)
-
-    monkeypatch.setattr(norm, "_fwd_kernel", recording)
+    hints = _record_weight_hints(monkeypatch)
     outs = []
     for hint in (norm.FWD_WB_EVICT, ""):
         monkeypatch.setattr(norm, "FWD_WB_EVICT", hint)
@@ -1558,13 +1551,8 @@ def test_weight_hint_changes_no_value(n, mode, device, monkeypatch):
             assert torch.equal(a, c)
 
 
-@pytest.mark.parametrize("n", [1152, 8192])
-def test_gelu_form_takes_its_own_weight_hint(n, device, monkeypatch):
-    """LayerNorm + GELU's forward passes ACT_FWD_WB_EVICT (none: the NOTE above it), the plain forms FWD_WB_EVICT; the
-    GELU form's output is the same bits under either hint."""
-    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=61)
-    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=62)
-    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=63)
+def _record_weight_hints(monkeypatch) -> list:
+    """The WB_EVICT of each forward launch from now on, in order (the launches still run)."""
     hints = []
     launch = norm._fwd_kernel
 
@@ -1572,8 +1560,19 @@ def test_gelu_form_takes_its_own_weight_hint(n, device, monkeypatch):
         hints.append(constexprs["WB_EVICT"])
         return launch(grid, *args, **constexprs)
 
-    assert norm.forward_weight_hint(norm.GELU_CODES["tanh"]) == "" and norm.forward_weight_hint(0) == "evict_last"
     monkeypatch.setattr(norm, "_fwd_kernel", recording)
+    return hints
+
+
+@pytest.mark.parametrize("n", [1152, 8192])
+def test_gelu_form_takes_its_own_weight_hint(n, device, monkeypatch):
+    """LayerNorm + GELU's forward passes ACT_FWD_WB_EVICT (none: the NOTE above it), the plain forms FWD_WB_EVICT; the
+    GELU form's output is the same bits under either hint."""
+    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=61)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=62)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=63)
+    assert norm.forward_weight_hint(norm.GELU_CODES["tanh"]) == "" and norm.forward_weight_hint(0) == "evict_last"
+    hints = _record_weight_hints(monkeypatch)
     outs = []
     for hint in ("", "evict_last"):
         monkeypatch.setattr(norm, "ACT_FWD_WB_EVICT", hint)

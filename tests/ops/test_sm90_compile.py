@@ -70,6 +70,20 @@ print(json.dumps({"compiled": len(launches), "failures": failures, "triton": tri
 """
 
 
+def _with_each_triton(script: str, *args: str, stdin: str | None = None):
+    """The JSON of ``script``'s last line, run in a subprocess without the interpreter (blockfuse's source first on
+    its path) with the Triton imported here, then with each of OTHER_TRITONS (that folder's first on the path)."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    path = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]), env.get("PYTHONPATH")]))
+    for folder in ("", *OTHER_TRITONS):
+        result = subprocess.run([sys.executable, "-c", script, *args], input=stdin,
+                                env=dict(env, PYTHONPATH=os.pathsep.join(filter(None, [folder, path]))),
+                                cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=900,
+                                check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        yield json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def _record_launches(monkeypatch) -> list[dict]:
     """Patch ``launch.Kernel`` to note each launch (and still run it in the interpreter)."""
     seen: dict[str, dict] = {}
@@ -318,16 +332,8 @@ def test_every_launch_compiles_for_sm90(monkeypatch, device):
     # (recipe "delayed"'s variants, above)
     builds = _covering(list(launches.values()))
     assert {record["kernel"] for record in builds} == kernels and len(builds) < len(launches)
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     versions = []
-    for folder in ("", *OTHER_TRITONS):
-        if folder:  # (that folder's triton first on the path: the compiler the subprocess imports)
-            env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [folder, env.get("PYTHONPATH")])))
-        result = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], input=json.dumps(builds),
-                                env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-                                timeout=900, check=False)
-        assert result.returncode == 0, result.stderr[-3000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
+    for report in _with_each_triton(COMPILE_SCRIPT, stdin=json.dumps(builds)):
         assert report["compiled"] == len(builds) and not report["failures"], (
             f"triton {report['triton']}:\n" + "\n".join(report["failures"]))
         versions.append(report["triton"])
@@ -477,16 +483,7 @@ def test_wide_rows_fit_the_cards_shared_memory():
     the shared memory a program may take on an H100 / H200, with every Triton the sm_90 builds use (this one and
     ``BLOCKFUSE_SM90_TRITONS``). A rule past it fails only at a large size on a GPU (2026-12-04: a backward variant
     asked for 246 KB at [16384, 11008]; benchmarks/results/launch-rules/28-gelu-reread-2026-12-04-h200/)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
-                                                      env.get("PYTHONPATH")]))
-    root = Path(__file__).resolve().parents[2]
-    for folder in ("", *OTHER_TRITONS):
-        run_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [folder, env["PYTHONPATH"]])))
-        result = subprocess.run([sys.executable, "-c", WIDE_RULE_SCRIPT, json.dumps(WIDE_ROWS)], env=run_env,
-                                cwd=root, capture_output=True, text=True, timeout=900, check=False)
-        assert result.returncode == 0, result.stderr[-3000:]
-        built = json.loads(result.stdout.strip().splitlines()[-1])
+    for built in _with_each_triton(WIDE_RULE_SCRIPT, json.dumps(WIDE_ROWS)):
         report = built["report"]
         assert len(report) == len(WIDE_ROWS) * 5, sorted(report)
         assert any((usage["bwd"]["stages"] or 1) > 1 for usage in report.values()), "no pipelined backward built"
