@@ -261,9 +261,30 @@ def test_sweep_command_line_checks(tmp_path, capsys):
                           (["--sweep", "--op", "linear_cross_entropy"], "--sweep: unknown or not swept --op"),
                           (["--budget", "10"], "--budget is for --sweep"),
                           (["--sweep", "--budget", "0"], "--budget: expected seconds above 0"),
-                          (["--sweep", "--warm-jobs", "-1"], "--warm-jobs: expected 0 (off) or more")):
+                          (["--sweep", "--warm-jobs", "-1"], "--warm-jobs: expected 0 (off) or more"),
+                          (["--widths", "96"], "--widths is for --sweep"),
+                          (["--sweep", "--widths", "96,x"], "--widths: expected comma-separated sizes"),
+                          (["--sweep", "--rows", "0"], "--rows: expected comma-separated sizes"),
+                          (["--sweep", "--head-dims", ""], "--head-dims: expected comma-separated sizes")):
         assert main(["bench", "ops", "--quick", "--out", str(tmp_path), *argv]) == 2
         assert capsys.readouterr().err.startswith(f"blockfuse bench ops: {problem}")
+
+
+def test_sweep_grid_options_replace_the_grid_and_reach_the_command(tmp_path):
+    """--widths / --rows / --head-dims / --seqs: shapes off the grid, named in the reproducing command."""
+    out = tmp_path / "off-grid"
+    assert main(["bench", "ops", "--sweep", "--quick", "--op", "rms_norm", "rotary", "--providers", "eager,blockfuse",
+                 "--widths", "96,40,96", "--rows", "5", "--head-dims", "32", "--seqs", "6", "--out", str(out)]) == 0
+    document = json.loads((out / "sweep.json").read_text())
+    shapes = [(cell["op"], tuple(cell["shape"])) for cell in document["cells"]]
+    batch, heads = sweep.CPU.batch, sweep.CPU.heads
+    assert shapes == [("rms_norm", (5, 96)), ("rms_norm", (5, 40))] + [
+        ("rotary", (batch, 6, q, kv, 32)) for q, kv in heads]
+    meta = document["meta"]
+    assert "--widths 96,40 --rows 5 --head-dims 32 --seqs 6 --budget" in meta["command"]
+    assert meta["grid"]["widths"] == [96, 40] and meta["grid"]["rows"] == [5]
+    for cell in document["cells"]:
+        assert all(entry["providers"]["blockfuse"]["error"] is None for entry in cell["modes"].values())
 
 
 ONE_CELL = sweep.Grid(widths=(72,), rows=(3,), head_dims=(64,), heads=((2, 1),), seqs=(4,), batch=1)

@@ -367,6 +367,91 @@ def test_layer_norm_of_input_with_large_mean(width, device):
     check_against_pytorch(VARIANTS["ln"], Inputs(inputs.x, inputs.weight, inputs.bias, None))
 
 
+@pytest.fixture
+def chunks_from_2049(monkeypatch):
+    """The backward's chunks from 2049 lanes, 1024 lanes each (the GELU form's too), and the weight kernel with them,
+    on more programs a multiprocessor than the rule's (so that the CPU's one gets several row groups): the chunked
+    path at widths the interpreter runs quickly. The width rule's cache is cleared on both sides."""
+    for name, value in (("BWD_MAX_LANES", 2048), ("BWD_MAX_LANES_PRE", 2048), ("CHUNK_CHOICES", (1024,)),
+                        ("BWD_WEIGHT_KERNEL_FROM_LANES", 2049), ("ACT_BWD_PIECES_FROM_LANES", 0),
+                        ("BWD_WEIGHT_PROGRAMS_PER_SM", 200)):
+        monkeypatch.setattr(norm, name, value)
+    norm._tile.cache_clear()
+    yield
+    norm._tile.cache_clear()
+
+
+@pytest.mark.parametrize("variant,mode,dtype", [("ln", "none", torch.bfloat16), ("rms-castfirst", "post", torch.float32),
+                                                ("ln-nobias", "pre", torch.float16)])
+@pytest.mark.usefixtures("chunks_from_2049")
+def test_wide_rows_weight_gradients_by_their_own_kernel(variant, mode, dtype, device):
+    """Rows in chunks take their weight / bias gradients from _norm_bwd_weight_kernel (the NOTE above
+    BWD_WEIGHT_KERNEL_FROM_LANES): 37 rows in three row groups of 16 rows (the last one partial; more programs a
+    multiprocessor than the rule's), within twice PyTorch's error of float64, each form's gradients (a weight without
+    a bias, the residual's). Chunks of 1024 lanes from 2049 here (2100: three, the last mostly masked); the real
+    widths' chunks are the 20000 / 24576 / 65536 tests'."""
+    assert norm.weight_grid(37, 2100, 1)[1:] == (3, 16)
+    assert norm.backward_rule(2100).num_chunks == 3
+    inputs = make_inputs(VARIANTS[variant], (37, 2100), dtype, device, residual=mode != "none")
+    check_against_pytorch(VARIANTS[variant], inputs, "pre" if mode == "none" else mode)
+
+
+@pytest.mark.parametrize("activation", [False, True])
+@pytest.mark.usefixtures("chunks_from_2049")
+def test_wide_rows_weight_kernel_matches_the_in_place_partials(activation, device, monkeypatch):
+    """The weight kernel against the chunked backward's own partial rows (BWD_WEIGHT_KERNEL_FROM_LANES = 0: read and
+    written in place a row block), post-residual with dropout under one seed (the kernel draws the same mask as the
+    backward), and LayerNorm + GELU (the activation's derivative): dx equal, dweight / dbias equal to fp32's
+    summation-order rounding."""
+    from blockfuse.ops.norm import layer_norm_gelu
+
+    x = random_tensor((21, 2100), torch.bfloat16, device, scale=2.0, offset=0.5, seed=3)
+    res = random_tensor((21, 2100), torch.bfloat16, device, seed=4)
+    w = random_tensor((2100,), torch.bfloat16, device, seed=5)
+    b = random_tensor((2100,), torch.bfloat16, device, seed=6)
+    dy = random_tensor((21, 2100), torch.bfloat16, device, seed=7)
+    assert norm.backward_rule(2100, norm.GELU_CODES["tanh"] if activation else 0).num_chunks == 3
+
+    def grads(from_lanes):
+        monkeypatch.setattr(norm, "BWD_WEIGHT_KERNEL_FROM_LANES", from_lanes)
+        leaves = [t.clone().requires_grad_() for t in (x, res, w, b)]
+        torch.manual_seed(11)
+        if activation:
+            out = layer_norm_gelu(leaves[0], leaves[2], leaves[3])
+            leaves = [leaves[0], leaves[2], leaves[3]]
+        else:
+            out = blockfuse.layer_norm(leaves[0], leaves[2], leaves[3], residual=leaves[1], residual_mode="post",
+                                       dropout_p=0.25)
+        return torch.autograd.grad(out, leaves, dy)
+
+    theirs, ours = grads(0), grads(2049)
+    assert torch.equal(ours[0], theirs[0])
+    for mine, old in zip(ours[1:], theirs[1:]):
+        assert old.abs().max() > 0
+        torch.testing.assert_close(mine.float(), old.float(), rtol=2**-7, atol=1e-3 * old.float().abs().max().item())
+
+
+def test_weight_kernel_grid_rule():
+    """weight_grid: BWD_WEIGHT_COLUMNS columns a program, row groups of whole BWD_WEIGHT_ROWS blocks covering every
+    row, about BWD_WEIGHT_PROGRAMS_PER_SM programs a multiprocessor where the rows allow; the chunked backward's own
+    tile (the NOTE above BWD_CHUNK_WARPS): 16 warps, one row a block in 4096-lane chunks; the GELU form's unchanged."""
+    for m, n, sms in ((37, 16400, 1), (16384, 28672, 132), (5, 20000, 132), (100000, 16385, 132), (16384, 18944, 78)):
+        blocks, groups, rows = norm.weight_grid(m, n, sms)
+        assert blocks == -(-n // norm.BWD_WEIGHT_COLUMNS) and rows % norm.BWD_WEIGHT_ROWS == 0
+        assert (groups - 1) * rows < m <= groups * rows
+        assert blocks * groups < norm.BWD_WEIGHT_PROGRAMS_PER_SM * sms + blocks  # (one group a column block at least)
+    assert norm.weight_grid(16384, 28672, 132) == (112, 5, 3280)  # 560 programs for 528 wanted
+    assert norm.weight_grid(5, 20000, 132) == (79, 1, 16)  # (5 rows: one group)
+    assert norm.weight_grid(37, 16400, 1) == (65, 1, 48)
+    for n in (16400, 18944, 28672, 65536):
+        for is_rms in (False, True):
+            tile = norm.backward_rule(n, is_rms=is_rms)
+            assert tile.num_chunks > 1 and tile.num_warps == norm.BWD_CHUNK_WARPS == 16
+            assert tile.block_m == (1 if tile.block_n >= 4096 else norm.CHUNK_TILE_ELEMENTS // tile.block_n)
+        gelu = norm.backward_rule(n, 1)
+        assert (gelu.block_m, gelu.num_warps) == (norm.CHUNK_TILE_ELEMENTS // gelu.block_n, 16)
+
+
 @pytest.mark.parametrize("variant", ["ln", "rms"])
 def test_eps_is_used(variant, device):
     """A large eps changes the result a lot: the kernels must use the one they are given."""

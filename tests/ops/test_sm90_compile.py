@@ -284,6 +284,13 @@ def _exercise_every_op(device: str) -> None:
         run(lambda qkv: rotary_packed(qkv, 4, 2, 16, cos, sin), torch.randn(2, 5, 128, dtype=dtype, device=device))
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
+    # rows in chunks with weight gradients: the chunked backward on its 16 warps and the weight kernel (norm's NOTE
+    # above BWD_WEIGHT_KERNEL_FROM_LANES), plain, post-residual with dropout, GELU
+    wide = torch.randn(2, 20000, dtype=torch.bfloat16, device=device)
+    w, b = torch.randn(20000, dtype=torch.bfloat16, device=device), torch.randn(20000, dtype=torch.bfloat16, device=device)
+    run(lambda x, w, b: blockfuse.layer_norm(x, w, b), wide, w, b)
+    run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, residual_mode="post", dropout_p=0.1), wide, wide.flip(0), w)
+    run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), wide, w, b)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)
     tall = torch.randn(400, 72, dtype=torch.bfloat16, device=device)
     w, b = torch.randn(72, dtype=torch.bfloat16, device=device), torch.randn(72, dtype=torch.bfloat16, device=device)

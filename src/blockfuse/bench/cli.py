@@ -65,6 +65,11 @@ def add_bench_parser(subparsers) -> None:
                      "sweep.json, sweep.md and a heat map per op; --quick: a smaller grid, short timing, a budget")
     from blockfuse.bench import sweep
 
+    for option, what in (("--widths", "row widths (hidden sizes)"), ("--rows", "row counts"),
+                         ("--head-dims", "RoPE head sizes"), ("--seqs", "RoPE sequence lengths")):
+        ops.add_argument(option, metavar="N,N,...",
+                         help=f"--sweep: these {what}, comma-separated, in place of the grid's (shapes off the grid: "
+                         "e.g. --widths 1280,2304,5504 --rows 16384)")
     ops.add_argument("--budget", type=float, metavar="SECONDS",
                      help="--sweep: start no cell after this many seconds, shared among the ops (default: "
                      f"{sweep.QUICK_BUDGET_S:g} with --quick, none otherwise; inf: none)")
@@ -183,6 +188,9 @@ def run_ops(args: argparse.Namespace) -> int:
         return run_sweep(args, declared)
     if args.budget is not None:
         raise UsageError("--budget is for --sweep")
+    for option in GRID_OPTIONS:
+        if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
+            raise UsageError(f"{option} is for --sweep (the op benchmark takes --shapes)")
     if args.list:
         cuda = torch.cuda.is_available()
         for bench in declared.values():
@@ -257,7 +265,40 @@ def run_ops(args: argparse.Namespace) -> int:
     return 1 if any(r["provider"] == "blockfuse" for r in failed) else 0
 
 
-def _command(args, names, settings, out, *, sweep=False, budget_s=None, warm_jobs=0) -> str:
+# The sweep's grid options: each replaces one field of the grid (bench.sweep.Grid).
+GRID_OPTIONS = {"--widths": "widths", "--rows": "rows", "--head-dims": "head_dims", "--seqs": "seqs"}
+
+
+def _grid_sizes(option: str, text: str) -> tuple[int, ...]:
+    """``text`` of a grid option as positive sizes; the error names the option."""
+    try:
+        sizes = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise UsageError(f"{option}: expected comma-separated sizes of 1 or more (e.g. 1280,2304), got {text!r}")
+    return tuple(dict.fromkeys(sizes))
+
+
+def _sweep_grid(args, grid):
+    """``grid`` with the fields that the grid options give replaced."""
+    import dataclasses
+
+    fields = {field: _grid_sizes(option, getattr(args, field))
+              for option, field in GRID_OPTIONS.items() if getattr(args, field) is not None}
+    return dataclasses.replace(grid, **fields)
+
+
+def _grid_words(args) -> list[str]:
+    """The grid options as given, for the command that reproduces a sweep."""
+    words = []
+    for option, field in GRID_OPTIONS.items():
+        if getattr(args, field) is not None:
+            words += [option, ",".join(map(str, _grid_sizes(option, getattr(args, field))))]
+    return words
+
+
+def _command(args, names, settings, out, *, sweep=False, budget_s=None, warm_jobs=0, grid=()) -> str:
     """The command that reproduces this run (``sweep``: a sweep's, with its budget), every choice spelled out."""
     words = ["blockfuse", "bench", "ops"] + ["--sweep"] * sweep + ["--op", *names]
     if settings.shapes:
@@ -266,6 +307,7 @@ def _command(args, names, settings, out, *, sweep=False, budget_s=None, warm_job
     words += ["--providers", ",".join(settings.providers)]
     if settings.quick:
         words.append("--quick")
+    words += list(grid)
     if sweep:
         words += ["--budget", "inf" if budget_s is None else f"{budget_s:g}"]
     if warm_jobs:
@@ -321,14 +363,15 @@ def run_sweep(args: argparse.Namespace, declared: dict) -> int:
         quick=args.quick,
         device=device,
     )
-    grid = sweep.grid_for(cuda, args.quick)
+    grid = _sweep_grid(args, sweep.grid_for(cuda, args.quick))
     meta = runner.environment(device)
     if not cuda:
         interpreted = meta["blockfuse_implementation"] == "triton-interpreter"
         print(INTERPRETER_MESSAGE if interpreted else CPU_MESSAGE)
     out = args.out or default_out(meta["card"], "-sweep")
     out.mkdir(parents=True, exist_ok=True)
-    meta["command"] = _command(args, names, settings, out, sweep=True, budget_s=budget, warm_jobs=args.warm_jobs)
+    meta["command"] = _command(args, names, settings, out, sweep=True, budget_s=budget, warm_jobs=args.warm_jobs,
+                               grid=_grid_words(args))
     meta["settings"] = {"ops": names, "dtype": settings.dtype, "modes": list(settings.modes),
                         "providers": list(settings.providers), "quick": settings.quick}
     benchmarks = [swept[n] for n in names]

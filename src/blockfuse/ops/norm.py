@@ -237,6 +237,30 @@ ACT_BWD_PIECES_ANY_TAIL = True
 # H200 with CUDA-graph timing: benchmarks/norm_tiles.py sweeps them.
 FWD_TILE_ELEMENTS = 4096
 BWD_TILE_ELEMENTS = 4096
+# NOTE: the weight and bias gradients of rows read in chunks (past BWD_MAX_LANES) by a kernel of their own.
+# The chunked backward kept them in a program's row of partial sums, read and written once a row block (16 bytes
+# a column in fp32, against 12 a row of that block's data), and with 2 programs a multiprocessor those rows
+# and the blocks' second reads outgrew L2; on an H200 (bf16, [16384, 18944 / 28672], bench ops sweep with
+# --widths) its forward + backward ran 0.37 of a copy's bandwidth for LayerNorm (0.75-0.83x torch.compile) and
+# 0.51-0.55 for RMSNorm (0.84-0.88x). _norm_bwd_weight_kernel instead walks the rows down BWD_WEIGHT_COLUMNS
+# columns (read again: 4 bytes an element more than the minimum, no read-modify-write), and the chunked
+# backward writes dx only. 0: off.
+BWD_WEIGHT_KERNEL_FROM_LANES = 16385
+# NOTE: with the weight gradients out of it, the chunked backward's own tile (plain forms): 16 warps, and one row
+# a block where the chunk is 4096 lanes (2048-lane chunks keep CHUNK_TILE_ELEMENTS' four rows). Measured on an H200
+# (benchmarks/norm_tiles.py --bwd-setting, alternating rounds in one process; launch-rules/30-wide-weight-*/2-tiles),
+# backward's fraction of a copy, LayerNorm / RMSNorm, the 8-warp tile of 2 rows x 4096 (160 registers a thread as
+# Triton 3.6 builds it for sm_90: one program a multiprocessor) -> this (64: two programs of 16 warps):
+# [16384, 18944] 0.40 / 0.38 -> 0.49 / 0.50, [16384, 28672] 0.43 / 0.41 ->
+# 0.47 / 0.48, [4096, 32768] 0.41 / 0.39 -> 0.44 / 0.46; [16384, 16400] (2048-lane chunks) on 16 warps 0.41 / 0.38
+# -> 0.42 / 0.44, where two rows a block took 0.37 / 0.42. The GELU form keeps its tile (not measured). 0: off.
+BWD_CHUNK_WARPS = 16
+BWD_CHUNK_ONE_ROW_LANES = 4096
+BWD_WEIGHT_COLUMNS = 256
+BWD_WEIGHT_ROWS = 16
+BWD_WEIGHT_WARPS = 4
+BWD_WEIGHT_STAGES = 3
+BWD_WEIGHT_PROGRAMS_PER_SM = 4
 BWD_PROGRAMS_PER_SM = 2
 FWD_ELEMENTS_PER_WARP = 1024
 FWD_MIN_WARPS = 4  # the plain forward's floor (benchmarks/norm_tiles.py --fwd-knob FWD_MIN_WARPS=4,2 times others)
@@ -1219,6 +1243,7 @@ def _norm_bwd_kernel(
     RELOAD: tl.constexpr,  # read each row twice, not hold it across its sums (the launcher's rule: _bwd_reload)
     EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+    WEIGHT_KERNEL: tl.constexpr = False,  # (chunks) the weight / bias gradients left to _norm_bwd_weight_kernel
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
     stride_dx, stride_dres = stride_dx * VEC, stride_dres * VEC
@@ -1295,14 +1320,74 @@ def _norm_bwd_kernel(
                 dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
                 _store_input_grad(DX, DRES, DS, rows, cols, mask, dz, seed, N, stride_dx, stride_dres,
                                   stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-                if HAS_W:
+                if HAS_W and not WEIGHT_KERNEL:
                     partial_w = PARTIAL + pid * N + cols
                     pw = tl.load(partial_w, mask=col_mask, other=0.0)
                     tl.store(partial_w, pw + tl.sum(dy * xhat_w, axis=0), mask=col_mask)
-                if HAS_B:
+                if HAS_B and not WEIGHT_KERNEL:
                     partial_b = PARTIAL + (num_programs + pid) * N + cols
                     pb = tl.load(partial_b, mask=col_mask, other=0.0)
                     tl.store(partial_b, pb + tl.sum(dy, axis=0), mask=col_mask)
+
+
+@triton.jit
+def _norm_bwd_weight_kernel(
+    DY,  # (M, N) gradient of the output y, as _norm_bwd_kernel reads it
+    Z,  # (M, N) the normalized input saved by the forward
+    W,  # (N,) weight, or None
+    B,  # (N,) bias with an activation (to recompute its input), else None
+    MEAN,  # (M,) fp32 row means (LayerNorm only)
+    RSTD,  # (M,) fp32 reciprocal standard deviations
+    SEED,  # (1,) int64 dropout seed (post mode), or None
+    PARTIAL,  # (2, G, N) fp32: row g of [0] / [1] the weight / bias gradient of row group g, every row written
+    stride_dy, stride_z, M, N, rows_per_group, dropout_p, dropout_scale,
+    IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    STAGES: tl.constexpr, VEC: tl.constexpr,
+):
+    """The weight and bias gradients of rows too wide for a program to hold their accumulators (the NOTE above
+    BWD_WEIGHT_KERNEL_FROM_LANES): program (c, g) walks the rows of group g (``rows_per_group`` of them, a multiple
+    of BLOCK_R) down its BLOCK_C columns, BLOCK_R rows at a time, with the backward's own per-element math
+    (_norm_bwd_math: dropout, the activation's derivative, the cast before the weight), and writes its sums to row g
+    of PARTIAL[0] and PARTIAL[1] (summed by reduce.sum_partials)."""
+    N, stride_dy, stride_z = N * VEC, stride_dy * VEC, stride_z * VEC
+    dropout_p = tl.cast(dropout_p, tl.float32)  # fp32 even when Inductor passes fp64
+    dropout_scale = tl.cast(dropout_scale, tl.float32)
+    c = tl.program_id(0)
+    g = tl.program_id(1)
+    groups = tl.num_programs(1)
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
+    cols = c * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_mask = cols < N
+    w, b = _load_weight_and_bias(W, B, cols, col_mask, HAS_W, HAS_B, ACTIVATION, "")
+    dw_acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+    first = tl.cast(g, tl.int64) * rows_per_group
+    last = tl.minimum(first + rows_per_group, M)
+    for start in tl.range(first, last, BLOCK_R, num_stages=STAGES):
+        rows = start + tl.arange(0, BLOCK_R)
+        row_mask = rows < last
+        mask = row_mask[:, None] & col_mask[None, :]
+        z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        if IS_RMS:
+            mean = tl.zeros([BLOCK_R], dtype=tl.float32)
+        else:
+            mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        xhat, xhat_w, dy, wdy = _norm_bwd_math(
+            z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
+            HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, Z.dtype.element_ty)
+        if HAS_W:
+            dw_acc += dy * xhat_w
+        if HAS_B:
+            db_acc += dy
+    if HAS_W:
+        tl.store(PARTIAL + g * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if HAS_B:
+        tl.store(PARTIAL + (groups + g) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -1369,6 +1454,7 @@ def _norm_cast_t_kernel(
 _fwd_kernel = Kernel(_norm_fwd_kernel)
 _fwd_fp8_kernel = Kernel(_norm_fwd_fp8_kernel)
 _bwd_kernel = Kernel(_norm_bwd_kernel)
+_bwd_weight_kernel = Kernel(_norm_bwd_weight_kernel)
 _cast_t_kernel = Kernel(_norm_cast_t_kernel)
 
 
@@ -1585,8 +1671,18 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
     if pieces is not None:
         return pieces
-    return _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
+    tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
                  BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES, float("inf"))
+    if tile.num_chunks > 1 and not activation and BWD_CHUNK_WARPS:
+        return _chunk_tile(tile)
+    return tile
+
+
+def _chunk_tile(tile: Tile) -> Tile:
+    """The plain forms' backward tile for rows in chunks (the NOTE above BWD_CHUNK_WARPS): BWD_CHUNK_WARPS warps,
+    and one row a block where the chunk is BWD_CHUNK_ONE_ROW_LANES lanes or wider."""
+    block_m = 1 if tile.block_n >= BWD_CHUNK_ONE_ROW_LANES else tile.block_m
+    return tile._replace(block_m=block_m, num_warps=BWD_CHUNK_WARPS)
 
 
 def _wide_pieces(n: int, tail_per_thread: int, max_tail: int) -> Optional[Tile]:
@@ -2096,7 +2192,8 @@ def _norm_bwd(
                      row_blocks, g)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
-    if (has_w or has_bias) and not direct:
+    weight_kernel = num_chunks > 1 and (has_w or has_bias) and 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n
+    if (has_w or has_bias) and not direct and not weight_kernel:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
         partial = alloc((2, g, n), dtype=torch.float32, device=z.device)
@@ -2112,12 +2209,43 @@ def _norm_bwd(
         **tile.constexprs(n), BLOCK_U=tile.block_u,
         STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
         RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
+        WEIGHT_KERNEL=weight_kernel,
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )
+    if weight_kernel:
+        partial = _launch_bwd_weight(dy2, z2, weight, bias if activation else None, mean, rstd,
+                                     seed if has_dropout else None, strides, m, n, vec, n_units, has_w, has_bias,
+                                     dropout_p, is_rms, mode, cast_before_weight, activation)
     if partial is not None:
         sum_partials(partial, dw, db)
     return outputs
+
+
+def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
+    """``(column blocks, row groups, rows a group)`` of the weight kernel (the NOTE above BWD_WEIGHT_KERNEL_FROM_LANES): the
+    columns in BWD_WEIGHT_COLUMNS, and as many row groups (each a multiple of BWD_WEIGHT_ROWS rows) as make
+    BWD_WEIGHT_PROGRAMS_PER_SM programs a multiprocessor of ``sms``, no more than the rows allow."""
+    blocks = cdiv(n, BWD_WEIGHT_COLUMNS)
+    groups = max(1, min(cdiv(m, BWD_WEIGHT_ROWS), cdiv(BWD_WEIGHT_PROGRAMS_PER_SM * sms, blocks)))
+    rows_per_group = cdiv(cdiv(m, groups), BWD_WEIGHT_ROWS) * BWD_WEIGHT_ROWS
+    return blocks, cdiv(m, rows_per_group), rows_per_group
+
+
+def _launch_bwd_weight(dy2, z2, weight, bias, mean, rstd, seed, strides, m, n, vec, n_units, has_w, has_bias,
+                       dropout_p, is_rms, mode, cast_before_weight, activation) -> Tensor:
+    """The weight kernel's launch (:func:`_norm_bwd_weight_kernel`); returns its partial sums (2, G, n)."""
+    blocks, groups, rows_per_group = weight_grid(m, n, sm_count(z2.device) if z2.is_cuda else 1)
+    partial = torch.empty((2, groups, n), dtype=torch.float32, device=z2.device)
+    _bwd_weight_kernel(
+        (blocks, groups),
+        dy2, z2, weight, bias, mean, rstd, seed, partial, strides[0], strides[2], m, n_units, rows_per_group,
+        dropout_p, dropout_scale(dropout_p),
+        IS_RMS=is_rms, MODE=mode, HAS_W=has_w, HAS_B=has_bias, HAS_DROPOUT=dropout_code(dropout_p, n),
+        CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation, BLOCK_R=BWD_WEIGHT_ROWS,
+        BLOCK_C=BWD_WEIGHT_COLUMNS, STAGES=BWD_WEIGHT_STAGES, VEC=vec, num_warps=BWD_WEIGHT_WARPS,
+    )
+    return partial
 
 
 # ----------------------------------------------------------------------------------------
