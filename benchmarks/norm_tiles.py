@@ -244,10 +244,12 @@ def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
 
 
 def parse_setting(setting: str) -> tuple[str, dict]:
-    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (values as Python literals)."""
+    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (values as Python literals; a list becomes a tuple, as the rules'
+    caches need and a comma cannot be written: CHUNK_CHOICES=[2048])."""
     label, _, assignments = setting.partition(":")
     pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
-    return label, {name: ast.literal_eval(value) for name, value in pairs}
+    values = {name: ast.literal_eval(value) for name, value in pairs}
+    return label, {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
 
 
 def time_setting(setting, timer, shape, op, is_rms, mode, bw, pass_="bwd") -> list[dict]:

@@ -1003,6 +1003,17 @@ def _store_input_grad(
 
 
 @triton.jit
+def _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS: tl.constexpr):
+    """(mean, rstd) of ``rows`` as the forward saved them; RMSNorm's mean zeros (it saves none)."""
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    if IS_RMS:
+        mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    else:
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    return mean, rstd
+
+
+@triton.jit
 def _norm_bwd_rows(
     z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
     stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
@@ -1016,11 +1027,7 @@ def _norm_bwd_rows(
     the accumulators stay live across them (the launcher's rule: _bwd_reload)."""
     row_mask = rows < M
     mask = row_mask[:, None] & col_mask[None, :]
-    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-    if IS_RMS:
-        mean = tl.zeros([rows.shape[0]], dtype=tl.float32)
-    else:
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
     if RELOAD:
         w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
     xhat, xhat_w, dy, wdy = _norm_bwd_math(
@@ -1148,11 +1155,7 @@ def _norm_bwd_pieces(
         if BLOCK_U > 1:
             z_u = tl.load(Z + rows[:, None] * stride_z + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
             dy_u = tl.load(DY + rows[:, None] * stride_dy + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-        if IS_RMS:
-            mean = tl.zeros([BLOCK_M], dtype=tl.float32)
-        else:
-            mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
         if RELOAD:
             w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
             w_t, b_t = _load_weight_and_bias(W, B, cols_t, col_mask_t, HAS_W, HAS_B, ACTIVATION, "evict_last")
@@ -1294,11 +1297,7 @@ def _norm_bwd_kernel(
         for block in range(pid, num_blocks, num_programs):
             rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
             row_mask = rows < M
-            rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-            if IS_RMS:
-                mean = tl.zeros([BLOCK_M], dtype=tl.float32)
-            else:
-                mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+            mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
             c1_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             c2_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for c in range(NUM_CHUNKS):
@@ -1372,11 +1371,7 @@ def _norm_bwd_weight_kernel(
         mask = row_mask[:, None] & col_mask[None, :]
         z = tl.load(Z + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-        if IS_RMS:
-            mean = tl.zeros([BLOCK_R], dtype=tl.float32)
-        else:
-            mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
         xhat, xhat_w, dy, wdy = _norm_bwd_math(
             z, dy, w, b, mean, rstd, mask, seed, rows, cols, N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B,
             HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, Z.dtype.element_ty)
