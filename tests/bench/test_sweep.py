@@ -270,7 +270,7 @@ def test_sweep_command_line_checks(tmp_path, capsys):
         assert capsys.readouterr().err.startswith(f"blockfuse bench ops: {problem}")
 
 
-def test_sweep_grid_options_replace_the_grid_and_reach_the_command(tmp_path):
+def test_sweep_grid_options_replace_the_grid_and_reach_the_command(tmp_path, capsys):
     """--widths / --rows / --head-dims / --seqs: shapes off the grid, named in the reproducing command."""
     out = tmp_path / "off-grid"
     assert main(["bench", "ops", "--sweep", "--quick", "--op", "rms_norm", "rotary", "--providers", "eager,blockfuse",
@@ -285,6 +285,10 @@ def test_sweep_grid_options_replace_the_grid_and_reach_the_command(tmp_path):
     assert meta["grid"]["widths"] == [96, 40] and meta["grid"]["rows"] == [5]
     for cell in document["cells"]:
         assert all(entry["providers"]["blockfuse"]["error"] is None for entry in cell["modes"].values())
+    capsys.readouterr()
+    assert main(["bench", "ops", "--sweep", "--list", "--op", "rms_norm", "--widths", "96,40", "--rows", "5,7"]) == 0
+    listed = capsys.readouterr().out
+    assert "with --widths 96,40 --rows 5,7: widths {96, 40} x rows {5, 7}" in listed and "; 4 cells of rms_norm" in listed
 
 
 ONE_CELL = sweep.Grid(widths=(72,), rows=(3,), head_dims=(64,), heads=((2, 1),), seqs=(4,), batch=1)

@@ -188,8 +188,8 @@ def run_ops(args: argparse.Namespace) -> int:
         return run_sweep(args, declared)
     if args.budget is not None:
         raise UsageError("--budget is for --sweep")
-    for option in GRID_OPTIONS:
-        if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
+    for option, field in GRID_OPTIONS.items():
+        if getattr(args, field) is not None:
             raise UsageError(f"{option} is for --sweep (the op benchmark takes --shapes)")
     if args.list:
         cuda = torch.cuda.is_available()
@@ -341,6 +341,14 @@ def run_sweep(args: argparse.Namespace, declared: dict) -> int:
     swept = {name: bench for name, bench in declared.items() if sweep.kind_of(bench)}
     if args.list:
         print(sweep.plan_text(list(declared.values())))
+        if _grid_words(args):  # (the grid options' grid, for the ops named or every swept one)
+            import torch
+
+            grid = _sweep_grid(args, sweep.grid_for(torch.cuda.is_available(), args.quick))
+            chosen = [swept[name] for name in dict.fromkeys(args.ops or swept) if name in swept]
+            cells = sum(len(sweep.cells_of(bench, grid)) for bench in chosen)
+            print(f"with {' '.join(_grid_words(args))}: {sweep.describe(grid)}; {cells} cells of "
+                  f"{', '.join(bench.name for bench in chosen)}")
         return 0
     if args.shapes:
         raise UsageError("--sweep runs its own grid (--sweep --list shows it); --shapes is for the op benchmark")
