@@ -206,8 +206,8 @@ def rule_stats(n: int, form: str) -> dict:
                              **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {}),
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
-                             **({"WEIGHT_KERNEL": tile.num_chunks > 1 and 0 < norm.BWD_WEIGHT_KERNEL_FROM_LANES <= n}
-                                if hasattr(norm, "BWD_WEIGHT_KERNEL_FROM_LANES") else {})},
+                             **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n)}
+                                if hasattr(norm, "weight_kernel_rule") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,

@@ -280,22 +280,23 @@ def _grid_sizes(option: str, text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(sizes))
 
 
+def _grid_fields(args) -> dict[str, tuple[int, ...]]:
+    """The grid options given, parsed: grid field -> sizes."""
+    return {field: _grid_sizes(option, getattr(args, field))
+            for option, field in GRID_OPTIONS.items() if getattr(args, field) is not None}
+
+
 def _sweep_grid(args, grid):
     """``grid`` with the fields that the grid options give replaced."""
     import dataclasses
 
-    fields = {field: _grid_sizes(option, getattr(args, field))
-              for option, field in GRID_OPTIONS.items() if getattr(args, field) is not None}
-    return dataclasses.replace(grid, **fields)
+    return dataclasses.replace(grid, **_grid_fields(args))
 
 
 def _grid_words(args) -> list[str]:
     """The grid options as given, for the command that reproduces a sweep."""
-    words = []
-    for option, field in GRID_OPTIONS.items():
-        if getattr(args, field) is not None:
-            words += [option, ",".join(map(str, _grid_sizes(option, getattr(args, field))))]
-    return words
+    options = {field: option for option, field in GRID_OPTIONS.items()}
+    return [word for field, sizes in _grid_fields(args).items() for word in (options[field], ",".join(map(str, sizes)))]
 
 
 def _command(args, names, settings, out, *, sweep=False, budget_s=None, warm_jobs=0, grid=()) -> str:
@@ -342,8 +343,6 @@ def run_sweep(args: argparse.Namespace, declared: dict) -> int:
     if args.list:
         print(sweep.plan_text(list(declared.values())))
         if _grid_words(args):  # (the grid options' grid, for the ops named or every swept one)
-            import torch
-
             grid = _sweep_grid(args, sweep.grid_for(torch.cuda.is_available(), args.quick))
             chosen = [swept[name] for name in dict.fromkeys(args.ops or swept) if name in swept]
             cells = sum(len(sweep.cells_of(bench, grid)) for bench in chosen)

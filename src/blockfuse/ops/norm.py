@@ -2187,7 +2187,7 @@ def _norm_bwd(
                      row_blocks, g)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
-    weight_kernel = num_chunks > 1 and (has_w or has_bias) and 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n)
     if (has_w or has_bias) and not direct and not weight_kernel:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
@@ -2215,6 +2215,12 @@ def _norm_bwd(
     if partial is not None:
         sum_partials(partial, dw, db)
     return outputs
+
+
+def weight_kernel_rule(tile: Tile, n: int) -> bool:
+    """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
+    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes."""
+    return tile.num_chunks > 1 and 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
