@@ -9,7 +9,10 @@ For each (tokens, d, vocab), bf16, on CUDA: the floor (the three GEMMs of a trai
 repetitions), the fraction of the floor, peak memory above the inputs and their gradients, and the relative
 errors of the loss and of the gradients against the reference in fp32, beside those of the reference in
 bf16 (logits in bf16, loss in fp32: what Hugging Face computes). A chunk is a number of tokens or
-``low-memory`` (``chunk_size="low-memory"``: logits no larger than the hidden states). ``--peers``: also
+``low-memory`` (``chunk_size="low-memory"``: logits no larger than the hidden states). ``--dtype-reductions``: also
+each chunk with the op's fp32 split-K reductions off (``cross_entropy.full_precision_reductions`` a no-op: cuBLAS
+then reduces in bf16 where it splits K, as PyTorch's default lets it; an A/B of what the fp32 reductions cost).
+``--peers``: also
 ``torch.compile`` of Hugging Face's loss, Liger-Kernel's and Cut Cross-Entropy's fused losses (those installed),
 timed the same way. Prints a table; with ``--json PATH`` writes the records.
 """
@@ -17,6 +20,7 @@ timed the same way. Prints a table; with ``--json PATH`` writes the records.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 
@@ -86,6 +90,14 @@ def peers() -> dict:
     return found
 
 
+_fp32_reductions = cross_entropy.full_precision_reductions
+
+
+def _no_reductions_change():
+    """``--dtype-reductions``: the op's GEMMs with PyTorch's reduction flags as they are."""
+    return contextlib.nullcontext()
+
+
 def chunk_arg(text: str):
     """--chunks' items: a number of tokens, or low-memory."""
     if text == "low-memory":
@@ -96,20 +108,24 @@ def chunk_arg(text: str):
         raise argparse.ArgumentTypeError(f"expected a number of tokens or low-memory, got {text!r}") from None
 
 
-def profile_step(h, w, t, chunk, trace=None) -> None:
+def profile_step(h, w, t, chunk, trace=None, loss_fn=None, label=None) -> None:
     """Prints the GPU time of each kernel in one forward + backward at ``chunk`` (after a warm step); with ``trace``
-    (a path) the host's ops are recorded too and the Chrome trace written there (for benchmarks/trace_gaps.py)."""
+    (a path) the host's ops are recorded too and the Chrome trace written there (for benchmarks/trace_gaps.py).
+    ``loss_fn`` (hidden, weight, target) -> loss: profile that instead (a peer, named ``label``)."""
     from torch.profiler import ProfilerActivity, profile
 
+    if loss_fn is None:
+        loss_fn = lambda a, b, c: blockfuse.linear_cross_entropy(a, b, c, chunk_size=chunk)  # noqa: E731
+        label = f"chunk {chunk}"
     hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
-    blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
+    loss_fn(hg, wg, t).backward()
     torch.cuda.synchronize()
     hg.grad = wg.grad = None
     activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if trace else [])
     with profile(activities=activities) as prof:
-        blockfuse.linear_cross_entropy(hg, wg, t, chunk_size=chunk).backward()
+        loss_fn(hg, wg, t).backward()
         torch.cuda.synchronize()
-    print(f"  one step at chunk {chunk}, GPU time a kernel:")
+    print(f"  one step at {label}, GPU time a kernel:")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=90))
     if trace:
         prof.export_chrome_trace(trace)
@@ -128,8 +144,12 @@ def main() -> None:
                         "allow_bf16_reduced_precision_reduction off (cuBLAS split-K partials summed in fp32)")
     parser.add_argument("--peers", action="store_true",
                         help="also time torch.compile of HF's loss and Liger-Kernel's (if installed) the same way")
-    parser.add_argument("--profile", type=chunk_arg, metavar="CHUNK",
-                        help="also profile one step at this chunk size (at each shape): GPU time a kernel")
+    parser.add_argument("--profile", type=chunk_arg, metavar="CHUNK", nargs="+",
+                        help="also profile one step at these chunk sizes (at each shape): GPU time a kernel")
+    parser.add_argument("--profile-peers", action="store_true",
+                        help="with --peers: also profile one step of each peer")
+    parser.add_argument("--dtype-reductions", action="store_true",
+                        help="also run each chunk with the op's fp32 split-K reductions off (see the docstring)")
     parser.add_argument("--both-low-memory-loops", action="store_true",
                         help="also run each low-memory chunk with the one-pass and with the two-pass loop "
                         "(cross_entropy.LOW_MEMORY_TWO_PASS = False / True)")
@@ -153,7 +173,8 @@ def main() -> None:
                         "dh_err": rel(eager[1], ref[1]), "dw_err": rel(eager[2], ref[2])})
         del eager
         # (provider, chunk, strict reductions, the low-memory loop: None the rule's, False one pass, True two)
-        runs = [("blockfuse", chunk, False, None) for chunk in args.chunks]
+        runs = [(provider, chunk, False, None) for chunk in args.chunks
+                for provider in ("blockfuse",) + (("blockfuse-dtype-reductions",) if args.dtype_reductions else ())]
         if args.both_low_memory_loops:
             runs += [("blockfuse", chunk, False, two) for chunk in args.chunks if chunk == "low-memory"
                      for two in (False, True)]
@@ -164,6 +185,8 @@ def main() -> None:
         for provider, chunk, strict, two_pass in runs:
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = not strict
             cross_entropy.LOW_MEMORY_TWO_PASS = two_pass
+            cross_entropy.full_precision_reductions = (_no_reductions_change if provider == "blockfuse-dtype-reductions"
+                                                       else _fp32_reductions)
             hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
             loss_fn = found.get(provider) or (lambda a, b, c: blockfuse.linear_cross_entropy(a, b, c, chunk_size=chunk))
 
@@ -194,15 +217,21 @@ def main() -> None:
             else:
                 label = f"chunk {rows:>5}" + (" (low-memory)" if chunk == "low-memory" else "")
                 label += f" x {block} classes, two passes" if block else ""
+            label += " bf16-red" if provider == "blockfuse-dtype-reductions" else ""
             print(f"  {label}{' strict' if strict else '       '}: {ms:8.2f} ms  {floor / ms:5.2f} of the floor  peak +{peak:7.1f} MiB  "
                   f"err loss {record['loss_err']:.1e} dh {record['dh_err']:.1e} dW {record['dw_err']:.1e}")
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
         cross_entropy.LOW_MEMORY_TWO_PASS = None
-        if args.profile:
-            trace = f"{args.trace}-{text}.json" if args.trace else None
+        cross_entropy.full_precision_reductions = _fp32_reductions
+        for chunk in args.profile or ():
+            name = text if len(args.profile) == 1 else f"{text}-{chunk}"
+            trace = f"{args.trace}-{name}.json" if args.trace else None
             cross_entropy.LOW_MEMORY_TWO_PASS = {"rule": None, "one": False, "two": True}[args.profile_loop]
-            profile_step(h, w, t, args.profile, trace)
+            profile_step(h, w, t, chunk, trace)
             cross_entropy.LOW_MEMORY_TWO_PASS = None
+        if args.profile_peers:
+            for name, fn in found.items():
+                profile_step(h, w, t, None, loss_fn=fn, label=name)
         del h, w, t, ref
         torch.cuda.empty_cache()
     if args.json:
