@@ -45,7 +45,7 @@ def _norm(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, mode:
         return layer_norm(x, module.weight, module.bias, module.eps, residual=residual, residual_mode=mode,
                           dropout_p=p, training=training)
     if isinstance(module, blockfuse.nn.RMSNorm):
-        return rms_norm(x, module.weight, module.eps, residual=residual, residual_mode=mode, dropout_p=p,
+        return rms_norm(x, module.multiplier(), module.eps, residual=residual, residual_mode=mode, dropout_p=p,
                         training=training, cast_before_weight=module.cast_before_weight)
     if residual is not None or p:
         raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's takes no residual or dropout")
@@ -75,8 +75,8 @@ def _norm_amax(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, 
         return norm_for_tensorwise_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training,
                                               False, recast=recast)
     if isinstance(module, blockfuse.nn.RMSNorm):
-        return norm_for_tensorwise_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
-                                              module.cast_before_weight, recast=recast)
+        return norm_for_tensorwise_projection(x, module.multiplier(), None, module.eps, residual, mode, p, training,
+                                              True, module.cast_before_weight, recast=recast)
     raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's folds no amax")
 
 
@@ -115,7 +115,7 @@ def _norm_fp8(module: nn.Module, x: Tensor, residual: Optional[Tensor] = None, m
         return norm_for_fp8_projection(x, module.weight, module.bias, module.eps, residual, mode, p, training, False,
                                        fp8_scaling=scaling, recast=recast)
     if isinstance(module, blockfuse.nn.RMSNorm):
-        return norm_for_fp8_projection(x, module.weight, None, module.eps, residual, mode, p, training, True,
+        return norm_for_fp8_projection(x, module.multiplier(), None, module.eps, residual, mode, p, training, True,
                                        module.cast_before_weight, fp8_scaling=scaling, recast=recast)
     raise TypeError(f"{type(module).__name__}: a norm that is not blockfuse's has no FP8 output")
 

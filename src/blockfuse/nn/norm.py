@@ -62,17 +62,27 @@ class RMSNorm(nn.Module):
     The default multiplies by the weight in fp32 and casts once (OLMo-2, and what
     ``torch.nn.functional.rms_norm`` computes); ``cast_before_weight=True`` casts the normalized
     row to x's dtype first, then multiplies (Hugging Face Llama).
+
+    ``weight_offset``: the row is multiplied by ``weight_offset + weight``, the sum taken in fp32 (Gemma's
+    zero-centred weights: ``weight_offset=1.0``, stored weights near 0; its ``(1 + w)`` in fp32 and one cast
+    after it, with the default ``cast_before_weight=False``). The parameter and the state dict are the stored
+    weight, as Hugging Face keeps it.
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-6, elementwise_affine: bool = True,
                  cast_before_weight: bool = False, residual_mode: str = "pre", dropout_p: float = 0.0,
-                 device=None, dtype=None):
+                 device=None, dtype=None, weight_offset: float = 0.0):
         super().__init__()
         n = _width(normalized_shape)
+        if not isinstance(weight_offset, (int, float)) or not abs(weight_offset) < float("inf"):
+            raise ValueError(f"weight_offset: expected a finite number, got {weight_offset!r}")
+        if weight_offset and not elementwise_affine:
+            raise ValueError("weight_offset: an offset of the weight needs a weight (elementwise_affine=True)")
         self.normalized_shape = (n,)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         self.cast_before_weight = cast_before_weight
+        self.weight_offset = float(weight_offset)
         self.residual_mode = residual_mode
         self.dropout_p = dropout_p
         if elementwise_affine:
@@ -80,12 +90,20 @@ class RMSNorm(nn.Module):
         else:
             self.register_parameter("weight", None)
 
+    def multiplier(self) -> Optional[Tensor]:
+        """What the normalized row is multiplied by: the weight, or ``weight_offset + weight`` in fp32 (a new
+        tensor each call, through which the weight's gradient flows)."""
+        if not self.weight_offset:
+            return self.weight
+        return self.weight.float() + self.weight_offset
+
     def forward(self, x: Tensor, residual: Optional[Tensor] = None):
-        return rms_norm(x, self.weight, self.eps, residual=residual, residual_mode=self.residual_mode,
+        return rms_norm(x, self.multiplier(), self.eps, residual=residual, residual_mode=self.residual_mode,
                         dropout_p=self.dropout_p, training=self.training,
                         cast_before_weight=self.cast_before_weight)
 
     def extra_repr(self) -> str:
+        offset = f", weight_offset={self.weight_offset}" if self.weight_offset else ""
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
                 f"cast_before_weight={self.cast_before_weight}, residual_mode={self.residual_mode!r}, "
-                f"dropout_p={self.dropout_p}")
+                f"dropout_p={self.dropout_p}{offset}")

@@ -105,6 +105,9 @@ def _before(module: nn.Module, kind: str) -> str:
     if kind == "mlp":
         if hasattr(module, "act_fn"):
             return f"{name}: down_proj({type(module.act_fn).__name__}(gate_proj(x)) * up_proj(x))"
+        if hasattr(module, "gate_up_proj"):
+            act = getattr(module, "activation_fn", None)
+            return f"{name}: down_proj(up * {type(act).__name__}(gate)), gate, up = gate_up_proj(x).chunk(2)"
         act = getattr(module, "activation_fn", None)
         return f"{name}: fc2({type(act).__name__}(fc1(x)))" if act is not None else name
     return name
@@ -136,9 +139,11 @@ def _patch_norm(model, path, module, family, cache):
         eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
         if eps is None or getattr(module, "weight", None) is None:
             raise CannotPatch(f"{type(module).__name__} has no weight or eps (variance_epsilon) that blockfuse knows")
-        new = RMSNorm(module.weight.shape[-1], eps=eps, cast_before_weight=family.cast_before_weight, device="meta")
+        new = RMSNorm(module.weight.shape[-1], eps=eps, cast_before_weight=family.cast_before_weight, device="meta",
+                      weight_offset=family.norm_offset)
         new.weight = module.weight
-        text = f"blockfuse.nn.RMSNorm(cast_before_weight={family.cast_before_weight})"
+        offset = f", weight_offset={family.norm_offset}" if family.norm_offset else ""
+        text = f"blockfuse.nn.RMSNorm(cast_before_weight={family.cast_before_weight}{offset})"
     else:
         if len(module.normalized_shape) != 1:
             raise CannotPatch(f"normalizes over {tuple(module.normalized_shape)}: blockfuse normalizes over the "

@@ -24,6 +24,8 @@ class Family:
     # RMSNorm: HF Llama returns weight * normalized.to(input_dtype) (cast, then weight);
     # OLMo-2 returns (weight * normalized).to(input_dtype) (weight in fp32, then cast).
     cast_before_weight: bool = False
+    # Gemma's RMSNorm multiplies by (1 + weight) in fp32, then casts (blockfuse.nn.RMSNorm(weight_offset=1.0)).
+    norm_offset: float = 0.0
     has_rope: bool = True
     # RoPE: Llama's q * cos + rotate_half(q) * sin promotes to the wider of q and cos;
     # OLMo-2 casts the result back to q's dtype.
@@ -32,9 +34,30 @@ class Family:
     gated_mlp: bool = True
 
 
+def _llama_like(name: str, package: str, prefix: str) -> Family:
+    """A family whose norm, rotary embedding and MLP are Llama's (the RMSNorm casts before its weight; the MLP's
+    projections gate_proj / up_proj / down_proj, or Phi-3's packed gate_up_proj)."""
+    return Family(name, f"transformers.models.{package}.modeling_{package}", (f"{prefix}Model", f"{prefix}ForCausalLM"),
+                  norm=f"{prefix}RMSNorm", cast_before_weight=True)
+
+
+def _gemma(name: str, package: str, prefix: str) -> Family:
+    """Gemma 1-3: an RMSNorm of zero-centred weights ((1 + weight) in fp32, then one cast), Llama's rotary (Gemma 3's
+    QK-norms are that RMSNorm too), a GeGLU (tanh) MLP."""
+    return Family(name, f"transformers.models.{package}.modeling_{package}", (f"{prefix}Model", f"{prefix}ForCausalLM"),
+                  norm=f"{prefix}RMSNorm", cast_before_weight=False, norm_offset=1.0)
+
+
 FAMILIES = (
     Family("Llama", "transformers.models.llama.modeling_llama", ("LlamaModel", "LlamaForCausalLM"),
            norm="LlamaRMSNorm", cast_before_weight=True),
+    _llama_like("Mistral", "mistral", "Mistral"),
+    _llama_like("Qwen2", "qwen2", "Qwen2"),
+    _llama_like("Qwen3", "qwen3", "Qwen3"),
+    _llama_like("Phi-3", "phi3", "Phi3"),
+    _gemma("Gemma", "gemma", "Gemma"),
+    _gemma("Gemma-2", "gemma2", "Gemma2"),
+    _gemma("Gemma-3", "gemma3", "Gemma3"),
     Family("OLMo-2", "transformers.models.olmo2.modeling_olmo2", ("Olmo2Model", "Olmo2ForCausalLM"),
            norm="Olmo2RMSNorm", cast_before_weight=False, rope_promotes=False),
     Family("SigLIP", "transformers.models.siglip.modeling_siglip", ("SiglipVisionModel", "SiglipModel"),

@@ -25,6 +25,8 @@ from blockfuse.ops.sharding import local_shard
 
 ROTARY_GLOBAL = "apply_rotary_pos_emb"  # the module-level function HF attention forwards call
 GATED_MLP_NAMES = frozenset({"gate_proj", "up_proj", "down_proj", "act_fn"})
+# Phi-3's MLP: one gate|up projection, split by chunk(2) (the gate's half first), down_proj(up * act(gate)).
+PACKED_MLP_NAMES = frozenset({"gate_up_proj", "down_proj", "activation_fn", "chunk"})
 FC_MLP_NAMES = frozenset({"fc1", "fc2", "activation_fn"})
 MARK = "blockfuse_patch"  # attribute of every function blockfuse installs as an instance forward
 
@@ -239,11 +241,51 @@ for _forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward, 
     setattr(_forward, MARK, "mlp")
 
 
+def _packed_mlp(self, x: Tensor, activation: str) -> Tensor:
+    # Phi-3's x -> gate_up_proj (..., 2 intermediate: the gate's half, then the up half) -> (..., hidden), as one
+    # op (blockfuse.gated_mlp's packed weights: the same layout)
+    if vars(self).get("shards", 1) > 1:
+        raise NotImplementedError("tensor parallelism of a packed gate|up projection (Phi-3) is not supported")
+    gate_up, down = self.gate_up_proj, self.down_proj
+    return gated_mlp(x, gate_up.weight, gate_up.bias, down.weight, down.bias, activation)
+
+
+def swiglu_packed_mlp_forward(self, x: Tensor) -> Tensor:
+    return _packed_mlp(self, x, "swiglu")
+
+
+def geglu_tanh_packed_mlp_forward(self, x: Tensor) -> Tensor:
+    return _packed_mlp(self, x, "geglu")
+
+
+def geglu_packed_mlp_forward(self, x: Tensor) -> Tensor:
+    return _packed_mlp(self, x, "geglu_erf")
+
+
+def swiglu_packed_modules_forward(self, x: Tensor) -> Tensor:
+    # the projections are not plain Linear layers (LoRA, quantized, ...): called as they are
+    return self.down_proj(swiglu(self.gate_up_proj(x)))
+
+
+def geglu_tanh_packed_modules_forward(self, x: Tensor) -> Tensor:
+    return self.down_proj(geglu(self.gate_up_proj(x), approximate="tanh"))
+
+
+def geglu_packed_modules_forward(self, x: Tensor) -> Tensor:
+    return self.down_proj(geglu(self.gate_up_proj(x), approximate="none"))
+
+
+for _forward in (swiglu_packed_mlp_forward, geglu_tanh_packed_mlp_forward, geglu_packed_mlp_forward,
+                 swiglu_packed_modules_forward, geglu_tanh_packed_modules_forward, geglu_packed_modules_forward):
+    setattr(_forward, MARK, "mlp")
+
+
 def calls_gated_mlp(mlp: nn.Module) -> bool:
     """True for an MLP whose forward is blockfuse's one ``gated_mlp`` on its projections' weights (the
     projections' own forwards, and any hooks on them, do not run)."""
     forward = getattr(vars(mlp).get("forward"), "__func__", None)
-    return forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward)
+    return forward in (swiglu_mlp_forward, geglu_tanh_mlp_forward, geglu_mlp_forward, swiglu_packed_mlp_forward,
+                       geglu_tanh_packed_mlp_forward, geglu_packed_mlp_forward)
 
 
 # Activation classes by name (their names and modules moved between transformers versions).
@@ -252,29 +294,40 @@ _GELU_TANH = ("GELUTanh", "PytorchGELUTanh", "NewGELUActivation", "FastGELUActiv
 _GELU = ("GELUActivation",)
 
 
-def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
-    """(the forward that replaces ``mlp``'s, what it computes) for a gated MLP, from the class of
-    its ``act_fn``; raises CannotPatch for an MLP of another form or another activation."""
-    _, inner = unwrap(type(mlp).forward)
-    if not GATED_MLP_NAMES <= set(inner.__code__.co_names) or not all(
-            isinstance(getattr(mlp, name, None), nn.Module) for name in GATED_MLP_NAMES):
-        raise CannotPatch(f"{type(mlp).__name__} is not down_proj(act_fn(gate_proj(x)) * up_proj(x))")
-    act = mlp.act_fn
+def _gated_kind(act: nn.Module) -> str:
+    """"swiglu", "geglu_tanh" or "geglu" for a gated MLP's activation module; raises CannotPatch for another."""
     name = type(act).__name__
     if name in _SILU:
-        kind = "swiglu"
-    elif isinstance(act, nn.GELU):
-        kind = "geglu_tanh" if act.approximate == "tanh" else "geglu"
-    elif name in _GELU_TANH or name in _GELU:
-        kind = "geglu_tanh" if name in _GELU_TANH else "geglu"
-    else:
-        raise CannotPatch(f"activation {name}: blockfuse fuses SiLU (swiglu) and GELU (geglu) only")
+        return "swiglu"
+    if isinstance(act, nn.GELU):
+        return "geglu_tanh" if act.approximate == "tanh" else "geglu"
+    if name in _GELU_TANH or name in _GELU:
+        return "geglu_tanh" if name in _GELU_TANH else "geglu"
+    raise CannotPatch(f"activation {name}: blockfuse fuses SiLU (swiglu) and GELU (geglu) only")
+
+
+def _plain_linears(mlp: nn.Module, names) -> bool:
+    return all(type(getattr(mlp, n)) is nn.Linear and not has_hooks(getattr(mlp, n)) for n in names)
+
+
+def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
+    """(the forward that replaces ``mlp``'s, what it computes) for a gated MLP, from the class of
+    its activation; raises CannotPatch for an MLP of another form or another activation. Two forms:
+    ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` (Llama and most), and Phi-3's packed
+    ``gate, up = gate_up_proj(x).chunk(2, dim=-1)``, ``down_proj(up * activation_fn(gate))``."""
+    _, inner = unwrap(type(mlp).forward)
+    names = set(inner.__code__.co_names)
+    if PACKED_MLP_NAMES <= names and all(isinstance(getattr(mlp, name, None), nn.Module)
+                                         for name in PACKED_MLP_NAMES - {"chunk"}):
+        return _packed_gated_mlp_forward(mlp)
+    if not GATED_MLP_NAMES <= names or not all(
+            isinstance(getattr(mlp, name, None), nn.Module) for name in GATED_MLP_NAMES):
+        raise CannotPatch(f"{type(mlp).__name__} is not down_proj(act_fn(gate_proj(x)) * up_proj(x))")
+    kind = _gated_kind(mlp.act_fn)
     # NOTE: plain Linear projections (without hooks) run as one blockfuse.gated_mlp, whose backward
     # recomputes the activation instead of keeping it (tokens x intermediate less memory per layer);
     # other projection modules are called as they are, around the fused activation alone.
-    plain = all(type(getattr(mlp, n)) is nn.Linear and not has_hooks(getattr(mlp, n))
-                for n in ("gate_proj", "up_proj", "down_proj"))
-    if plain:
+    if _plain_linears(mlp, ("gate_proj", "up_proj", "down_proj")):
         forwards = {kind_: (forward, f'blockfuse.gated_mlp(x, gate_proj, up_proj, down_proj, "{activation}")')
                     for kind_, forward, activation in (("swiglu", swiglu_mlp_forward, "swiglu"),
                                                        ("geglu_tanh", geglu_tanh_mlp_forward, "geglu"),
@@ -284,6 +337,24 @@ def gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
                     for kind_, forward, op in (("swiglu", swiglu_modules_forward, "swiglu"),
                                                ("geglu_tanh", geglu_tanh_modules_forward, 'geglu(approximate="tanh")'),
                                                ("geglu", geglu_modules_forward, 'geglu(approximate="none")'))}
+    return forwards[kind]
+
+
+def _packed_gated_mlp_forward(mlp: nn.Module) -> tuple[Callable, str]:
+    """:func:`gated_mlp_forward` of Phi-3's packed form (the gate's half of ``gate_up_proj``'s output first, as
+    blockfuse's packed gate|up weights)."""
+    kind = _gated_kind(mlp.activation_fn)
+    if _plain_linears(mlp, ("gate_up_proj", "down_proj")):
+        forwards = {kind_: (forward, f'blockfuse.gated_mlp(x, gate_up_proj, down_proj, "{activation}")')
+                    for kind_, forward, activation in (("swiglu", swiglu_packed_mlp_forward, "swiglu"),
+                                                       ("geglu_tanh", geglu_tanh_packed_mlp_forward, "geglu"),
+                                                       ("geglu", geglu_packed_mlp_forward, "geglu_erf"))}
+    else:
+        forwards = {kind_: (forward, f"down_proj(blockfuse.{op}(gate_up_proj(x)))")
+                    for kind_, forward, op in (("swiglu", swiglu_packed_modules_forward, "swiglu"),
+                                               ("geglu_tanh", geglu_tanh_packed_modules_forward,
+                                                'geglu(approximate="tanh")'),
+                                               ("geglu", geglu_packed_modules_forward, 'geglu(approximate="none")'))}
     return forwards[kind]
 
 
