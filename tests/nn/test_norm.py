@@ -96,6 +96,47 @@ def test_rms_norm_loads_torch_state_dict_and_matches_it(config, cast_before_weig
     compare_with_torch(ours, theirs, dtype, device, offset=0.0)
 
 
+class ZeroCentredRMSNorm(torch.nn.Module):
+    """Gemma's RMSNorm: weights stored around 0, the row multiplied by (1 + weight) in fp32, one cast after."""
+
+    def __init__(self, width, eps, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(width, device=device, dtype=dtype))
+
+    def forward(self, x):
+        x32 = x.float()
+        out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight.float())
+        return out.type_as(x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_rms_norm_weight_offset_matches_zero_centred_norm(dtype, device):
+    """weight_offset=1.0: Gemma's norm (state dict: the stored weight), outputs and grads, the weight's included."""
+    theirs = ZeroCentredRMSNorm(WIDTH, 1e-6, device=device, dtype=dtype)
+    with torch.no_grad():
+        theirs.weight.copy_(random_tensor((WIDTH,), dtype, device, seed=4, scale=0.5))
+    ours = blockfuse.nn.RMSNorm(WIDTH, eps=1e-6, weight_offset=1.0, device=device, dtype=dtype)
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    assert "weight_offset=1.0" in repr(ours)
+    compare_with_torch(ours, theirs, dtype, device, offset=0.0)
+    # an offset of 0 is the plain module: the stored weight multiplies
+    plain = blockfuse.nn.RMSNorm(WIDTH, eps=1e-6, device=device, dtype=dtype)
+    plain.load_state_dict(theirs.state_dict())
+    x = random_tensor(SHAPE, dtype, device, seed=10)
+    with torch.no_grad():
+        assert relative_error(plain(x), ours(x)) > 0.1
+
+
+def test_rms_norm_weight_offset_checks():
+    with pytest.raises(ValueError, match="weight_offset: expected a finite number, got inf"):
+        blockfuse.nn.RMSNorm(8, weight_offset=float("inf"))
+    with pytest.raises(ValueError, match="weight_offset: expected a finite number, got '1'"):
+        blockfuse.nn.RMSNorm(8, weight_offset="1")
+    with pytest.raises(ValueError, match="weight_offset: an offset of the weight needs a weight"):
+        blockfuse.nn.RMSNorm(8, weight_offset=1.0, elementwise_affine=False)
+
+
 def rms_norm_formula(x, weight, eps, cast_before_weight):
     x32 = x.float()
     xhat = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)

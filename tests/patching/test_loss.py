@@ -62,7 +62,27 @@ def olmo2():
     return transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**_CONFIG)).eval()
 
 
-MODELS = {"llama": llama, "llama-bias-tied": llama_with_bias, "olmo2": olmo2}
+def _causal_lm(config_name: str, model_name: str, **config):
+    def make():
+        if not hasattr(transformers, model_name):
+            pytest.skip(f"transformers {transformers.__version__} has no {model_name}")
+        torch.manual_seed(0)
+        return getattr(transformers, model_name)(getattr(transformers, config_name)(**{**_CONFIG, **config})).eval()
+
+    return make
+
+
+def gemma2(softcap=0.1):
+    """Gemma-2 with a logit softcap that matters at this scale (its forward applies it), eager attention (its only
+    one)."""
+    return _causal_lm("Gemma2Config", "Gemma2ForCausalLM", attn_implementation="eager", head_dim=16,
+                      final_logit_softcapping=softcap)()
+
+
+MODELS = {"llama": llama, "llama-bias-tied": llama_with_bias, "olmo2": olmo2,
+          "qwen3": _causal_lm("Qwen3Config", "Qwen3ForCausalLM", head_dim=16),
+          "phi3": _causal_lm("Phi3Config", "Phi3ForCausalLM"),
+          "gemma3": _causal_lm("Gemma3TextConfig", "Gemma3ForCausalLM", head_dim=16)}
 
 
 def _batch(batch=2, seq=9):
@@ -143,7 +163,7 @@ def test_loss_flag_refuses_other_values():
         blockfuse.patch(MODELS["llama"](), loss="low")
 
 
-@pytest.mark.parametrize("family", ["llama", "olmo2"])
+@pytest.mark.parametrize("family", ["llama", "olmo2", "qwen3", "phi3", "gemma3"])
 def test_with_every_patch_at_once(family):
     model, reference, report = _pair(MODELS[family], norms=True, rope=True, mlp=True, loss=True)
     assert {entry.kind for entry in report.replaced} == {"norms", "rope", "mlp", "loss"}
@@ -220,18 +240,9 @@ def test_compiles_with_fullgraph():
 
 
 def test_softcap_of_a_forward_that_applies_it():
-    """Gemma-2 is no family blockfuse.patch supports, so its patched forward is set by hand: the loss
-    code is the same for any causal LM of this shape."""
-    if not hasattr(transformers, "Gemma2ForCausalLM"):
-        pytest.skip(f"transformers {transformers.__version__} has no Gemma2ForCausalLM")
-    torch.manual_seed(0)
-    config = transformers.Gemma2Config(**{**_CONFIG, "attn_implementation": "eager"}, head_dim=16,
-                                       final_logit_softcapping=0.1)
-    model = transformers.Gemma2ForCausalLM(config).eval()
-    reference = copy.deepcopy(model)
-    function, description = loss_module.loss_forward(type(model))
-    assert "softcap=config.final_logit_softcapping" in description
-    model.forward = types.MethodType(function, model)
+    """Gemma-2's forward caps its logits: the fused loss is told the cap, with every patch at once."""
+    model, reference, report = _pair(gemma2, norms=True, rope=True, mlp=True, loss=True)
+    assert "softcap=config.final_logit_softcapping" in next(e.new for e in report.replaced if e.kind == "loss")
     ids, labels = _batch()
     out = _assert_same_loss_and_grads(model, reference, input_ids=ids, labels=labels)
     assert out.logits is None
@@ -285,10 +296,11 @@ def test_lm_head_with_a_hook_is_left_alone():
 
 
 def test_not_a_causal_lm_raises():
-    mistral = transformers.MistralForCausalLM(transformers.MistralConfig(**_CONFIG))
+    # (a causal LM of a family blockfuse.patch does not know)
+    other = transformers.StableLmForCausalLM(transformers.StableLmConfig(**_CONFIG))
     siglip = transformers.SiglipVisionModel(transformers.SiglipVisionConfig(
         hidden_size=32, intermediate_size=72, num_hidden_layers=1, num_attention_heads=2, patch_size=4, image_size=16))
-    for model in (llama().model, siglip, mistral, nn.Linear(4, 4)):
+    for model in (llama().model, siglip, other, nn.Linear(4, 4)):
         name = type(model).__name__
         with pytest.raises(ValueError, match=f"^loss=True: .*expected a causal LM such as LlamaForCausalLM.*, "
                                              f"got {name}$"):

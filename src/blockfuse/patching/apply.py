@@ -6,7 +6,7 @@ Four kinds of change, each undone exactly by ``unpatch``:
   that holds the very same ``nn.Parameter`` objects (state dict keys and values unchanged);
 * rope: each attention module gets an instance ``forward``: a copy of its class's forward
   whose global ``apply_rotary_pos_emb`` is ``blockfuse.rotary`` (see ``forwards.with_globals``);
-* mlp: each MLP gets an instance ``forward``: a gated one (Llama, OLMo-2) runs as one
+* mlp: each MLP gets an instance ``forward``: a gated one (Llama, OLMo-2, Qwen, Gemma, Phi-3's packed) runs as one
   ``blockfuse.gated_mlp``, a plain one (SigLIP, SigLIP-2) as one ``blockfuse.fused_mlp``; projections
   that are not plain ``nn.Linear`` (LoRA, quantized) are called as they are around
   ``blockfuse.swiglu`` / ``geglu``;
@@ -241,13 +241,13 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
     ``norms``: RMSNorm / LayerNorm modules -> ``blockfuse.nn.RMSNorm`` / ``LayerNorm`` sharing
     the same parameters; ``rope``: attention forwards call ``blockfuse.rotary``; ``mlp``: gated
     MLPs run as ``blockfuse.gated_mlp``, plain ones as ``blockfuse.fused_mlp`` (``swiglu`` / ``geglu``
-    between projections that are not plain Linear layers). Works on Llama, OLMo-2, SigLIP and SigLIP-2
-    models (any head), alone or inside a larger model. Patching again changes nothing more
-    than what the new flags add (what is patched already is reported as skipped). Undo with
-    :func:`unpatch`.
+    between projections that are not plain Linear layers). Works on Llama, Mistral, Qwen2, Qwen3,
+    Phi-3, Gemma (1-3), OLMo-2, SigLIP and SigLIP-2 models (any head), alone or inside a larger model.
+    Patching again changes nothing more than what the new flags add (what is patched already is
+    reported as skipped). Undo with :func:`unpatch`.
 
-    ``loss``: a causal LM (``LlamaForCausalLM``, ``Olmo2ForCausalLM``) called with ``labels`` computes
-    Hugging Face's loss (shifted labels or ``shift_labels``, ``ignore_index``, ``num_items_in_batch``,
+    ``loss``: a causal LM of those families (``LlamaForCausalLM``, ``Qwen3ForCausalLM``, ...) called
+    with ``labels`` computes Hugging Face's loss (shifted labels or ``shift_labels``, ``ignore_index``, ``num_items_in_batch``,
     the LM head's bias, ``final_logit_softcapping``) with ``blockfuse.linear_cross_entropy``, and the
     output's ``logits`` is None: the logits are never made. Without ``labels`` the forward is
     Hugging Face's own, logits and all. Raises ValueError when the model holds no causal LM.
