@@ -116,6 +116,10 @@ def _hf_model(family: str, tied: bool = False):
     if family == "llama":  # with biases: o_proj's and down_proj's are added once, after the reduction
         config = transformers.LlamaConfig(**common, attention_bias=True, mlp_bias=True)
         cls = transformers.LlamaForCausalLM
+    elif family == "qwen2":  # biases on q, k, v only
+        config, cls = transformers.Qwen2Config(**common), transformers.Qwen2ForCausalLM
+    elif family == "mistral":  # no biases
+        config, cls = transformers.MistralConfig(**common), transformers.MistralForCausalLM
     else:
         config, cls = transformers.Olmo2Config(**common, rope_theta=5e5, pad_token_id=2), transformers.Olmo2ForCausalLM
     torch.manual_seed(0)
@@ -176,7 +180,11 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
 # (family, blockfuse.patch: None (not patched), "patch", "loss" (patch(model, loss=True)), tie_word_embeddings,
 # sequence_parallel)
 HF_CASES = [("llama", "patch", False, True), ("olmo2", "patch", False, True), ("olmo2", "patch", False, False),
-            ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False)]
+            ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False),
+            ("qwen2", "patch", False, True), ("mistral", "loss", False, False)]
+# the column-parallel projections' biases, sharded with their rows (o_proj's and down_proj's are replicated)
+SHARDED_BIASES = {"llama": ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"],
+                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": []}
 
 
 def _hf_worker(rank):
@@ -219,8 +227,7 @@ def test_hugging_face_models_under_tensor_parallelism_match_one_process():
                          "up_proj.weight", "down_proj.weight"]
             if family == "olmo2":
                 per_layer += ["q_norm.weight", "k_norm.weight"]
-            else:  # the column-parallel projections' biases (o_proj's and down_proj's are replicated)
-                per_layer += ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"]
+            per_layer += SHARDED_BIASES[family]
             for suffix in per_layer:
                 assert sum(name.endswith(suffix) for name in sharded) == LAYERS, (case, suffix, sharded)
             assert result["qk norms"] == (2 * LAYERS if family == "olmo2" else 0), case
@@ -242,5 +249,9 @@ def test_unsupported_models_raise():
     transformers = pytest.importorskip("transformers")
     config = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=72, num_hidden_layers=1,
                                              num_attention_heads=2, patch_size=4, image_size=16)
-    with pytest.raises(TypeError, match="Llama and OLMo-2 models, got SiglipVisionModel"):
+    with pytest.raises(TypeError, match="Llama, Mistral, Qwen2, OLMo-2 models, got SiglipVisionModel"):
         tp_plan(transformers.SiglipVisionModel(config))
+    qwen3 = transformers.Qwen3Config(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                                     intermediate_size=64, num_hidden_layers=1, vocab_size=VOCAB)
+    with pytest.raises(TypeError, match="OLMo-2 models, got Qwen3ForCausalLM"):
+        tp_plan(transformers.Qwen3ForCausalLM(qwen3))

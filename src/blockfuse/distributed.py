@@ -146,12 +146,16 @@ from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 __all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedNorm", "SequenceShards",
            "rank_major_rows", "sharded_rms_norm", "tp_plan"]
 
-HUGGING_FACE_FAMILIES = ("Llama", "OLMo-2")  # the Hugging Face families tp_plan takes (decoder LMs)
+# the Hugging Face families tp_plan takes (decoder LMs of Llama's layout: q / k / v / o and gate / up / down Linears;
+# OLMo-2's whole-width QK-norms are sharded with the heads). Not Qwen3 or Gemma-3, whose per-head QK-norms it would
+# take for whole-width ones, nor Phi-3's packed projections.
+HUGGING_FACE_FAMILIES = ("Llama", "Mistral", "Qwen2", "OLMo-2")
 
 
 def tp_plan(model: nn.Module, *, sequence_parallel: bool = True) -> dict[str, ParallelStyle]:
     """The ``parallelize_module`` plan of ``model``: a :class:`TransformerStack` or :class:`TransformerBlock`, eager
-    or fused, or a Hugging Face Llama / OLMo-2 model, ``blockfuse.patch``-ed or not (patch before planning).
+    or fused, or a Hugging Face Llama / Mistral / Qwen2 / OLMo-2 model, ``blockfuse.patch``-ed or not (patch before
+    planning).
     ``parallelize_module(model, mesh, tp_plan(model))`` on a 1-D mesh of the tensor-parallel ranks. See the
     module's notes for the scheme and the state dict. The head counts are checked against the mesh when the plan
     is applied (``heads`` and ``kv_heads`` must be multiples of its size)."""
@@ -182,13 +186,14 @@ def _block_plan(model: nn.Module, sequence_parallel: bool) -> dict[str, Parallel
 
 
 def _hugging_face_plan(found: list, sequence_parallel: bool) -> dict[str, ParallelStyle]:
-    """The plan of the one Hugging Face Llama / OLMo-2 model in ``found`` (``roots``' (path, module, family))."""
+    """The plan of the one Hugging Face model of HUGGING_FACE_FAMILIES in ``found`` (``roots``' (path, module,
+    family))."""
     if len(found) != 1:
         paths = ", ".join(path or "(the model)" for path, _, _ in found)
         raise ValueError(f"model holds {len(found)} Hugging Face models ({paths}): plan each one on its own")
     path, root, family = found[0]
     if family.name not in HUGGING_FACE_FAMILIES:
-        raise TypeError(f"model: tp_plan covers Hugging Face {' and '.join(HUGGING_FACE_FAMILIES)} models, got "
+        raise TypeError(f"model: tp_plan covers Hugging Face {', '.join(HUGGING_FACE_FAMILIES)} models, got "
                         f"{type(root).__name__} ({family.name})")
     inner = getattr(root, "model", None)
     base, base_path = (inner, "model.") if isinstance(inner, nn.Module) else (root, "")
@@ -527,7 +532,7 @@ class AttentionParallel(ParallelStyle):
     def _apply(self, module: nn.Module, mesh) -> nn.Module:
         if not isinstance(module, (Attention, FusedAttention)) and not _is_hugging_face(module, _PROJECTIONS):
             raise TypeError(f"AttentionParallel: expected a blockfuse Attention or FusedAttention or a Hugging Face "
-                            f"Llama / OLMo-2 attention, got {type(module).__name__}")
+                            f"{' / '.join(HUGGING_FACE_FAMILIES)} attention, got {type(module).__name__}")
         tp = mesh.size()
         _check_heads(*_head_counts(module), tp)
         layout = _layout(self.sequence_parallel)
@@ -579,7 +584,7 @@ class FeedForwardParallel(ParallelStyle):
         hugging_face = not isinstance(module, (FeedForward, FusedFeedForward))
         if hugging_face and not _is_hugging_face(module, _GATED):
             raise TypeError(f"FeedForwardParallel: expected a blockfuse FeedForward or FusedFeedForward or a Hugging "
-                            f"Face Llama / OLMo-2 MLP, got {type(module).__name__}")
+                            f"Face {' / '.join(HUGGING_FACE_FAMILIES)} MLP, got {type(module).__name__}")
         tp = mesh.size()
         _check_hidden(module.gate_proj.out_features if hugging_face else module.config.ffn_hidden, tp)
         layout = _layout(self.sequence_parallel)
