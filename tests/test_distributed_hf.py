@@ -4,8 +4,9 @@
 * QK-norm (OLMo-2): the head-sharded RMSNorm (``sharded_rms_norm``) against the RMSNorm of the whole rows, forward
   and backward, both rounding conventions; eager and fused stacks with QK-norm, with and without sequence
   parallelism (the test of tests/test_distributed.py, which also counts the collectives);
-* tiny Llama and OLMo-2 models, ``blockfuse.patch``-ed (OLMo-2 also with ``loss=True``, Llama also unpatched with
-  tied embeddings), with and without sequence parallelism: the loss and every parameter's gradient.
+* tiny Llama, OLMo-2, Qwen2 and Mistral models, ``blockfuse.patch``-ed (OLMo-2 and Mistral also with ``loss=True``,
+  Llama also unpatched with tied embeddings), with and without sequence parallelism: the loss and every parameter's
+  gradient.
 """
 
 from __future__ import annotations
