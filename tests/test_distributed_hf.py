@@ -4,9 +4,10 @@
 * QK-norm (OLMo-2): the head-sharded RMSNorm (``sharded_rms_norm``) against the RMSNorm of the whole rows, forward
   and backward, both rounding conventions; eager and fused stacks with QK-norm, with and without sequence
   parallelism (the test of tests/test_distributed.py, which also counts the collectives);
-* tiny Llama, OLMo-2, Qwen2 and Mistral models, ``blockfuse.patch``-ed (OLMo-2 and Mistral also with ``loss=True``,
-  Llama also unpatched with tied embeddings), with and without sequence parallelism: the loss and every parameter's
-  gradient.
+* tiny Llama, OLMo-2, Qwen2, Mistral and Qwen3 models, ``blockfuse.patch``-ed (OLMo-2 and Mistral also with
+  ``loss=True``, Llama also unpatched with tied embeddings, Qwen3 also unpatched), with and without sequence
+  parallelism: the loss and every parameter's gradient; Qwen3's replicated per-head QK-norm weights through two
+  optimizer steps.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def _hf_model(family: str, tied: bool = False):
         config, cls = transformers.Qwen2Config(**common), transformers.Qwen2ForCausalLM
     elif family == "mistral":  # no biases
         config, cls = transformers.MistralConfig(**common), transformers.MistralForCausalLM
+    elif family == "qwen3":  # per-head QK-norms (replicated: each rank normalizes its own heads)
+        config, cls = transformers.Qwen3Config(**common, head_dim=16), transformers.Qwen3ForCausalLM
     else:
         config, cls = transformers.Olmo2Config(**common, rope_theta=5e5, pad_token_id=2), transformers.Olmo2ForCausalLM
     torch.manual_seed(0)
@@ -138,7 +141,7 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
 
-    from blockfuse.distributed import HeadShardedRMSNorm, tp_plan
+    from blockfuse.distributed import HeadShardedRMSNorm, ReplicatedHeadNorm, tp_plan
 
     device = multiprocess.device()
     model = _hf_model(family, tied).to(device)
@@ -174,7 +177,9 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
         if isinstance(p, DTensor) and p.placements[0].is_shard():
             sharded_names.append(name)
     qk_norms = sum(isinstance(m, HeadShardedRMSNorm) for m in sharded.modules())
-    return {"errors": errors, "sharded": sorted(sharded_names), "qk norms": qk_norms, "collectives": collectives,
+    per_head_norms = sum(isinstance(m, ReplicatedHeadNorm) for m in sharded.modules())
+    return {"errors": errors, "sharded": sorted(sharded_names), "qk norms": qk_norms, "per-head norms": per_head_norms,
+            "collectives": collectives,
             "same names": sorted(expected_grads) == sorted(n for n, _ in sharded.named_parameters())}
 
 
@@ -182,10 +187,11 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
 # sequence_parallel)
 HF_CASES = [("llama", "patch", False, True), ("olmo2", "patch", False, True), ("olmo2", "patch", False, False),
             ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False),
-            ("qwen2", "patch", False, True), ("mistral", "loss", False, False)]
+            ("qwen2", "patch", False, True), ("mistral", "loss", False, False), ("qwen3", "patch", False, True),
+            ("qwen3", None, False, False)]
 # the column-parallel projections' biases, sharded with their rows (o_proj's and down_proj's are replicated)
 SHARDED_BIASES = {"llama": ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"],
-                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": []}
+                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": [], "qwen3": []}
 
 
 def _hf_worker(rank):
@@ -232,6 +238,7 @@ def test_hugging_face_models_under_tensor_parallelism_match_one_process():
             for suffix in per_layer:
                 assert sum(name.endswith(suffix) for name in sharded) == LAYERS, (case, suffix, sharded)
             assert result["qk norms"] == (2 * LAYERS if family == "olmo2" else 0), case
+            assert result["per-head norms"] == (2 * LAYERS if family == "qwen3" else 0), case
             assert ("model.embed_tokens.weight" in sharded) == (not tied), (case, sharded)
             assert ("lm_head.weight" in sharded) == (not tied and patch != "loss"), (case, sharded)
             vocabulary = (not tied) + (not tied and patch != "loss")
@@ -250,9 +257,51 @@ def test_unsupported_models_raise():
     transformers = pytest.importorskip("transformers")
     config = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=72, num_hidden_layers=1,
                                              num_attention_heads=2, patch_size=4, image_size=16)
-    with pytest.raises(TypeError, match="Llama, Mistral, Qwen2, OLMo-2 models, got SiglipVisionModel"):
+    with pytest.raises(TypeError, match="Llama, Mistral, Qwen2, Qwen3, OLMo-2 models, got SiglipVisionModel"):
         tp_plan(transformers.SiglipVisionModel(config))
-    qwen3 = transformers.Qwen3Config(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+    gemma = transformers.GemmaConfig(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
                                      intermediate_size=64, num_hidden_layers=1, vocab_size=VOCAB)
-    with pytest.raises(TypeError, match="OLMo-2 models, got Qwen3ForCausalLM"):
-        tp_plan(transformers.Qwen3ForCausalLM(qwen3))
+    with pytest.raises(TypeError, match="OLMo-2 models, got GemmaForCausalLM"):
+        tp_plan(transformers.GemmaForCausalLM(gemma))
+
+
+def _qwen3_steps_worker(rank):
+    """Two SGD steps with momentum (gradients clipped) of a patched Qwen3 planned over the ranks against one
+    process's. (Not Adam: it scales each element's step by its own gradient's size, so rounding noise in the tiniest
+    gradients moves a weight by a visible part of a step.)"""
+    import blockfuse
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from blockfuse.distributed import tp_plan
+
+    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
+    model = _hf_model("qwen3").to(multiprocess.device())
+    blockfuse.patch(model)
+    sharded = copy.deepcopy(model)
+    parallelize_module(sharded, mesh, tp_plan(sharded))
+    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1)).to(multiprocess.device())
+    weights, placements = {}, None
+    for name, m in (("one", model), ("tp", sharded)):
+        optimizer = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            m(input_ids=ids, labels=ids).loss.backward()
+            if name == "tp":
+                placements = str(m.model.layers[0].self_attn.q_norm.weight.grad.placements)
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+        weights[name] = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach() for n, p in m.named_parameters()}
+    return placements, {n: _error(weights["tp"][n], weights["one"][n]) for n in weights["one"]}
+
+
+def test_replicated_head_norm_weights_train_as_one_process():
+    """Qwen3's per-head QK-norm weights stay whole on every rank; their gradient comes back Partial (each rank's
+    heads' share) and the optimizer step and the gradient clipping reduce it: every weight after two steps as one
+    process's (a gradient left unreduced would be half or a rank's share: errors of the size of a step)."""
+    pytest.importorskip("transformers")
+    for rank, (placements, errors) in enumerate(multiprocess.run(_qwen3_steps_worker, timeout=300)):
+        assert placements == "(Partial(sum),)", (rank, placements)
+        worst = max(errors, key=errors.get)
+        assert errors[worst] < 1e-5, f"rank {rank}: {worst} {errors[worst]:.2e}"

@@ -143,19 +143,19 @@ from blockfuse.models.fused import FusedAttention, FusedFeedForward
 from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 
-__all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedNorm", "SequenceShards",
-           "rank_major_rows", "sharded_rms_norm", "tp_plan"]
+__all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedHeadNorm", "ReplicatedNorm",
+           "SequenceShards", "rank_major_rows", "sharded_rms_norm", "tp_plan"]
 
 # the Hugging Face families tp_plan takes (decoder LMs of Llama's layout: q / k / v / o and gate / up / down Linears;
-# OLMo-2's whole-width QK-norms are sharded with the heads). Not Qwen3 or Gemma-3, whose per-head QK-norms it would
-# take for whole-width ones, nor Phi-3's packed projections.
-HUGGING_FACE_FAMILIES = ("Llama", "Mistral", "Qwen2", "OLMo-2")
+# OLMo-2's whole-width QK-norms are sharded with the heads, Qwen3's per-head ones replicated). Not yet Gemma or
+# Phi-3 (its packed projections).
+HUGGING_FACE_FAMILIES = ("Llama", "Mistral", "Qwen2", "Qwen3", "OLMo-2")
 
 
 def tp_plan(model: nn.Module, *, sequence_parallel: bool = True) -> dict[str, ParallelStyle]:
     """The ``parallelize_module`` plan of ``model``: a :class:`TransformerStack` or :class:`TransformerBlock`, eager
-    or fused, or a Hugging Face Llama / Mistral / Qwen2 / OLMo-2 model, ``blockfuse.patch``-ed or not (patch before
-    planning).
+    or fused, or a Hugging Face Llama / Mistral / Qwen2 / Qwen3 / OLMo-2 model, ``blockfuse.patch``-ed or not (patch
+    before planning).
     ``parallelize_module(model, mesh, tp_plan(model))`` on a 1-D mesh of the tensor-parallel ranks. See the
     module's notes for the scheme and the state dict. The head counts are checked against the mesh when the plan
     is applied (``heads`` and ``kv_heads`` must be multiples of its size)."""
@@ -392,12 +392,69 @@ class HeadShardedRMSNorm(nn.Module):
         return f"{tuple(self.weight.shape)}, eps={self.eps}, cast_before_weight={self.cast_before_weight}, sharded"
 
 
+class ReplicatedHeadNorm(nn.Module):
+    """QK-norm over each head's ``head_dim`` columns (Qwen3, Gemma-3) under tensor parallelism: every rank normalizes
+    its own heads with the whole weight, a DTensor ``Replicate()`` (the state dict's ``q_norm.weight``), whose
+    gradient is the ranks' sum (its local gradient handed back ``Partial()``, reduced where the gradient is read). No
+    communication in the forward. Its input and output are plain local tensors, (..., heads / tp, head_dim)."""
+
+    def __init__(self, weight: nn.Parameter, eps: float, cast_before_weight: bool, weight_offset: float = 0.0):
+        super().__init__()
+        if not isinstance(weight, DTensor) or tuple(weight.placements) != (Replicate(),):
+            raise ValueError("ReplicatedHeadNorm: weight must be a DTensor placed (Replicate(),) on a 1-D mesh")
+        self.weight = weight
+        self.eps = eps
+        self.cast_before_weight = cast_before_weight
+        self.weight_offset = weight_offset
+
+    @classmethod
+    def of(cls, norm: nn.Module, mesh, src_data_rank) -> "ReplicatedHeadNorm":
+        """The replicated twin of per-head RMSNorm module ``norm`` (blockfuse's or Hugging Face's), its weight
+        broadcast over ``mesh`` from ``src_data_rank``."""
+        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
+        family = family_of(norm)
+        cast_before_weight = getattr(norm, "cast_before_weight", None)
+        offset = getattr(norm, "weight_offset", None)
+        if family is not None:
+            cast_before_weight = family.cast_before_weight if cast_before_weight is None else cast_before_weight
+            offset = family.norm_offset if offset is None else offset
+        weight = getattr(norm, "weight", None)
+        if eps is None or cast_before_weight is None or not isinstance(weight, nn.Parameter) or weight.dim() != 1:
+            raise TypeError(f"QK-norm {type(norm).__name__}: expected an RMSNorm with a weight and eps that "
+                            "blockfuse knows (blockfuse's, or Hugging Face's of a family blockfuse.patch supports)")
+        replicated = distribute_tensor(weight.detach(), mesh, [Replicate()], src_data_rank=src_data_rank)
+        module = cls(nn.Parameter(replicated, requires_grad=weight.requires_grad), eps, cast_before_weight,
+                     offset or 0.0)
+        return module.train(norm.training)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if isinstance(x, DTensor):
+            raise TypeError(f"ReplicatedHeadNorm takes this rank's heads as a plain tensor, got a DTensor placed "
+                            f"{tuple(x.placements)}")
+        weight = self.weight.to_local(grad_placements=[Partial()])
+        if self.weight_offset:
+            weight = weight.float() + self.weight_offset
+        return blockfuse.rms_norm(x, weight, self.eps, cast_before_weight=self.cast_before_weight)
+
+    def extra_repr(self) -> str:
+        offset = f", weight_offset={self.weight_offset}" if self.weight_offset else ""
+        return (f"{tuple(self.weight.shape)}, eps={self.eps}, cast_before_weight={self.cast_before_weight}{offset}, "
+                f"replicated")
+
+
 def _shard_qk_norms(module: nn.Module, mesh, src_data_rank) -> None:
-    """``q_norm`` and ``k_norm`` of attention ``module`` (where present) replaced by their head-sharded twins."""
+    """``q_norm`` and ``k_norm`` of attention ``module`` (where present) replaced by their tensor-parallel twins: a
+    norm over all the heads' columns (OLMo-2) by its head-sharded twin, a norm over each head's (its width the
+    module's ``head_dim``: Qwen3, Gemma-3) by its replicated one."""
+    head_dim = getattr(module, "head_dim", None)
     for name in ("q_norm", "k_norm"):
         norm = module._modules.get(name)
-        if norm is not None:
-            setattr(module, name, HeadShardedRMSNorm.of(norm, mesh, src_data_rank))
+        if norm is None:
+            continue
+        weight = getattr(norm, "weight", None)
+        per_head = head_dim is not None and weight is not None and weight.shape[-1] == head_dim
+        twin = ReplicatedHeadNorm if per_head else HeadShardedRMSNorm
+        setattr(module, name, twin.of(norm, mesh, src_data_rank))
 
 
 # ----------------------------------------------------------------------------------------
