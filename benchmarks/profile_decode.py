@@ -18,7 +18,7 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from blockfuse.bench import hf_generate, hf_llama
+from blockfuse.bench import hf_families, hf_generate, hf_llama
 
 
 def _sync() -> None:
@@ -147,7 +147,7 @@ def main() -> None:
     base, ids = hf_llama.build_generator(shape, torch.bfloat16 if cuda else torch.float32,
                                          torch.device("cuda" if cuda else "cpu"))
     for name in args.providers:
-        with hf_llama.llama_globals_restored() if name.startswith("liger") else contextlib.nullcontext():
+        with hf_families.modeling_globals_restored() if name.startswith("liger") else contextlib.nullcontext():
             profile_provider(name, base, ids, args)
         torch.cuda.empty_cache()
 

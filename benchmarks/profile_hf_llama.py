@@ -14,7 +14,7 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from blockfuse.bench import hf_llama
+from blockfuse.bench import hf_families, hf_llama
 
 
 def profile_provider(name: str, base, ids, args) -> None:
@@ -69,7 +69,7 @@ def main() -> None:
     base, ids = hf_llama.build_base(hf_llama.FULL, torch.bfloat16, torch.device("cuda"))
     for name in args.providers:
         # Liger assigns modeling_llama's globals: put them back before the next provider
-        with hf_llama.llama_globals_restored() if name.startswith("liger") else contextlib.nullcontext():
+        with hf_families.modeling_globals_restored() if name.startswith("liger") else contextlib.nullcontext():
             profile_provider(name, base, ids, args)
         torch.cuda.empty_cache()
 

@@ -52,8 +52,13 @@ def test_bench_model_hf_llama_writes_every_file_and_field(cpu_run):
     assert {"card", "torch", "triton", "transformers", "liger_kernel", "blockfuse_implementation"} <= set(meta)
     assert meta["command"].startswith("blockfuse bench model hf-llama --layers 2 --shape 2x32 --dtype bf16 "
                                       "--providers hf-eager,blockfuse,blockfuse-compile,liger --modes fwd,fwdbwd")
-    assert "--tiny" in meta["command"] and meta["command"].endswith(str(out))
+    assert "--tiny" in meta["command"] and meta["command"].endswith(str(out)) and "--family" not in meta["command"]
     assert document["workload"]["tiny"] and document["workload"]["hidden"] == 64
+    # Llama's workload as before --family: no field of another family's
+    assert list(document["workload"]) == ["name", "model", "attention", "layers", "hidden", "heads", "kv_heads",
+                                          "ffn", "vocab", "batch", "seq", "prompt", "new_tokens", "loss_vocab", "dtype",
+                                          "tiny", "loss"]
+    assert document["workload"]["name"] == "hf-llama" and document["workload"]["model"] == "LlamaModel"
     records = document["records"]
     assert [(r["provider"], r["mode"]) for r in records] == [(p, m) for p in PROVIDERS for m in ("fwd", "fwdbwd")]
     by_provider = {r["provider"]: r for r in records if r["mode"] == "fwdbwd"}

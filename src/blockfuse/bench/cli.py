@@ -100,7 +100,7 @@ def add_bench_parser(subparsers) -> None:
     host.add_argument("--out", type=Path, help=OUT_HELP.format(suffix="-host"))
     host.set_defaults(func=run_host)
 
-    from blockfuse.bench import block, distributed, hf_llama, hf_siglip2
+    from blockfuse.bench import block, distributed, hf_families, hf_llama, hf_siglip2
 
     for kind, text in (("block", "one layer of a preset"), ("model", "a stack of a preset's layers")):
         model = kind == "model"
@@ -115,7 +115,8 @@ def add_bench_parser(subparsers) -> None:
                "blockfuse.patch, each also compiled); with --modes loss, LlamaForCausalLM's training step with the LM "
                "head and loss (vocab 128256; Liger with its fused linear cross-entropy, blockfuse.patch with "
                "loss=True); with --modes prefill,decode, LlamaForCausalLM's greedy generation (each also with a "
-               "static KV cache under torch.compile); NAME hf-siglip2: a Hugging Face "
+               "static KV cache under torch.compile); with --family, another causal-LM family in Llama's place; "
+               "NAME hf-siglip2: a Hugging Face "
                "Siglip2VisionModel as built and patched, each also compiled; without CUDA tiny models."
                if model else ""),
         )
@@ -155,6 +156,10 @@ def add_bench_parser(subparsers) -> None:
         if model:
             parser.add_argument("--tiny", action="store_true",
                                 help="hf-llama, hf-siglip2 only: the tiny model (2 layers, hidden 64), as without CUDA")
+            parser.add_argument("--family", metavar="FAMILY",
+                                help=f"hf-llama only: the causal-LM family built in Llama's place, at the same sizes, "
+                                f"one of {','.join(hf_families.FAMILIES)} (default: llama; gemma3: its text model); "
+                                "writes model-hf-FAMILY.*")
             parser.add_argument("--prompt", type=int, help=f"hf-llama generation: prompt tokens (default: "
                                 f"{hf_llama.FULL.prompt}; tiny: {hf_llama.TINY.prompt})")
             parser.add_argument("--new-tokens", type=int, help=f"hf-llama generation: new tokens, at least 2 "
@@ -428,6 +433,8 @@ def run_block(args: argparse.Namespace) -> int:
     from blockfuse.bench.runner import DTYPES
     from blockfuse.models import PRESETS, width_overrides
 
+    if getattr(args, "family", None) is not None and args.name != hf_llama.NAME:
+        raise UsageError(f"--family is for hf-llama (blockfuse bench model hf-llama --family FAMILY), not {args.name}")
     if args.bench_kind == "model" and distributed.wanted(args):  # --nproc / --parallel: bench.distributed
         return distributed.main(args)
     hf_models = {hf_llama.NAME: run_hf_llama, hf_siglip2.NAME: run_hf_siglip2}
@@ -602,9 +609,14 @@ def _run_hf_model(args: argparse.Namespace, module, settings, tiny_note: str) ->
 
 
 def run_hf_llama(args: argparse.Namespace) -> int:
-    """``blockfuse bench model hf-llama``: the Hugging Face Llama training step and generation (``bench.hf_llama``)."""
+    """``blockfuse bench model hf-llama``: the Hugging Face Llama (or, with ``--family``, another causal-LM family)
+    training step and generation (``bench.hf_llama``)."""
     from blockfuse.bench import hf_llama
+    from blockfuse.bench.hf_families import FAMILIES, LLAMA
 
+    family = FAMILIES.get(LLAMA.name if args.family is None else args.family)
+    if family is None:
+        raise UsageError(f"unknown --family {args.family!r}; choose from {','.join(FAMILIES)}")
     device, tiny = _hf_model_device(args)
     shape = hf_llama.TINY if tiny else hf_llama.FULL
     if args.shape:
@@ -620,18 +632,22 @@ def run_hf_llama(args: argparse.Namespace) -> int:
             raise UsageError(f"hf-llama: bad --{flag.replace('_', '-')} {value} (at least {least}, with --modes "
                              "prefill and / or decode)")
         shape = dataclasses.replace(shape, **{flag: value})
-    providers = _parse_list(args.providers or ",".join(hf_llama.providers_for(modes)), hf_llama.PROVIDERS,
+    providers = _parse_list(args.providers or ",".join(hf_llama.providers_for(modes, family)), hf_llama.PROVIDERS,
                             "--providers")
+    uncovered = [p for p in providers if p.startswith("liger")] if family.liger is None else []
+    if uncovered:
+        raise UsageError(f"hf-llama --family {family.name}: --providers {','.join(uncovered)}: Liger-Kernel does not "
+                         f"cover {family.title} ({family.no_liger_reason})")
     idle = [p for p in providers if not set(hf_llama.modes_of(p)) & set(modes)]
     if idle:
         raise UsageError(f"hf-llama: --providers {','.join(idle)} run none of --modes {','.join(modes)} "
                          "(*-compile: fwd,fwdbwd,loss; *-static-compile: prefill,decode)")
     settings = hf_llama.Settings(shape=shape, dtype=args.dtype, providers=providers, modes=modes, device=device,
-                                 quick=args.quick, tiny=tiny)
+                                 quick=args.quick, tiny=tiny, family=family.name)
     return _run_hf_model(args, hf_llama, settings,
-                         f"the tiny Llama config ({shape.layers} layers, hidden {shape.hidden}, {shape.heads} / "
-                         f"{shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, {shape.seq}); "
-                         f"with the LM head and loss: vocab {shape.loss_vocab}; "
+                         f"the tiny {family.title} config ({shape.layers} layers, hidden {shape.hidden}, "
+                         f"{shape.heads} / {shape.kv_heads} heads, FFN {shape.ffn}; input ids ({shape.batch}, "
+                         f"{shape.seq}); with the LM head and loss: vocab {shape.loss_vocab}; "
                          f"generation: prompt {shape.prompt}, {shape.new_tokens} new tokens), not the "
                          f"{hf_llama.FULL.layers}-layer hidden-{hf_llama.FULL.hidden} one")
 

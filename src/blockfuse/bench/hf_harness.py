@@ -294,17 +294,17 @@ def time_note(meta: dict) -> str:
 
 
 def run_and_write(benchmark, settings: Settings, meta: dict, out: Path, show_progress: bool = True):
-    """Runs ``benchmark`` (the module ``bench.hf_llama`` or ``hf_siglip2``: its ``NAME``, ``command``,
-    ``workload_of``, ``run``, ``targets``, ``markdown``, ``CSV_FIELDS`` and ``write_plot``) with
-    ``settings``, and writes ``out/model-NAME.{json,md}`` after each provider, then the CSV and the PNG.
-    ``meta`` gains the transformers version, the command and the elapsed time. Returns ``(workload,
-    records, stem, wrote_plot)``."""
+    """Runs ``benchmark`` (the module ``bench.hf_llama`` or ``hf_siglip2``: its ``command``, ``workload_of``,
+    ``run``, ``targets``, ``markdown``, ``CSV_FIELDS`` and ``write_plot``) with ``settings``, and writes
+    ``out/model-NAME.{json,md}`` (NAME: the workload's ``name``, ``hf-llama``, ``hf-qwen3``, ...) after each
+    provider, then the CSV and the PNG. ``meta`` gains the transformers version, the command and the elapsed
+    time. Returns ``(workload, records, stem, wrote_plot)``."""
     import transformers
 
     meta["transformers"] = transformers.__version__
     meta["command"] = benchmark.command(settings, out)
     workload = benchmark.workload_of(settings)
-    stem = out / f"model-{benchmark.NAME}"
+    stem = out / f"model-{workload['name']}"
     began = time.perf_counter()
 
     def write(records):

@@ -15,6 +15,13 @@ labels), grads set to None before each. Generation (modes ``prefill`` and ``deco
 prompt of 512 tokens, 64 new tokens, greedy (tiny: prompt 32, 8 new tokens). Each model is built only
 when a mode of ``--modes`` needs it.
 
+``--family`` (``bench.hf_families``) builds another causal-LM family that ``blockfuse.patch`` knows in its
+place, at the same sizes and with the same token ids: ``mistral``, ``qwen2``, ``qwen3``, ``phi3``, ``gemma``,
+``gemma2``, ``gemma3`` (Gemma-3's text model, ``Gemma3TextModel`` / ``Gemma3ForCausalLM``); head_dim = hidden
+/ heads, the family's own activation and defaults otherwise, Gemma-2 with eager attention. Liger's provider
+then calls the family's ``apply_liger_kernel_to_*`` with the same choices; the files are
+``model-hf-<family>.*``, and the workload names the family, its classes and Liger's call.
+
 Providers, each a deep copy of one seeded model (the same weights):
 
 * ``hf-eager``          the model as Hugging Face builds it (mode ``loss``: the logits made, then its loss);
@@ -25,7 +32,8 @@ Providers, each a deep copy of one seeded model (the same weights):
                         LM head and the loss fused, logits None); ``blockfuse-compile`` /
                         ``-static-compile`` the same, then compiled as above;
 * ``liger``             Liger-Kernel's ``apply_liger_kernel_to_llama(rope, rms_norm, swiglu,
-                        model=model)`` (mode ``loss``: also ``fused_linear_cross_entropy=True``, its
+                        model=model)`` (another family: its own function, Gemma's MLP ``geglu``;
+                        mode ``loss``: also ``fused_linear_cross_entropy=True``, its
                         fused LM head + loss, logits None; the other modes take no loss over the
                         vocabulary); ``liger-compile`` / ``-static-compile`` the same, then compiled.
 
@@ -48,14 +56,15 @@ Liger's ``apply_liger_kernel_to_llama`` assigns module globals of ``modeling_lla
 (``apply_rotary_pos_emb``, ``LlamaRMSNorm``, ``LlamaMLP``) and, with its fused linear cross-entropy and
 no model given, ``LlamaForCausalLM.forward`` (given the model, as here, it sets that instance's
 ``forward``), which would change every other provider's Llama: its providers run last, and the globals
-and the attributes of modeling_llama's classes are restored after each.
+and the attributes of modeling_llama's classes are restored after each (another family: those of its
+modeling module, which its Liger function assigns the same way).
 
-Writes ``model-hf-llama.{json,csv,md}`` and, with matplotlib, ``model-hf-llama.png``.
+Writes ``model-hf-llama.{json,csv,md}`` and, with matplotlib, ``model-hf-llama.png`` (another family:
+``model-hf-<family>.*``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import shlex
@@ -66,11 +75,13 @@ from typing import Callable
 import torch
 
 from blockfuse.bench import hf_generate, hf_harness, writer
+from blockfuse.bench.hf_families import (FAMILIES, LLAMA, CausalLMFamily, apply_liger, liger_call,
+                                         modeling_globals_restored)
 from blockfuse.bench.hf_generate import STATIC_COMPILE
 from blockfuse.bench.runner import DTYPES
 
 NAME = "hf-llama"
-# Liger's providers last: they assign modeling_llama's globals (restored after each, but still).
+# Liger's providers last: they assign the modeling module's globals (restored after each, but still).
 PROVIDERS = ("hf-eager", "hf-compile", "hf" + STATIC_COMPILE, "blockfuse", "blockfuse-compile",
              "blockfuse" + STATIC_COMPILE, "liger", "liger-compile", "liger" + STATIC_COMPILE)
 # every provider's speed-up is against each of these (in the modes the baseline ran)
@@ -111,9 +122,11 @@ def modes_of(provider: str) -> tuple[str, ...]:
     return TRAINING_MODES + LOSS_MODES if provider.endswith("-compile") else MODES
 
 
-def providers_for(modes) -> tuple[str, ...]:
-    """Every provider that runs one of ``modes`` (the default of ``--providers``)."""
-    return tuple(p for p in PROVIDERS if set(modes_of(p)) & set(modes))
+def providers_for(modes, family: CausalLMFamily = LLAMA) -> tuple[str, ...]:
+    """Every provider that runs one of ``modes`` (the default of ``--providers``); Liger's only where it covers
+    ``family``."""
+    return tuple(p for p in PROVIDERS if set(modes_of(p)) & set(modes)
+                 and (family.liger or not p.startswith("liger")))
 
 
 @dataclass(frozen=True)
@@ -136,7 +149,20 @@ TINY = LlamaShape(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, vocab=128, 
                   new_tokens=8, loss_vocab=251)
 
 
-Settings = hf_harness.Settings  # (shape: a LlamaShape)
+@dataclass(frozen=True)
+class Settings(hf_harness.Settings):
+    """One run (shape: a LlamaShape), and the family built at that shape."""
+
+    family: str = LLAMA.name  # a key of hf_families.FAMILIES
+
+
+def family_of(settings: Settings) -> CausalLMFamily:
+    return FAMILIES[settings.family]
+
+
+def output_name(settings: Settings) -> str:
+    """``hf-llama``, or ``hf-<family>`` for another family: the files' ``model-<name>.*``."""
+    return NAME if settings.family == LLAMA.name else f"hf-{settings.family}"
 
 
 def _training(modes) -> list[str]:
@@ -156,35 +182,36 @@ def _generation(modes) -> list[str]:
 # ----------------------------------------------------------------------------------------
 
 
-def llama_config(shape: LlamaShape):
-    from transformers import LlamaConfig
+def model_config(shape: LlamaShape, family: CausalLMFamily = LLAMA):
+    """``family``'s config at ``shape``: head_dim = hidden / heads, bos 0, eos 1, no padding token (Phi-3's
+    default, 32000, is no id of a smaller vocabulary; Gemma's, 0, would zero a row of the embedding and its
+    gradient), its other options its own defaults."""
+    config, _, _ = family.classes()
+    return config(hidden_size=shape.hidden, num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+                  intermediate_size=shape.ffn, num_hidden_layers=shape.layers, vocab_size=shape.vocab,
+                  max_position_embeddings=max(shape.seq, shape.prompt + shape.new_tokens, 4096),
+                  bos_token_id=0, eos_token_id=1, pad_token_id=None,
+                  **family.config_options(shape.hidden // shape.heads))
 
-    return LlamaConfig(hidden_size=shape.hidden, num_attention_heads=shape.heads,
-                       num_key_value_heads=shape.kv_heads, intermediate_size=shape.ffn,
-                       num_hidden_layers=shape.layers, vocab_size=shape.vocab,
-                       max_position_embeddings=max(shape.seq, shape.prompt + shape.new_tokens, 4096),
-                       bos_token_id=0, eos_token_id=1, attn_implementation="sdpa")
 
-
-def build_base(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
-    """(the seeded LlamaModel, its input ids (batch, seq))."""
-    from transformers import LlamaModel
-
-    config = llama_config(shape)
+def build_base(shape: LlamaShape, dtype: torch.dtype, device: torch.device, family: CausalLMFamily = LLAMA):
+    """(the seeded model of ``family`` without the LM head (LlamaModel, ...), its input ids (batch, seq))."""
+    _, model_class, _ = family.classes()
+    config = model_config(shape, family)
     torch.manual_seed(0)
-    model = LlamaModel(config).to(device=device, dtype=dtype)
+    model = model_class(config).to(device=device, dtype=dtype)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=generator).to(device)
     return model, ids
 
 
-def build_causal_lm(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
-    """(the seeded LlamaForCausalLM of vocab ``shape.loss_vocab`` in training mode, its inputs: input ids
-    (batch, seq) and labels, the ids with 1 in IGNORED_EVERY positions (seeded) set to IGNORE_INDEX)."""
-    from transformers import LlamaForCausalLM
-
+def build_causal_lm(shape: LlamaShape, dtype: torch.dtype, device: torch.device, family: CausalLMFamily = LLAMA):
+    """(the seeded causal LM of ``family`` (LlamaForCausalLM, ...) of vocab ``shape.loss_vocab`` in training
+    mode, its inputs: input ids (batch, seq) and labels, the ids with 1 in IGNORED_EVERY positions (seeded)
+    set to IGNORE_INDEX)."""
+    _, _, causal_lm = family.classes()
     torch.manual_seed(0)
-    model = LlamaForCausalLM(llama_config(replace(shape, vocab=shape.loss_vocab)))
+    model = causal_lm(model_config(replace(shape, vocab=shape.loss_vocab), family))
     # NOTE: training mode: Liger's forward skips the logits only when self.training (it makes them and
     # calls HF's loss otherwise).
     model = model.to(device=device, dtype=dtype).train()
@@ -196,55 +223,18 @@ def build_causal_lm(shape: LlamaShape, dtype: torch.dtype, device: torch.device)
     return model, {"input_ids": ids.to(device), "labels": labels.to(device)}
 
 
-def build_generator(shape: LlamaShape, dtype: torch.dtype, device: torch.device):
-    """(the seeded LlamaForCausalLM, its prompt ids (hf_generate.BATCH, prompt))."""
-    from transformers import LlamaForCausalLM
-
+def build_generator(shape: LlamaShape, dtype: torch.dtype, device: torch.device, family: CausalLMFamily = LLAMA):
+    """(the seeded causal LM of ``family`` (LlamaForCausalLM, ...), its prompt ids (hf_generate.BATCH, prompt))."""
+    _, _, causal_lm = family.classes()
     torch.manual_seed(0)
-    model = LlamaForCausalLM(llama_config(shape)).to(device=device, dtype=dtype)
+    model = causal_lm(model_config(shape, family)).to(device=device, dtype=dtype)
     return model.eval(), hf_generate.prompt_ids(shape.vocab, shape.prompt, device)
-
-
-@contextlib.contextmanager
-def llama_globals_restored():
-    """Puts back the module globals of transformers' modeling_llama that Liger assigns, and the
-    attributes of the classes it defines (Liger's fused linear cross-entropy, given no model, assigns
-    ``LlamaForCausalLM.forward``)."""
-    from transformers.models.llama import modeling_llama
-
-    saved = dict(vars(modeling_llama))
-    classes = {value: dict(vars(value)) for value in saved.values()
-               if isinstance(value, type) and value.__module__ == modeling_llama.__name__}
-    try:
-        yield
-    finally:
-        for name in [name for name in vars(modeling_llama) if name not in saved]:
-            delattr(modeling_llama, name)
-        for name, value in saved.items():
-            if getattr(modeling_llama, name, None) is not value:
-                setattr(modeling_llama, name, value)
-        # (changed attributes only: transformers caches values on its classes as it goes, added ones stay)
-        for cls, attributes in classes.items():
-            for name, value in attributes.items():
-                if vars(cls).get(name) is not value:
-                    setattr(cls, name, value)
-
-
-def apply_liger(model, loss: bool = False) -> None:
-    """Liger's rope, RMSNorm and SwiGLU on ``model`` and, with ``loss``, its fused linear cross-entropy
-    (``model``'s forward skips the logits when given labels in training mode)."""
-    try:
-        from liger_kernel.transformers import apply_liger_kernel_to_llama
-    except ImportError as error:
-        raise RuntimeError(f"liger-kernel is not installed ({error}); pip install liger-kernel") from error
-    apply_liger_kernel_to_llama(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
-                                fused_linear_cross_entropy=loss, model=model)
 
 
 def make_provider(name: str, base, loss: bool = False):
     """(the module holding the parameters, the callable that runs it) of one provider; ``loss``: a causal
-    LM whose loss blockfuse and Liger fuse with the LM head. A ``*-static-compile`` provider's module runs
-    as it is: transformers' generate compiles it."""
+    LM whose loss blockfuse and Liger fuse with the LM head (Liger's function: that of ``base``'s family). A
+    ``*-static-compile`` provider's module runs as it is: transformers' generate compiles it."""
     import blockfuse
 
     model = copy.deepcopy(base)
@@ -318,7 +308,7 @@ def _measure_loss(name: str, base, inputs: dict, reference: dict, settings: Sett
 
 
 # Generation providers measured together, their repetitions in turns (hf_generate.measure_together says
-# why): the eager ones that can live side by side (Liger assigns modeling_llama's globals; a static-compile
+# why): the eager ones that can live side by side (Liger assigns the modeling module's globals; a static-compile
 # provider compiles the model's forward).
 TOGETHER = ("hf-eager", "blockfuse")
 
@@ -355,7 +345,7 @@ def run_provider(name: str, workloads: dict, settings: Settings, group: dict | N
         if not modes:
             continue
         base, ids, reference = workloads[kind]
-        guard = llama_globals_restored() if name.startswith("liger") else None
+        guard = modeling_globals_restored(family_of(settings)) if name.startswith("liger") else None
         records += hf_harness.run_guarded(name, modes, lambda: measure(name, base, ids, reference, settings),
                                           settings.device, guard)
     return records
@@ -411,15 +401,34 @@ def targets(records: list[dict]) -> list[dict]:
 # ----------------------------------------------------------------------------------------
 
 
+def _family_fields(settings: Settings) -> dict:
+    """What the workload of another family than Llama says of it: its name, its config class and the options
+    given to it beyond the sizes, its activation (the config's default), Liger's call (or why none)."""
+    family = family_of(settings)
+    config = model_config(settings.shape, family)
+    fields = {"family": family.name, "config": family.config,
+              **family.config_options(settings.shape.hidden // settings.shape.heads),
+              "hidden_act": getattr(config, "hidden_act", None) or getattr(config, "hidden_activation", None)}
+    fields.pop("attn_implementation")  # (the workload's "attention")
+    fields["liger"] = liger_call(family) if family.liger else f"none: {family.no_liger_reason}"
+    return fields
+
+
 def workload_of(settings: Settings) -> dict:
-    workload = {"name": NAME, "model": "LlamaModel", "attention": "sdpa", **asdict(settings.shape),
-                "dtype": settings.dtype, "tiny": settings.tiny, "loss": "h.float().pow(2).mean()"}
+    """The run's model, shapes and losses (``name``: that of its files); another family than Llama adds
+    ``_family_fields``. The model classes are those built."""
+    family = family_of(settings)
+    workload = {"name": output_name(settings), "model": family.model, "attention": family.attention,
+                **asdict(settings.shape), "dtype": settings.dtype, "tiny": settings.tiny,
+                "loss": "h.float().pow(2).mean()"}
+    if family is not LLAMA:
+        workload.update(_family_fields(settings))
     if _loss(settings.modes):
-        workload["lm_loss"] = {"model": "LlamaForCausalLM", "vocab": settings.shape.loss_vocab,
+        workload["lm_loss"] = {"model": family.causal_lm, "vocab": settings.shape.loss_vocab,
                                "labels": f"the input ids, 1 in {IGNORED_EVERY} positions (seeded) {IGNORE_INDEX}",
                                "loss": "model(input_ids=ids, labels=labels).loss"}
     if _generation(settings.modes):
-        workload["generation"] = {"model": "LlamaForCausalLM", "batch": hf_generate.BATCH, **hf_generate.HOW}
+        workload["generation"] = {"model": family.causal_lm, "batch": hf_generate.BATCH, **hf_generate.HOW}
     return workload
 
 
@@ -487,25 +496,31 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
     loss = any(r["mode"] in LOSS_MODES for r in records)
     generation = any(r["mode"] in hf_generate.MODES for r in records)
     tiny = " (tiny config)" if workload["tiny"] else ""
+    family = FAMILIES[workload.get("family", LLAMA.name)]
     lines = [
-        "# blockfuse model benchmark: hf-llama (Hugging Face Llama: "
+        f"# blockfuse model benchmark: {workload['name']} (Hugging Face {family.title}: "
         + "; ".join(["training step"] * training + [MODE_TITLES["loss"]] * loss + ["generation"] * generation) + ")",
         "",
         *hf_harness.meta_lines(meta),
         f"- config{tiny}: {workload['layers']} layers, hidden {workload['hidden']}, {workload['heads']} heads / "
-        f"{workload['kv_heads']} KV heads, FFN {workload['ffn']}, sdpa attention, {workload['dtype']}",
+        f"{workload['kv_heads']} KV heads, FFN {workload['ffn']}, {workload['attention']} attention, "
+        f"{workload['dtype']}",
     ]
+    if family is not LLAMA:
+        given = ", ".join(f"{key}={workload[key]}" for key in ("head_dim", "query_pre_attn_scalar") if key in workload)
+        lines.append(f"- family {family.title}: {workload['config']}({given}, otherwise its defaults), activation "
+                     f"{workload['hidden_act']}; liger: `{workload['liger']}`")
     if training:
-        lines.append(f"- training: LlamaModel (vocab {workload['vocab']}, no LM head), input ids ({workload['batch']}, "
-                     f"{workload['seq']})")
+        lines.append(f"- training: {workload['model']} (vocab {workload['vocab']}, no LM head), input ids "
+                     f"({workload['batch']}, {workload['seq']})")
     if loss:
-        lines.append(f"- training with the LM head and loss: LlamaForCausalLM, vocab {workload['loss_vocab']}, input "
-                     f"ids ({workload['batch']}, {workload['seq']}), labels the ids with 1 in {IGNORED_EVERY} "
-                     f"positions (seeded) {IGNORE_INDEX}")
+        lines.append(f"- training with the LM head and loss: {workload['lm_loss']['model']}, vocab "
+                     f"{workload['loss_vocab']}, input ids ({workload['batch']}, {workload['seq']}), labels the ids "
+                     f"with 1 in {IGNORED_EVERY} positions (seeded) {IGNORE_INDEX}")
     if generation:
-        lines.append(f"- generation: LlamaForCausalLM, vocab {workload['vocab']}, batch {hf_generate.BATCH}, a random "
-                     f"prompt of {workload['prompt']} tokens, {workload['new_tokens']} new tokens, "
-                     f"{hf_generate.HOW['decoding']}")
+        lines.append(f"- generation: {workload['generation']['model']}, vocab {workload['vocab']}, batch "
+                     f"{hf_generate.BATCH}, a random prompt of {workload['prompt']} tokens, "
+                     f"{workload['new_tokens']} new tokens, {hf_generate.HOW['decoding']}")
     compiled = any(p.endswith("-compile") and not p.endswith(STATIC_COMPILE) for p in providers)
     if (training or loss) and compiled and hf_harness.torch_before(2, 14):
         lines.append("- compiled, transformers passes SDPA an explicit causal mask with torch < 2.14 (eager: "
@@ -533,13 +548,13 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
             "## Training step with the LM head and loss",
             "",
             hf_harness.time_note(meta) +
-            " `loss`: `LlamaForCausalLM(input_ids, labels).loss.backward()`, grads set to None before each; hf-*:"
-            " the logits made, then transformers' loss; blockfuse: `patch(model, loss=True)`; liger: with its fused"
-            " linear cross-entropy. x: a baseline's median over the provider's (> 1: faster). Peak: memory allocated"
-            " during one step above what was allocated before it. Errors: ||x - ref|| / ||ref|| of the loss and of"
-            " every parameter gradient together (worst parameter apart) against an fp32 eager step with the same"
-            " weights. Logits made: whether the output held the (tokens, vocab) logits. First step: seconds,"
-            " compile included.",
+            f" `loss`: `{workload['lm_loss']['model']}(input_ids, labels).loss.backward()`, grads set to None"
+            " before each; hf-*: the logits made, then transformers' loss; blockfuse: `patch(model, loss=True)`;"
+            " liger: with its fused linear cross-entropy. x: a baseline's median over the provider's (> 1: faster)."
+            " Peak: memory allocated during one step above what was allocated before it. Errors: ||x - ref|| /"
+            " ||ref|| of the loss and of every parameter gradient together (worst parameter apart) against an fp32"
+            " eager step with the same weights. Logits made: whether the output held the (tokens, vocab) logits."
+            " First step: seconds, compile included.",
             "",
             *writer.record_table(LOSS_COLUMNS, [r for r in records if r["mode"] in LOSS_MODES]),
         ]
@@ -555,7 +570,8 @@ def write_plot(path: Path, meta: dict, workload: dict, records: list[dict]) -> b
     panels = [writer.Panel("speedup_vs_hf-eager", "speed-up against hf-eager", line=1.0)]
     if set(modes) & set(TRAINING_MODES + LOSS_MODES):
         panels.append(writer.Panel("peak_mib", "peak training-step memory, MiB", missing="measured on CUDA only"))
-    title = (f"Llama, {workload['layers']} layers, hidden {workload['hidden']}, {workload['dtype']}: "
+    family = FAMILIES[workload.get("family", LLAMA.name)]
+    title = (f"{family.title}, {workload['layers']} layers, hidden {workload['hidden']}, {workload['dtype']}: "
              f"{meta['card']}, torch {meta['torch']}, triton {meta['triton']}")
     return writer.panel_plot(path, title, records, modes, MODE_TITLES, panels)
 
@@ -569,9 +585,11 @@ def command(settings: Settings, out: Path) -> str:
     """The ``blockfuse bench model hf-llama`` command that reproduces a run of ``settings``, every
     choice spelled out."""
     shape = settings.shape
-    words = ["blockfuse", "bench", "model", NAME, "--layers", str(shape.layers), "--shape",
-             f"{shape.batch}x{shape.seq}", "--dtype", settings.dtype, "--providers", ",".join(in_run_order(settings.providers)),
-             "--modes", ",".join(settings.modes)]
+    words = ["blockfuse", "bench", "model", NAME]
+    if settings.family != LLAMA.name:
+        words += ["--family", settings.family]
+    words += ["--layers", str(shape.layers), "--shape", f"{shape.batch}x{shape.seq}", "--dtype", settings.dtype,
+              "--providers", ",".join(in_run_order(settings.providers)), "--modes", ",".join(settings.modes)]
     if _generation(settings.modes):
         words += ["--prompt", str(shape.prompt), "--new-tokens", str(shape.new_tokens)]
     words += ["--quick"] * settings.quick + ["--tiny"] * settings.tiny
@@ -581,22 +599,22 @@ def command(settings: Settings, out: Path) -> str:
 def run(settings: Settings, on_update: Callable | None = None, show_progress: bool = True) -> list[dict]:
     """The records of every provider and mode of ``settings``; ``on_update(records)`` after each provider.
     ``show_progress=False`` hides the progress bar (its refresh thread skews CPU timings on a small machine)."""
-    dtype = DTYPES[settings.dtype]
+    dtype, family = DTYPES[settings.dtype], family_of(settings)
     workloads: dict = {}
     setup = []
     if _training(settings.modes):
-        base, ids = build_base(settings.shape, dtype, settings.device)
+        base, ids = build_base(settings.shape, dtype, settings.device, family)
         setup.append(("fp32 reference", lambda: workloads.update(
             training=(base, ids, hf_harness.fp32_reference(base, {"input_ids": ids})))))
     if _loss(settings.modes):
-        causal_lm, inputs = build_causal_lm(settings.shape, dtype, settings.device)
+        causal_lm, inputs = build_causal_lm(settings.shape, dtype, settings.device, family)
         setup.append(("fp32 reference with the LM head and loss", lambda: workloads.update(
             loss=(causal_lm, inputs, hf_harness.fp32_causal_lm_reference(causal_lm, inputs)))))
     if _generation(settings.modes):
-        generator, prompt = build_generator(settings.shape, dtype, settings.device)
+        generator, prompt = build_generator(settings.shape, dtype, settings.device, family)
         setup.append(("HF eager tokens", lambda: workloads.update(
             generation=(generator, prompt, hf_generate.generate(generator, prompt, settings.shape.new_tokens)))))
     group: dict = {}  # the generation records of the TOGETHER providers measured but not yet reported
-    return hf_harness.run_providers(NAME, in_run_order(settings.providers), setup,
+    return hf_harness.run_providers(output_name(settings), in_run_order(settings.providers), setup,
                                     lambda name: run_provider(name, workloads, settings, group), add_speedups,
                                     on_update, show_progress)
