@@ -124,6 +124,8 @@ def _hf_model(family: str, tied: bool = False):
         config, cls = transformers.MistralConfig(**common), transformers.MistralForCausalLM
     elif family == "qwen3":  # per-head QK-norms (replicated: each rank normalizes its own heads)
         config, cls = transformers.Qwen3Config(**common, head_dim=16), transformers.Qwen3ForCausalLM
+    elif family == "gemma3":  # (1 + w) norms, four a layer and per-head QK-norms; a scaled embedding
+        config, cls = transformers.Gemma3TextConfig(**common, head_dim=16), transformers.Gemma3ForCausalLM
     else:
         config, cls = transformers.Olmo2Config(**common, rope_theta=5e5, pad_token_id=2), transformers.Olmo2ForCausalLM
     torch.manual_seed(0)
@@ -188,10 +190,10 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
 HF_CASES = [("llama", "patch", False, True), ("olmo2", "patch", False, True), ("olmo2", "patch", False, False),
             ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False),
             ("qwen2", "patch", False, True), ("mistral", "loss", False, False), ("qwen3", "patch", False, True),
-            ("qwen3", None, False, False)]
+            ("qwen3", None, False, False), ("gemma3", "patch", False, True)]
 # the column-parallel projections' biases, sharded with their rows (o_proj's and down_proj's are replicated)
 SHARDED_BIASES = {"llama": ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"],
-                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": [], "qwen3": []}
+                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": [], "qwen3": [], "gemma3": []}
 
 
 def _hf_worker(rank):
@@ -214,6 +216,12 @@ def _expected_hf_collectives(family, patch, tied, sequence_parallel) -> dict:
     else:
         forward = {"all_gather": int(head), "reduce_scatter": 0, "all_reduce": layers + embedding + qk}
         backward = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": layers + head + qk}
+    if family == "gemma3" and embedding and sequence_parallel:
+        # Gemma's embedding scales its output by a buffer (embed_scale): DTensor reduces the partial sums before the
+        # product (an all-reduce), and the sequence shard is then taken locally, where a plain embedding's partial
+        # sums are reduce-scattered (half the bytes). The same numbers.
+        forward["reduce_scatter"] -= 1
+        forward["all_reduce"] += 1
     return {"forward": forward, "backward": backward}
 
 
@@ -238,7 +246,7 @@ def test_hugging_face_models_under_tensor_parallelism_match_one_process():
             for suffix in per_layer:
                 assert sum(name.endswith(suffix) for name in sharded) == LAYERS, (case, suffix, sharded)
             assert result["qk norms"] == (2 * LAYERS if family == "olmo2" else 0), case
-            assert result["per-head norms"] == (2 * LAYERS if family == "qwen3" else 0), case
+            assert result["per-head norms"] == (2 * LAYERS if family in ("qwen3", "gemma3") else 0), case
             assert ("model.embed_tokens.weight" in sharded) == (not tied), (case, sharded)
             assert ("lm_head.weight" in sharded) == (not tied and patch != "loss"), (case, sharded)
             vocabulary = (not tied) + (not tied and patch != "loss")

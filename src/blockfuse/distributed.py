@@ -147,15 +147,15 @@ __all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "Re
            "SequenceShards", "rank_major_rows", "sharded_rms_norm", "tp_plan"]
 
 # the Hugging Face families tp_plan takes (decoder LMs of Llama's layout: q / k / v / o and gate / up / down Linears;
-# OLMo-2's whole-width QK-norms are sharded with the heads, Qwen3's per-head ones replicated). Not yet Gemma or
-# Phi-3 (its packed projections).
-HUGGING_FACE_FAMILIES = ("Llama", "Mistral", "Qwen2", "Qwen3", "OLMo-2")
+# OLMo-2's whole-width QK-norms are sharded with the heads, Qwen3's and Gemma-3's per-head ones replicated). Not
+# Phi-3 (its packed q|k|v and gate|up projections).
+HUGGING_FACE_FAMILIES = ("Llama", "Mistral", "Qwen2", "Qwen3", "Gemma", "Gemma-2", "Gemma-3", "OLMo-2")
 
 
 def tp_plan(model: nn.Module, *, sequence_parallel: bool = True) -> dict[str, ParallelStyle]:
     """The ``parallelize_module`` plan of ``model``: a :class:`TransformerStack` or :class:`TransformerBlock`, eager
-    or fused, or a Hugging Face Llama / Mistral / Qwen2 / Qwen3 / OLMo-2 model, ``blockfuse.patch``-ed or not (patch
-    before planning).
+    or fused, or a Hugging Face model of ``HUGGING_FACE_FAMILIES`` (Llama, Mistral, Qwen2, Qwen3, Gemma 1-3, OLMo-2),
+    ``blockfuse.patch``-ed or not (patch before planning).
     ``parallelize_module(model, mesh, tp_plan(model))`` on a 1-D mesh of the tensor-parallel ranks. See the
     module's notes for the scheme and the state dict. The head counts are checked against the mesh when the plan
     is applied (``heads`` and ``kv_heads`` must be multiples of its size)."""
