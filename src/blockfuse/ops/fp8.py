@@ -67,8 +67,6 @@ autograd Function; the public functionals; the references.
 
 from __future__ import annotations
 
-import functools
-
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -1789,7 +1787,7 @@ def fp8_linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, 
                    recipe: str = "tensorwise") -> Tensor:
     """Pure-PyTorch :func:`fp8_linear` (forward): x and the weight quantized as it does, dequantized,
     multiplied in fp32 (fp32 bias), one rounding to the output dtype."""
-    rowwise = _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
+    _check_fp8_linear_args(x, weight, bias, x_scale, recipe)
     if x.dtype == torch.float8_e4m3fn:
         x_deq, out_dtype = dequantize(x, x_scale), weight.dtype
     else:
