@@ -1375,6 +1375,26 @@ def test_weight_grads_are_deterministic(mode, variant, dtype, device):
         assert (a is None and b is None) or torch.equal(a, b), f"{name} differs between two identical runs"
 
 
+@pytest.mark.parametrize("weight", [False, True], ids=["bias-only", "bf16-weight"])
+@pytest.mark.parametrize("mode", ["none", "pre", "post"])
+def test_bias_gradient_in_the_bias_dtype(mode, weight, device):
+    """An fp32 bias beside bf16 x (and no weight, or a bf16 one): its gradient, a column sum of dy, comes back
+    as exact as fp32 sums make it, not rounded to x's or the weight's dtype (it was, to bf16: 3e-3 relative)."""
+    n, shape = 1000, (3, 5, 1000)
+    x = random_tensor(shape, torch.bfloat16, device, seed=1, scale=2.0).requires_grad_()
+    residual = None if mode == "none" else random_tensor(shape, torch.bfloat16, device, seed=2)
+    w = random_tensor((n,), torch.bfloat16, device, seed=3, scale=0.5, offset=1.0) if weight else None
+    b = random_tensor((n,), torch.float32, device, seed=4, scale=0.5).requires_grad_()
+    kwargs = {} if residual is None else {"residual": residual, "residual_mode": mode}
+    out = blockfuse.layer_norm(x, w, b, **kwargs)
+    y = out[0] if mode == "pre" else out
+    dy = random_tensor(shape, torch.bfloat16, device, seed=5)
+    y.backward(dy)
+    assert b.grad.dtype == torch.float32
+    exact = dy.double().reshape(-1, n).sum(0)
+    assert relative_error(b.grad, exact) < 1e-6
+
+
 # ---------------------------------------------------------------------------------------------
 # torch.compile
 # ---------------------------------------------------------------------------------------------

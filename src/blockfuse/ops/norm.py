@@ -2153,7 +2153,7 @@ def _norm_bwd(
     """The norms' backward: returns ``(dx, dres, dweight, dbias)``, an empty tensor for each one the form
     has not: ``dres``, the residual's gradient where it differs from dx, in pre mode with dropout only;
     dweight / dbias with a weight / bias only. ``z`` is the normalized input the forward saved (x, or s
-    in pre mode); ``bias`` is read only to recompute an activation's input."""
+    in pre mode); ``bias`` is read to recompute an activation's input, and gives dbias its dtype."""
     n = int(z.shape[-1])  # a symbolic width is specialized: the tiles depend on it
     dy2, ds2, z2 = as_rows(dy, n), as_rows(ds, n), as_rows(z, n)
     weight, bias = vector(weight), vector(bias)
@@ -2168,6 +2168,8 @@ def _norm_bwd(
     if has_w:
         dw = z.new_empty((n,), dtype=param_dtype)
     if has_bias:
+        # NOTE: in the bias's own dtype: with no weight, x's dtype had rounded an fp32 bias's gradient to bf16 (relative
+        # error 3e-3 where the sums are exact in fp32; found by a fuzz of unlisted shapes, 2026-12-04)
         db = z.new_empty((n,), dtype=bias.dtype if bias is not None else param_dtype)
     outputs = (dx, empty_if_none(dres, z), empty_if_none(dw, z), empty_if_none(db, z))
     if m == 0:
@@ -2327,8 +2329,9 @@ def _save_for_backward(ctx, x, weight, bias, seed, config, s, mean, rstd) -> Opt
     s = s if mode == PRE else None
     mean = None if is_rms else mean
     # Pre mode normalizes s = residual + dropout(x): keep s (an output the block keeps anyway as
-    # its residual stream) rather than x and residual. An activation's backward also reads the bias.
-    ctx.save_for_backward(x if s is None else s, weight, bias if activation else None, mean, rstd, seed)
+    # its residual stream) rather than x and residual. An activation's backward also reads the bias, and the
+    # bias gradient is made in the bias's dtype (a parameter: kept at no cost).
+    ctx.save_for_backward(x if s is None else s, weight, bias, mean, rstd, seed)
     ctx.config = config
     ctx.has_bias = bias is not None
     ctx.set_materialize_grads(False)
