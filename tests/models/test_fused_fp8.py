@@ -190,7 +190,9 @@ def test_tensorwise_blocks_fold_the_amaxes_of_their_casts(mlp, monkeypatch, fp8_
     else:
         assert relative_error(folded_out, two_pass_out) < 1e-2
         for name in folded:
-            assert relative_error(folded[name], two_pass[name]) < 0.05, name
+            # (e4m3 roundings of two paths: over input seeds 8-18 the worst gradient differs by 0.04-0.07 between
+            # them, before and after the pre-residual norm's change of 2026-12-04; 0.05 had passed on seed 8's luck)
+            assert relative_error(folded[name], two_pass[name]) < 0.08, name
 
 
 @pytest.mark.parametrize("recipe", blockfuse.fp8.LINEAR_RECIPES)

@@ -2552,6 +2552,23 @@ def _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p):
                          "pass residual= or set dropout_p=0")
 
 
+# NOTE: pre mode normalizes the fp32 sum s = residual + dropout(x) and returns s in x's dtype, as flash-attn's fused
+# add + norm does (a forward more exact than PyTorch's norm(residual + x), which normalizes the rounded sum); the
+# backward recomputes x-hat from that rounded s with the forward's statistics, off by s's rounding times rstd. In
+# rows of 16 lanes and more that stays within PyTorch's own error (a fuzz of unlisted shapes, 2026-12-04: LayerNorm
+# fp16, 30 seeds a width, worst gradient error 1.54x PyTorch's at 16, 1.13x at 64); in narrower rows x-hat is a
+# difference of a few nearly equal values, and the gradients came back up to 11x PyTorch's error at width 3 and
+# rstd x rounding at width 1 (dx -134 where it is 0; -inf in fp16). Such rows in 16-bit dtypes take the reference
+# (its fp32 sum is what autograd differentiates). fp32 rounds nothing there.
+PRE_MIN_LANES = 16
+
+
+def _narrow_pre(x: Tensor, residual: Optional[Tensor], residual_mode: str) -> bool:
+    """Pre mode on rows narrower than PRE_MIN_LANES in a 16-bit dtype (the NOTE above PRE_MIN_LANES)."""
+    return (residual is not None and residual_mode == "pre" and x.shape[-1] < PRE_MIN_LANES
+            and x.element_size() < 4)
+
+
 def _check_parameter(name, p, x):
     if not isinstance(p, Tensor) or not p.is_floating_point():
         raise TypeError(f"{name}: expected a floating-point tensor, got "
@@ -2600,7 +2617,7 @@ def layer_norm(
     """
     _check_norm_args(x, weight, bias, eps, residual, residual_mode, dropout_p)
     _check_fp8(fp8, fp8_scaling, x, weight, bias, residual)
-    if not use_triton(x, draws_random=training and dropout_p > 0):
+    if not use_triton(x, draws_random=training and dropout_p > 0) or _narrow_pre(x, residual, residual_mode):
         return layer_norm_ref(x, weight, bias, eps, residual=residual, residual_mode=residual_mode,
                               dropout_p=dropout_p, training=training, fp8=fp8, fp8_scaling=fp8_scaling)
     return _run_norm(x, weight, bias, residual, residual_mode, dropout_p, training, eps, False, False,
@@ -2628,7 +2645,7 @@ def rms_norm(
     """
     _check_norm_args(x, weight, None, eps, residual, residual_mode, dropout_p)
     _check_fp8(fp8, fp8_scaling, x, weight, residual)
-    if not use_triton(x, draws_random=training and dropout_p > 0):
+    if not use_triton(x, draws_random=training and dropout_p > 0) or _narrow_pre(x, residual, residual_mode):
         return rms_norm_ref(x, weight, eps, residual=residual, residual_mode=residual_mode,
                             dropout_p=dropout_p, training=training, cast_before_weight=cast_before_weight,
                             fp8=fp8, fp8_scaling=fp8_scaling)
