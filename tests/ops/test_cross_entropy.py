@@ -184,6 +184,48 @@ def test_upstream_gradient_scales_the_gradients(device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("as_tensor", [False, True], ids=["number", "tensor"])
+def test_divisor_divides_the_sum_in_the_forward(as_tensor, dtype, device, monkeypatch):
+    """reduction="sum" with divisor=k (Hugging Face's num_items_in_batch): the loss is the sum / k, the gradients
+    those of it within 2x PyTorch's error (in bf16 too: one rounding of each, made in the forward), and a plain
+    loss.backward() leaves them as the forward made them (no scaling pass)."""
+    hidden, weight, target, bias = make_inputs((3, 9), dtype, device, bias=True)
+    k = torch.tensor(13) if as_tensor else 13
+    scaled = []
+    original = cross_entropy.scale_gradients
+    monkeypatch.setattr(cross_entropy, "scale_gradients", lambda *args: scaled.append(args[-1]) or original(*args))
+
+    def summed(h, w, t, b, **kwargs):
+        return blockfuse.linear_cross_entropy(h, w, t, b, reduction="sum", divisor=k)
+
+    def reference(h, w, t, b, **kwargs):
+        return blockfuse.linear_cross_entropy_ref(h, w, t, b, reduction="sum") / 13
+
+    leaves = [t.detach().clone().requires_grad_() for t in (hidden, weight, bias)]
+    summed(*leaves[:2], target, leaves[2]).backward()
+    assert all(float(g) == 1.0 for g in scaled)
+    ours = run(summed, hidden, weight, target, bias)
+    baseline = run(reference, hidden, weight, target, bias)
+    oracle = run(reference, hidden.double(), weight.double(), target, bias.double())
+    names = ["loss", "d hidden", "d weight", "d bias"]
+    assert_all_close_to_reference([ours[0]], [baseline[0]], [oracle[0].float()], names[:1], rounded_through=dtype)
+    assert_all_close_to_reference(ours[1:], baseline[1:], oracle[1:], names[1:])
+
+
+def test_divisor_checks():
+    hidden, weight, target, _ = make_inputs((4,), torch.float32, "cpu")
+    with pytest.raises(ValueError, match="divisor: the sum's divisor goes with reduction='sum', got "
+                                         "reduction='mean'"):
+        blockfuse.linear_cross_entropy(hidden, weight, target, divisor=2)
+    for bad in (0, -1.0, float("inf"), True, "2"):
+        with pytest.raises(ValueError, match="divisor: expected a positive finite number"):
+            blockfuse.linear_cross_entropy(hidden, weight, target, reduction="sum", divisor=bad)
+    with pytest.raises(ValueError, match="divisor: expected a number or a one-element real tensor"):
+        blockfuse.linear_cross_entropy(hidden, weight, target, reduction="sum", divisor=torch.ones(2))
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_a_second_backward_through_the_graph_is_refused(device):
     hidden, weight, target, _ = make_inputs((10,), torch.float32, device)
     h = hidden.clone().requires_grad_()

@@ -655,7 +655,7 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
     the loss reduced as asked, the per-token log-sum-exp (fp32, not differentiable)."""
 
     @staticmethod
-    def forward(ctx, h2, weight, bias, target, config):
+    def forward(ctx, h2, weight, bias, target, config, divisor=None):
         ignore_index, smoothing, softcap, z_loss, reduction, chunk, vocab_block = config
         grads = ctx.needs_input_grad[:3]
         if reduction == "none":
@@ -665,9 +665,14 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
         else:
             # The gradients of the loss itself, made now: the backward only scales them.
             count, scale = loss_scale(target, ignore_index, reduction)
+            if divisor is not None:  # ("sum" / divisor: the gradients made now carry the division)
+                scale = 1.0 / divisor.float().reshape(())
             loss, lse, dh, dw, db = _forward(h2, weight, bias, target, scale, ignore_index, smoothing, softcap,
                                              z_loss, *grads, chunk, vocab_block)
-            loss = loss.sum() / count if reduction == "mean" else loss.sum()
+            if reduction == "mean":
+                loss = loss.sum() / count
+            else:
+                loss = loss.sum() if divisor is None else loss.sum() / divisor.float().reshape(())
             ctx.save_for_backward(dh, dw, db)
         ctx.config = config
         ctx.scaled = False
@@ -690,7 +695,7 @@ class _LinearCrossEntropyFunction(torch.autograd.Function):
             # NOTE: scaled in place: a second weight-sized gradient would double the op's memory.
             scale_gradients(dh, dw, db, dloss.float())
         return (dh if grad_hidden else None, dw if grad_weight else None,
-                db.to(ctx.bias_dtype) if grad_bias else None, None, None)
+                db.to(ctx.bias_dtype) if grad_bias else None, None, None, None)
 
 
 # ----------------------------------------------------------------------------------------
@@ -759,6 +764,7 @@ def linear_cross_entropy(
     reduction: str = "mean",
     return_lse: bool = False,
     chunk_size: Union[int, str, None] = None,
+    divisor: Union[int, float, Tensor, None] = None,
 ):
     """``cross_entropy(hidden @ weight.T + bias, target)`` without keeping the logits.
 
@@ -775,18 +781,29 @@ def linear_cross_entropy(
     states, Liger-Kernel's memory: see ``low_memory_chunk_size``); larger chunks run faster and keep more
     memory. An out-of-range target gives a NaN
     loss (a ValueError for CPU tensors, eagerly) rather than a wrong number.
+
+    ``divisor`` (with ``reduction="sum"``): the loss is the sum divided by it (a positive number or a one-element
+    tensor: Hugging Face's ``num_items_in_batch``, the labelled tokens of a whole gradient-accumulation step). The
+    gradients, made in the forward, carry the division, so ``loss.backward()`` leaves them as they are; dividing
+    the returned sum instead makes the backward scale them in place, one more pass over the weight's gradient and
+    a second rounding of each value in the low dtype.
     """
     _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk_size)
+    divisor = _divisor_tensor(divisor, reduction, hidden)
     sharded = is_dtensor(weight) or is_dtensor(hidden)
     if not hidden.is_cuda and not torch.compiler.is_compiling() and not sharded:
         _check_target_range(target, weight.shape[0], ignore_index)
-    if sharded:
-        return _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss,
-                               reduction, return_lse, chunk_size)
-    if not use_triton(hidden):
-        return linear_cross_entropy_ref(hidden, weight, target, bias, ignore_index=ignore_index,
-                                        label_smoothing=label_smoothing, softcap=softcap, z_loss=z_loss,
-                                        reduction=reduction, return_lse=return_lse)
+    if sharded or not use_triton(hidden):
+        if sharded:
+            out = _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss,
+                                  reduction, return_lse, chunk_size)
+        else:
+            out = linear_cross_entropy_ref(hidden, weight, target, bias, ignore_index=ignore_index,
+                                           label_smoothing=label_smoothing, softcap=softcap, z_loss=z_loss,
+                                           reduction=reduction, return_lse=return_lse)
+        if divisor is None:
+            return out
+        return (out[0] / divisor, out[1]) if return_lse else out / divisor
     d, vocab = hidden.shape[-1], weight.shape[0]
     h2 = hidden.reshape(-1, d)
     if h2.stride(-1) != 1 or (h2.shape[0] > 1 and h2.stride(0) != d):
@@ -795,12 +812,28 @@ def linear_cross_entropy(
     chunk, vocab_block = chunk_plan(chunk_size, h2.shape[0], d, vocab, h2.element_size())
     config = (int(ignore_index), float(label_smoothing), None if softcap is None else float(softcap), float(z_loss),
               reduction, chunk, vocab_block)
-    loss, lse = _LinearCrossEntropyFunction.apply(h2, weight, bias, t, config)
+    loss, lse = _LinearCrossEntropyFunction.apply(h2, weight, bias, t, config, divisor)
     lead = hidden.shape[:-1]
     if reduction == "none":
         loss = loss.view(lead)
     return (loss, lse.view(lead)) if return_lse else loss
 
+
+
+def _divisor_tensor(divisor, reduction: str, like: Tensor) -> Optional[Tensor]:
+    """``linear_cross_entropy``'s ``divisor`` checked, as a one-element fp32 tensor on ``like``'s device (None: none)."""
+    if divisor is None:
+        return None
+    if reduction != "sum":
+        raise ValueError(f"divisor: the sum's divisor goes with reduction='sum', got reduction={reduction!r}")
+    if isinstance(divisor, Tensor):
+        if divisor.numel() != 1 or divisor.is_complex() or divisor.dtype == torch.bool:
+            raise ValueError(f"divisor: expected a number or a one-element real tensor, got a {divisor.dtype} tensor "
+                             f"of shape {tuple(divisor.shape)}")
+        return divisor.to(device=like.device, dtype=torch.float32).reshape(())
+    if isinstance(divisor, bool) or not isinstance(divisor, numbers.Real) or not 0 < divisor < float("inf"):
+        raise ValueError(f"divisor: expected a positive finite number or a one-element tensor, got {divisor!r}")
+    return torch.full((), float(divisor), dtype=torch.float32, device=like.device)
 
 
 def _vocab_parallel(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction,

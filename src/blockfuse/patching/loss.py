@@ -67,18 +67,16 @@ def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_it
     # NOTE: "sum" divided by num_items_in_batch when the caller gives it, as transformers does. The
     # Trainer counts the labelled tokens of the whole step (every gradient-accumulation micro-batch,
     # every device), so each micro-batch's loss is its share of the step's mean.
+    # (the division inside the op: the gradients it makes in the forward carry it, and loss.backward() leaves them
+    # as they are, where a division after it made the backward scale them: a pass over the weight's gradient and
+    # a second rounding)
     reduction = "mean" if num_items_in_batch is None else "sum"
-    options = dict(ignore_index=ignore_index, softcap=softcap, reduction=reduction, chunk_size=chunk_size)
+    options = dict(ignore_index=ignore_index, softcap=softcap, reduction=reduction, chunk_size=chunk_size,
+                   divisor=num_items_in_batch)
     hidden2 = hidden.reshape(-1, hidden.shape[-1])
     if is_fsdp(lm_head) or has_hooks(lm_head):
-        loss = _as_forward_of(lm_head, _fused_head_loss, hidden2, target, options)
-    else:
-        loss = _fused_head_loss(lm_head, hidden2, target, options)
-    if num_items_in_batch is not None:
-        if torch.is_tensor(num_items_in_batch):
-            num_items_in_batch = num_items_in_batch.to(loss.device)
-        loss = loss / num_items_in_batch
-    return loss
+        return _as_forward_of(lm_head, _fused_head_loss, hidden2, target, options)
+    return _fused_head_loss(lm_head, hidden2, target, options)
 
 
 def _fused_head_loss(head: nn.Linear, hidden: Tensor, target: Tensor, options: dict) -> Tensor:
