@@ -49,7 +49,7 @@ from blockfuse.ops import (  # noqa: E402
     norm as norm_mod, rotary as rotary_mod,
 )
 from blockfuse.runtime import use_triton  # noqa: E402
-from tests.helpers import error_floor, interpreter_truncates, relative_error  # noqa: E402
+from tests.helpers import reference_tolerance, relative_error  # noqa: E402
 
 assert use_triton(torch.empty(0)), "the interpreter is not on"
 
@@ -181,13 +181,8 @@ class Case:
             return
         if lowp is not None and ours.dtype != lowp.dtype:
             self.problems.append(f"{name}: dtype {ours.dtype} != PyTorch's {lowp.dtype}")
-        if floor is None:
-            floor = error_floor(ours.dtype)
-        if interpreter_truncates(rounded_through or ours.dtype, ours.device):
-            factor = 2 * factor
-        e_ours = relative_error(ours, ref64)
-        e_torch = relative_error(lowp, ref64)
-        tol = factor * e_torch + floor
+        e_ours, e_torch, factor, floor, tol = reference_tolerance(ours, lowp, ref64, factor=factor, floor=floor,
+                                                                  rounded_through=rounded_through)
         ok = (not math.isnan(e_ours)) and e_ours <= tol
         self.comparisons.append(dict(name=name, dtype=str(ours.dtype).replace("torch.", ""), ours=e_ours,
                                      torch=e_torch, tol=tol, factor=factor, floor=floor, ok=ok))
@@ -380,7 +375,6 @@ def run_fp8(p):
             plain = _call_norm(p, x, w, b, res)
             out = _call_norm(p, x, w, b, res, fp8="rowwise")
             f32 = lambda t: None if t is None else t.float()  # noqa: E731
-            pf = dict(p, dtype="fp32")
             ref_fn = ORIGINAL[p["op"] + "_ref"]
             if p["op"] == "layer_norm":
                 y32 = ref_fn(f32(x), f32(w), f32(b), p["eps"], residual=f32(res), residual_mode=p["mode"])
@@ -388,7 +382,6 @@ def run_fp8(p):
                 y32 = ref_fn(f32(x), f32(w), p["eps"], residual=f32(res), residual_mode=p["mode"])
             else:
                 y32 = ref_fn(f32(x), f32(w), f32(b), p["eps"], p["approximate"])
-            del pf
         c.expect(unchanged(before, [x, w, b, res]), "an input was modified")
         second = None
         if res is None:
@@ -760,18 +753,7 @@ def gen_rotary(rng):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _activate(pre, activation):
-    from blockfuse.ops.activation import ACTIVATIONS
-
-    name, gated = ACTIVATIONS[activation]
-    gate, up = pre.chunk(2, dim=-1) if gated else (pre, None)
-    if name == "relu":
-        out = F.relu(gate)
-    elif name == "silu":
-        out = F.silu(gate)
-    else:
-        out = F.gelu(gate, approximate="tanh" if name == "gelu_tanh" else "none")
-    return out if up is None else out * up
+from tests.ops.test_linear_act import _activate  # noqa: E402  (the activation in PyTorch, as the tests compute it)
 
 
 def run_mlp(p):

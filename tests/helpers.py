@@ -77,6 +77,19 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return difference / scale if scale > 0 else difference
 
 
+def reference_tolerance(ours, torch_lowp, reference64, *, factor=2.0, floor=None, rounded_through=None):
+    """``(our error, PyTorch's error, factor, floor, tolerance)`` of :func:`assert_close_to_reference`'s rule:
+    relative errors against ``reference64``, the factor doubled where Triton's interpreter truncates to bf16,
+    the floor ``error_floor(ours.dtype)`` unless given, tolerance ``factor * PyTorch's error + floor``."""
+    if floor is None:
+        floor = error_floor(ours.dtype)
+    if interpreter_truncates(rounded_through or ours.dtype, ours.device):
+        factor = 2 * factor
+    ours_error = relative_error(ours, reference64)
+    torch_error = relative_error(torch_lowp, reference64)
+    return ours_error, torch_error, factor, floor, factor * torch_error + floor
+
+
 def assert_close_to_reference(
     ours: torch.Tensor,
     torch_lowp: torch.Tensor,
@@ -102,13 +115,8 @@ def assert_close_to_reference(
         f"{name}: shape {tuple(ours.shape)} != reference shape {tuple(reference64.shape)}"
     )
     assert ours.dtype == torch_lowp.dtype, f"{name}: dtype {ours.dtype} != PyTorch's {torch_lowp.dtype}"
-    if floor is None:
-        floor = error_floor(ours.dtype)
-    if interpreter_truncates(rounded_through or ours.dtype, ours.device):
-        factor = 2 * factor
-    ours_error = relative_error(ours, reference64)
-    torch_error = relative_error(torch_lowp, reference64)
-    tolerance = factor * torch_error + floor
+    ours_error, torch_error, factor, floor, tolerance = reference_tolerance(
+        ours, torch_lowp, reference64, factor=factor, floor=floor, rounded_through=rounded_through)
     message = (
         f"{name} ({ours.dtype}, shape {tuple(ours.shape)}): relative error {ours_error:.3e} vs "
         f"PyTorch's {torch_error:.3e} (tolerance {factor:g} * {torch_error:.3e} + {floor:.1e} "
@@ -417,3 +425,30 @@ class CastProbe:
 
     def restore(self) -> None:
         self.fp8._weight_operands = self.original
+
+
+def stand_in_liger(monkeypatch, modeling, causal_lm: str, norm: str, function: str) -> list:
+    """Installs a stand-in ``liger_kernel.transformers`` whose ``function`` does what Liger-Kernel's does given no
+    model: assigns the global ``norm`` of the modeling module ``modeling`` and ``causal_lm``'s forward (both put
+    back by ``monkeypatch`` whatever happens). Returns the list each call's keywords go to."""
+    import sys
+    import types
+
+    cls = getattr(modeling, causal_lm)
+    forward, original_norm = cls.forward, getattr(modeling, norm)
+    monkeypatch.setattr(cls, "forward", forward)
+    monkeypatch.setattr(modeling, norm, original_norm)
+    calls = []
+
+    def apply(**kwargs):
+        calls.append(kwargs)
+        setattr(modeling, norm, None)
+        cls.forward = lambda self, *args, **kw: forward(self, *args, **kw)
+
+    package = types.ModuleType("liger_kernel")
+    package.__path__ = []
+    liger = types.ModuleType("liger_kernel.transformers")
+    setattr(liger, function, apply)
+    monkeypatch.setitem(sys.modules, "liger_kernel", package)
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", liger)
+    return calls

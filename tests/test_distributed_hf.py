@@ -4,10 +4,9 @@
 * QK-norm (OLMo-2): the head-sharded RMSNorm (``sharded_rms_norm``) against the RMSNorm of the whole rows, forward
   and backward, both rounding conventions; eager and fused stacks with QK-norm, with and without sequence
   parallelism (the test of tests/test_distributed.py, which also counts the collectives);
-* tiny Llama, OLMo-2, Qwen2, Mistral and Qwen3 models, ``blockfuse.patch``-ed (OLMo-2 and Mistral also with
-  ``loss=True``, Llama also unpatched with tied embeddings, Qwen3 also unpatched), with and without sequence
-  parallelism: the loss and every parameter's gradient; Qwen3's replicated per-head QK-norm weights through two
-  optimizer steps.
+* tiny Llama, OLMo-2, Qwen2, Mistral, Qwen3 and Gemma-3 models, ``blockfuse.patch``-ed (OLMo-2 and Mistral also with
+  ``loss=True``, Llama also unpatched with tied embeddings), with and without sequence parallelism: the loss and every
+  parameter's gradient; Qwen3's replicated per-head QK-norm weights through two optimizer steps.
 """
 
 from __future__ import annotations
@@ -190,17 +189,19 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
 HF_CASES = [("llama", "patch", False, True), ("olmo2", "patch", False, True), ("olmo2", "patch", False, False),
             ("olmo2", "loss", False, True), ("llama", None, True, True), ("llama", None, True, False),
             ("qwen2", "patch", False, True), ("mistral", "loss", False, False), ("qwen3", "patch", False, True),
-            ("qwen3", None, False, False), ("gemma3", "patch", False, True)]
+            ("gemma3", "patch", False, True)]
 # the column-parallel projections' biases, sharded with their rows (o_proj's and down_proj's are replicated)
 SHARDED_BIASES = {"llama": ["q_proj.bias", "k_proj.bias", "v_proj.bias", "gate_proj.bias", "up_proj.bias"],
-                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": [], "qwen3": [], "gemma3": []}
+                  "qwen2": ["q_proj.bias", "k_proj.bias", "v_proj.bias"], "mistral": [], "olmo2": [], "qwen3": [],
+                  "gemma3": []}
 
 
 def _hf_worker(rank):
+    """(each HF_CASES case's results, Qwen3's two optimizer steps: :func:`_qwen3_steps`), in one pair of processes."""
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
-    return [_hf_case(rank, mesh, *case) for case in HF_CASES]
+    return [_hf_case(rank, mesh, *case) for case in HF_CASES], _qwen3_steps(mesh)
 
 
 def _expected_hf_collectives(family, patch, tied, sequence_parallel) -> dict:
@@ -229,9 +230,16 @@ def test_hugging_face_models_under_tensor_parallelism_match_one_process():
     """The loss, the logits (where made) and every parameter's gradient match one process. Sharded: the
     attention and MLP projections (q, k, v, gate, up on their rows, o and down on their columns), OLMo-2's
     QK-norm weights, and the embedding and LM head on the vocabulary unless tied (or the head fused with the loss).
-    The communication is the plan's and no more (the norms gather nothing)."""
+    The communication is the plan's and no more (the norms gather nothing). And Qwen3's replicated per-head QK-norm
+    weights through two optimizer steps (:func:`_qwen3_steps`)."""
     pytest.importorskip("transformers")
-    for rank, results in enumerate(multiprocess.run(_hf_worker, timeout=300)):
+    for rank, (results, (placements, step_errors)) in enumerate(multiprocess.run(_hf_worker, timeout=300)):
+        # Qwen3's per-head QK-norm weights stay whole on every rank; their gradient comes back Partial (each rank's
+        # heads' share) and the optimizer step and the gradient clipping reduce it: every weight after two steps as
+        # one process's (a gradient left unreduced would be a rank's share: errors of the size of a step)
+        assert placements == "(Partial(sum),)", (rank, placements)
+        worst = max(step_errors, key=step_errors.get)
+        assert step_errors[worst] < 1e-5, f"rank {rank}, two steps: {worst} {step_errors[worst]:.2e}"
         for (family, patch, tied, sp), result in zip(HF_CASES, results):
             case = f"rank {rank}: {family} patch={patch} tied={tied} sequence_parallel={sp}"
             worst = max(result["errors"], key=result["errors"].get)
@@ -265,26 +273,25 @@ def test_unsupported_models_raise():
     transformers = pytest.importorskip("transformers")
     config = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=72, num_hidden_layers=1,
                                              num_attention_heads=2, patch_size=4, image_size=16)
-    with pytest.raises(TypeError, match="Llama, Mistral, Qwen2, Qwen3, OLMo-2 models, got SiglipVisionModel"):
+    with pytest.raises(TypeError, match="Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma-2, Gemma-3, OLMo-2 models, got "
+                                        "SiglipVisionModel"):
         tp_plan(transformers.SiglipVisionModel(config))
-    gemma = transformers.GemmaConfig(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
-                                     intermediate_size=64, num_hidden_layers=1, vocab_size=VOCAB)
-    with pytest.raises(TypeError, match="OLMo-2 models, got GemmaForCausalLM"):
-        tp_plan(transformers.GemmaForCausalLM(gemma))
+    phi3 = transformers.Phi3Config(hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
+                                   intermediate_size=64, num_hidden_layers=1, vocab_size=VOCAB, pad_token_id=None)
+    with pytest.raises(TypeError, match="OLMo-2 models, got Phi3ForCausalLM"):  # (its packed projections)
+        tp_plan(transformers.Phi3ForCausalLM(phi3))
 
 
-def _qwen3_steps_worker(rank):
+def _qwen3_steps(mesh):
     """Two SGD steps with momentum (gradients clipped) of a patched Qwen3 planned over the ranks against one
     process's. (Not Adam: it scales each element's step by its own gradient's size, so rounding noise in the tiniest
     gradients moves a weight by a visible part of a step.)"""
     import blockfuse
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
 
     from blockfuse.distributed import tp_plan
 
-    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
     model = _hf_model("qwen3").to(multiprocess.device())
     blockfuse.patch(model)
     sharded = copy.deepcopy(model)
@@ -303,13 +310,3 @@ def _qwen3_steps_worker(rank):
         weights[name] = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach() for n, p in m.named_parameters()}
     return placements, {n: _error(weights["tp"][n], weights["one"][n]) for n in weights["one"]}
 
-
-def test_replicated_head_norm_weights_train_as_one_process():
-    """Qwen3's per-head QK-norm weights stay whole on every rank; their gradient comes back Partial (each rank's
-    heads' share) and the optimizer step and the gradient clipping reduce it: every weight after two steps as one
-    process's (a gradient left unreduced would be half or a rank's share: errors of the size of a step)."""
-    pytest.importorskip("transformers")
-    for rank, (placements, errors) in enumerate(multiprocess.run(_qwen3_steps_worker, timeout=300)):
-        assert placements == "(Partial(sum),)", (rank, placements)
-        worst = max(errors, key=errors.get)
-        assert errors[worst] < 1e-5, f"rank {rank}: {worst} {errors[worst]:.2e}"

@@ -8,8 +8,6 @@ import contextlib
 import io
 import json
 import math
-import sys
-import types
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ pytest.importorskip("transformers")
 
 from blockfuse.bench import hf_llama  # noqa: E402
 from blockfuse.cli import main  # noqa: E402
+from tests.helpers import stand_in_liger  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 
@@ -84,21 +83,8 @@ def test_liger_gets_its_fused_linear_cross_entropy_and_modeling_llama_is_put_bac
     from transformers.models.llama import modeling_llama
 
     forward, norm = modeling_llama.LlamaForCausalLM.forward, modeling_llama.LlamaRMSNorm
-    monkeypatch.setattr(modeling_llama.LlamaForCausalLM, "forward", forward)  # (put back whatever happens)
-    monkeypatch.setattr(modeling_llama, "LlamaRMSNorm", norm)
-    calls = []
-
-    def apply_liger_kernel_to_llama(**kwargs):
-        calls.append(kwargs)
-        modeling_llama.LlamaRMSNorm = None
-        modeling_llama.LlamaForCausalLM.forward = lambda self, *args, **kw: forward(self, *args, **kw)
-
-    package = types.ModuleType("liger_kernel")
-    package.__path__ = []
-    transformers_module = types.ModuleType("liger_kernel.transformers")
-    transformers_module.apply_liger_kernel_to_llama = apply_liger_kernel_to_llama
-    monkeypatch.setitem(sys.modules, "liger_kernel", package)
-    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", transformers_module)
+    calls = stand_in_liger(monkeypatch, modeling_llama, "LlamaForCausalLM", "LlamaRMSNorm",
+                           "apply_liger_kernel_to_llama")
     code, document, _ = _bench(tmp_path, "--modes", "loss", "--providers", "liger,hf-eager")
     assert code == 0 and not any(r.get("error") for r in document["records"])
     assert [c["fused_linear_cross_entropy"] for c in calls] == [True] and calls[0]["cross_entropy"] is False
