@@ -786,7 +786,8 @@ def linear_cross_entropy(
     tensor: Hugging Face's ``num_items_in_batch``, the labelled tokens of a whole gradient-accumulation step). The
     gradients, made in the forward, carry the division, so ``loss.backward()`` leaves them as they are; dividing
     the returned sum instead makes the backward scale them in place, one more pass over the weight's gradient and
-    a second rounding of each value in the low dtype.
+    a second rounding of each value in the low dtype. (The vocabulary-parallel loss and the CPU reference divide
+    their returned sum.)
     """
     _check_args(hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, reduction, chunk_size)
     divisor = _divisor_tensor(divisor, reduction, hidden)
