@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Hugging Face families blockfuse.patch took on 2026-12-04 (Mistral, Qwen2, Qwen3, Phi-3, Gemma 1-3), first on a
-# GPU, one call (~9 minutes): the patching's CUDA tests (every family against its own forward and backward), then
+# GPU, one call (~10 minutes): the patching's CUDA tests (every family against its own forward and backward) and the
+# CUDA tests of that day's launcher changes (the norms' bias gradient dtype, the fused loss's divisor), then
 # the training step of Qwen3 and Gemma-3 at Llama's sizes against HF eager, torch.compile and Liger-Kernel
 # (`bench model hf-llama --family`, the wheels in .whl), then the fused LM-head loss against torch.compile at the
 # issue's first shape with the kernels of each step profiled and the op's fp32 split-K reductions A/B'd (issue 19:
@@ -14,6 +15,8 @@ source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
 step 120 tests-patching python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/patching
+step 60 tests-launchers python3 -m pytest -q -p no:cacheprovider -rfE tests/ops/test_norm.py \
+    tests/ops/test_cross_entropy.py -k "bias_gradient or narrower_than_16 or divisor"
 for family in ${FAMILIES:-qwen3 gemma3}; do
     step 150 "hf-$family" python3 -m blockfuse bench model hf-llama --family "$family" --quick \
         --modes fwdbwd,loss --out "$OUT/hf-$family"

@@ -345,6 +345,23 @@ def sharded_rms_norm(x: Tensor, weight: Tensor, eps: float, group, *, width: int
     return _ShardedRMSNormFunction.apply(x, weight, eps, width, group, cast_before_weight)
 
 
+def _rms_norm_settings(norm: nn.Module) -> tuple[float, bool, float, nn.Parameter]:
+    """``(eps, cast_before_weight, weight_offset, weight)`` of RMSNorm module ``norm``: blockfuse's (its attributes),
+    the eager block's, or Hugging Face's of a family blockfuse.patch knows (the family's conventions)."""
+    eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
+    family = family_of(norm)
+    cast_before_weight = getattr(norm, "cast_before_weight", None)
+    offset = getattr(norm, "weight_offset", None)
+    if family is not None:
+        cast_before_weight = family.cast_before_weight if cast_before_weight is None else cast_before_weight
+        offset = family.norm_offset if offset is None else offset
+    weight = getattr(norm, "weight", None)
+    if eps is None or cast_before_weight is None or not isinstance(weight, nn.Parameter) or weight.dim() != 1:
+        raise TypeError(f"QK-norm {type(norm).__name__}: expected an RMSNorm with a weight and eps that blockfuse "
+                        "knows (blockfuse's, or Hugging Face's of a family blockfuse.patch supports)")
+    return eps, cast_before_weight, offset or 0.0, weight
+
+
 class HeadShardedRMSNorm(nn.Module):
     """QK-norm under tensor parallelism: an RMSNorm over ``heads * head_dim`` columns of which this rank holds
     its heads' (:func:`sharded_rms_norm`). ``weight``: a DTensor ``Shard(0)`` of the whole norm's weight (the
@@ -365,14 +382,10 @@ class HeadShardedRMSNorm(nn.Module):
         if isinstance(norm, (nn.LayerNorm, blockfuse.nn.LayerNorm)):
             raise NotImplementedError(f"QK-norm {type(norm).__name__}: tensor parallelism splits its width across the "
                                       "ranks, and blockfuse.distributed shards RMSNorm only")
-        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
-        cast_before_weight = getattr(norm, "cast_before_weight", None)
-        if cast_before_weight is None and family_of(norm) is not None:
-            cast_before_weight = family_of(norm).cast_before_weight
-        weight = getattr(norm, "weight", None)
-        if eps is None or cast_before_weight is None or not isinstance(weight, nn.Parameter) or weight.dim() != 1:
-            raise TypeError(f"QK-norm {type(norm).__name__}: expected an RMSNorm with a weight and eps that "
-                            "blockfuse knows (blockfuse's, Hugging Face Llama's or OLMo-2's)")
+        eps, cast_before_weight, offset, weight = _rms_norm_settings(norm)
+        if offset:
+            raise NotImplementedError(f"QK-norm {type(norm).__name__}: a whole-width norm of (offset + weight) is not "
+                                      "sharded by blockfuse.distributed")
         tp = mesh.size()
         if weight.shape[0] % tp:
             raise ValueError(f"QK-norm of width {weight.shape[0]}: not a multiple of the {tp} ranks")
@@ -411,20 +424,9 @@ class ReplicatedHeadNorm(nn.Module):
     def of(cls, norm: nn.Module, mesh, src_data_rank) -> "ReplicatedHeadNorm":
         """The replicated twin of per-head RMSNorm module ``norm`` (blockfuse's or Hugging Face's), its weight
         broadcast over ``mesh`` from ``src_data_rank``."""
-        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
-        family = family_of(norm)
-        cast_before_weight = getattr(norm, "cast_before_weight", None)
-        offset = getattr(norm, "weight_offset", None)
-        if family is not None:
-            cast_before_weight = family.cast_before_weight if cast_before_weight is None else cast_before_weight
-            offset = family.norm_offset if offset is None else offset
-        weight = getattr(norm, "weight", None)
-        if eps is None or cast_before_weight is None or not isinstance(weight, nn.Parameter) or weight.dim() != 1:
-            raise TypeError(f"QK-norm {type(norm).__name__}: expected an RMSNorm with a weight and eps that "
-                            "blockfuse knows (blockfuse's, or Hugging Face's of a family blockfuse.patch supports)")
+        eps, cast_before_weight, offset, weight = _rms_norm_settings(norm)
         replicated = distribute_tensor(weight.detach(), mesh, [Replicate()], src_data_rank=src_data_rank)
-        module = cls(nn.Parameter(replicated, requires_grad=weight.requires_grad), eps, cast_before_weight,
-                     offset or 0.0)
+        module = cls(nn.Parameter(replicated, requires_grad=weight.requires_grad), eps, cast_before_weight, offset)
         return module.train(norm.training)
 
     def forward(self, x: Tensor) -> Tensor:
