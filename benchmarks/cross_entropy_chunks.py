@@ -157,6 +157,8 @@ def main() -> None:
                         help="the low-memory loop that --profile runs: the rule's, one pass or two")
     parser.add_argument("--trace", metavar="PREFIX",
                         help="with --profile: also record the host's ops and write PREFIX-SHAPE.json (Chrome trace)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every run this many times, round after round (interleaved: compare medians)")
     parser.add_argument("--json")
     args = parser.parse_args()
     records = []
@@ -182,7 +184,8 @@ def main() -> None:
             runs += [("blockfuse", chunk, True, None) for chunk in args.chunks]
         found = peers() if args.peers else {}
         runs += [(name, None, False, None) for name in found]
-        for provider, chunk, strict, two_pass in runs:
+        # --rounds: the whole list again, in the same order, so a drift of the card's clocks falls on every run alike
+        for (provider, chunk, strict, two_pass), round_ in ((run, k) for k in range(args.rounds) for run in runs):
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = not strict
             cross_entropy.LOW_MEMORY_TWO_PASS = two_pass
             cross_entropy.full_precision_reductions = (_no_reductions_change if provider == "blockfuse-dtype-reductions"
@@ -207,7 +210,7 @@ def main() -> None:
             with torch.no_grad():
                 loss = loss_fn(h, w, t)
             rows, block = cross_entropy.chunk_plan(chunk, tokens, d, vocab, h.element_size()) if chunk else (None, 0)
-            record = {"shape": text, "provider": provider, "chunk": chunk, "chunk_tokens": rows,
+            record = {"shape": text, "provider": provider, "round": round_, "chunk": chunk, "chunk_tokens": rows,
                       "vocab_block": block, "two_pass_forced": two_pass, "strict_reduction": strict, "ms": ms, "floor_ms": floor, "of_floor": floor / ms,
                       "peak_mib_above_inputs_and_grads": peak, "loss_err": rel(loss, ref[0]),
                       "dh_err": rel(hg.grad, ref[1]), "dw_err": rel(wg.grad, ref[2])}
@@ -220,6 +223,15 @@ def main() -> None:
             label += " bf16-red" if provider == "blockfuse-dtype-reductions" else ""
             print(f"  {label}{' strict' if strict else '       '}: {ms:8.2f} ms  {floor / ms:5.2f} of the floor  peak +{peak:7.1f} MiB  "
                   f"err loss {record['loss_err']:.1e} dh {record['dh_err']:.1e} dW {record['dw_err']:.1e}")
+        if args.rounds > 1:
+            print(f"  medians over {args.rounds} rounds:")
+            here = [r for r in records if r.get("shape") == text and "ms" in r]
+            for key in dict.fromkeys((r["provider"], r["chunk"], r["strict_reduction"], r["two_pass_forced"])
+                                     for r in here):
+                times = [r["ms"] for r in here
+                         if (r["provider"], r["chunk"], r["strict_reduction"], r["two_pass_forced"]) == key]
+                print(f"    {key[0]:<27} chunk {str(key[1]):>10}: {statistics.median(times):8.2f} ms "
+                      f"({min(times):.2f}-{max(times):.2f})")
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
         cross_entropy.LOW_MEMORY_TWO_PASS = None
         cross_entropy.full_precision_reductions = _fp32_reductions
@@ -231,7 +243,8 @@ def main() -> None:
             cross_entropy.LOW_MEMORY_TWO_PASS = None
         if args.profile_peers:
             for name, fn in found.items():
-                profile_step(h, w, t, None, loss_fn=fn, label=name)
+                trace = f"{args.trace}-{text}-{name}.json" if args.trace else None
+                profile_step(h, w, t, None, trace, loss_fn=fn, label=name)
         del h, w, t, ref
         torch.cuda.empty_cache()
     if args.json:

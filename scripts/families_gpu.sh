@@ -18,7 +18,7 @@ step 120 tests-patching python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests
 step 60 tests-launchers python3 -m pytest -q -p no:cacheprovider -rfE tests/ops/test_norm.py \
     tests/ops/test_cross_entropy.py -k "bias_gradient or narrower_than_16 or divisor"
 for family in ${FAMILIES:-qwen3 gemma3}; do
-    step 150 "hf-$family" python3 -m blockfuse bench model hf-llama --family "$family" --quick \
+    step 280 "hf-$family" python3 -m blockfuse bench model hf-llama --family "$family" --quick \
         --modes fwdbwd,loss --out "$OUT/hf-$family"
 done
 step 200 ce-chunks python3 benchmarks/cross_entropy_chunks.py --shapes 8192x4096x128256 --chunks 1024 4096 8192 \
