@@ -2,7 +2,8 @@
 (torch.profiler) and the wall time of the same calls, for the providers of ``blockfuse bench model
 hf-llama`` (4 layers, hidden 2048, ids 2 x 4096, bf16, training forward: parameters require grad).
 
-Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/profile_hf_llama.py [--providers ...] [--top 12]"""
+Run on the GPU:  PYTHONPATH=src:<liger> python3 benchmarks/profile_hf_llama.py [--providers ...] [--top 12]
+    [--mode fwdbwd] [--family qwen3]"""
 
 from __future__ import annotations
 
@@ -63,13 +64,16 @@ def main() -> None:
     parser.add_argument("--providers", nargs="+", default=["hf-eager", "blockfuse", "liger"])
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--mode", choices=("fwd", "fwdbwd"), default="fwd")
+    parser.add_argument("--family", default="llama", choices=sorted(hf_families.FAMILIES),
+                        help="another causal-LM family at Llama's sizes (as `bench model hf-llama --family`)")
     parser.add_argument("--copies", action="store_true",
                         help="also list the ops that copied (aten::copy_ and friends) with their input shapes")
     args = parser.parse_args()
-    base, ids = hf_llama.build_base(hf_llama.FULL, torch.bfloat16, torch.device("cuda"))
+    family = hf_families.FAMILIES[args.family]
+    base, ids = hf_llama.build_base(hf_llama.FULL, torch.bfloat16, torch.device("cuda"), family)
     for name in args.providers:
         # Liger assigns modeling_llama's globals: put them back before the next provider
-        with hf_families.modeling_globals_restored() if name.startswith("liger") else contextlib.nullcontext():
+        with hf_families.modeling_globals_restored(family) if name.startswith("liger") else contextlib.nullcontext():
             profile_provider(name, base, ids, args)
         torch.cuda.empty_cache()
 

@@ -20,6 +20,7 @@ launchers (ops ``blockfuse::norm_fwd``, ``blockfuse::norm_fwd_fp8`` and ``blockf
 from __future__ import annotations
 
 import functools
+import os
 from typing import NamedTuple, Optional
 
 import torch
@@ -29,7 +30,7 @@ import triton.language as tl
 from torch import Tensor
 from triton.language.extra.cuda import gdc_launch_dependents
 
-from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad
+from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad, gelu_tanh_grad_f16x2
 from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
@@ -225,6 +226,9 @@ ACT_BWD_WIDE_PIECES = True
 # Rows under ACT_BWD_PIECES_FROM_LANES keep the padded tile: one row a block in pieces won at [32768, 768 / 1152 /
 # 1536] (0.49 / 0.46 / 0.55 -> 0.51 / 0.52 / 0.58) but lost at [2048, 1152] (0.19 -> 0.15).
 ACT_BWD_PIECES_FROM_LANES = 2048
+# The GELU form's backward takes the tanh-form derivative in packed fp16 where x is bf16
+# (activation.gelu_tanh_grad_f16x2) when BLOCKFUSE_GELU_GRAD_F16X2=1 (read at import; off until measured on a GPU).
+GELU_GRAD_F16X2: tl.constexpr = tl.constexpr(os.environ.get("BLOCKFUSE_GELU_GRAD_F16X2", "0") == "1")
 ACT_BWD_PIECE_LANES_PER_THREAD = 17
 ACT_BWD_PIECE_LANES_PER_WARP = 32 * ACT_BWD_PIECE_LANES_PER_THREAD
 ACT_BWD_PIECE_MIN_WARPS = 4
@@ -916,7 +920,10 @@ def _norm_bwd_math(
             h = h * w[None, :]
         if HAS_B:
             h = h + b[None, :]
-        dy = dy * gelu_grad(h, ACTIVATION == _GELU_TANH)
+        if ACTIVATION == _GELU_TANH and GELU_GRAD_F16X2 and OUT_DTYPE == tl.bfloat16:
+            dy = dy * gelu_tanh_grad_f16x2(h)
+        else:
+            dy = dy * gelu_grad(h, ACTIVATION == _GELU_TANH)
     if HAS_W:
         wdy = dy * w[None, :]
     else:
