@@ -17,7 +17,26 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-PART=${PART:-all}  # 1: steps 1-3, 2: steps 4-6 (each under the device's 10 minutes), all: both
+PART=${PART:-all}  # 1: steps 1-3, 2: steps 4-6 (each under the device's 10 minutes), all: both; short: see below
+if [ "$PART" = short ]; then
+    # one call of about 5 minutes: the tests, the A/B in three processes (1, 0, 1), the op benchmark both ways at
+    # three shapes, the QK-norm shapes
+    step 100 tests env BLOCKFUSE_GELU_GRAD_F16X2=1 python3 -m pytest -q -p no:cacheprovider -rfE -n 8 \
+        tests/ops/test_norm.py -k "gelu"
+    SHAPES=16384x1152,16384x4096,16384x4304,16384x5120,8192x11008,8192x14336
+    for run in 1-1 0-1 1-2; do
+        step 60 "ab-$run" env BLOCKFUSE_GELU_GRAD_F16X2=${run%-*} python3 benchmarks/norm_tiles.py --shapes "$SHAPES" \
+            --forms ln-gelu --fwd "" --bwd "" --no-check --out "$OUT/ab-$run"
+    done
+    OPS=(--op layer_norm_gelu --shapes 16384x4096 16384x4304 8192x14336 --modes fwdbwd --quick --warm-jobs 8)
+    for v in 1 0; do
+        step 60 "ops-$v" env BLOCKFUSE_GELU_GRAD_F16X2=$v python3 -m blockfuse bench ops "${OPS[@]}" --out "$OUT/ops-$v"
+    done
+    step 60 qk-norms python3 -m blockfuse bench ops --op rms_norm --shapes 262144x64 262144x128 131072x256 \
+        --modes fwd,fwdbwd --quick --warm-jobs 8 --out "$OUT/qk-norms"
+    pack "$PACK"
+    exit 0
+fi
 if [ "$PART" != 2 ]; then
 step 100 tests env BLOCKFUSE_GELU_GRAD_F16X2=1 python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py -k "gelu"
 SHAPES=${SHAPES:-16384x1152,16384x2560,16384x4096,16384x4304,16384x5120,8192x11008,8192x14336,2048x3072,32768x768}
