@@ -125,6 +125,16 @@ def test_layer_norm_gelu_wide_tails(shape, dtype, device):
     check_against_pytorch(make_inputs(shape, dtype, device), "tanh")
 
 
+@pytest.mark.parametrize("scale", [6.0, 400.0], ids=["near-the-clamp", "past-fp16-squares"])
+def test_gelu_inputs_far_from_the_curve(scale, device):
+    """bf16 takes the tanh form's derivative in packed fp16 on a GPU (activation.gelu_tanh_grad_f16x2), its input
+    clamped to [-8, 8]: GELU inputs around that clamp (weight ~6) and past where an fp16 square overflows (~256;
+    weight ~400, inputs to ~1500) keep finite gradients as exact as PyTorch's."""
+    x, w, b = make_inputs((5, 1000), torch.bfloat16, device)
+    w = random_tensor((1000,), torch.bfloat16, device, seed=7, scale=scale, offset=0.0)
+    check_against_pytorch([x, w, b], "tanh")
+
+
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize(
     "weight,bias,approximate",

@@ -150,13 +150,19 @@ def _gelu_tanh_grad(x):
 # derivative is 0 or 1 in fp16, and x^2 stays finite), t = tanh(u) by one MUFU (tanh.approx.f16x2),
 # d = 0.5 (1 + t) + x (1 - t^2) (0.5 a + 1.5 b x^2), a = sqrt(2 / pi), b = 0.044715 a. Built for sm_90 (triton
 # 3.6), the LayerNorm + GELU backward's loop: 35.2 -> 32.2 SASS instructions a useful element at 4096, 39.8 -> 37.8
-# at 4304 (benchmarks/kernel_stats.py --loop). GELU_GRAD_F16X2 in ops/norm.py: where it is used, what it measured.
+# at 4304 (benchmarks/kernel_stats.py --loop). The NOTE above GELU_GRAD_F16X2 in ops/norm.py: what it measured.
 if interpreter_enabled():
 
     @triton.jit
     def gelu_tanh_grad_f16x2(x):
-        """d gelu_tanh / dx in fp32 (the interpreter cannot run PTX: the fp32 form)."""
-        return _gelu_tanh_grad(x)
+        """The GPU form's arithmetic in fp16 ops, one element at a time (the interpreter cannot run PTX): the same
+        clamp, the same roundings, tanh rounded from fp32."""
+        h = tl.minimum(tl.maximum(x, -8.0), 8.0).to(tl.float16)
+        x2 = h * h
+        u = (x2 * 0.03568 + 0.798) * h
+        t = (2.0 / (1.0 + tl.exp(-2.0 * u.to(tl.float32))) - 1.0).to(tl.float16)
+        r = h * (x2 * 0.05353 + 0.399)
+        return (r * (1.0 - t * t) + (t * 0.5 + 0.5)).to(tl.float32)
 
 else:
 

@@ -226,9 +226,17 @@ ACT_BWD_WIDE_PIECES = True
 # Rows under ACT_BWD_PIECES_FROM_LANES keep the padded tile: one row a block in pieces won at [32768, 768 / 1152 /
 # 1536] (0.49 / 0.46 / 0.55 -> 0.51 / 0.52 / 0.58) but lost at [2048, 1152] (0.19 -> 0.15).
 ACT_BWD_PIECES_FROM_LANES = 2048
-# The GELU form's backward takes the tanh-form derivative in packed fp16 where x is bf16
-# (activation.gelu_tanh_grad_f16x2) when BLOCKFUSE_GELU_GRAD_F16X2=1 (read at import; off until measured on a GPU).
-GELU_GRAD_F16X2: tl.constexpr = tl.constexpr(os.environ.get("BLOCKFUSE_GELU_GRAD_F16X2", "0") == "1")
+# NOTE: the GELU form's backward takes the tanh-form derivative in packed fp16 where x is bf16
+# (activation.gelu_tanh_grad_f16x2: two elements an instruction, one MUFU for two; the loop 35.2 -> 32.2 SASS
+# instructions a useful element at 4096, 39.8 -> 37.8 at 4304). Measured on an H200 (torch 2.11, triton 3.6,
+# benchmarks/results/launch-rules/31-gelu-f16x2-2026-12-05-h200/): the backward launcher (norm_tiles.py, processes
+# on / off / on, fraction of a same-size copy) 0.80 -> 0.84-0.85 at [16384, 4096], 0.53 -> 0.55 at 4304, 0.43 ->
+# 0.46 at 1152, 0.58 -> 0.59 at 5120, 0.35 -> 0.40 at [8192, 14336], 0.47 -> 0.46 at [8192, 11008] (left: one
+# cell, -2%); the op's forward + backward (bench ops, CUDA graphs) 1.04x / 1.03x / 1.10x at [16384, 4096] /
+# [16384, 4304] / [8192, 14336], its gradients' error against fp32 1.66e-3 -> 1.73e-3 (PyTorch eager in bf16:
+# 2.4e-3; torch.compile 1.7e-3). fp16 and fp32 keep the fp32 derivative (their PyTorch forms are more exact).
+# BLOCKFUSE_GELU_GRAD_F16X2=0 (read at import): the fp32 derivative everywhere, for A/B runs.
+GELU_GRAD_F16X2: tl.constexpr = tl.constexpr(os.environ.get("BLOCKFUSE_GELU_GRAD_F16X2", "1") != "0")
 ACT_BWD_PIECE_LANES_PER_THREAD = 17
 ACT_BWD_PIECE_LANES_PER_WARP = 32 * ACT_BWD_PIECE_LANES_PER_THREAD
 ACT_BWD_PIECE_MIN_WARPS = 4
