@@ -2680,7 +2680,9 @@ def layer_norm_gelu(
 ):
     """``gelu(layer_norm(x) * weight + bias)`` over the last dimension in one pass, and a fused
     backward. ``approximate`` is GELU's form as in ``torch.nn.functional.gelu``: ``"tanh"`` or
-    ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32.
+    ``"none"`` (erf). The output is in x's dtype; statistics and GELU are computed in fp32, except the tanh
+    form's derivative in the backward of bf16 ``x`` on a GPU: packed fp16 (its error stays under what PyTorch's bf16
+    GELU makes; ``BLOCKFUSE_GELU_GRAD_F16X2=0`` at import for fp32, the NOTE above ``GELU_GRAD_F16X2``).
     ``fp8``: ``(y_fp8, scale)`` instead (forward only), as :func:`layer_norm` without a residual."""
     _check_norm_args(x, weight, bias, eps, None, "pre", 0.0)
     tanh = check_gelu_approximation(approximate)
