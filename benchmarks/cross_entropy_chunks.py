@@ -211,7 +211,8 @@ def main() -> None:
                 loss = loss_fn(h, w, t)
             rows, block = cross_entropy.chunk_plan(chunk, tokens, d, vocab, h.element_size()) if chunk else (None, 0)
             record = {"shape": text, "provider": provider, "round": round_, "chunk": chunk, "chunk_tokens": rows,
-                      "vocab_block": block, "two_pass_forced": two_pass, "strict_reduction": strict, "ms": ms, "floor_ms": floor, "of_floor": floor / ms,
+                      "vocab_block": block, "two_pass_forced": two_pass, "strict_reduction": strict, "ms": ms,
+                      "floor_ms": floor, "of_floor": floor / ms,
                       "peak_mib_above_inputs_and_grads": peak, "loss_err": rel(loss, ref[0]),
                       "dh_err": rel(hg.grad, ref[1]), "dw_err": rel(wg.grad, ref[2])}
             records.append(record)

@@ -30,7 +30,8 @@ import triton.language as tl
 from torch import Tensor
 from triton.language.extra.cuda import gdc_launch_dependents
 
-from blockfuse.ops.activation import GELU_CODES, check_gelu_approximation, gelu, gelu_grad, gelu_tanh_grad_f16x2
+from blockfuse.ops.activation import (FAST_MUFU, GELU_CODES, check_gelu_approximation, gelu, gelu_grad,
+                                      gelu_tanh_grad_f16x2)
 from blockfuse.ops.activation import GELU_TANH as _GELU_TANH
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.dropout import draw_seed, dropout_code, dropout_scale, dropout_tile
@@ -235,8 +236,9 @@ ACT_BWD_PIECES_FROM_LANES = 2048
 # cell, -2%); the op's forward + backward (bench ops, CUDA graphs) 1.04x / 1.03x / 1.10x at [16384, 4096] /
 # [16384, 4304] / [8192, 14336], its gradients' error against fp32 1.66e-3 -> 1.73e-3 (PyTorch eager in bf16:
 # 2.4e-3; torch.compile 1.7e-3). fp16 and fp32 keep the fp32 derivative (their PyTorch forms are more exact).
-# BLOCKFUSE_GELU_GRAD_F16X2=0 (read at import): the fp32 derivative everywhere, for A/B runs.
-GELU_GRAD_F16X2: tl.constexpr = tl.constexpr(os.environ.get("BLOCKFUSE_GELU_GRAD_F16X2", "1") != "0")
+# BLOCKFUSE_GELU_GRAD_F16X2=0 (read at import): the fp32 derivative everywhere, for A/B runs; off with
+# BLOCKFUSE_FAST_MUFU=0 too (no inline PTX in the kernels: activation.FAST_MUFU).
+GELU_GRAD_F16X2: tl.constexpr = tl.constexpr(os.environ.get("BLOCKFUSE_GELU_GRAD_F16X2", "1") != "0" and FAST_MUFU)
 ACT_BWD_PIECE_LANES_PER_THREAD = 17
 ACT_BWD_PIECE_LANES_PER_WARP = 32 * ACT_BWD_PIECE_LANES_PER_THREAD
 ACT_BWD_PIECE_MIN_WARPS = 4
