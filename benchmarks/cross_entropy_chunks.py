@@ -226,11 +226,12 @@ def main() -> None:
                   f"err loss {record['loss_err']:.1e} dh {record['dh_err']:.1e} dW {record['dw_err']:.1e}")
         if args.rounds > 1:
             print(f"  medians over {args.rounds} rounds:")
-            here = [r for r in records if r.get("shape") == text and "ms" in r]
-            for key in dict.fromkeys((r["provider"], r["chunk"], r["strict_reduction"], r["two_pass_forced"])
-                                     for r in here):
-                times = [r["ms"] for r in here
-                         if (r["provider"], r["chunk"], r["strict_reduction"], r["two_pass_forced"]) == key]
+            by_run = {}
+            for r in records:
+                if r.get("shape") == text and "ms" in r:
+                    key = (r["provider"], r["chunk"], r["strict_reduction"], r["two_pass_forced"])
+                    by_run.setdefault(key, []).append(r["ms"])
+            for key, times in by_run.items():
                 print(f"    {key[0]:<27} chunk {str(key[1]):>10}: {statistics.median(times):8.2f} ms "
                       f"({min(times):.2f}-{max(times):.2f})")
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
