@@ -471,7 +471,8 @@ def test_the_activations_delayed_backward_is_the_references(activation, width, r
 def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(monkeypatch, device):
     """In a fused block with delayed layers the activation's backward writes the gate|up layer's e5m2 gradient
     operands itself (one call a step) and that layer casts nothing: no cast of a zero-stride stand-in, and the
-    gradients match a step where the layer casts its own (the activation's plain backward)."""
+    gradients are as close to the block's in fp32 as those of a step where nothing is handed (each layer casting its
+    own gradient: the activation's plain backward)."""
     from dataclasses import replace
 
     from blockfuse.models import PRESETS, TransformerBlock, convert, named_gradients
@@ -504,10 +505,26 @@ def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(mon
     block.zero_grad(set_to_none=True)
     for name, t in block.named_buffers():
         t.copy_(states_before[name])
-    monkeypatch.setattr(fp8_act, "_delayed_producer", lambda pre: None)
+    monkeypatch.setattr(fp8, "delayed_producer", lambda out: None)
     leaf = x.clone().requires_grad_()
     block(leaf).float().sum().backward()
     own = {"x": leaf.grad, **named_gradients(block)}
+    assert_handing_loses_nothing(handed_grads, own, config, x)
+
+
+def assert_handing_loses_nothing(handed: dict, own: dict, config, x: torch.Tensor) -> None:
+    """The gradients of a delayed fused block's step in which ops hand their producers the e5m2 gradient operands
+    (``handed``) are as close to the same block's in fp32 without FP8 (its weights made under seed 0, as the tests
+    make theirs) as those of the step in which every layer casts its own (``own``: quantized from the bf16 rounding
+    instead of from fp32; the two differ from each other by up to FP8's error, ~5% at a first step's scale of 1)."""
+    from blockfuse.models import TransformerBlock, convert, named_gradients
+
+    torch.manual_seed(0)
+    plain = convert(TransformerBlock(config, "eager").to(x.device), "fused")
+    leaf = x.float().requires_grad_()
+    plain(leaf).sum().backward()
+    reference = {"x": leaf.grad, **named_gradients(plain)}
     for name in own:
-        # the same gradient, quantized from fp32 instead of from its bf16 rounding: within FP8's error of each other
-        assert relative_error(handed_grads[name], own[name]) < 5e-2, name
+        theirs = relative_error(own[name].float(), reference[name])
+        assert relative_error(handed[name].float(), reference[name]) <= 1.1 * theirs + 5e-3, name
+        assert theirs < 0.15, name  # (FP8's error at a first step: the reference is the same block)

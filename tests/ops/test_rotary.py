@@ -1354,3 +1354,112 @@ def test_packed_form_compiles_fullgraph(heads_first, device):
 
     assert_compiles_like_eager(attention_inputs, run, ["out", "dqkv"], backend="aot_eager", rtol=0, atol=0,
                                explain_args=[qkv])
+
+
+# ---------------------------------------------------------------------------------------------
+# The packed backward into a delayed FP8 layer's gradient operands
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("heads, kv_heads, head_size", [(4, 2, 16), (2, 2, 24), (3, 1, 8)])
+@pytest.mark.parametrize("rows, transposed", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_the_packed_backward_into_fp8_is_the_references(heads, kv_heads, head_size, rows, transposed, dtype,
+                                                        device):
+    """``blockfuse::rotary_bwd_fp8_delayed``: q's and k's gradients rotated back and v's as is, packed and in e5m2
+    with the history's scale, both layouts and the column sums, against the reference (the fp32 gradient quantized
+    as it is): the bytes within one e5m2 step, the scales equal, the sums within fp32's, the amax rolled in; twice,
+    so the second call's scale comes from the first's amax. Attention's gradients as it hands them: (batch, heads,
+    seq, head_dim) memory seen as (batch, seq, heads, head_dim); 3 x 7 tokens (not a multiple of the padding);
+    head_size 24 (12 pairs: a padded half), 8; full half tables longer than the sequence."""
+    from blockfuse.ops import fp8
+    from blockfuse.ops.rotary import _rotary_bwd_fp8, rotary_bwd_fp8_ref
+
+    b, s = 3, 7
+    table = torch.arange(12, dtype=torch.float32)[:, None] * 0.37 ** torch.arange(head_size // 2)[None, :]
+    cos, sin = table.cos().to(device), table.sin().to(device)
+    mine, theirs = (fp8.Float8Scaling.new(4, device) for _ in range(2))
+    for call in range(2):
+        grads = [random_tensor((b, h, s, head_size), dtype, seed=70 + 3 * call + i, scale=3.0).to(device)
+                 .transpose(1, 2) for i, h in enumerate((heads, kv_heads, kv_heads))]
+        got = _rotary_bwd_fp8(*grads, cos, sin, *mine, rows, transposed, 16, torch.float32)
+        want = rotary_bwd_fp8_ref(*grads, cos, sin, *theirs, rows, transposed, 16, torch.float32)
+        for index in ((0, 2) if rows and transposed else (0,) if rows else (2,)):
+            a, w = got[index].float(), want[index].float()
+            assert a.shape == w.shape and (a - w).abs().le(w.abs() * 2**-2 + 2**-16).all(), (call, index)
+            assert (a != w).float().mean() < 0.01, (call, index)  # (ties and fp32 rounding only)
+            assert torch.equal(got[index + 1], want[index + 1]), (call, index)
+        if transposed:
+            assert got[2].shape == ((heads + 2 * kv_heads) * head_size, 32)
+            assert not got[2][:, b * s:].float().any() and got[2][:, : b * s].float().abs().sum() > 0
+        torch.testing.assert_close(got[4], want[4], rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(mine.history, theirs.history, rtol=1e-5, atol=0)
+        assert mine.history[0] > 0
+        theirs.history.copy_(mine.history)  # (the next call's scale from one history)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_packed_backward_into_fp8_launcher_passes_opcheck(device):
+    from blockfuse.ops import fp8
+    from blockfuse.ops.rotary import _rotary_bwd_fp8
+
+    grads = [random_tensor((2, 5, h, 16), torch.bfloat16, seed=i).to(device) for i, h in enumerate((4, 2, 2))]
+    cos, sin = (torch.rand(8, 8, device=device) for _ in range(2))
+    state = fp8.Float8Scaling.new(4, device)
+    torch.library.opcheck(torch.ops.blockfuse.rotary_bwd_fp8_delayed.default,
+                          (*grads, cos, sin, *state, True, True, 16, torch.float32),
+                          test_utils=("test_schema", "test_faketensor"))
+    _rotary_bwd_fp8(*grads, cos, sin, *state, True, True, 16, None)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_a_delayed_blocks_rotary_backward_hands_the_gradient_casts_to_the_qkv_layer(monkeypatch, device):
+    """In a fused block with delayed layers the packed RoPE's backward writes the QKV layer's e5m2 gradient operands
+    itself (one call a step) and that layer casts nothing of its own (no cast of a gradient as wide as qkv); the
+    gradients are as close to the block's in fp32 as those of a step where nothing is handed (each layer casting its
+    own gradient from its bf16 rounding), and the histories' amaxes match it."""
+    from dataclasses import replace
+
+    import blockfuse.fp8 as bf_fp8
+    from blockfuse.models import PRESETS, TransformerBlock, convert, named_gradients
+    from blockfuse.ops import fp8, rotary as rotary_module
+    from tests.ops.test_fp8_delayed import assert_handing_loses_nothing
+
+    config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
+    torch.manual_seed(0)
+    block = bf_fp8.convert(convert(TransformerBlock(config, "eager").bfloat16().to(device), "fused"),
+                           recipe="delayed")
+    x = random_tensor((2, 16, 64), torch.bfloat16, seed=8).to(device)
+    states_before = {name: t.clone() for name, t in block.named_buffers()}
+    handed, cast_widths = [], []
+    original_handed, original_cast = rotary_module._rotary_bwd_fp8, fp8._quantize_2d_sum
+
+    def counting_handed(*args):
+        handed.append(args[0].shape)
+        return original_handed(*args)
+
+    def counting_cast(x, *args, **kwargs):
+        cast_widths.append(x.shape[-1])
+        return original_cast(x, *args, **kwargs)
+
+    monkeypatch.setattr(rotary_module, "_rotary_bwd_fp8", counting_handed)
+    monkeypatch.setattr(fp8, "_quantize_2d_sum", counting_cast)
+    leaf = x.clone().requires_grad_()
+    block(leaf).float().sum().backward()
+    handed_grads = {"x": leaf.grad, **named_gradients(block)}
+    handed_states = {name: t.clone() for name, t in block.named_buffers()}
+    assert len(handed) == 1 and 3 * 64 not in cast_widths, (handed, cast_widths)
+    block.zero_grad(set_to_none=True)
+    for name, t in block.named_buffers():
+        t.copy_(states_before[name])
+    monkeypatch.setattr(fp8, "delayed_producer", lambda out: None)
+    cast_widths.clear()
+    leaf = x.clone().requires_grad_()
+    block(leaf).float().sum().backward()
+    assert len(handed) == 1 and 3 * 64 in cast_widths
+    own = {"x": leaf.grad, **named_gradients(block)}
+    assert_handing_loses_nothing(handed_grads, own, config, x)
+    for name, t in block.named_buffers():
+        if "history" in name:
+            torch.testing.assert_close(handed_states[name], t, rtol=2e-2, atol=0, msg=name)

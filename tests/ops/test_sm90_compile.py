@@ -27,7 +27,7 @@ import torch
 
 import blockfuse
 from blockfuse.ops import fp8_act, launch, norm
-from blockfuse.ops.rotary import rotary_copying_v, rotary_packed
+from blockfuse.ops.rotary import _rotary_bwd_fp8, rotary_copying_v, rotary_packed
 
 # More Triton installs to build every launch with besides the one imported here: folders (os.pathsep-separated) that
 # each hold a ``triton`` package, e.g. ``pip install --no-deps --target DIR triton==3.6.0`` (the lent H200's compiler,
@@ -282,6 +282,11 @@ def _exercise_every_op(device: str) -> None:
     for dtype in (torch.bfloat16, torch.float32):
         cos, sin = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
         run(lambda qkv: rotary_packed(qkv, 4, 2, 16, cos, sin), torch.randn(2, 5, 128, dtype=dtype, device=device))
+        # its backward into a delayed FP8 QKV layer's e5m2 operands (head_size 16 and 24: a padded half)
+        for head_size in (16, 24):
+            grads = [torch.randn(2, h, 5, head_size, dtype=dtype, device=device).transpose(1, 2) for h in (4, 2, 2)]
+            table = torch.randn(8, head_size // 2, device=device)
+            _rotary_bwd_fp8(*grads, table, table, *delayed_pair()[1], True, True, 16, torch.float32)
     wide = torch.randn(2, 20000, device=device)
     run(lambda x: blockfuse.layer_norm(x), wide)
     # rows in chunks with weight gradients: the chunked backward on its 16 warps and the weight kernel (norm's NOTE

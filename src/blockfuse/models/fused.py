@@ -261,7 +261,8 @@ class FusedAttention(_FP32Tables, _StackedLinear):
             # at a third of the bandwidth, and a Function of its own cost the host more), whose
             # backward writes qkv's gradient whole (no concatenation of dq, dk and dv).
             self._grow_tables(seq)
-            q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin, heads_first=True)
+            q, k, v = rotary_packed(qkv, heads, kv_heads, cfg.head_size, self.cos, self.sin, heads_first=True,
+                                    sole_consumer=True)
         else:
             q, k, v = qkv.split(widths, dim=-1)
             v = v.view(batch, seq, kv_heads, cfg.head_size).transpose(1, 2)

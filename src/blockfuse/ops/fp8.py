@@ -1365,6 +1365,20 @@ class _Fp8LinearFunction(torch.autograd.Function):
         return (grads[0].view(*ctx.lead, grads[0].shape[-1]), *grads[1:])
 
 
+def delayed_producer(out: Tensor):
+    """The node of the delayed FP8 layer whose output ``out`` is (through views), or None: a tensorwise
+    :class:`_Fp8LinearFunction` with a gradient state (recipe "delayed"). The op that consumes ``out`` alone may
+    write that layer's e5m2 gradient operands in its own backward and hand them to the node (``precast``: see
+    :func:`_linear_backward`); ops/fp8_act.py's activation and ops/rotary.py's packed RoPE do."""
+    node = out.grad_fn
+    while node is not None and type(node).__name__ in ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0"):
+        node = node.next_functions[0][0]
+    if (isinstance(node, _Fp8LinearFunction._backward_cls) and getattr(node, "grad_scaling", None) is not None
+            and not node.config[0]):
+        return node
+    return None
+
+
 # ----------------------------------------------------------------------------------------
 # Public functionals
 # ----------------------------------------------------------------------------------------

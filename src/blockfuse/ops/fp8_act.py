@@ -785,18 +785,6 @@ class _ActDelayedFunction(torch.autograd.Function):
         return dpre.view(ctx.shape), None, None, None, None, None
 
 
-def _delayed_producer(pre: Tensor):
-    """The node of the delayed FP8 layer whose output ``pre`` is (through views), or None: a tensorwise
-    ``_Fp8LinearFunction`` with a gradient state (recipe "delayed")."""
-    node = pre.grad_fn
-    while node is not None and type(node).__name__ in ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0"):
-        node = node.next_functions[0][0]
-    if (isinstance(node, fp8._Fp8LinearFunction._backward_cls) and getattr(node, "grad_scaling", None) is not None
-            and not node.config[0]):
-        return node
-    return None
-
-
 def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scaling", *,
                     sole_consumer: bool = False) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """``(q, scale, proxy)``: act(pre) (gated: act(gate) * up of the packed rows) in e4m3 with the delayed scale of
@@ -814,7 +802,7 @@ def act_fp8_delayed(pre: Tensor, activation: str, fp8_scaling: "fp8.Float8Scalin
     kernels = use_triton(pre)
     if torch.is_grad_enabled() and pre.requires_grad:
         eager = not (torch.compiler.is_compiling() or tracing())
-        producer = _delayed_producer(pre) if sole_consumer and eager else None
+        producer = fp8.delayed_producer(pre) if sole_consumer and eager else None
         if pre.is_contiguous():  # (viewed inside the Function, whose outputs have pre's leading dimensions)
             proxy, q, scale = _ActDelayedFunction.apply(pre, activation, *fp8_scaling, kernels, producer)
             return q, scale, proxy

@@ -14,7 +14,8 @@ rotation by the negative angle (the same kernel with the sign of sin flipped); c
 are constant buffers and get no gradient.
 
 Math in fp32, outputs in the input dtype. The file reads top to bottom: kernels; the launchers
-(ops ``blockfuse::rotary_fwd``, ``blockfuse::rotary_fwd_`` in place and ``blockfuse::rotary_bwd``, see
+(ops ``blockfuse::rotary_fwd``, ``blockfuse::rotary_fwd_`` in place, ``blockfuse::rotary_bwd`` and
+``blockfuse::rotary_bwd_fp8_delayed``, the packed backward into a delayed FP8 layer's gradient operands; see
 ``ops/launch.py``); the one autograd Function; the public functional; the reference.
 """
 
@@ -31,9 +32,13 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from blockfuse.ops import fp8, fp8_history
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.copy import copy_rows, launch_copy_rows
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing
+# (kernels call fp8's jit functions and constants by their own names: ops/fp8_act.py's NOTE on Inductor)
+from blockfuse.ops.fp8 import E5M2_MAX, _quantized, delayed_scales, fold_amax, reciprocal
+from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing, \
+    zero_stand_in
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -323,11 +328,100 @@ def _rotary_flat_kernel(
                        stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE)
 
 
+@triton.jit
+def _rotary_bwd_fp8_kernel(
+    DQ,  # (B, S, H1, D) gradient of rotated q, any batch / seq / head strides, the last dimension contiguous
+    DK,  # (B, S, H2, D) gradient of rotated k, the same
+    DV,  # (B, S, H2, D) gradient of v, the same
+    COS,  # (rows, *) cosine half table, read through strides (positions 0..S-1)
+    SIN,  # (rows, *) sine half table
+    HISTORY,  # (H,) fp32 amaxes of the earlier calls of the QKV layer's gradient cast
+    AMAX,  # (1,) fp32 this call's amax of the gradient (zero before the call; atomic max), for the roll after
+    Q,  # (M, N) e5m2: the packed QKV gradient (N = (H1 + 2 H2) D: q's heads, k's, v's), row-major; or None
+    Q_SCALE,  # () fp32 its scale; or None
+    QT,  # (N, MP) e5m2: the gradient transposed, zero past column M; or None
+    QT_SCALE,  # () fp32 its scale; or None
+    COL_SUM,  # (row tiles, N) fp32 the gradient's column sums over each program's rows; or None
+    stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+    stride_cos_r, stride_cos_c, stride_sin_r, stride_sin_c,
+    M, S, H1, H2, MP, history_len,
+    D: tl.constexpr,  # head dim (even; rotated whole)
+    HAS_Q: tl.constexpr,
+    HAS_QT: tl.constexpr,
+    HAS_SUM: tl.constexpr,
+    BLOCK_M: tl.constexpr,  # tokens a program
+    BLOCK_P: tl.constexpr,  # next_power_of_2(D / 2): a half head, padded
+    BLOCK_H: tl.constexpr,  # history_len rounded up to a power of two
+):
+    """The packed RoPE backward written straight into the QKV layer's e5m2 gradient operands with a delayed
+    scale (recipe "delayed"): each program takes BLOCK_M tokens of one head (q's, k's or v's) as its two halves,
+    rotates q's and k's by the negative angle (v's pass), and writes both layouts, the column sums (the layer's
+    bias gradient) and the amax for the history, where the plain backward writes the gradient in x's dtype and
+    the layer's cast reads it back. The fp32 gradient is quantized as it is. Rows M..MP load as zeros (the
+    transposed padding)."""
+    pid_m = tl.program_id(0)
+    head = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    b = rows // S
+    s = rows % S
+    half = D // 2
+    p = tl.arange(0, BLOCK_P)
+    col_mask = p < half
+    mask = row_mask[:, None] & col_mask[None, :]
+    rotated = head < H1 + H2
+    if head < H1:
+        source = DQ + b * stride_qb + s * stride_qs + head * stride_qh
+    elif rotated:
+        source = DK + b * stride_kb + s * stride_ks + (head - H1) * stride_kh
+    else:
+        source = DV + b * stride_vb + s * stride_vs + (head - H1 - H2) * stride_vh
+    x1 = tl.load(source[:, None] + p[None, :], mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(source[:, None] + half + p[None, :], mask=mask, other=0.0).to(tl.float32)
+    if rotated:
+        # the transpose of a rotation is the rotation by the negative angle (_rotary_kernel's BACKWARD)
+        cos = tl.load(COS + s[:, None] * stride_cos_r + p[None, :] * stride_cos_c, mask=mask, other=0.0)
+        sin = tl.load(SIN + s[:, None] * stride_sin_r + p[None, :] * stride_sin_c, mask=mask, other=0.0)
+        cos, sin = cos.to(tl.float32), sin.to(tl.float32)
+        g1 = x1 * cos + x2 * sin
+        g2 = x2 * cos - x1 * sin
+    else:
+        g1 = x1
+        g2 = x2
+    fold_amax(AMAX, tl.maximum(tl.max(tl.max(tl.abs(g1), axis=1), axis=0),
+                               tl.max(tl.max(tl.abs(g2), axis=1), axis=0)))
+    col_scale = delayed_scales(HISTORY, history_len, BLOCK_H, BLOCK_P, E5M2_MAX)  # (BLOCK_P,), one scale
+    scale = tl.max(col_scale, axis=0)
+    n = (H1 + 2 * H2) * D
+    cols = head * D + p  # the first half's columns of the packed gradient; the second half's: + half
+    if HAS_Q:
+        inverse = reciprocal(scale)
+        q_rows = Q + rows[:, None] * n + cols[None, :]
+        tl.store(q_rows, _quantized(g1, inverse, Q, True), mask=mask)
+        tl.store(q_rows + half, _quantized(g2, inverse, Q, True), mask=mask)
+    if HAS_QT:
+        t_mask = col_mask[:, None] & (rows < MP)[None, :]
+        inverse_t = reciprocal(col_scale)[:, None]
+        qt_cols = QT + cols[:, None].to(tl.int64) * MP + rows[None, :]
+        tl.store(qt_cols, _quantized(tl.trans(g1), inverse_t, QT, True), mask=t_mask)
+        tl.store(qt_cols + half * MP, _quantized(tl.trans(g2), inverse_t, QT, True), mask=t_mask)
+    if HAS_SUM:
+        partial = COL_SUM + pid_m.to(tl.int64) * n + cols
+        tl.store(partial, tl.sum(g1, axis=0), mask=col_mask)
+        tl.store(partial + half, tl.sum(g2, axis=0), mask=col_mask)
+    if (pid_m == 0) & (head == 0):
+        if HAS_Q:
+            tl.store(Q_SCALE, scale)
+        if HAS_QT:
+            tl.store(QT_SCALE, scale)
+
+
 # ----------------------------------------------------------------------------------------
 # Launchers
 # ----------------------------------------------------------------------------------------
 
 _kernel = Kernel(_rotary_kernel)
+_bwd_fp8_kernel = Kernel(_rotary_bwd_fp8_kernel)
 _flat_kernel = Kernel(_rotary_flat_kernel)
 
 # The flat kernel's tile: FLAT_TILE (token, pair) elements a program, FLAT_ELEMENTS_PER_WARP a warp; at least
@@ -343,6 +437,22 @@ FLAT_ELEMENTS_PER_WARP = 256
 FLAT_MIN_TILE = 128
 FLAT_PROGRAMS_PER_SM = 16
 FLAT_HEADS_PER_PROGRAM = 4
+
+
+# NOTE: the packed backward into FP8 operands (_rotary_bwd_fp8_kernel) takes a tile of BLOCK_M tokens x one head,
+# about BWD_FP8_ELEMENTS elements (both halves), on a warp for every 2048 of them: at head_dim 128 that is 64 tokens on
+# 4 warps, the two 64 x 64 halves of ops/fp8_act.py's delayed activation backward (BWD_DELAYED_TILE, the best of 17
+# tiles for the same writes: both e5m2 layouts and the column sums). At most BWD_FP8_MAX_TOKENS tokens, at least 16
+# (the transposed layout's rows take BLOCK_M bytes a store).
+BWD_FP8_ELEMENTS = 8192
+BWD_FP8_MAX_TOKENS = 128
+
+
+def _bwd_fp8_tile(head_size: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_P, num_warps) of :func:`_rotary_bwd_fp8` at ``head_size`` (the NOTE above)."""
+    block_p = next_power_of_2(head_size // 2)
+    block_m = max(16, min(BWD_FP8_MAX_TOKENS, BWD_FP8_ELEMENTS // (2 * block_p)))
+    return block_m, block_p, max(2, min(8, 2 * block_m * block_p // 2048))
 
 
 def _flat_tile(seq, half: int, heads1: int, heads2: int, batch, min_programs: int) -> Optional[tuple[int, int, int]]:
@@ -681,6 +791,54 @@ def _rotary_bwd(
     return empty_if_none(dq, cos), empty_if_none(dk, cos)
 
 
+@launcher_op("rotary_bwd_fp8_delayed", mutates_args=("history", "amax"))
+def _rotary_bwd_fp8(dq_out: Tensor, dk_out: Tensor, dv: Tensor, cos: Tensor, sin: Tensor, history: Tensor,
+                    amax: Tensor, rows: bool, transposed: bool, pad: int, sum_dtype: Optional[torch.dtype]
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(q, q_scale, qt, qt_scale, col_sum)``: the packed QKV gradient of :func:`rotary_packed` (dq_out and dk_out
+    rotated back, dv as is; each (batch, seq, heads, head_dim), the last dimension contiguous; the whole head
+    rotated, rotate-half, positions 0..seq-1 of the 2-D half tables) in e5m2 with the delayed scale of
+    ``history``: :func:`blockfuse.ops.fp8._fp8_quantize_delayed`'s outputs for it, without it in x's dtype.
+    ``rows`` the (M, N) layout, ``transposed`` the (N, MP) one, ``sum_dtype`` the column sums (the QKV layer's
+    bias gradient); the gradient's amax folded into ``amax`` and rolled into the history after."""
+    b, s, h1, d = dq_out.shape
+    h2 = dk_out.shape[2]
+    m, n = b * s, (h1 + 2 * h2) * d
+    mp = fp8.round_up(m, pad)
+    q, q_scale, qt, qt_scale = fp8.tensorwise_outputs(dq_out, m, n, mp, torch.float8_e5m2, rows, transposed)
+    block_m, block_p, num_warps = _bwd_fp8_tile(d)
+    grid = (max(1, cdiv(mp if transposed else m, block_m)), h1 + 2 * h2)
+    col_sum, partial = fp8.column_partials(dq_out, grid[0], n, sum_dtype)
+    _, cos_row, cos_column = _table_strides(cos, d, False)
+    _, sin_row, sin_column = _table_strides(sin, d, False)
+    h = int(history.shape[0])
+    fp8_history.settle(history)
+    _bwd_fp8_kernel(grid, dq_out, dk_out, dv, cos, sin, history, amax, q, q_scale, qt, qt_scale, partial,
+                    *(stride for t in (dq_out, dk_out, dv) for stride in t.stride()[:3]),
+                    cos_row, cos_column, sin_row, sin_column, m, s, h1, h2, mp, h,
+                    D=d, HAS_Q=rows, HAS_QT=transposed, HAS_SUM=partial is not None, BLOCK_M=block_m,
+                    BLOCK_P=block_p, BLOCK_H=next_power_of_2(h), num_warps=num_warps)
+    fp8.finish_delayed_cast(partial, col_sum, n, history, amax)
+    return (empty_if_none(q, dq_out), empty_if_none(q_scale, dq_out), empty_if_none(qt, dq_out),
+            empty_if_none(qt_scale, dq_out), empty_if_none(col_sum, dq_out))
+
+
+def rotary_bwd_fp8_ref(dq_out: Tensor, dk_out: Tensor, dv: Tensor, cos: Tensor, sin: Tensor, history: Tensor,
+                       amax: Tensor, rows: bool, transposed: bool, pad: int, sum_dtype: Optional[torch.dtype] = None):
+    """Pure-PyTorch :func:`_rotary_bwd_fp8`: the same outputs (the fp32 gradient quantized as it is) and the same
+    update of ``history`` and ``amax``."""
+    b, s, h1, d = dq_out.shape
+    half = d // 2
+    c, n = (t[:s, :half].float()[None, :, None, :] for t in (cos, sin))
+
+    def rotated_back(g):
+        g1, g2 = g.float().split(half, dim=-1)
+        return torch.cat((g1 * c + g2 * n, g2 * c - g1 * n), dim=-1)
+
+    grad = torch.cat((rotated_back(dq_out), rotated_back(dk_out), dv.float()), dim=2).reshape(b * s, -1)
+    return fp8._quantize_delayed_ref(grad, torch.float8_e5m2, rows, transposed, pad, history, amax, sum_dtype)
+
+
 # ----------------------------------------------------------------------------------------
 # Autograd: one Function, eager and under torch.compile
 # ----------------------------------------------------------------------------------------
@@ -939,12 +1097,14 @@ class _PackedRotaryFunction(torch.autograd.Function):
     backward writes whole. ``config``: (heads, kv_heads, head_size, rotary_dim)."""
 
     @staticmethod
-    def forward(ctx, qkv, cos, sin, config, heads_first=False):
+    def forward(ctx, qkv, cos, sin, config, heads_first=False, producer=None):
         heads, kv_heads, head_size, rotary_dim = config
         q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
         q_out, k_out = _rotary_fwd(q, k, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd")
         ctx.save_for_backward(cos, sin)
         ctx.config, ctx.heads_first = config, heads_first
+        # (the delayed FP8 layer whose output qkv is, when it hands qkv's gradient to nothing else: see backward)
+        ctx.producer = producer
         ctx.set_materialize_grads(False)
         outputs = q_out, k_out, copy_rows(v)
         if heads_first:  # (detached: a custom Function's output that is a view may not be written in place)
@@ -955,10 +1115,24 @@ class _PackedRotaryFunction(torch.autograd.Function):
     def backward(ctx, dq_out, dk_out, dv):
         cos, sin = ctx.saved_tensors
         heads, kv_heads, head_size, rotary_dim = ctx.config
+        producer, ctx.producer = ctx.producer, None
         if ctx.heads_first:
             dq_out, dk_out, dv = (None if g is None else g.transpose(1, 2) for g in (dq_out, dk_out, dv))
         like = next(g for g in (dq_out, dk_out, dv) if g is not None)
         b, s = like.shape[:2]
+        if producer is not None and all(g is not None and g.stride(-1) == 1 for g in (dq_out, dk_out, dv)):
+            # The layer before is delayed and qkv is its output alone: its gradient operands in e5m2 (both
+            # layouts, with the bias gradient's column sums) written here in the rotation's pass, handed to its
+            # backward on its node, which takes them instead of casting a gradient in x's dtype; autograd gets a
+            # zero-stride stand-in (as ops/fp8_act.py's _ActDelayedFunction does for the MLP's up projection).
+            _, _, x_grad, weight_grad, _, _ = producer.config
+            sum_dtype = producer.bias_dtype if producer.needs_input_grad[3] else None
+            state = producer.grad_scaling
+            dy_q, dy_s, dyt_q, dyt_s, db = _rotary_bwd_fp8(dq_out, dk_out, dv, cos, sin, state.history, state.amax,
+                                                           x_grad, weight_grad, fp8.GEMM_MULTIPLE, sum_dtype)
+            producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
+                                dyt_s if weight_grad else None, db if sum_dtype is not None else None)
+            return zero_stand_in(like, (b, s, (heads + 2 * kv_heads) * head_size)), None, None, None, None, None
         zeros = [None if g is not None else like.new_zeros((b, s, h, head_size))
                  for g, h in ((dq_out, heads), (dk_out, kv_heads), (dv, kv_heads))]
         dq_out, dk_out, dv = (g if z is None else z for g, z in zip((dq_out, dk_out, dv), zeros))
@@ -967,7 +1141,7 @@ class _PackedRotaryFunction(torch.autograd.Function):
             # the rotations as new tensors, then one concatenation, which Inductor plans.
             dq, dk = _rotary_bwd(dq_out, dk_out, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd", (), ())
             return torch.cat((dq.reshape(b, s, -1), dk.reshape(b, s, -1), dv.reshape(b, s, -1)), dim=-1), None, \
-                None, None, None
+                None, None, None, None
         # Eagerly the rotations and v's gradient go straight into their columns of the packed gradient: no
         # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
         dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
@@ -979,11 +1153,12 @@ class _PackedRotaryFunction(torch.autograd.Function):
             launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
         else:
             dv_in.copy_(dv)
-        return dqkv, None, None, None, None
+        return dqkv, None, None, None, None, None
 
 
 def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: Tensor,
-                  sin: Tensor, *, heads_first: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                  sin: Tensor, *, heads_first: bool = False, sole_consumer: bool = False
+                  ) -> tuple[Tensor, Tensor, Tensor]:
     """``(q, k, v)`` of the packed QKV projection output ``qkv`` (batch, seq, (heads + 2 kv_heads) head_size),
     each (batch, seq, heads, head_size) and contiguous: q and k rotated (:func:`rotary`, rotate-half, positions
     0..seq-1 of the half tables ``cos`` / ``sin``), v copied out (:func:`rotary_copying_v`).
@@ -995,7 +1170,12 @@ def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: T
     without a gradient to carry: the plain calls on the split views.
 
     ``heads_first``: each returned as (batch, heads, seq, head_size), the same memory transposed (what attention
-    takes), by the op's Function itself: no transpose nodes of autograd's after it (three a layer)."""
+    takes), by the op's Function itself: no transpose nodes of autograd's after it (three a layer).
+
+    ``sole_consumer``: nothing else takes qkv's gradient (a fused block's QKV projection). Eagerly, when qkv is the
+    output of a ``"delayed"`` FP8 layer and the whole head is rotated by 2-D tables, the backward then writes that
+    layer's e5m2 gradient operands itself (:func:`_rotary_bwd_fp8`: both layouts, the column sums and the amax in
+    the rotation's pass) and hands them to it, where the layer's own cast would read the gradient back."""
     q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
     if not use_triton(qkv) or is_dtensor(qkv) or not torch.is_grad_enabled() or not qkv.requires_grad:
         outputs = rotary_copying_v(q, k, v, cos, sin, layout="bshd")
@@ -1003,7 +1183,12 @@ def rotary_packed(qkv: Tensor, heads: int, kv_heads: int, head_size: int, cos: T
     rotary_dim, _ = _check_rotary_args(q, k, cos, sin, False, None, 0, "bshd", None, False, None)
     if cos.requires_grad or sin.requires_grad:
         cos, sin = cos.detach(), sin.detach()
-    return _PackedRotaryFunction.apply(qkv, cos, sin, (heads, kv_heads, head_size, rotary_dim), bool(heads_first))
+    producer = None
+    if sole_consumer and rotary_dim == head_size and cos.dim() == 2 and sin.dim() == 2 and not (
+            torch.compiler.is_compiling() or tracing()):
+        producer = fp8.delayed_producer(qkv)
+    return _PackedRotaryFunction.apply(qkv, cos, sin, (heads, kv_heads, head_size, rotary_dim), bool(heads_first),
+                                       producer)
 
 
 # ----------------------------------------------------------------------------------------
