@@ -1362,7 +1362,8 @@ def test_packed_form_compiles_fullgraph(heads_first, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("heads, kv_heads, head_size", [(4, 2, 16), (2, 2, 24), (3, 1, 8)])
+@pytest.mark.parametrize("heads, kv_heads, head_size", [(4, 2, 16), (2, 2, 24), (3, 1, 8), (4, 1, 64), (1, 1, 256),
+                                                     (2, 1, 80)])
 @pytest.mark.parametrize("rows, transposed", [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_the_packed_backward_into_fp8_is_the_references(heads, kv_heads, head_size, rows, transposed, dtype,
@@ -1372,7 +1373,8 @@ def test_the_packed_backward_into_fp8_is_the_references(heads, kv_heads, head_si
     as it is): the bytes within one e5m2 step, the scales equal, the sums within fp32's, the amax rolled in; twice,
     so the second call's scale comes from the first's amax. Attention's gradients as it hands them: (batch, heads,
     seq, head_dim) memory seen as (batch, seq, heads, head_dim); 3 x 7 tokens (not a multiple of the padding);
-    head_size 24 (12 pairs: a padded half), 8; full half tables longer than the sequence."""
+    head_size 24 and 80 (12 and 40 pairs: padded halves), 8, and real models' 64 and 256; half tables longer than
+    the sequence."""
     from blockfuse.ops import fp8
     from blockfuse.ops.rotary import _rotary_bwd_fp8, rotary_bwd_fp8_ref
 
