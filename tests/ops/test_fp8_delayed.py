@@ -473,10 +473,22 @@ def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(mon
     operands itself (one call a step) and that layer casts nothing: no cast of a zero-stride stand-in, and the
     gradients are as close to the block's in fp32 as those of a step where nothing is handed (each layer casting its
     own gradient: the activation's plain backward)."""
+    from blockfuse.ops import fp8_act
+
+    step = handed_and_own_steps(monkeypatch, device, fp8_act, "_act_backward_delayed")
+    assert len(step["handed_calls"]) == 1 and all(0 not in x.stride() for x in step["handed_casts"]), step
+
+
+def handed_and_own_steps(monkeypatch, device, module, launcher: str) -> dict:
+    """A small te-4layer block with delayed FP8 layers, fused, bf16: one training step with ``module.launcher`` (an
+    op's backward that hands its producer the e5m2 gradient operands) counted, then the same step from the same
+    states with nothing handed (``fp8.delayed_producer`` finding no producer: each layer casts its own gradient).
+    Checks that handing loses nothing against the block in fp32 (:func:`assert_handing_loses_nothing`); returns
+    the launcher's calls of the first step, the inputs of the layers' own casts (``fp8._quantize_2d_sum``) in each,
+    and the buffers after each."""
     from dataclasses import replace
 
     from blockfuse.models import PRESETS, TransformerBlock, convert, named_gradients
-    from blockfuse.ops import fp8_act
 
     config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
     torch.manual_seed(0)
@@ -484,32 +496,34 @@ def test_a_delayed_mlps_backward_hands_the_gradient_casts_to_its_first_layer(mon
                            recipe="delayed")
     x = random_tensor((2, 16, 64), torch.bfloat16, seed=8).to(device)
     states_before = {name: t.clone() for name, t in block.named_buffers()}
-    handed, casts = [], []
-    original_handed, original_cast = fp8_act._act_backward_delayed, fp8._quantize_2d_sum
+    record = {"handed_calls": [], "handed_casts": [], "own_casts": []}
+    casts = record["handed_casts"]
+    original_handed, original_cast = getattr(module, launcher), fp8._quantize_2d_sum
 
     def counting_handed(*args):
-        handed.append(args[0].shape)
+        record["handed_calls"].append(args[0].shape)
         return original_handed(*args)
 
     def counting_cast(x, *args, **kwargs):
-        casts.append(x.stride())
+        casts.append(x)
         return original_cast(x, *args, **kwargs)
 
-    monkeypatch.setattr(fp8_act, "_act_backward_delayed", counting_handed)
+    monkeypatch.setattr(module, launcher, counting_handed)
     monkeypatch.setattr(fp8, "_quantize_2d_sum", counting_cast)
-    leaf = x.clone().requires_grad_()
-    block(leaf).float().sum().backward()
-    handed_grads = {"x": leaf.grad, **named_gradients(block)}
-    assert len(handed) == 1 and all(0 not in stride for stride in casts), (handed, casts)
-    # the same step, the layer casting its own gradient (the states as before the first step)
-    block.zero_grad(set_to_none=True)
-    for name, t in block.named_buffers():
-        t.copy_(states_before[name])
-    monkeypatch.setattr(fp8, "delayed_producer", lambda out: None)
-    leaf = x.clone().requires_grad_()
-    block(leaf).float().sum().backward()
-    own = {"x": leaf.grad, **named_gradients(block)}
-    assert_handing_loses_nothing(handed_grads, own, config, x)
+    grads, states = [], []
+    for handing in (True, False):
+        if not handing:  # the same step, the layers casting their own gradients (the states as before the first)
+            block.zero_grad(set_to_none=True)
+            for name, t in block.named_buffers():
+                t.copy_(states_before[name])
+            monkeypatch.setattr(fp8, "delayed_producer", lambda out: None)
+            casts = record["own_casts"]
+        leaf = x.clone().requires_grad_()
+        block(leaf).float().sum().backward()
+        grads.append({"x": leaf.grad, **named_gradients(block)})
+        states.append({name: t.clone() for name, t in block.named_buffers()})
+    assert_handing_loses_nothing(*grads, config, x)
+    return dict(record, handed_states=states[0], own_states=states[1])
 
 
 def assert_handing_loses_nothing(handed: dict, own: dict, config, x: torch.Tensor) -> None:

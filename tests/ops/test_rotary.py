@@ -1421,47 +1421,14 @@ def test_a_delayed_blocks_rotary_backward_hands_the_gradient_casts_to_the_qkv_la
     itself (one call a step) and that layer casts nothing of its own (no cast of a gradient as wide as qkv); the
     gradients are as close to the block's in fp32 as those of a step where nothing is handed (each layer casting its
     own gradient from its bf16 rounding), and the histories' amaxes match it."""
-    from dataclasses import replace
+    from blockfuse.ops import rotary as rotary_module
+    from tests.ops.test_fp8_delayed import handed_and_own_steps
 
-    import blockfuse.fp8 as bf_fp8
-    from blockfuse.models import PRESETS, TransformerBlock, convert, named_gradients
-    from blockfuse.ops import fp8, rotary as rotary_module
-    from tests.ops.test_fp8_delayed import assert_handing_loses_nothing
-
-    config = replace(PRESETS["te-4layer"].config, d_model=64, n_heads=4, ffn_hidden=128)
-    torch.manual_seed(0)
-    block = bf_fp8.convert(convert(TransformerBlock(config, "eager").bfloat16().to(device), "fused"),
-                           recipe="delayed")
-    x = random_tensor((2, 16, 64), torch.bfloat16, seed=8).to(device)
-    states_before = {name: t.clone() for name, t in block.named_buffers()}
-    handed, cast_widths = [], []
-    original_handed, original_cast = rotary_module._rotary_bwd_fp8, fp8._quantize_2d_sum
-
-    def counting_handed(*args):
-        handed.append(args[0].shape)
-        return original_handed(*args)
-
-    def counting_cast(x, *args, **kwargs):
-        cast_widths.append(x.shape[-1])
-        return original_cast(x, *args, **kwargs)
-
-    monkeypatch.setattr(rotary_module, "_rotary_bwd_fp8", counting_handed)
-    monkeypatch.setattr(fp8, "_quantize_2d_sum", counting_cast)
-    leaf = x.clone().requires_grad_()
-    block(leaf).float().sum().backward()
-    handed_grads = {"x": leaf.grad, **named_gradients(block)}
-    handed_states = {name: t.clone() for name, t in block.named_buffers()}
-    assert len(handed) == 1 and 3 * 64 not in cast_widths, (handed, cast_widths)
-    block.zero_grad(set_to_none=True)
-    for name, t in block.named_buffers():
-        t.copy_(states_before[name])
-    monkeypatch.setattr(fp8, "delayed_producer", lambda out: None)
-    cast_widths.clear()
-    leaf = x.clone().requires_grad_()
-    block(leaf).float().sum().backward()
-    assert len(handed) == 1 and 3 * 64 in cast_widths
-    own = {"x": leaf.grad, **named_gradients(block)}
-    assert_handing_loses_nothing(handed_grads, own, config, x)
-    for name, t in block.named_buffers():
+    step = handed_and_own_steps(monkeypatch, device, rotary_module, "_rotary_bwd_fp8")
+    qkv_width = 3 * 64
+    assert len(step["handed_calls"]) == 1, step["handed_calls"]
+    assert qkv_width not in [x.shape[-1] for x in step["handed_casts"]]
+    assert qkv_width in [x.shape[-1] for x in step["own_casts"]]
+    for name, t in step["own_states"].items():
         if "history" in name:
-            torch.testing.assert_close(handed_states[name], t, rtol=2e-2, atol=0, msg=name)
+            torch.testing.assert_close(step["handed_states"][name], t, rtol=2e-2, atol=0, msg=name)
