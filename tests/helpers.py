@@ -452,3 +452,20 @@ def stand_in_liger(monkeypatch, modeling, causal_lm: str, norm: str, function: s
     monkeypatch.setitem(sys.modules, "liger_kernel", package)
     monkeypatch.setitem(sys.modules, "liger_kernel.transformers", liger)
     return calls
+
+
+def use_few_timed_calls(monkeypatch, calls: int = 2) -> None:
+    """CPU timings of ``calls`` calls each, no warm-up (``bench.timing.time_cpu``, which every benchmark times the
+    CPU through): for the end-to-end benchmark tests, whose point is the records, files and errors, not the times.
+    Under ``--quick`` a measurement is a warm-up and at least three calls (up to 20 of a cheap one), each running a
+    tiny model's kernels in the interpreter; a mode's first call (compile, errors) runs before its timing, as
+    before. Two calls still give a median between a distinct p20 and p80. ``tests/bench/test_timing.py`` checks
+    ``time_cpu``'s own warm-up and call counts."""
+    from blockfuse.bench import timing
+
+    real = timing.time_cpu
+
+    def time_cpu(fn, *, warmup, rep_ms, min_reps=3, max_reps=200, setup=None):
+        return real(fn, warmup=0, rep_ms=0.0, min_reps=calls, max_reps=calls, setup=setup)
+
+    monkeypatch.setattr(timing, "time_cpu", time_cpu)

@@ -11,6 +11,7 @@ from blockfuse.bench import block
 from blockfuse.bench.block_report import targets
 from blockfuse.bench.writer import noisy
 from blockfuse.cli import main
+from tests.helpers import use_few_timed_calls
 
 
 def _run(tmp_path, *args):
@@ -18,6 +19,7 @@ def _run(tmp_path, *args):
     return code
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_bench_block_writes_every_file_and_field(tmp_path):
     code = _run(tmp_path, "block", "reordered", "--shape", "2,8,64", "--providers",
                 "eager,compile:default,surgical:default,fused", "--modes", "infer,fwd,fwdbwd")
@@ -44,6 +46,7 @@ def test_bench_block_writes_every_file_and_field(tmp_path):
     assert "| fused |" in markdown and "## Targets" in markdown
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
     code = _run(tmp_path, "model", "siglip2", "--shape", "2,8,64", "--layers", "2", "--providers", "eager,fused",
                 "--modes", "bwd,fwdbwd")
@@ -62,6 +65,7 @@ def test_bench_model_runs_a_stack_with_a_padding_mask(tmp_path):
     assert "bwd ms (x eager)" in (tmp_path / "model-siglip2.md").read_text()
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_materialized_attention_is_a_labelled_second_baseline(tmp_path):
     """eager-materialized-attention: the eager stack with attention materialized as Hugging Face's eager
     attention computes it, every block switched, labelled in the reports and compared with every provider."""
@@ -203,8 +207,20 @@ def test_torchao_linear_layers_for_the_baseline_providers():
         workload.provider_module("fused")
 
 
+FP8_BASE = dict(name="te-4layer", shape=(1, 32, 64), layers=1, dtype=torch.bfloat16, modes=("infer", "fwdbwd"),
+                device=torch.device("cpu"), quick=True, overrides=(("d_model", 64), ("n_heads", 4), ("ffn_hidden", 64)))
+
+
+@pytest.fixture(scope="module")
+def bf16_eager_records():
+    """The eager bf16 run the FP8 runs are compared with (the same for every recipe: run once)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_few_timed_calls(monkeypatch, calls=1)
+        return block.run_block(block.BlockSettings(**FP8_BASE, providers=("eager",)), show_progress=False)[1]
+
+
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "tensorwise+recompute"])
-def test_fp8_linear_layers_in_every_provider(recipe):
+def test_fp8_linear_layers_in_every_provider(recipe, bf16_eager_records, monkeypatch):
     """``linear="fp8:RECIPE"``: each provider's copy has its Linear layers as Float8Linear (the fused blocks' MLP
     runs its GEMMs through them too), the eager bf16 module is untouched, and the errors against fp32 are FP8's:
     larger than bf16's, yet small. A bad value names the argument."""
@@ -212,9 +228,7 @@ def test_fp8_linear_layers_in_every_provider(recipe):
 
     with pytest.raises(ValueError, match="linear: expected bf16, fp8"):
         block.parse_linear("fp4")
-    base = dict(name="te-4layer", shape=(1, 32, 64), layers=1, dtype=torch.bfloat16, modes=("infer", "fwdbwd"),
-                device=torch.device("cpu"), quick=True, overrides=(("d_model", 64), ("n_heads", 4), ("ffn_hidden", 64)))
-    settings = block.BlockSettings(**base, providers=("eager", "fused"), linear=f"fp8:{recipe}")
+    settings = block.BlockSettings(**FP8_BASE, providers=("eager", "fused"), linear=f"fp8:{recipe}")
     workload = block._Workload(settings)
     for provider in ("eager", "fused"):
         module, _ = workload.provider_module(provider)
@@ -223,9 +237,9 @@ def test_fp8_linear_layers_in_every_provider(recipe):
                                and m.recompute_activation == recipe.endswith("+recompute")
                                for m in linears.values()), linears
     assert not any(isinstance(m, Float8Linear) for m in workload.eager.modules())
+    use_few_timed_calls(monkeypatch, calls=1)  # the records' errors are the point, not their times
     _, records = block.run_block(settings, show_progress=False)
-    _, bf16_records = block.run_block(block.BlockSettings(**base, providers=("eager",)), show_progress=False)
     for record in records:
         assert "error" not in record, record
-        assert bf16_records[0]["rel_err_out"] < record["rel_err_out"] < 0.2
+        assert bf16_eager_records[0]["rel_err_out"] < record["rel_err_out"] < 0.2
         assert record["rel_err_grad"] < 0.3

@@ -67,6 +67,7 @@ def test_cuda_only_peers_import(package, provider):
     assert callable(BENCH.providers[provider]())
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_bench_ops_runs_linear_cross_entropy_on_the_cpu(tmp_path, capsys):
     out = tmp_path / "results"
     code = main(["bench", "ops", "--op", "linear_cross_entropy", "--quick", "--providers", "eager,blockfuse",

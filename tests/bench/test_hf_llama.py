@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 
 from blockfuse.bench import hf_llama  # noqa: E402
 from blockfuse.cli import main  # noqa: E402
+from tests.helpers import use_few_timed_calls  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 PROVIDERS = ("hf-eager", "blockfuse", "blockfuse-compile", "liger")
@@ -33,7 +34,8 @@ def cpu_run(tmp_path_factory):
     """(exit code, output folder, what it printed) of one run with an eager, a compiled and a Liger provider."""
     out = tmp_path_factory.mktemp("hf-llama")
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as monkeypatch:
+        use_few_timed_calls(monkeypatch)
         code = _bench(out, "--providers", ",".join(PROVIDERS))
     return code, out, printed.getvalue()
 
@@ -98,6 +100,7 @@ def test_bench_model_hf_llama_writes_every_file_and_field(cpu_run):
     assert "## Targets" in printed
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 @pytest.mark.parametrize("broken, code", [("hf-compile", 0), ("blockfuse", 1)])
 def test_a_provider_that_raises_is_reported_not_fatal(tmp_path, monkeypatch, broken, code):
     original = hf_llama.make_provider

@@ -28,6 +28,7 @@ def _bench(out, *args):
     return code, json.loads((out / "model-hf-llama.json").read_text()), printed.getvalue()
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_loss_mode_alone_records_every_field_and_small_errors(tmp_path):
     code, document, printed = _bench(tmp_path, "--modes", "loss", "--providers", "hf-eager,blockfuse")
     assert code == 0
@@ -58,6 +59,7 @@ def test_loss_mode_alone_records_every_field_and_small_errors(tmp_path):
     assert "## Targets" in printed
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_every_training_mode_together_builds_both_models(tmp_path, monkeypatch):
     built = []
     for builder in ("build_base", "build_causal_lm"):
@@ -77,6 +79,7 @@ def test_every_training_mode_together_builds_both_models(tmp_path, monkeypatch):
     assert "## Training\n" in markdown and "## Training step with the LM head and loss" in markdown
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_liger_gets_its_fused_linear_cross_entropy_and_modeling_llama_is_put_back(tmp_path, monkeypatch):
     """A stand-in for Liger-Kernel that, as Liger does without a model, assigns LlamaForCausalLM.forward (and a
     module global): the liger provider asks for the fused linear cross-entropy, and both come back after it."""

@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 
 from blockfuse.bench import hf_siglip2  # noqa: E402
 from blockfuse.cli import main  # noqa: E402
+from tests.helpers import use_few_timed_calls  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 PROVIDERS = ("hf-eager", "blockfuse", "blockfuse-compile")
@@ -32,7 +33,8 @@ def _bench(out, *args):
 def siglip_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf-siglip2")
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as monkeypatch:
+        use_few_timed_calls(monkeypatch)
         code = _bench(out, "--providers", ",".join(PROVIDERS))
     return code, out, printed.getvalue()
 
@@ -90,6 +92,7 @@ def test_bench_model_hf_siglip2_writes_every_file_and_field(siglip_run):
     assert "## Targets" in printed
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_a_failing_blockfuse_is_reported_and_fails_the_run(tmp_path, monkeypatch):
     original = hf_siglip2.make_provider
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from blockfuse.bench import host
 from blockfuse.cli import main
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_bench_host_writes_every_file_and_field(tmp_path):
     code = main(["bench", "host", "--quick", "--op", "rms_norm", "swiglu", "--providers", "eager,blockfuse",
                  "--profile", "rms_norm", "--out", str(tmp_path)])
@@ -43,6 +46,7 @@ def test_targets_compare_the_right_pairs():
     assert ("fwdbwd", "blockfuse-compile", "compile") not in checks  # not measured: no check
 
 
+@pytest.mark.usefixtures("few_timed_calls")
 def test_every_mlp_op_runs_through_the_harness():
     """The MLP ops are declared in bench/host.py itself (not as op benchmarks): each must run through the
     same harness, its reference and providers called with the inputs by name."""

@@ -147,11 +147,9 @@ def test_absent_outputs_are_one_cached_tensor_eagerly_and_new_through_the_op(dev
     assert launch._direct.depth == 0
 
 
-def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
-    """Every distinct launcher call (by op and argument description) that the op tests' kinds of calls
-    make, with its real arguments."""
-    from tests.ops.test_sm90_compile import _exercise_every_op
-
+def _record_launcher_calls(monkeypatch) -> dict[str, tuple[str, tuple]]:
+    """Patch ``launch.Launcher`` to keep every distinct launcher call (by op and argument description) with its real
+    arguments (and still run it); the calls land in the returned dict as they are made."""
     seen: dict[str, tuple[str, tuple]] = {}
     original = launch.Launcher.__call__
 
@@ -162,9 +160,7 @@ def _record_launcher_calls(monkeypatch) -> list[tuple[str, tuple]]:
         return original(self, *args)
 
     monkeypatch.setattr(launch.Launcher, "__call__", recording_call)
-    _exercise_every_op("cpu")
-    monkeypatch.undo()
-    return list(seen.values())
+    return seen
 
 
 def test_zero_stand_ins_share_one_zero_eagerly_and_are_new_ones_traced(device):
@@ -207,12 +203,12 @@ def test_zero_stand_in_caches_no_zero_made_while_a_cuda_graph_is_captured(monkey
 
 @pytest.mark.long
 @pytest.mark.usefixtures("requires_triton")
-def test_every_launcher_passes_opcheck(monkeypatch, device):
+def test_every_launcher_passes_opcheck(request, device):
     """Schema, fake implementation (the launcher itself, run on fake tensors) and the AOT dispatch of every
     launcher op agree with what the kernels do, for every kind of call the ops make."""
     if device != "cpu":
         pytest.skip("runs the recorded interpreter calls")
-    calls = _record_launcher_calls(monkeypatch)
+    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/ops/conftest.py)
     assert {"norm_fwd", "norm_bwd"} <= {name for name, _ in calls}
     failures = []
     for name, args in calls:
@@ -313,7 +309,7 @@ def _describe(arg):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_every_launcher_decomposes_into_triton_kernels_on_cuda(monkeypatch, device):
+def test_every_launcher_decomposes_into_triton_kernels_on_cuda(request, device):
     """Records every launcher call the op tests' kinds of calls make (in the interpreter), then replays
     each on meta tensors of the same shapes, strides and dtypes through AOTAutograd in a process
     without the interpreter: there the launchers are ``triton_op``s (as on CUDA), and the traced graph
@@ -322,18 +318,11 @@ def test_every_launcher_decomposes_into_triton_kernels_on_cuda(monkeypatch, devi
     (``launch.OPAQUE_LAUNCHERS``) must stay the one op. Needs no GPU."""
     if device != "cpu":
         pytest.skip("the GPU tests compile the ops for real")
-    from tests.ops.test_sm90_compile import _exercise_every_op
-
+    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/ops/conftest.py)
     seen: dict[str, dict] = {}
-    original = launch.Launcher.__call__
-
-    def recording_call(self, *args):
-        record = {"name": self.name, "args": [_describe(a) for a in args]}
+    for name, args in calls:
+        record = {"name": name, "args": [_describe(a) for a in args]}
         seen.setdefault(json.dumps(record, sort_keys=True, default=str), record)
-        return original(self, *args)
-
-    monkeypatch.setattr(launch.Launcher, "__call__", recording_call)
-    _exercise_every_op(device)
     assert {"norm_fwd", "norm_bwd"} <= {r["name"] for r in seen.values()}
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", DECOMPOSE_SCRIPT], input=json.dumps(list(seen.values())),
