@@ -1379,6 +1379,20 @@ def delayed_producer(out: Tensor):
     return None
 
 
+def hand_to_producer(producer, write: Callable) -> None:
+    """Writes the gradient operands of ``producer`` (a node :func:`delayed_producer` found) with ``write(history,
+    amax, x_grad, weight_grad, pad, sum_dtype)`` (``(dy_q, dy_s, dyt_q, dyt_s, db)``: dy in e5m2 with the delayed
+    scale of the layer's gradient history, in the layouts its GEMMs take, and its column sums where the bias takes a
+    gradient) and hands them to the node, whose backward takes them instead of casting dy (:func:`_linear_backward`'s
+    ``precast``)."""
+    _, _, x_grad, weight_grad, _, _ = producer.config
+    sum_dtype = producer.bias_dtype if producer.needs_input_grad[3] else None
+    state = producer.grad_scaling
+    dy_q, dy_s, dyt_q, dyt_s, db = write(state.history, state.amax, x_grad, weight_grad, GEMM_MULTIPLE, sum_dtype)
+    producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
+                        dyt_s if weight_grad else None, db if sum_dtype is not None else None)
+
+
 # ----------------------------------------------------------------------------------------
 # Public functionals
 # ----------------------------------------------------------------------------------------

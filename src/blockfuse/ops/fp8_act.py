@@ -772,14 +772,8 @@ class _ActDelayedFunction(torch.autograd.Function):
             # with the bias gradient's column sums) written here from dy and pre in one pass, handed to its backward
             # on its node, which takes them instead of casting a gradient in x's dtype; autograd gets a zero-stride
             # stand-in (ops/fp8.py's _Fp8LinearFunction.backward).
-            _, _, x_grad, weight_grad, _, _ = producer.config
-            sum_dtype = producer.bias_dtype if producer.needs_input_grad[3] else None
-            state = producer.grad_scaling
             backward = _act_backward_delayed if ctx.kernels else act_backward_delayed_ref
-            dy_q, dy_s, dyt_q, dyt_s, db = backward(dproxy, pre, ctx.activation, state.history, state.amax, x_grad,
-                                                    weight_grad, fp8.GEMM_MULTIPLE, sum_dtype)
-            producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
-                                dyt_s if weight_grad else None, db if sum_dtype is not None else None)
+            fp8.hand_to_producer(producer, lambda *state: backward(dproxy, pre, ctx.activation, *state))
             return zero_stand_in(pre, ctx.shape), None, None, None, None, None
         dpre, _, _ = act_backward(dproxy, pre, ctx.activation, None, ctx.kernels, in_place=True)
         return dpre.view(ctx.shape), None, None, None, None, None

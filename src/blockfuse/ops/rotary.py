@@ -1125,13 +1125,7 @@ class _PackedRotaryFunction(torch.autograd.Function):
             # layouts, with the bias gradient's column sums) written here in the rotation's pass, handed to its
             # backward on its node, which takes them instead of casting a gradient in x's dtype; autograd gets a
             # zero-stride stand-in (as ops/fp8_act.py's _ActDelayedFunction does for the MLP's up projection).
-            _, _, x_grad, weight_grad, _, _ = producer.config
-            sum_dtype = producer.bias_dtype if producer.needs_input_grad[3] else None
-            state = producer.grad_scaling
-            dy_q, dy_s, dyt_q, dyt_s, db = _rotary_bwd_fp8(dq_out, dk_out, dv, cos, sin, state.history, state.amax,
-                                                           x_grad, weight_grad, fp8.GEMM_MULTIPLE, sum_dtype)
-            producer.precast = (dy_q if x_grad else None, dy_s if x_grad else None, dyt_q if weight_grad else None,
-                                dyt_s if weight_grad else None, db if sum_dtype is not None else None)
+            fp8.hand_to_producer(producer, lambda *state: _rotary_bwd_fp8(dq_out, dk_out, dv, cos, sin, *state))
             return zero_stand_in(like, (b, s, (heads + 2 * kv_heads) * head_size)), None, None, None, None, None
         zeros = [None if g is not None else like.new_zeros((b, s, h, head_size))
                  for g, h in ((dq_out, heads), (dk_out, kv_heads), (dv, kv_heads))]
