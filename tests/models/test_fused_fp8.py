@@ -286,13 +286,6 @@ def test_tensorwise_fused_block_keeps_no_fp8_copies_of_its_inputs(monkeypatch, d
             + 2e-3, name
 
 
-def test_fp8_mlp_under_tensor_parallelism_is_refused():
-    _, _, fused_fp8 = blocks("olmo2-1b", "tensorwise")
-    fused_fp8.ffn.shards = 2
-    with pytest.raises(NotImplementedError, match="FP8 Linear layers under tensor parallelism"):
-        fused_fp8(torch.randn(1, 8, 64).bfloat16())
-
-
 @pytest.mark.parametrize("preset", ["olmo2-1b", "te-4layer"])
 @pytest.mark.parametrize("recipe", blockfuse.fp8.RECIPES)
 def test_fused_fp8_block_compiles_fullgraph(recipe, preset):

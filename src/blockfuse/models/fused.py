@@ -60,8 +60,10 @@ def fp8_input_recipe(consumer: nn.Module, x: Tensor) -> Optional[str]:
     and the layer casts it as it would any input.
 
     NOTE: a tensorwise layer's scale is its own tensor's amax (torchao's recipe), not the norms' delayed-scaling
-    FP8 output, which scales by an amax history instead: another recipe's numbers."""
-    if isinstance(consumer, Float8Linear) and use_triton(x):
+    FP8 output, which scales by an amax history instead: another recipe's numbers. Under tensor parallelism (the
+    layer's weight a DTensor) None: the norm's output is gathered along the sequence on its way to the layer, and
+    each rank's layer casts its own input (``Float8Linear._forward_sharded``)."""
+    if isinstance(consumer, Float8Linear) and use_triton(x) and not is_dtensor(consumer.weight):
         return consumer.recipe
     return None
 
@@ -379,8 +381,6 @@ class FusedFeedForward(_StackedLinear):
         NOTE: not ``gated_mlp``, whose GEMMs are bf16 cuBLAS calls inside one op: here autograd keeps the
         activation's output for the down projection's backward (tokens x hidden, as eager does), so the FP8
         MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
-        if self.shards > 1:
-            raise NotImplementedError("FP8 Linear layers under tensor parallelism: not supported yet")
         mlp = self.config.mlp
         traced = torch.compiler.is_compiling() or tracing()
         if x_scale is None and _tensorwise_pair(inner, outer) and use_triton(x):

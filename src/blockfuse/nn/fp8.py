@@ -19,6 +19,7 @@ from blockfuse.ops.fp8 import (
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 from blockfuse.ops.fp8_weights import cast_weights as _cast_weights
+from blockfuse.ops.sharding import is_dtensor
 
 __all__ = ["Float8Linear", "Float8Scaling", "convert", "cast_weights", "fp8_linear", "fp8_linear_ref",
            "fp8_linear_act", "fp8_linear_act_ref", "quantize", "quantize_ref", "dequantize", "clear_weight_cache",
@@ -95,14 +96,18 @@ class Float8Linear(nn.Linear):
         if self.recipe != "delayed":
             raise ValueError(f"fp8_scaling: only recipe 'delayed' keeps amax histories; this layer's recipe is "
                              f"{self.recipe!r}")
-        if torch.compiler.is_compiling():
-            return (Float8Scaling(self.fp8_x_history, self.fp8_x_amax),
-                    Float8Scaling(self.fp8_grad_history, self.fp8_grad_amax))
-        # NOTE: eagerly the pair is made once and kept while the buffers are the same tensors (a call of a fused block
-        # asks for it several times: the host path), checked once (fp8.checked_scaling).
         buffers = self._buffers
         tensors = (buffers["fp8_x_history"], buffers["fp8_x_amax"], buffers["fp8_grad_history"],
                    buffers["fp8_grad_amax"])
+        if is_dtensor(tensors[0]):
+            # NOTE: PyTorch's parallel styles (distribute_module) make every buffer of a layer they shard a Replicate()
+            # DTensor; the histories are this rank's own (each rank scales its own shards: _forward_sharded), and the
+            # kernels update their local tensors in place.
+            tensors = tuple(t._local_tensor for t in tensors)
+        if torch.compiler.is_compiling():
+            return Float8Scaling(*tensors[:2]), Float8Scaling(*tensors[2:])
+        # NOTE: eagerly the pair is made once and kept while the buffers are the same tensors (a call of a fused block
+        # asks for it several times: the host path), checked once (fp8.checked_scaling).
         kept = self.__dict__.get("_fp8_states")
         if kept is None or any(a is not b for a, b in zip(kept[0], tensors)):
             kept = (tensors, (checked_scaling(*tensors[:2]), checked_scaling(*tensors[2:])))
@@ -112,17 +117,26 @@ class Float8Linear(nn.Linear):
     def forward(self, x: Tensor, x_scale: Optional[Tensor] = None, proxy: Optional[Tensor] = None, *,
                 x_amax: Optional[Tensor] = None, activation: Optional[str] = None,
                 x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]] = None):
+        if is_dtensor(self.weight):
+            return self._forward_sharded(x, x_scale, proxy, x_amax, activation, x_cast)
+        return self._forward_on(self.weight, self.bias, x, x_scale, proxy, x_amax, activation, x_cast)
+
+    def _forward_on(self, weight: Tensor, bias: Optional[Tensor], x: Tensor, x_scale: Optional[Tensor],
+                    proxy: Optional[Tensor], x_amax: Optional[Tensor], activation: Optional[str],
+                    x_cast: Optional[Callable[[], tuple[Tensor, Tensor]]]):
+        """:meth:`forward` with ``weight`` and ``bias`` given (the layer's own, or their local shards under tensor
+        parallelism: :meth:`_forward_sharded`)."""
         if self.recipe == "delayed":
             if activation is not None:
                 raise ValueError("activation: a layer with recipe 'delayed' takes its input as it is (a plain x, "
                                  "or a norm's e4m3 output with its scale), pass activation=None")
             x_state, grad_state = self.fp8_scaling()
             if x_scale is not None:  # the norm before wrote x in e4m3 with x_state's scale (models/blocks.py)
-                return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache,
+                return fp8_linear_quantized(x, x_scale, proxy, weight, bias, weight_cache=self.weight_cache,
                                             recipe="tensorwise", x_cast=x_cast, grad_scaling=grad_state)
             if proxy is not None:
                 raise ValueError("proxy: stands for an e4m3 x with its x_scale; x_scale is None")
-            return fp8_linear(x, self.weight, self.bias, recipe="delayed", weight_cache=self.weight_cache,
+            return fp8_linear(x, weight, bias, recipe="delayed", weight_cache=self.weight_cache,
                               x_amax=x_amax, x_cast=x_cast, fp8_scaling=(x_state, grad_state))
         if x_cast is not None and proxy is not None:
             raise ValueError("x_cast: for a tensorwise call (x and its x_amax), not with a quantized input's proxy")
@@ -130,15 +144,70 @@ class Float8Linear(nn.Linear):
             if self.recipe != "tensorwise" or x_scale is not None or proxy is not None:
                 raise ValueError(f"activation: the layer with its activation takes a high-precision x (and its "
                                  f"x_amax), with recipe 'tensorwise'; this layer's recipe is {self.recipe!r}")
-            return fp8_linear_act(x, self.weight, self.bias, activation, weight_cache=self.weight_cache,
+            return fp8_linear_act(x, weight, bias, activation, weight_cache=self.weight_cache,
                                   x_amax=x_amax, recompute=self.recompute_activation, x_cast=x_cast)
         if proxy is not None:
             if self.recipe != "rowwise":
                 raise ValueError(f"proxy: an input quantized by the op before the layer is rowwise; this layer's "
                                  f"recipe is {self.recipe!r}")
-            return fp8_linear_quantized(x, x_scale, proxy, self.weight, self.bias, weight_cache=self.weight_cache)
-        return fp8_linear(x, self.weight, self.bias, x_scale=x_scale, recipe=self.recipe,
+            return fp8_linear_quantized(x, x_scale, proxy, weight, bias, weight_cache=self.weight_cache)
+        return fp8_linear(x, weight, bias, x_scale=x_scale, recipe=self.recipe,
                           weight_cache=self.weight_cache, x_amax=x_amax, x_cast=x_cast)
+
+    def _forward_sharded(self, x, x_scale, proxy, x_amax, activation, x_cast):
+        """The layer under tensor parallelism: its weight a DTensor on a 1-D mesh, ``Shard(0)`` (column-parallel:
+        this rank's output features) or ``Shard(1)`` (row-parallel: its input features). The three GEMMs run on the
+        local shards in FP8, each rank with its own scales (see the NOTE below). Two ways in:
+
+        * ``x`` a DTensor (PyTorch's ``ColwiseParallel`` / ``RowwiseParallel`` hooks, as ``blockfuse.distributed``'s
+          plans put them on an eager block's and attention's projections): column-parallel, x ``Replicate()`` and the
+          output a ``Shard(-1)`` DTensor; row-parallel, x ``Shard(-1)`` and the output a ``Partial()`` DTensor (the
+          style's hook reduces it) with the bias, a ``Replicate()`` DTensor, added by DTensor. A plain x only.
+        * ``x`` a plain tensor (a fused MLP under ``FeedForwardParallel``, which gathers its input and reduces its
+          output itself): this rank's input (replicated for a column-parallel layer, its own features for a
+          row-parallel one), and the output this rank's columns, or (row-parallel) its partial sum without the
+          bias, which the plan adds once after the reduction. Every form of :meth:`forward` (quantized inputs,
+          amaxes, the activation) then takes the local shards.
+
+        NOTE: a rank scales its own shards: a tensorwise weight scale is the amax of the rank's rows (columns), not
+        the whole weight's; an input's and a gradient's are those of the rank's part; a delayed layer's histories
+        are the rank's. No amax is all-reduced (none of the GEMMs needs another rank's scale: each rank's product
+        is a whole GEMM of its own operands). A rank's scales are at most the whole tensor's amax / 448, so each
+        shard is quantized at least as finely as one process would; the results match one process within FP8's
+        error, not bit for bit (tests/test_distributed_fp8.py)."""
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+        weight, bias = self.weight, self.bias
+        mesh = weight.device_mesh
+        placement = weight.placements[0]
+        if mesh.ndim != 1 or placement not in (Shard(0), Shard(1)):
+            raise NotImplementedError(f"Float8Linear: a weight placed {tuple(weight.placements)} on a {mesh.ndim}-D "
+                                      f"mesh; tensor parallelism takes Shard(0) (column-parallel) or Shard(1) "
+                                      f"(row-parallel) on a 1-D mesh")
+        colwise = placement == Shard(0)
+        w = weight.to_local()
+        if not fp8_supported(w.shape[1], w.shape[0]):
+            raise ValueError(f"Float8Linear: this rank's shard of the weight is {tuple(w.shape)} (the whole "
+                             f"{tuple(weight.shape)} over {mesh.size()} ranks); FP8 GEMMs need both sizes multiples "
+                             f"of 16")
+        if not isinstance(x, DTensor):
+            b = None if bias is None or not colwise else bias.to_local()
+            return self._forward_on(w, b, x, x_scale, proxy, x_amax, activation, x_cast)
+        if any(a is not None for a in (x_scale, proxy, x_amax, activation, x_cast)):
+            raise ValueError("Float8Linear: under tensor parallelism with a DTensor input the layer takes x alone "
+                             "(no x_scale, proxy, x_amax, activation or x_cast)")
+        want = Replicate() if colwise else Shard(x.dim() - 1)
+        if x.device_mesh != mesh or tuple(x.placements) not in ((want,), (Shard(-1),) if not colwise else ()):
+            raise ValueError(f"Float8Linear: a {'column' if colwise else 'row'}-parallel layer takes x placed "
+                             f"({want},) on its weight's mesh, got {tuple(x.placements)}")
+        if colwise:
+            # (x's gradient: this rank's partial sum over its output features, summed by DTensor where it is used)
+            out = self._forward_on(w, None if bias is None else bias.to_local(),
+                                   x.to_local(grad_placements=[Partial()]), None, None, None, None, None)
+            return DTensor.from_local(out, mesh, [Shard(out.dim() - 1)], run_check=False)
+        out = DTensor.from_local(self._forward_on(w, None, x.to_local(), None, None, None, None, None), mesh,
+                                 [Partial()], run_check=False)
+        return out if bias is None else out + bias
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, recipe: str = "tensorwise", *, weight_cache: bool = True,
@@ -193,6 +262,10 @@ def convert(model: nn.Module, recipe: str = "tensorwise", *,
             return False
         if filter is not None and not filter(module, name):
             return False
+        if is_dtensor(module.weight):
+            # (the styles' hooks live on the Linear, not on a new module: a swapped layer would run without them)
+            raise ValueError(f"blockfuse.fp8.convert: {name or 'the model'}'s weight is a DTensor (tensor parallelism "
+                             f"or FSDP2 already applied); convert the model first, then parallelize or shard it")
         if not fp8_supported(module.in_features, module.out_features):
             _log.info("blockfuse.fp8.convert: %s left in high precision: in_features %d and out_features %d must "
                       "be multiples of 16", name or "the model", module.in_features, module.out_features)
