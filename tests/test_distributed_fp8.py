@@ -213,6 +213,22 @@ def _layer_worker(rank, recipe):
     for name, a, b in zip(("output", "x grad", "weight grad", "bias grad"),
                           (y, xx.grad, layer.weight.grad.to_local(), layer.bias.grad.to_local()), want):
         checks[f"local {name}"] = float((a.detach().float() - b.float()).abs().max() / b.float().abs().max())
+    # the weight's cast is kept across calls (on the local tensor, not on each call's view of it), until it changes
+    if recipe != "rowwise":
+        from blockfuse.ops import fp8 as fp8_ops
+
+        def kept():
+            entry = getattr(layer.weight._local_tensor, fp8_ops._CACHE_ATTRIBUTE, None)
+            return None if entry is None else entry[1]
+
+        with torch.no_grad():
+            layer(x)
+            first = kept()
+            layer(x)
+            checks["cast kept (0: yes)"] = float(first is None or kept() is not first)
+            layer.weight.to_local().mul_(0.5)
+            layer(x)
+            checks["cast made again after an update (0: yes)"] = float(kept() is first)
     return checks
 
 

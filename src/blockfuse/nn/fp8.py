@@ -14,7 +14,8 @@ from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
 from blockfuse.ops.fp8 import (
-    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, checked_scaling, clear_weight_cache, dequantize, fp8_linear,
+    HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, carry_weight_cache, checked_scaling, clear_weight_cache,
+    dequantize, fp8_linear,
     fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
@@ -175,17 +176,31 @@ class Float8Linear(nn.Linear):
         is a whole GEMM of its own operands). A rank's scales are at most the whole tensor's amax / 448, so each
         shard is quantized at least as finely as one process would; the results match one process within FP8's
         error, not bit for bit (tests/test_distributed_fp8.py)."""
-        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+        from torch.distributed.tensor import Shard
 
-        weight, bias = self.weight, self.bias
+        weight = self.weight
         mesh = weight.device_mesh
         placement = weight.placements[0]
         if mesh.ndim != 1 or placement not in (Shard(0), Shard(1)):
             raise NotImplementedError(f"Float8Linear: a weight placed {tuple(weight.placements)} on a {mesh.ndim}-D "
                                       f"mesh; tensor parallelism takes Shard(0) (column-parallel) or Shard(1) "
                                       f"(row-parallel) on a 1-D mesh")
-        colwise = placement == Shard(0)
         w = weight.to_local()
+        if self.weight_cache and not torch.compiler.is_compiling():  # (the casts kept on the local tensor, which outlives the view w: carried both ways)
+            carry_weight_cache(weight._local_tensor, w)
+            try:
+                return self._forward_local_shard(x, w, x_scale, proxy, x_amax, activation, x_cast)
+            finally:
+                carry_weight_cache(w, weight._local_tensor)
+        return self._forward_local_shard(x, w, x_scale, proxy, x_amax, activation, x_cast)
+
+    def _forward_local_shard(self, x, w, x_scale, proxy, x_amax, activation, x_cast):
+        """:meth:`_forward_sharded` past its checks, ``w`` the weight's local shard."""
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+        weight, bias = self.weight, self.bias
+        mesh = weight.device_mesh
+        colwise = weight.placements[0] == Shard(0)
         if not fp8_supported(w.shape[1], w.shape[0]):
             raise ValueError(f"Float8Linear: this rank's shard of the weight is {tuple(w.shape)} (the whole "
                              f"{tuple(weight.shape)} over {mesh.size()} ranks); FP8 GEMMs need both sizes multiples "

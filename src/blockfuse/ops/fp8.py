@@ -1085,6 +1085,13 @@ def weight_cache_entry(weight: Tensor, cache: bool) -> Optional[tuple]:
     return getattr(weight, _CACHE_ATTRIBUTE, None)
 
 
+def carry_weight_cache(source: Tensor, target: Tensor) -> None:
+    """Hands ``target`` the casts kept on ``source``, another Python object over the same weight (a DTensor's local
+    tensor and the view ``to_local()`` makes of it at each call: ``Float8Linear._forward_sharded`` carries them there
+    and back), so that :func:`_weight_operands` finds them; the key still decides whether they hold."""
+    setattr(target, _CACHE_ATTRIBUTE, getattr(source, _CACHE_ATTRIBUTE, None))
+
+
 def clear_weight_cache(weight: Tensor) -> None:
     """Forgets the FP8 casts kept for ``weight`` (see :func:`fp8_linear`): needed only after an update that
     bumps no version counter and is not a ``torch.optim`` step (``weight.data.copy_(...)``, a custom update kernel);
