@@ -204,3 +204,37 @@ def test_the_peak_above_the_state_a_step_begins_with():
     assert lines[-2:] == ["- compile: 5380 MiB (1.00x compile)", "- fused: 4150 MiB (0.77x compile)"]
     assert _above_state_lines([{"provider": "fused", "peak_mib_by_rank": [None, None],
                                 "state_mib_by_rank": [None, None]}]) == []
+
+
+@pytest.mark.skipif(0 < torch.cuda.device_count() < 2, reason="two processes, one a GPU: needs two GPUs (or none)")
+def test_fp8_layers_train_under_tensor_parallelism_and_fsdp(tmp_path):
+    """``--linear fp8:delayed``: the stack's Linear layers converted before it is sharded (TP and FSDP2), recorded
+    in the workload, the file name and the command; the loss near one GPU's (each TP rank scales its own shards:
+    not bit for bit, as the fp32 run above is)."""
+    words = ["bench", "model", "standard", "--nproc", "2", "--parallel", "tp,fsdp", "--shape", "2x16x128",
+             "--layers", "1", "--dtype", "bf16", "--providers", "fused", "--steps", "2", "--warmup", "1",
+             "--optimizer", "sgd", "--lr", "0.5", "--linear", "fp8:delayed"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(SRC), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-m", "blockfuse", *words, "--out", str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    document = json.loads((tmp_path / "model-standard-tp_fsdp-x2-fp8-delayed.json").read_text())
+    assert document["workload"]["linear"] == "fp8:delayed"
+    assert "--linear fp8:delayed" in document["meta"]["command"]
+    assert "Linear layers fp8:delayed" in (tmp_path / "model-standard-tp_fsdp-x2-fp8-delayed.md").read_text()
+    for record in document["records"]:
+        assert not record.get("error"), record.get("error")
+        assert record["loss_rel_diff_max"] < 5e-2, (record["parallel"], record["losses"], record["one_gpu"]["losses"])
+
+
+def test_linear_option_with_parallel():
+    from blockfuse.bench.distributed import settings as distributed
+
+    args = build_parser().parse_args([*COMMAND, "--linear", "fp8"])
+    settings = distributed.settings_from(args)
+    assert settings.linear == "fp8:tensorwise"
+    again = distributed.settings_from(build_parser().parse_args(shlex.split(distributed.command(settings, None))[1:]))
+    assert again == settings and distributed.stem(settings) == "model-standard-fsdp_tp-x2-fp8-tensorwise"
+    for text, message in (("torchao:rowwise", "bf16 or blockfuse's FP8 ones"), ("fp9", "linear: expected bf16")):
+        with pytest.raises(distributed.UsageError, match=message):
+            distributed.settings_from(build_parser().parse_args([*COMMAND, "--linear", text]))

@@ -113,7 +113,7 @@ def run_job(settings: Settings, on_update: Optional[Callable] = None, traces: Op
     config = work.config
     batch, seq, width = settings.shape
     workload = {"name": settings.name, "shape_per_rank": [batch, seq, width], "layers": work.layers,
-                "dtype": settings.dtype, "nproc": world.size,
+                "dtype": settings.dtype, "linear": settings.linear, "nproc": world.size,
                 "backend": dist.get_backend(), "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
                 "steps": settings.steps, "warmup": settings.warmup, "optimizer": settings.optimizer, "lr": settings.lr,
                 "seed": settings.seed, "memory_fraction": settings.memory_fraction,

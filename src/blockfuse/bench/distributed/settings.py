@@ -50,6 +50,7 @@ class Settings:
     reference: bool = True
     memory_snapshot: bool = False
     overrides: tuple = ()
+    linear: str = "bf16"  # "bf16", or "fp8:RECIPE" (blockfuse.fp8.convert before the model is sharded)
 
 
 def add_arguments(parser) -> None:
@@ -174,10 +175,26 @@ def settings_from(args) -> Settings:
         raise UsageError(f"--shape {format_shape(shape)}: {error}") from None
     if args.layers is not None and args.layers < 1:
         raise UsageError(f"--layers: expected at least 1, got {args.layers}")
+    linear = _linear(getattr(args, "linear", None) or "bf16")
     return Settings(name=args.name, shape=tuple(shape), layers=args.layers, dtype=args.dtype, providers=providers,
                     parallels=parallels, nproc=nproc, tp=tp, memory_fraction=args.memory_fraction,
                     profile=args.profile, reference=args.reference is not False, overrides=overrides,
-                    memory_snapshot=bool(getattr(args, "memory_snapshot", False)), **chosen)
+                    memory_snapshot=bool(getattr(args, "memory_snapshot", False)), linear=linear, **chosen)
+
+
+def _linear(text: str) -> str:
+    """``--linear`` for the multi-GPU step: bf16 or blockfuse's FP8 layers (torchao's are the single-process
+    benchmark's baseline, not sharded here)."""
+    from blockfuse.bench.block import parse_linear
+
+    try:
+        linear = parse_linear(text)
+    except ValueError as error:
+        raise UsageError(f"--{error}") from None
+    if linear.startswith("torchao"):
+        raise UsageError(f"--linear {text}: with --parallel the Linear layers are bf16 or blockfuse's FP8 ones "
+                         "(fp8:tensorwise, fp8:rowwise, fp8:delayed)")
+    return linear
 
 
 def command(settings: Settings, out: Optional[Path]) -> str:
@@ -189,6 +206,8 @@ def command(settings: Settings, out: Optional[Path]) -> str:
     words += ["--shape", format_shape(settings.shape)]
     if settings.layers is not None:
         words += ["--layers", str(settings.layers)]
+    if settings.linear != "bf16":
+        words += ["--linear", settings.linear]
     words += ["--dtype", settings.dtype, "--providers", ",".join(settings.providers), "--steps", str(settings.steps),
               "--warmup", str(settings.warmup), "--optimizer", settings.optimizer, "--lr", f"{settings.lr:g}",
               "--seed", str(settings.seed)]
@@ -202,5 +221,7 @@ def command(settings: Settings, out: Optional[Path]) -> str:
 
 
 def stem(settings: Settings) -> str:
-    """The file name (no suffix) of a run's results: ``model-NAME-PARALLELS-xN``."""
-    return f"model-{settings.name}-{'_'.join(settings.parallels)}-x{settings.nproc}"
+    """The file name (no suffix) of a run's results: ``model-NAME-PARALLELS-xN`` (``-fp8-RECIPE`` after it with
+    FP8 layers)."""
+    linear = "" if settings.linear == "bf16" else "-" + settings.linear.replace(":", "-").replace("+", "-")
+    return f"model-{settings.name}-{'_'.join(settings.parallels)}-x{settings.nproc}{linear}"

@@ -50,7 +50,9 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
         f"python {meta['python']}",
         f"- blockfuse source digest {meta.get('source_digest')}, git {meta.get('git_commit')}, date {meta['date']}",
         f"- command: `{meta['command']}`",
-        f"- workload: {workload['layers']} layer(s), {shape} ({workload['dtype']}) per data-parallel rank; "
+        f"- workload: {workload['layers']} layer(s), {shape} ({workload['dtype']}"
+        + ("" if workload.get("linear", "bf16") == "bf16" else f"; Linear layers {workload['linear']}")
+        + ") per data-parallel rank; "
         f"{workload['steps']} steps ({workload['warmup']} untimed), {workload['optimizer']} lr {workload['lr']:g}, "
         f"seed {workload['seed']}" + (f"; memory fraction {workload['memory_fraction']:g}"
                                       if workload.get("memory_fraction") else ""),

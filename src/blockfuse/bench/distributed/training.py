@@ -68,7 +68,8 @@ class Work:
         self.dtype = DTYPES[settings.dtype]
 
     def module(self, provider: str, dtype: torch.dtype):
-        """The provider's stack (not yet compiled) on this rank's device, the job's weights, in ``dtype``."""
+        """The provider's stack (not yet compiled) on this rank's device, the job's weights, in ``dtype``, its
+        Linear layers FP8 ones where ``--linear`` says so (``blockfuse.fp8.convert``)."""
         from blockfuse.models import TransformerStack
 
         impl = "fused" if provider.startswith("fused") else "eager"
@@ -76,7 +77,14 @@ class Work:
         with torch.device(self.world.device):
             model = TransformerStack(self.config, self.layers, impl)
         model.load_state_dict(self.state)
-        return model.to(dtype).train()
+        model = model.to(dtype).train()
+        kind, _, recipe = self.settings.linear.partition(":")
+        if kind == "fp8":  # (before the model is sharded: the styles' hooks go on the layers it swaps in)
+            import blockfuse.fp8
+
+            recipe, _, recompute = recipe.partition("+")
+            blockfuse.fp8.convert(model, recipe=recipe, recompute_activation=recompute == "recompute")
+        return model
 
     def batch(self, step: int, data_ranks: int, index: Optional[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Step ``step``'s (input, target): the global batch of ``data_ranks`` per-rank batches (the same on every
