@@ -99,10 +99,13 @@ are separate Linears: no re-layout. The plan (``model.`` prefixes left out; the 
 
 The embedding is split by vocabulary rows and its output reduce-scattered onto the sequence (all-reduced without
 sequence parallelism); the LM head is split by vocabulary rows and its logits gathered whole (Hugging Face's loss
-then runs on them as it is). A model whose embedding and head share their weight (``tie_word_embeddings``), and one
-patched with ``blockfuse.patch(model, loss=True)`` (whose fused loss takes the head's weight as a whole tensor),
-keep the head replicated (and a tied embedding too, its output moved onto the sequence shards without
-communication); the final norm's output is then gathered to a whole plain tensor, as for a model without an LM head.
+then runs on them as it is). A model patched with ``blockfuse.patch(model, loss=True)`` gets the head split by
+vocabulary rows too, without hooks (:class:`VocabularyShardedHead`): its fused loss reads the sharded weight and runs
+vocabulary-parallel (each rank its classes' logits, per-token numbers all-reduced: ``ops/cross_entropy_parallel.py``),
+the final norm's output gathered whole first. A model whose embedding and head share their weight
+(``tie_word_embeddings``) keeps the head replicated (and the embedding too, its output moved onto the sequence shards
+without communication); the final norm's output is then gathered to a whole plain tensor, as for a model without an
+LM head.
 
 The MLP: a ``blockfuse.patch``-ed gated MLP runs as one ``blockfuse.gated_mlp``, which reads the projections'
 weights rather than calling the Linears, so ``ColwiseParallel`` / ``RowwiseParallel`` hooks on them would never run.
@@ -123,9 +126,8 @@ with its own scales and histories, under the same styles (a DTensor input from `
 (``models.fused.fp8_input_recipe``).
 
 Not covered yet: dropout on the sequence-parallel residual stream of a fused block (blockfuse's ops refuse dropout
-on DTensors), 2-D meshes (FSDP2 + TP), a
-vocabulary-parallel fused loss (``loss=True`` keeps the LM head whole on every rank; ``loss_parallel`` on the
-logits is not wired either), SigLIP / SigLIP-2 models, attention that reshapes by the config's head count
+on DTensors), 2-D meshes (FSDP2 + TP), PyTorch's ``loss_parallel`` on an unpatched model's sharded logits
+(they are gathered whole), SigLIP / SigLIP-2 models, attention that reshapes by the config's head count
 (older transformers), and a rule for ``blockfuse::gated_mlp_down_fwd`` / ``_bwd`` on DTensors (the MLP runs on
 local shards instead, see above).
 """
@@ -150,7 +152,7 @@ from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 
 __all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedHeadNorm", "ReplicatedNorm",
-           "SequenceShards", "rank_major_rows", "sharded_rms_norm", "tp_plan"]
+           "SequenceShards", "VocabularyShardedHead", "rank_major_rows", "sharded_rms_norm", "tp_plan"]
 
 # the Hugging Face families tp_plan takes (decoder LMs of Llama's layout: q / k / v / o and gate / up / down Linears;
 # OLMo-2's whole-width QK-norms are sharded with the heads, Qwen3's and Gemma-3's per-head ones replicated). Not
@@ -213,6 +215,7 @@ def _hugging_face_plan(found: list, sequence_parallel: bool) -> dict[str, Parall
     tied = isinstance(head, nn.Module) and getattr(head, "weight", None) is base.embed_tokens.weight
     fused_loss = getattr(getattr(vars(root).get("forward"), "__func__", None), MARK, None) == "loss"
     head_sharded = isinstance(head, nn.Linear) and not tied and not fused_loss
+    vocabulary_loss = isinstance(head, nn.Linear) and not tied and fused_loss
 
     plan: dict[str, ParallelStyle] = {}
     if not tied:
@@ -231,6 +234,8 @@ def _hugging_face_plan(found: list, sequence_parallel: bool) -> dict[str, Parall
         plan[f"{prefix}norm"] = ReplicatedNorm(gather_output=not head_sharded)
     if head_sharded:
         plan[f"{outer}lm_head"] = _ColwiseParallel(input_layouts=layout, output_layouts=Replicate())
+    elif vocabulary_loss:
+        plan[f"{outer}lm_head"] = VocabularyShardedHead()
     return plan
 
 
@@ -544,6 +549,19 @@ class _ColwiseParallel(ColwiseParallel):
     """``ColwiseParallel`` whose output redistribution is waited for (as :class:`_RowwiseParallel`'s)."""
 
     _prepare_output_fn = staticmethod(_RowwiseParallel._prepare_output_fn)
+
+
+class VocabularyShardedHead(ParallelStyle):
+    """The LM head of a model patched with ``blockfuse.patch(model, loss=True)``: its weight (and bias) ``Shard(0)``
+    on the vocabulary, no hooks. The fused loss reads the weight as that DTensor and runs vocabulary-parallel
+    (``ops/cross_entropy_parallel.py``: each rank its own classes' logits, per-token numbers all-reduced, never the
+    weight or the logits gathered), the final norm's output whole on every rank (``patching/loss.py`` hands it over
+    as a ``Replicate()`` DTensor)."""
+
+    def _apply(self, module: nn.Module, mesh) -> nn.Module:
+        for name in ("weight", "bias"):
+            _distribute(module, name, mesh, Shard(0), self.src_data_rank)
+        return module
 
 
 def _apply_child(style: ParallelStyle, parent: ParallelStyle, module: nn.Module, mesh) -> None:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from blockfuse.ops.cross_entropy import linear_cross_entropy
+from blockfuse.ops.sharding import is_dtensor
 from blockfuse.patching.forwards import MARK, CannotPatch, has_hooks, unwrap, wrapped_like
 
 SOFTCAP = "final_logit_softcapping"  # the config attribute of Gemma-2's logit softcap
@@ -80,7 +81,15 @@ def causal_lm_loss(hidden: Tensor, lm_head: nn.Linear, labels: Tensor, *, num_it
 
 
 def _fused_head_loss(head: nn.Linear, hidden: Tensor, target: Tensor, options: dict) -> Tensor:
-    return linear_cross_entropy(hidden, head.weight, target, head.bias, **options)
+    weight = head.weight
+    if not is_dtensor(weight) or is_dtensor(hidden):
+        return linear_cross_entropy(hidden, weight, target, head.bias, **options)
+    # Tensor parallelism: the head sharded on the vocabulary (blockfuse.distributed.VocabularyShardedHead), hidden
+    # the same tokens on every rank (the plan gathers the final norm's output): the vocabulary-parallel loss.
+    from torch.distributed.tensor import DTensor, Replicate
+
+    hidden = DTensor.from_local(hidden, weight.device_mesh, [Replicate()], run_check=False)
+    return linear_cross_entropy(hidden, weight, target, head.bias, **options).to_local()
 
 
 def _as_forward_of(module: nn.Module, function: Callable, *args):
