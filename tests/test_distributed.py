@@ -132,15 +132,22 @@ def _worker(rank, impl):
             for preset, overrides in CASES for sp in (True, False)}
 
 
+@pytest.fixture(scope="module")
+def runs():
+    """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the file's three (the
+    stacks eager and fused, the layout; spawning a pair costs CI's two cores seconds of imports a time)."""
+    return multiprocess.run_each([(_worker, ("eager",)), (_worker, ("fused",)), (_layout_worker, ())], timeout=600)
+
+
 @pytest.mark.parametrize("impl", ["eager", "fused"])
-def test_tensor_parallel_stack_matches_one_process(impl):
+def test_tensor_parallel_stack_matches_one_process(impl, runs):
     """Output, loss, the input's gradient and every parameter's gradient (gathered; a fused packed one in the
     rank-major layout) match one process. The communication is the plan's and no more, forward and backward
     alike: per block one all-gather into attention and one into the MLP and a reduce-scatter out of each
     (sequence parallel: the norms gather nothing), plus the stack's output gathered (its input's gradient in the
     backward); without sequence parallelism one all-reduce out of each. The norms' weight gradients stay
     partial sums until used (here: gathered for the comparison, after the count)."""
-    for rank, results in enumerate(multiprocess.run(_worker, impl, timeout=300)):
+    for rank, results in enumerate(runs(_worker, impl)):
         for case, result in results.items():
             worst = max(result["errors"], key=result["errors"].get)
             assert result["errors"][worst] < 1e-5, f"rank {rank}, {case}: {worst} {result['errors'][worst]:.2e}"
@@ -214,11 +221,11 @@ def _layout_worker(rank):
     return checks
 
 
-def test_packed_weights_are_sharded_head_aligned():
+def test_packed_weights_are_sharded_head_aligned(runs):
     """Rank r's local qkv rows are [its q heads | its k heads | its v heads] (heads r * h / tp on, GQA's kv heads
     likewise), its gate|up rows [its gate rows | its up rows]; the state dict holds the eager names, sharded, and
     loads the eager model's sharded state dict and a full checkpoint (torch.distributed.checkpoint)."""
-    for rank, checks in enumerate(multiprocess.run(_layout_worker, timeout=300)):
+    for rank, checks in enumerate(runs(_layout_worker)):
         failed = [name for name, ok in checks.items() if not ok]
         assert not failed, f"rank {rank}: {failed}"
 

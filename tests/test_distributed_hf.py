@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 
 import pytest
 import torch
@@ -78,13 +79,24 @@ def _qk_norm_worker(rank, impl):
     return results, _sharded_norm_errors(rank, mesh) if impl == "eager" else {}
 
 
+@pytest.fixture(scope="module")
+def runs():
+    """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the file's three (QK-norm
+    eager and fused, and the Hugging Face models where transformers is installed; spawning a pair costs CI's two cores
+    seconds of imports a time)."""
+    cases = [(_qk_norm_worker, ("eager",)), (_qk_norm_worker, ("fused",))]
+    if importlib.util.find_spec("transformers") is not None:
+        cases.append((_hf_worker, ()))
+    return multiprocess.run_each(cases, timeout=600)
+
+
 @pytest.mark.parametrize("impl", ["eager", "fused"])
-def test_qk_norm_under_tensor_parallelism_matches_one_process(impl):
+def test_qk_norm_under_tensor_parallelism_matches_one_process(impl, runs):
     """Output, loss, the input's gradient and every parameter's gradient (the QK-norm weights' included) match one
     process; the communication is the plan's plus one all-reduce per QK-norm (two a layer) in each direction,
     and nothing else (the QK-norm gathers nothing). The sharded norm itself matches the norm of the whole rows
     (fp32 and bf16, both roundings); its weight's gradient is sharded like the weight."""
-    for rank, (results, norm_errors) in enumerate(multiprocess.run(_qk_norm_worker, impl, timeout=300)):
+    for rank, (results, norm_errors) in enumerate(runs(_qk_norm_worker, impl)):
         for case, result in results.items():
             # NOTE: the loss, (out * probe).sum() over 1152 terms of either sign, sums the output's rounding
             # differences (~1e-6 each: the fused reference's QK-norm is the Triton kernel, the sharded one is not)
@@ -229,14 +241,14 @@ def _expected_hf_collectives(family, patch, tied, sequence_parallel) -> dict:
     return {"forward": forward, "backward": backward}
 
 
-def test_hugging_face_models_under_tensor_parallelism_match_one_process():
+def test_hugging_face_models_under_tensor_parallelism_match_one_process(runs):
     """The loss, the logits (where made) and every parameter's gradient match one process. Sharded: the
     attention and MLP projections (q, k, v, gate, up on their rows, o and down on their columns), OLMo-2's
     QK-norm weights, and the embedding and LM head on the vocabulary unless tied (or the head fused with the loss).
     The communication is the plan's and no more (the norms gather nothing). And Qwen3's replicated per-head QK-norm
     weights through two optimizer steps (:func:`_qwen3_steps`)."""
     pytest.importorskip("transformers")
-    for rank, (results, (placements, step_errors)) in enumerate(multiprocess.run(_hf_worker, timeout=300)):
+    for rank, (results, (placements, step_errors)) in enumerate(runs(_hf_worker)):
         # Qwen3's per-head QK-norm weights stay whole on every rank; their gradient comes back Partial (each rank's
         # heads' share) and the optimizer step and the gradient clipping reduce it: every weight after two steps as
         # one process's (a gradient left unreduced would be a rank's share: errors of the size of a step)

@@ -15,14 +15,29 @@ from blockfuse.cli import main
 from tests.helpers import use_few_timed_calls
 
 
+# What the stand-in compile-time probe of ``full_run`` answers (seconds), to find in the report.
+PROBED_TIMES = {"compile_cold_s": 12.5, "compile_warm_s": 2.5}
+
+
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
+    """(exit code, output folder, what it printed, the compile-time probes asked for as (block settings, provider)).
+    NOTE: the compile-time probe (``block.compile_times``: two new processes compiling the block, about 28 s on CI) is
+    a stand-in that notes its call and answers PROBED_TIMES: tests/bench/test_block.py's
+    test_compile_times_cold_and_warm_of_chosen_providers runs the real one; here the point is which providers the
+    report probes and where their times land."""
     out = tmp_path_factory.mktemp("report")
-    printed = io.StringIO()
+    printed, probed = io.StringIO(), []
+
+    def compile_times(settings, provider):
+        probed.append((settings, provider))
+        return dict(PROBED_TIMES)
+
     with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as monkeypatch:
         use_few_timed_calls(monkeypatch)
+        monkeypatch.setattr(block, "compile_times", compile_times)
         code = main(["report", "--quick", "--device", "cpu", "--out", str(out)])
-    return code, out, printed.getvalue()
+    return code, out, printed.getvalue(), probed
 
 
 def _cheap(monkeypatch):
@@ -58,7 +73,7 @@ def broken_analysis_run(tmp_path_factory):
 
 
 def test_report_writes_every_part(full_run):
-    code, out, printed = full_run
+    code, out, printed, probed = full_run
     assert code == 0, printed
     for name in ("report.md", "report.json", "analyze-reordered.json", "analyze-reordered.md", "block-reordered.json",
                  "block-reordered.md", "block-reordered.png", "model-te-4layer.json", "model-te-4layer.md",
@@ -87,6 +102,11 @@ def test_report_writes_every_part(full_run):
     assert all("error" not in r and r["ms"] > 0 for r in blocks["records"])
     timed = {r["provider"] for r in blocks["records"] if "compile_cold_s" in r}
     assert timed == {"compile:default"}  # the compile-mode table's compiled providers that run on the CPU
+    assert [provider for _, provider in probed] == ["compile:default"]  # once, after the timings
+    settings = probed[0][0]
+    assert (settings.name, settings.shape, settings.layers) == ("reordered", report_parts.CPU_SHAPE, 1)
+    assert all(r[key] == value for r in blocks["records"] if r["provider"] == "compile:default"
+               for key, value in PROBED_TIMES.items())
     assert "--compile-times compile:default" in blocks["meta"]["command"]
 
     surgical = parts["surgical"]["result"]
@@ -105,7 +125,7 @@ def test_report_writes_every_part(full_run):
 
 
 def test_report_ends_with_a_verdict_and_keeps_the_targets_in_the_json(full_run):
-    _, out, printed = full_run
+    _, out, printed, _ = full_run
     markdown = (out / "report.md").read_text()
     document = json.loads((out / "report.json").read_text())
     sections = [line for line in markdown.splitlines() if line.startswith("## ")]
@@ -148,7 +168,7 @@ def test_targets_are_shown_when_asked_for(broken_analysis_run):
 
 
 def test_report_markdown_stitches_the_parts(full_run):
-    _, out, _ = full_run
+    _, out, _, _ = full_run
     markdown = (out / "report.md").read_text()
     for text in ("# blockfuse report", "- card: **CPU", "torch ", "triton ", "- command: `blockfuse report --quick",
                  "## Parts", "## 1. compile analysis of `reordered`", "graph breaks: **0**",
@@ -159,10 +179,13 @@ def test_report_markdown_stitches_the_parts(full_run):
                  "(model-te-4layer.json)", "(analyze-reordered.md)", "(ops-rotary.json)"):
         assert text in markdown, text
     assert "**failed**" not in markdown and "blockfuse failed" not in markdown
+    compile_modes = markdown[markdown.index("### Compile modes"):]
+    row = next(line for line in compile_modes.splitlines() if line.startswith("| compile:default | "))
+    assert row.endswith("| 12.5 | 2.5 |"), row  # the probe's cold and warm seconds (PROBED_TIMES)
 
 
 def test_report_says_what_the_cpu_skips(full_run):
-    _, out, printed = full_run
+    _, out, printed, _ = full_run
     markdown = (out / "report.md").read_text()
     document = json.loads((out / "report.json").read_text())
     assert "## Skipped" in markdown and document["skipped"]

@@ -438,16 +438,19 @@ def test_an_input_kept_for_free_is_kept_not_its_cast(recompute, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("activation, shape, hidden", [
-    ("swiglu", (3, 13, 64), 48), ("gelu_tanh", (37, 64), 80), ("geglu", (16, 32), 24),
-    # real models' FFN widths (SigLIP-2's 4304, Llama-3-8B's 14336), few rows
-    ("gelu_tanh", (21, 48), 4304), ("swiglu", (5, 32), 14336)])
-def test_cast_again_is_the_outputs_cast(activation, shape, hidden, device):
+@pytest.mark.parametrize("activation, shape, hidden, whole_life", [
+    ("swiglu", (3, 13, 64), 48, True), ("gelu_tanh", (37, 64), 80, True), ("geglu", (16, 32), 24, True),
+    # real models' FFN widths (SigLIP-2's 4304, Llama-3-8B's 14336), few rows: the cast itself (NOTE below)
+    ("gelu_tanh", (21, 48), 4304, False), ("swiglu", (5, 32), 14336, False)])
+def test_cast_again_is_the_outputs_cast(activation, shape, hidden, whole_life, device):
     """``cast_again(y, amax)()``: y^T's tensorwise e4m3 cast and scale, padded to 16 rows, from the pre-activation
     the node keeps (the activation computed again and cast in one pass): what casting y itself gives, bit for bit in
     the interpreter (on a GPU the two kernels' arithmetic may contract differently: within one FP8 step of the
     values); after the layer's backward, a clear error; None for a tensor that is not such an output, and for a
-    layer that keeps no pre-activation (``recompute=True``)."""
+    layer that keeps no pre-activation (``recompute=True``).
+    NOTE: the last two (``whole_life``) at the narrow widths only: what the node keeps and when it lets go of it
+    does not depend on the width (ops/fp8_act.py, _Fp8LinearActFunction), and at 14336 the backward and the second
+    forward were 8 of the test's 14 s in the interpreter."""
     x, weight, bias = layer(shape, hidden, activation, torch.bfloat16, device, seed=110)
     leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
     y, amax = fp8_linear_act(*leaves, activation)
@@ -461,6 +464,8 @@ def test_cast_again_is_the_outputs_cast(activation, shape, hidden, device):
     else:
         assert torch.equal(yt.view(torch.uint8), want_t.view(torch.uint8))
     assert fp8_act.cast_again(y * 2, amax) is None and fp8_act.cast_again(x, amax) is None
+    if not whole_life:
+        return
     y.sum().backward()
     with pytest.raises(RuntimeError, match="after the layer's backward"):
         again()
