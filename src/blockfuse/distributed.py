@@ -149,7 +149,14 @@ from blockfuse.models.blocks import TransformerBlock, TransformerStack
 from blockfuse.models.eager import Attention, FeedForward
 from blockfuse.models.fused import FusedAttention, FusedFeedForward
 from blockfuse.patching.families import Family, family_of, roots
+from blockfuse.ops.sharding import register_sharding_rules
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
+
+# NOTE: the launcher ops' DTensor rules, registered now: eagerly the first DTensor call registers them
+# (ops/launch.Launcher), but a stack compiled before any eager call traces its ops on DTensors first, and DTensor
+# refused them ("blockfuse.norm_fwd.default does not have a sharding strategy registered": a fused stack under tp_plan
+# and torch.compile, CPU, aot_eager). This module imports torch.distributed anyway.
+register_sharding_rules()
 
 __all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedHeadNorm", "ReplicatedNorm",
            "SequenceShards", "VocabularyShardedHead", "rank_major_rows", "sharded_rms_norm", "tp_plan"]

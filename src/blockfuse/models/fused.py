@@ -317,7 +317,7 @@ class FusedAttention(_FP32Tables, _StackedLinear):
                 x_proxy: Optional[Tensor] = None, x_amax: Optional[Tensor] = None,
                 x_cast=None) -> Tensor:  # x: (batch, seq, d)
         if (torch.compiler.is_compiling() and isinstance(self.o_proj, Float8Linear)
-                and self.o_proj.recipe in ("delayed", "tensorwise")):
+                and self.o_proj.recipe in ("delayed", "tensorwise") and not is_dtensor(self.o_proj.weight)):
             # Traced, the output projection keeps nothing of its input but its 0-d scale: its weight gradient casts
             # attention's output (which attention keeps for its backward) again with it, as eagerly (fp8.Recast;
             # eagerly blockfuse's saved-tensor hooks tell the layer that its input is kept anyway).
@@ -382,7 +382,9 @@ class FusedFeedForward(_StackedLinear):
         activation's output for the down projection's backward (tokens x hidden, as eager does), so the FP8
         MLP trades the fused MLP's recomputation (its memory saving) for FP8 GEMMs."""
         mlp = self.config.mlp
-        traced = torch.compiler.is_compiling() or tracing()
+        # (traced, the forms below that read a layer's weight themselves; not under tensor parallelism, where the layers
+        # run their GEMMs on their local shards: Float8Linear._forward_sharded)
+        traced = (torch.compiler.is_compiling() or tracing()) and not is_dtensor(inner.weight)
         if x_scale is None and _tensorwise_pair(inner, outer) and use_triton(x):
             # Both layers tensorwise: the activation kernels fold the amaxes their casts need (ops/fp8_act.py):
             # the activation's, for the down projection's cast, and in the backward the pre-activation
