@@ -39,6 +39,16 @@ def _models(preset, overrides, impl, recipe, device):
     return model, fp8, x, mask
 
 
+@pytest.fixture(scope="module")
+def runs():
+    """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the whole file (spawning a
+    pair costs CI's two cores seconds of imports a time). The compiled stack first: it checks what a process that has
+    run nothing on DTensors eagerly finds when it traces."""
+    cases = [(_compiled_worker, ()), (_worker, ("eager",)), (_worker, ("fused",)), (_convert_after_worker, ())]
+    cases += [(_layer_worker, (recipe,)) for recipe in ("tensorwise", "rowwise", "delayed")]
+    return multiprocess.run_each(cases, timeout=600)
+
+
 def _case(rank, mesh, preset, overrides, impl, recipe, sequence_parallel):
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
@@ -110,12 +120,12 @@ def _worker(rank, impl):
 
 
 @pytest.mark.parametrize("impl", ["eager", "fused"])
-def test_fp8_stack_under_tensor_parallelism_matches_one_process(impl):
+def test_fp8_stack_under_tensor_parallelism_matches_one_process(impl, runs):
     """Two ranks' FP8 stack is as close to the fp32 model as one process's: output, x's gradient and every
     parameter's, each within 3x the one-process run's error + 0.02 (each tensor's error is FP8's noise at this size:
     5-30% of its largest element, either run up to 2.4x the other's on single tensors), 1.5x in their geometric mean;
     and it is an FP8 run (one-process error > 1%) that is not the one-process run (the shards' own scales)."""
-    for rank, results in enumerate(multiprocess.run(_worker, impl, timeout=300)):
+    for rank, results in enumerate(runs(_worker, impl)):
         for case, result in results.items():
             assert result["fp8 layers"] > 0 and result["sharded layers"] == result["fp8 layers"], (case, result)
             ratios = []
@@ -233,11 +243,11 @@ def _layer_worker(rank, recipe):
 
 
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed"])
-def test_fp8_layer_shards_run_the_one_process_gemms_on_their_shards(recipe):
+def test_fp8_layer_shards_run_the_one_process_gemms_on_their_shards(recipe, runs):
     """Each rank's FP8 GEMMs are fp8_linear's on its shard, bit for bit, column- and row-parallel and in the local
     form; the summed parts (the row-parallel output, the column-parallel x gradient) equal the one-process sums
     within a bf16 rounding of the sum."""
-    for rank, checks in enumerate(multiprocess.run(_layer_worker, recipe, timeout=300)):
+    for rank, checks in enumerate(runs(_layer_worker, recipe)):
         for name, err in checks.items():
             limit = 8e-3 if name in ("rowwise output", "colwise x grad") else 0.0
             assert err <= limit, (rank, recipe, name, err)
@@ -258,9 +268,9 @@ def _convert_after_worker(rank):
     return "no error"
 
 
-def test_convert_after_parallelizing_raises():
+def test_convert_after_parallelizing_raises(runs):
     """The styles' hooks are on the Linear: a Float8Linear swapped in afterwards would run without them."""
-    for message in multiprocess.run(_convert_after_worker, timeout=120):
+    for message in runs(_convert_after_worker):
         assert "0's weight is a DTensor" in message and "convert the model first" in message, message
 
 
@@ -290,12 +300,12 @@ def _compiled_worker(rank):
     return results
 
 
-def test_compiled_fused_stack_under_tensor_parallelism_equals_eager():
+def test_compiled_fused_stack_under_tensor_parallelism_equals_eager(runs):
     """Compiled before any eager call, a tensor-parallel fused stack's ops find their DTensor rules (registered when
     blockfuse.distributed is imported: lazily, at the first eager DTensor call, they were missing while Dynamo traced:
     "blockfuse.norm_fwd.default does not have a sharding strategy registered"), and its FP8 MLP takes the layers'
     sharded path (the traced forms that read a layer's weight themselves met a DTensor: "_scaled_mm got mixed
     torch.Tensor and DTensor"). Output and x gradient equal to eager's, bit for bit."""
-    for rank, results in enumerate(multiprocess.run(_compiled_worker, timeout=300)):
+    for rank, results in enumerate(runs(_compiled_worker)):
         for name, differences in results.items():
             assert differences == [0.0, 0.0], (rank, name, differences)
