@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 import traceback
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -101,11 +102,31 @@ def _each(rank: int, cases) -> dict:
     return outcomes
 
 
-def run_each(cases, timeout: float = 300.0):
+def run_each(cases, timeout: float = 300.0, *, once: Optional[tuple] = None):
     """Every ``(worker, args)`` of ``cases`` in one set of WORLD processes (spawning them costs a 2-core CI
     machine seconds of imports, about as much as a small case); returns ``result(worker, *args)``: that case's
-    return values by rank, or an AssertionError with the traceback of each rank where it raised."""
-    by_rank = run(_each, list(cases), timeout=timeout)
+    return values by rank, or an AssertionError with the traceback of each rank where it raised.
+
+    ``once``: ``(name, tmp_path_factory)`` for a module fixture whose tests pytest-xdist may hand to several workers
+    (it splits a file's tests where its batches end: the FP8 tensor-parallel file's pair of processes ran on both of
+    CI's workers, 98 and 99 s each): the first worker to ask runs the cases, the others wait on a lock and read its
+    results (pytest-xdist's recipe for a fixture made once: a file beside the workers' temporary folders)."""
+    if once is None or "PYTEST_XDIST_WORKER" not in os.environ:
+        by_rank = run(_each, list(cases), timeout=timeout)
+    else:
+        import fcntl
+        import pickle
+
+        name, tmp_path_factory = once
+        shared = tmp_path_factory.getbasetemp().parent  # (this run's, above each worker's own)
+        path = shared / f"{name}.pickle"
+        with open(shared / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                by_rank = pickle.loads(path.read_bytes())
+            else:
+                by_rank = run(_each, list(cases), timeout=timeout)
+                path.write_bytes(pickle.dumps(by_rank))
 
     def result(worker, *args) -> list:
         outcomes = [ranks[_key(worker, args)] for ranks in by_rank]

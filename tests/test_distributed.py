@@ -133,10 +133,11 @@ def _worker(rank, impl):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(tmp_path_factory):
     """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the file's three (the
     stacks eager and fused, the layout; spawning a pair costs CI's two cores seconds of imports a time)."""
-    return multiprocess.run_each([(_worker, ("eager",)), (_worker, ("fused",)), (_layout_worker, ())], timeout=600)
+    return multiprocess.run_each([(_worker, ("eager",)), (_worker, ("fused",)), (_layout_worker, ())], timeout=600,
+                                 once=("test_distributed", tmp_path_factory))
 
 
 @pytest.mark.parametrize("impl", ["eager", "fused"])

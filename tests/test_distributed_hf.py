@@ -80,14 +80,14 @@ def _qk_norm_worker(rank, impl):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(tmp_path_factory):
     """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the file's three (QK-norm
     eager and fused, and the Hugging Face models where transformers is installed; spawning a pair costs CI's two cores
     seconds of imports a time)."""
     cases = [(_qk_norm_worker, ("eager",)), (_qk_norm_worker, ("fused",))]
     if importlib.util.find_spec("transformers") is not None:
         cases.append((_hf_worker, ()))
-    return multiprocess.run_each(cases, timeout=600)
+    return multiprocess.run_each(cases, timeout=600, once=("test_distributed_hf", tmp_path_factory))
 
 
 @pytest.mark.parametrize("impl", ["eager", "fused"])

@@ -119,11 +119,11 @@ patched (or patched around projections that are not plain Linears) gets the eage
 the MLP's forward is), and do not ``blockfuse.unpatch`` a planned model: the MLP's own forward would then meet
 weights laid out for the patched one, and ``q_norm`` / ``k_norm`` stay sharded (unpatch warns).
 
-FP8 Linear layers (``blockfuse.fp8.convert``, before planning: it refuses a sharded layer): a :class:`~blockfuse.nn.fp8.Float8Linear`
-whose weight the plan shards runs its three GEMMs on the local shards (``Float8Linear._forward_sharded``), each rank
-with its own scales and histories, under the same styles (a DTensor input from ``ColwiseParallel`` /
-``RowwiseParallel``, or a fused MLP's plain local input); a fused block's norms then hand the layers no FP8 output
-(``models.fused.fp8_input_recipe``).
+FP8 Linear layers (``blockfuse.fp8.convert``, before planning: it refuses a sharded layer): a
+:class:`~blockfuse.nn.fp8.Float8Linear` whose weight the plan shards runs its three GEMMs on the local shards
+(``Float8Linear._forward_sharded``), each rank with its own scales and histories, under the same styles (a DTensor
+input from ``ColwiseParallel`` / ``RowwiseParallel``, or a fused MLP's plain local input); a fused block's norms then
+hand the layers no FP8 output (``models.fused.fp8_input_recipe``).
 
 Not covered yet: dropout on the sequence-parallel residual stream of a fused block (blockfuse's ops refuse dropout
 on DTensors), 2-D meshes (FSDP2 + TP), PyTorch's ``loss_parallel`` on an unpatched model's sharded logits

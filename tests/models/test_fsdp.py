@@ -83,9 +83,10 @@ RUNS = (("standard", False), ("reordered", False), ("standard", True), ("standar
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(tmp_path_factory):
     """``runs(preset, mixed)``: that run's results by rank, from the one run of all three."""
-    result = multiprocess.run_each([(_worker, run) for run in RUNS], timeout=600)
+    result = multiprocess.run_each([(_worker, run) for run in RUNS], timeout=600,
+                                   once=("test_fsdp", tmp_path_factory))
     return lambda *run: result(_worker, *run)
 
 

@@ -15,8 +15,7 @@ from torch.nn.utils import parametrize
 
 from blockfuse.ops.fp8 import (
     HISTORY_LEN, LINEAR_RECIPES, RECIPES, Float8Scaling, carry_weight_cache, checked_scaling, clear_weight_cache,
-    dequantize, fp8_linear,
-    fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
+    dequantize, fp8_linear, fp8_linear_quantized, fp8_linear_ref, fp8_supported, quantize, quantize_ref,
 )
 from blockfuse.ops.fp8_act import fp8_linear_act, fp8_linear_act_ref
 from blockfuse.ops.fp8_weights import cast_weights as _cast_weights
@@ -186,7 +185,8 @@ class Float8Linear(nn.Linear):
                                       f"mesh; tensor parallelism takes Shard(0) (column-parallel) or Shard(1) "
                                       f"(row-parallel) on a 1-D mesh")
         w = weight.to_local()
-        if self.weight_cache and not torch.compiler.is_compiling():  # (the casts kept on the local tensor, which outlives the view w: carried both ways)
+        if self.weight_cache and not torch.compiler.is_compiling():
+            # (the casts kept on the local tensor, which outlives each call's view w of it: carried there and back)
             carry_weight_cache(weight._local_tensor, w)
             try:
                 return self._forward_local_shard(x, w, x_scale, proxy, x_amax, activation, x_cast)
@@ -212,7 +212,8 @@ class Float8Linear(nn.Linear):
             raise ValueError("Float8Linear: under tensor parallelism with a DTensor input the layer takes x alone "
                              "(no x_scale, proxy, x_amax, activation or x_cast)")
         want = Replicate() if colwise else Shard(x.dim() - 1)
-        if x.device_mesh != mesh or tuple(x.placements) not in ((want,), (Shard(-1),) if not colwise else ()):
+        placed = tuple(x.placements)
+        if x.device_mesh != mesh or not (placed == (want,) or not colwise and placed == (Shard(-1),)):
             raise ValueError(f"Float8Linear: a {'column' if colwise else 'row'}-parallel layer takes x placed "
                              f"({want},) on its weight's mesh, got {tuple(x.placements)}")
         if colwise:
