@@ -23,8 +23,8 @@ export NCCL_NVLS_ENABLE=0
 python3 -m blockfuse env > "$OUT/env.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.draw --format=csv >> "$OUT/env.log" 2>&1
 
-echo "== tests (timeout ${TESTS_TIMEOUT:-200} s)"
-timeout -k 20 -s INT "${TESTS_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider tests/test_distributed_fp8.py \
+echo "== tests (timeout ${TESTS_TIMEOUT:-180} s)"
+timeout -k 20 -s INT "${TESTS_TIMEOUT:-180}" python3 -m pytest -q -p no:cacheprovider tests/test_distributed_fp8.py \
     tests/test_distributed.py tests/models/test_fsdp.py > "$OUT/tests.log" 2>&1
 echo "tests exit $?" | tee -a "$OUT/tests.log"
 tail -3 "$OUT/tests.log"
@@ -32,8 +32,8 @@ tail -3 "$OUT/tests.log"
 run() {  # run NAME ARGS...: one benchmark, its own log and timeout (SIGINT, then SIGKILL 20 s later)
     local name=$1
     shift
-    echo "== $name: blockfuse bench model $* --out $OUT/$name (timeout ${BENCH_TIMEOUT:-90} s)"
-    timeout -k 20 -s INT "${BENCH_TIMEOUT:-90}" python3 -m blockfuse bench model "$@" --out "$OUT/$name" \
+    echo "== $name: blockfuse bench model $* --out $OUT/$name (timeout ${BENCH_TIMEOUT:-120} s)"
+    timeout -k 20 -s INT "${BENCH_TIMEOUT:-120}" python3 -m blockfuse bench model "$@" --out "$OUT/$name" \
         > "$OUT/$name.log" 2>&1
     echo "$name exit $?" | tee -a "$OUT/$name.log"
     tail -2 "$OUT/$name.log"
