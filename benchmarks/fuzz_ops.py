@@ -3,7 +3,7 @@
 
 Run (one process, the interpreter must be on or CPU calls silently take the references):
 
-    TRITON_INTERPRET=1 python benchmarks/fuzz_ops.py [--groups norm,gelu,fp8,gated,bda,rotary,mlp,ce,edge,bad]
+    TRITON_INTERPRET=1 python benchmarks/fuzz_ops.py [--groups norm,gelu,fp8,gated,bda,rotary,mlp,ce,edge,linear,bad]
                                                      [--seed 0] [--limit N] [--out fuzz-results.json]
 
 The rule (tests/helpers.py, ``assert_close_to_reference``): every output and every input gradient of the fused op
@@ -19,7 +19,7 @@ in the results can be rerun on its own:
     TRITON_INTERPRET=1 python -c "import sys; sys.path.insert(0, 'benchmarks'); import fuzz_ops as f; \
         print(f.run_case('norm', {...}))"
 
-(From the repository root. About 15 minutes a seed on a 2-core CPU; results: benchmarks/results/fuzz-2026-12-04-cpu/.)
+(From the repository root. About 15 minutes a seed on a 2-core CPU; results: benchmarks/results/fuzz/.)
 """
 
 from __future__ import annotations
@@ -1155,6 +1155,93 @@ def run_bad():
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# fp8_linear (group "linear"): the FP8 GEMMs of a linear layer, forward and backward, every recipe
+# ----------------------------------------------------------------------------------------------------------------
+
+LINEAR_SIZES = [16, 48, 64, 80, 112, 144, 208, 272, 576, 1152]  # multiples of 16 (what FP8 GEMMs take)
+
+
+def run_linear(p):
+    """``fp8_linear`` against float64 within the tests' elementwise FP8 bounds (tests/ops/test_fp8.py: the operands'
+    quantization errors carried through the GEMMs, plus the output's rounding), forward and both gradients, and
+    against ``fp8_linear_ref`` (the same quantized operands) within its tolerance. Delayed scaling: two calls on the
+    same operands, the second checked (its scales are the first call's amaxes, as the bounds assume)."""
+    from blockfuse.ops.fp8 import Float8Scaling, fp8_linear, fp8_linear_ref
+    from tests.ops.test_fp8 import (
+        forward_bound, gradient_bounds, reference_tolerance as linear_tolerance, wide_range,
+    )
+
+    c = Case()
+    dtype = DTYPES[p["dtype"]]
+    shape = (*p["lead"], p["k"])
+    n, seed = p["n"], p["seed"]
+    if p["values"] == "wide":  # many binades, some under FP8's normal range after scaling
+        x = wide_range(shape, torch.float32, seed=seed).to(dtype)
+    else:
+        x = rand(shape, dtype, seed, scale=p["scale"])
+    weight = rand((n, p["k"]), dtype, seed + 1, scale=p["k"] ** -0.5)
+    bias = rand((n,), dtype, seed + 2, scale=0.1) if p["bias"] else None
+    x = as_layout(x, p["x_layout"])
+    dy = rand((*p["lead"], n), dtype, seed + 3)
+    recipe = p["recipe"]
+    scaling = (Float8Scaling.new(16, "cpu"), Float8Scaling.new(16, "cpu")) if recipe == "delayed" else None
+    before = snapshot(x, weight, bias)
+    for _ in range(2 if recipe == "delayed" else 1):
+        leaves_ = [None if t is None else t.detach().clone().requires_grad_() for t in (x, weight, bias)]
+        leaves_[0] = as_layout(x.detach().clone(), p["x_layout"]).requires_grad_() if p["x_layout"] != "contiguous" \
+            else leaves_[0]
+        states = None if scaling is None else tuple(Float8Scaling(*state) for state in scaling)
+        y = fp8_linear(leaves_[0], leaves_[1], leaves_[2], recipe=recipe, fp8_scaling=states)
+        y.backward(dy)
+    c.expect(unchanged(before, [x, weight, bias]), "an input was modified")
+    c.expect(y.dtype == dtype and tuple(y.shape) == (*p["lead"], n), f"y: {y.dtype} {tuple(y.shape)}")
+    bound_recipe = "tensorwise" if recipe == "delayed" else recipe
+    exact = [None if t is None else t.detach().double().requires_grad_() for t in (x, weight, bias)]
+    y64 = F.linear(*exact)
+    y64.backward(dy.double())
+    x2, dy2 = x.reshape(-1, p["k"]), dy.reshape(-1, n)
+    checks = [("output", y, y64, forward_bound(x, weight, bias, bound_recipe, dtype))]
+    dx_bound, dw_bound = gradient_bounds(x2, weight, dy2, bound_recipe)
+    checks += [("x grad", leaves_[0].grad.reshape(-1, p["k"]), exact[0].grad.reshape(-1, p["k"]), dx_bound),
+               ("weight grad", leaves_[1].grad, exact[1].grad, dw_bound)]
+    for name, ours, truth, bound in checks:
+        if ours is None or tuple(ours.shape) != tuple(truth.shape):
+            c.expect(False, f"{name}: {None if ours is None else tuple(ours.shape)} vs {tuple(truth.shape)}")
+            continue
+        worst = ((ours.double() - truth.detach()).abs() / bound).max().item()
+        c.expect(bool(torch.isfinite(ours).all()), f"{name}: NaN or inf")
+        c.expect(worst <= 1.0, f"{name} ({recipe}, {p['dtype']}): error {worst:.3f}x its FP8 bound")
+        c.comparisons.append(dict(name=f"{name} / FP8 bound", dtype=p["dtype"], ours=worst, torch=float("nan"),
+                                  tol=1.0, factor=float("nan"), floor=float("nan"), ok=worst <= 1.0))
+    if bias is not None:
+        db = leaves_[2].grad
+        rel = relative_error(db, exact[2].grad)
+        c.expect(rel < 2 * {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype] + 1e-6,
+                 f"bias grad: rel err {rel:.3e}")
+    if recipe != "delayed":
+        with torch.no_grad():
+            reference = fp8_linear_ref(x, weight, bias, recipe=recipe)
+        rel = relative_error(y.detach(), reference)
+        tol = linear_tolerance(recipe, dtype, "cpu")
+        c.expect(rel < tol, f"output vs fp8_linear_ref: rel err {rel:.3e} (tol {tol:.1e})")
+    return c
+
+
+def gen_linear(rng):
+    cases = []
+    for k in LINEAR_SIZES:
+        for recipe in ("tensorwise", "rowwise", "delayed"):
+            dt = rng.choice(["fp32", "bf16", "fp16"])
+            cases.append(dict(k=k, n=rng.choice(LINEAR_SIZES), recipe=recipe, dtype=dt,
+                              lead=rng.choice(LEADS + [(199,), (1, 33)]), seed=rng.randrange(10**6),
+                              bias=rng.random() < 0.7,
+                              x_layout=rng.choice(["contiguous", "slice", "transposed"]),
+                              values=rng.choice(["plain", "plain", "wide"]),
+                              scale=rng.choice([1.0, 1e-3, 300.0])))
+    return cases
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -1168,10 +1255,13 @@ GROUPS = {
     "mlp": (gen_mlp, run_mlp),
     "ce": (gen_ce, run_ce),
     "edge": (gen_edge, run_edge),
+    "linear": (gen_linear, run_linear),
 }
 
 
 def op_name(group, p):
+    if group == "linear":
+        return f"fp8_linear {p['recipe']}"
     if group in ("norm", "gelu", "fp8", "mlp"):
         return p["op"] + (" fp8" if group == "fp8" else "")
     if group == "gated":
@@ -1203,7 +1293,7 @@ def run_case(group, params):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", default="norm,gelu,fp8,gated,bda,rotary,mlp,ce,edge,bad")
+    parser.add_argument("--groups", default="norm,gelu,fp8,gated,bda,rotary,mlp,ce,edge,linear,bad")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="fuzz-results.json")
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases a group (0: all)")
