@@ -1,7 +1,7 @@
 """Test configuration shared by every test file.
 
 * ``@pytest.mark.gpu`` tests are skipped ("needs CUDA") when no CUDA device is present;
-* ``@pytest.mark.long`` tests (minutes on CI's two cores) are collected first;
+* ``@pytest.mark.long`` tests (minutes on CI's two cores, or a pair of processes for a minute) are collected first;
 * the ``requires_triton`` fixture skips a test unless ops on CPU tensors run the Triton kernels
   (in the interpreter: ``TRITON_INTERPRET=1`` must be set before Python starts);
 * the ``device`` fixture is ``"cuda"`` when available, else ``"cpu"``.

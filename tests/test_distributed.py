@@ -13,6 +13,9 @@ import torch
 
 from tests import multiprocess
 
+# (two processes a minute or more between them: started first, not left to the end of CI's run; tests/conftest.py)
+pytestmark = pytest.mark.long
+
 SHAPE = (2, 9, 64)  # an odd sequence: sequence-parallel shards of 5 and 4 tokens
 TINY = {"d_model": 64, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 96, "dropout": 0.0}
 # (preset, overrides): pre-norm LayerNorm with biases; reordered RMSNorm without biases; an encoder (GELU MLP,

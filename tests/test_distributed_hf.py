@@ -18,6 +18,9 @@ import pytest
 import torch
 
 from tests import multiprocess
+
+# (two processes a minute or more between them: started first, not left to the end of CI's run; tests/conftest.py)
+pytestmark = pytest.mark.long
 from tests.test_distributed import _case, _collectives, collective_counter
 
 # (preset, overrides, sequence_parallel): OLMo-2's block (reordered, RMSNorm with the weight in fp32, QK-norm, no
