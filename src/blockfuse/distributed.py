@@ -95,7 +95,8 @@ are separate Linears: no re-layout. The plan (``model.`` prefixes left out; the 
                                                      colwise, o_proj rowwise), q_norm / k_norm head-sharded
     "layers.*.mlp"          FeedForwardParallel()    as below
     "norm"                  ReplicatedNorm()
-    "lm_head"               ColwiseParallel(input_layouts=Shard(1) | Replicate(), output_layouts=Replicate())
+    "lm_head"               ColwiseParallel(input_layouts=Shard(1) | Replicate(), output_layouts=Replicate()),
+                            or VocabularyShardedHead() for a model patched with loss=True
 
 The embedding is split by vocabulary rows and its output reduce-scattered onto the sequence (all-reduced without
 sequence parallelism); the LM head is split by vocabulary rows and its logits gathered whole (Hugging Face's loss
@@ -148,8 +149,8 @@ import blockfuse.nn
 from blockfuse.models.blocks import TransformerBlock, TransformerStack
 from blockfuse.models.eager import Attention, FeedForward
 from blockfuse.models.fused import FusedAttention, FusedFeedForward
-from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.ops.sharding import register_sharding_rules
+from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 
 # NOTE: the launcher ops' DTensor rules, registered now: eagerly the first DTensor call registers them
