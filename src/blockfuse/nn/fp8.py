@@ -184,23 +184,23 @@ class Float8Linear(nn.Linear):
             raise NotImplementedError(f"Float8Linear: a weight placed {tuple(weight.placements)} on a {mesh.ndim}-D "
                                       f"mesh; tensor parallelism takes Shard(0) (column-parallel) or Shard(1) "
                                       f"(row-parallel) on a 1-D mesh")
+        colwise = placement == Shard(0)
         w = weight.to_local()
         if self.weight_cache and not torch.compiler.is_compiling():
             # (the casts kept on the local tensor, which outlives each call's view w of it: carried there and back)
             carry_weight_cache(weight._local_tensor, w)
             try:
-                return self._forward_local_shard(x, w, x_scale, proxy, x_amax, activation, x_cast)
+                return self._forward_local_shard(x, w, colwise, x_scale, proxy, x_amax, activation, x_cast)
             finally:
                 carry_weight_cache(w, weight._local_tensor)
-        return self._forward_local_shard(x, w, x_scale, proxy, x_amax, activation, x_cast)
+        return self._forward_local_shard(x, w, colwise, x_scale, proxy, x_amax, activation, x_cast)
 
-    def _forward_local_shard(self, x, w, x_scale, proxy, x_amax, activation, x_cast):
-        """:meth:`_forward_sharded` past its checks, ``w`` the weight's local shard."""
+    def _forward_local_shard(self, x, w, colwise, x_scale, proxy, x_amax, activation, x_cast):
+        """:meth:`_forward_sharded` past its checks, ``w`` the weight's local shard (``colwise``: placed Shard(0))."""
         from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
         weight, bias = self.weight, self.bias
         mesh = weight.device_mesh
-        colwise = weight.placements[0] == Shard(0)
         if not fp8_supported(w.shape[1], w.shape[0]):
             raise ValueError(f"Float8Linear: this rank's shard of the weight is {tuple(w.shape)} (the whole "
                              f"{tuple(weight.shape)} over {mesh.size()} ranks); FP8 GEMMs need both sizes multiples "

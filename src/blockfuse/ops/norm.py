@@ -1677,7 +1677,7 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
     pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
     (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes effect."""
-    if activation and 0 < ACT_BWD_CHUNKS_FROM_LANES <= n:
+    if act_chunked(n, activation):
         return Tile(1, ACT_BWD_CHUNK_LANES, cdiv(n, ACT_BWD_CHUNK_LANES), ACT_BWD_CHUNK_WARPS, False, 0)
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
@@ -2216,8 +2216,7 @@ def _norm_bwd(
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
-    split = activation and 0 < ACT_BWD_CHUNKS_FROM_LANES <= n  # (the GELU form in chunks: the NOTE above the knob)
-    per_sm = _act_programs_per_sm(tile) if activation and not split else BWD_PROGRAMS_PER_SM
+    per_sm = _act_programs_per_sm(tile) if activation and not act_chunked(n, activation) else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
     stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
                      row_blocks, g)
@@ -2259,7 +2258,13 @@ def weight_kernel_rule(tile: Tile, n: int, activation: int = 0) -> bool:
     chunks from ACT_BWD_CHUNKS_FROM_LANES (its NOTE)."""
     if tile.num_chunks <= 1:
         return False
-    return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or bool(activation) and 0 < ACT_BWD_CHUNKS_FROM_LANES <= n
+    return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or act_chunked(n, activation)
+
+
+def act_chunked(n: int, activation: int) -> bool:
+    """Whether the GELU form's rows of ``n`` take the chunked backward and the weight kernel (the NOTE above
+    ACT_BWD_CHUNKS_FROM_LANES, an A/B knob: off at 0)."""
+    return bool(activation) and 0 < ACT_BWD_CHUNKS_FROM_LANES <= n
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
