@@ -16,20 +16,24 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-step 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py -k "gelu or chunks or weight_kernel"
+packed() {  # step, then the results so far (a call cut by its time limit still returns them)
+    step "$@"
+    pack "$PACK"
+}
+packed 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py -k "gelu or chunks or weight_kernel"
 SHAPES=${SHAPES:-8192x9216,8192x11008,8192x12288,8192x13824,8192x14336,16384x14336,8192x16384,32768x11008}
 SPLIT=ACT_BWD_CHUNKS_FROM_LANES=8193
 SETTINGS=${SETTINGS:-"rule:ACT_BWD_CHUNKS_FROM_LANES=0 c4096w16:$SPLIT c4096w8:$SPLIT,ACT_BWD_CHUNK_WARPS=8 c2048w8:$SPLIT,ACT_BWD_CHUNK_LANES=2048,ACT_BWD_CHUNK_WARPS=8 c2048w8p4:$SPLIT,ACT_BWD_CHUNK_LANES=2048,ACT_BWD_CHUNK_WARPS=8,BWD_PROGRAMS_PER_SM=4 c2048w4:$SPLIT,ACT_BWD_CHUNK_LANES=2048,ACT_BWD_CHUNK_WARPS=4,BWD_PROGRAMS_PER_SM=4"}
 settings=()
 for setting in $SETTINGS; do settings+=(--bwd-setting "$setting"); done
-step 240 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms ln-gelu --fwd "" --bwd "" --no-check \
+packed 240 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms ln-gelu --fwd "" --bwd "" --no-check \
     "${settings[@]}" --setting-rounds 2 --out "$OUT/settings"
 # the op as users call it with the peers, the knob off and then at SWEEP_SETTING (set in the sweep's own process: the
 # module constants are read at each launch)
 SWEEP_SETTING=${SWEEP_SETTING:-$SPLIT,ACT_BWD_CHUNK_LANES=2048,ACT_BWD_CHUNK_WARPS=8}
-for run in rule split; do
+for run in ${SWEEPS:-rule split}; do  # SWEEPS=split: the knob only (the sweep's ratios are to its own run's copy and peers)
     setting=$([ "$run" = rule ] && echo ACT_BWD_CHUNKS_FROM_LANES=0 || echo "$SWEEP_SETTING")
-    step 120 "sweep-$run" python3 - "$setting" --out "$OUT/sweep-$run" <<'PY'
+    packed 120 "sweep-$run" python3 - "$setting" --out "$OUT/sweep-$run" <<'PY'
 import ast
 import sys
 
@@ -44,4 +48,3 @@ sys.exit(main(["bench", "ops", "--sweep", "--op", "layer_norm_gelu", "--widths",
                "--rows", "8192,32768", "--budget", "100", *sys.argv[2:]]))
 PY
 done
-pack "$PACK"
