@@ -25,3 +25,11 @@ def test_ci_runs_the_readme_test_command_in_the_interpreter():
     ci = (ROOT / ".ci" / "run").read_text()
     assert tests in ci.splitlines()
     assert "export TRITON_INTERPRET=1" in ci
+
+
+def test_the_scripts_index_lists_exactly_the_scripts_folder():
+    index = (ROOT / "scripts" / "README.md").read_text()
+    listed = re.findall(r"^\| `([^`]+)` \|", index, flags=re.M)
+    present = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.name != "README.md")
+    assert len(listed) == len(set(listed)), "a script listed twice in scripts/README.md"
+    assert sorted(listed) == present, (set(present) - set(listed), set(listed) - set(present))
