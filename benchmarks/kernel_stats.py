@@ -69,15 +69,6 @@ def _constexpr_defaults(kernel) -> dict:
     return defaults
 
 
-def _weight_kernel(tile, n: int, activation: int) -> bool:
-    """The launcher's WEIGHT_KERNEL (``norm.weight_kernel_rule``; before the GELU form's chunks knob it took no
-    activation: the code of an older commit, for A/B counts)."""
-    import inspect
-
-    extra = [activation] if "activation" in inspect.signature(norm.weight_kernel_rule).parameters else []
-    return norm.weight_kernel_rule(tile, n, *extra)
-
-
 def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
     """(registers, stack bytes, opcode counts, disassembly) of a cubin."""
     with tempfile.TemporaryDirectory() as folder:
@@ -215,7 +206,7 @@ def rule_stats(n: int, form: str) -> dict:
                              **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {}),
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
-                             **({"WEIGHT_KERNEL": _weight_kernel(tile, n, activation)}
+                             **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n)}
                                 if hasattr(norm, "weight_kernel_rule") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])

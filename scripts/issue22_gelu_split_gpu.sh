@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Run at 52e1d73: the knob was measured (results/launch-rules/32-gelu-split-2026-12-05-h200, it lost) and taken out.
 # LayerNorm + GELU's wide backward split in two (norm.ACT_BWD_CHUNKS_FROM_LANES, an A/B knob, off; its NOTE): the rows
 # in the chunked backward (dx only) and the weight / bias gradients by the weight kernel, against the rule's tiles
 # (two or three pieces to 13312 lanes, the padded 16384-lane tile read twice at 13824-16384), one call:

@@ -159,6 +159,35 @@ from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 # and torch.compile, CPU, aot_eager). This module imports torch.distributed anyway.
 register_sharding_rules()
 
+
+_BEFORE_2_13 = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+
+
+def _gather_contiguous_uneven_shards() -> None:
+    """NOTE: torch before 2.13 all-gathers a tensor split unevenly on a dim past the first (a sequence of 9 tokens
+    ``Shard(1)`` on 2 ranks) into a padded buffer and returns the narrowed view of it: shape (2, 9, 64), strides
+    (640, 64, 1). DTensor's ``linear`` views its input as (18, 64) and fails ("view size is not compatible with input
+    tensor's size and stride"; under Dynamo "Cannot view a tensor ... as a tensor with shape (18, 64)"), forward
+    and backward (the gradient of a row-parallel output is gathered the same way), in PyTorch's own
+    ``ColwiseParallel`` after ``SequenceParallel`` as much as here (pytorch/pytorch#143748). torch 2.13 makes that
+    result contiguous (``Shard._maybe_unpad_tensor``); on older versions ``Shard._to_replicate_tensor`` does it here,
+    a copy only where the sequence does not divide by the ranks. Found running the tensor-parallel tests on torch
+    2.11 (CPU, gloo)."""
+    from torch.distributed.tensor import Shard
+
+    gather = Shard._to_replicate_tensor
+    if not _BEFORE_2_13 or getattr(gather, "_blockfuse_contiguous", False):
+        return
+
+    def _to_replicate_tensor(self, *args, **kwargs):
+        return gather(self, *args, **kwargs).contiguous()
+
+    _to_replicate_tensor._blockfuse_contiguous = True
+    Shard._to_replicate_tensor = _to_replicate_tensor
+
+
+_gather_contiguous_uneven_shards()
+
 __all__ = ["AttentionParallel", "FeedForwardParallel", "HeadShardedRMSNorm", "ReplicatedHeadNorm", "ReplicatedNorm",
            "SequenceShards", "VocabularyShardedHead", "rank_major_rows", "sharded_rms_norm", "tp_plan"]
 
@@ -286,7 +315,30 @@ def _distribute(module: nn.Module, name: str, mesh, placement, src_data_rank, ro
         return
     data = param.detach() if rows is None else param.detach()[rows.to(param.device)]
     sharded = distribute_tensor(data, mesh, [placement], src_data_rank=src_data_rank)
-    module.register_parameter(name, nn.Parameter(sharded, requires_grad=param.requires_grad))
+    module.register_parameter(name, _replicated_gradients_reduced(
+        nn.Parameter(sharded, requires_grad=param.requires_grad)))
+
+
+def _replicated_gradients_reduced(param: nn.Parameter) -> nn.Parameter:
+    """``param``, whose gradient is reduced in the backward where it comes back ``Partial()`` (torch before 2.13).
+
+    NOTE: a replicated weight's gradient is each rank's share, ``Partial()`` (a norm of the sequence-parallel
+    stream sees its rank's tokens only; a per-head QK-norm its rank's heads), and DTensor reduces it where it is
+    read. torch 2.11's ``torch._foreach_mul_`` leaves a ``Partial()`` DTensor as it was (x 0.5: the sum still 3.0
+    where 2.13 gives 1.5, gloo), so ``clip_grad_norm_`` scaled every other gradient and not these: after two
+    clipped SGD steps the norms' weights stood 1e-3 off one process's (`tests/test_distributed_hf.py`'s Qwen3 steps,
+    torch 2.11 on the CPU). There the gradient is all-reduced as it arrives (a row of floats a norm, a step);
+    from 2.13 it stays ``Partial()``."""
+    if _BEFORE_2_13 and param.requires_grad and isinstance(param, DTensor) \
+            and any(p.is_replicate() for p in param.placements):
+        param.register_hook(_partial_reduced)
+    return param
+
+
+def _partial_reduced(grad):
+    if isinstance(grad, DTensor) and any(p.is_partial() for p in grad.placements):
+        return grad.redistribute(grad.device_mesh, [Replicate() if p.is_partial() else p for p in grad.placements])
+    return grad
 
 
 def _layout(sequence_parallel: bool):
@@ -445,7 +497,8 @@ class ReplicatedHeadNorm(nn.Module):
         broadcast over ``mesh`` from ``src_data_rank``."""
         eps, cast_before_weight, offset, weight = _rms_norm_settings(norm)
         replicated = distribute_tensor(weight.detach(), mesh, [Replicate()], src_data_rank=src_data_rank)
-        module = cls(nn.Parameter(replicated, requires_grad=weight.requires_grad), eps, cast_before_weight, offset)
+        param = _replicated_gradients_reduced(nn.Parameter(replicated, requires_grad=weight.requires_grad))
+        module = cls(param, eps, cast_before_weight, offset)
         return module.train(norm.training)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -545,6 +598,11 @@ class _RowwiseParallel(RowwiseParallel):
     ``AsyncCollectiveTensor``; a blockfuse op's autograd node saves it as it is, and its backward hands the
     kernels a tensor without a storage of its own (the fused reordered block's post-norm failed so). The next
     op needs the reduced output at once anyway: nothing to overlap."""
+
+    def _partition_linear_fn(self, name, module, mesh):
+        super()._partition_linear_fn(name, module, mesh)
+        if isinstance(module.bias, nn.Parameter):  # replicated (see _replicated_gradients_reduced)
+            _replicated_gradients_reduced(module.bias)
 
     @staticmethod
     def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):

@@ -1739,33 +1739,3 @@ def test_early_residual_equals_the_late_load(n, device, monkeypatch):
         torch.manual_seed(7)
         outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
     assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2])
-
-
-@pytest.mark.usefixtures("requires_triton")
-def test_gelu_form_in_chunks_with_the_weight_kernel(device, monkeypatch):
-    """ACT_BWD_CHUNKS_FROM_LANES (an A/B knob, off by default: its NOTE): the GELU form's rows from that width in the
-    chunked backward, which writes dx only, and the weight kernel for dweight / dbias. Here from 2049 lanes in
-    1024-lane chunks (2100: three, the last mostly masked), 37 rows in several row groups: every gradient within
-    twice PyTorch's error of float64, rows read with a stride."""
-    gelu = norm.GELU_CODES["tanh"]
-    assert norm.ACT_BWD_CHUNKS_FROM_LANES == 0 and not norm.backward_rule(2100, gelu).num_chunks > 1
-    for name, value in (("ACT_BWD_CHUNKS_FROM_LANES", 2049), ("ACT_BWD_CHUNK_LANES", 1024),
-                        ("ACT_BWD_CHUNK_WARPS", 4), ("BWD_WEIGHT_PROGRAMS_PER_SM", 200)):
-        monkeypatch.setattr(norm, name, value)
-    tile = norm.backward_rule(2100, gelu)
-    assert (tile.num_chunks, tile.block_n, tile.num_warps) == (3, 1024, 4) and norm.weight_kernel_rule(tile, 2100, gelu)
-    assert not norm.weight_kernel_rule(tile, 2100, 0) and norm.backward_rule(2048, gelu).num_chunks == 1
-    x = random_tensor((37, 2100 + 28), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)[:, :2100]
-    w = random_tensor((2100,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
-    b = random_tensor((2100,), torch.bfloat16, device, scale=0.5, seed=43)
-    dy = random_tensor((37, 2100), torch.bfloat16, device, seed=44)
-
-    def grads(op, dtype):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in (x, w, b)]
-        return torch.autograd.grad(op(*leaves), leaves, dy.to(dtype))
-
-    exact = grads(norm.layer_norm_gelu_ref, torch.float64)
-    theirs = grads(norm.layer_norm_gelu_ref, torch.bfloat16)
-    ours = grads(blockfuse.layer_norm_gelu, torch.bfloat16)
-    for name, mine, pytorch, truth in zip(("x", "weight", "bias"), ours, theirs, exact):
-        assert_close_to_reference(mine, pytorch, truth, name=name)

@@ -245,20 +245,6 @@ ACT_BWD_PIECE_MIN_WARPS = 4
 ACT_BWD_PIECE_MAX_WARPS = 16
 ACT_BWD_PIECES_MAX_LANES = ACT_BWD_PIECE_LANES_PER_WARP * ACT_BWD_PIECE_MAX_WARPS
 ACT_BWD_PIECES_ANY_TAIL = True
-# NOTE: an A/B knob, off (0) until a GPU run decides it (scripts/issue22_gelu_split_gpu.sh): the GELU form's rows of
-# ACT_BWD_CHUNKS_FROM_LANES lanes or more in the chunked backward (ACT_BWD_CHUNK_LANES-lane chunks on
-# ACT_BWD_CHUNK_WARPS warps, BWD_PROGRAMS_PER_SM programs a multiprocessor, no register cap), which writes dx only,
-# and the weight / bias gradients by the weight kernel (the NOTE above BWD_WEIGHT_KERNEL_FROM_LANES). The wide GELU
-# backward (0.35-0.40 of a copy at [8192, 14336], 0.46-0.49 at 11008) holds a row's z, dy, w, b and the gradients'
-# accumulators under a 128-register cap and spills (160-200 bytes a thread, kernel_stats.py --rule), its padded
-# 16384-lane tile idle an eighth of its lanes at 14336. Split, the row kernel holds no accumulators (8 lanes a thread
-# a chunk, its second pass from L2) and the weight kernel walks 256 columns down the rows: 10 bytes an element from
-# memory (z and dy twice, dx) where the minimum is 6, for no spills and no padding. By arithmetic, with each kernel at
-# 0.75-0.85 of copy, the backward would run 6 / (6 / 0.8 + 4 / 0.8) = 0.48 of copy: above 14336's 0.35-0.40, at
-# 11008's 0.46-0.49. Measured on CPU builds only.
-ACT_BWD_CHUNKS_FROM_LANES = 0
-ACT_BWD_CHUNK_LANES = 4096
-ACT_BWD_CHUNK_WARPS = 16
 # Elements per program tile in the forward and backward kernels, elements per warp, and
 # backward programs per multiprocessor for rows up to 4096 wide (each program keeps its own
 # partial weight gradient; wider rows use one program per multiprocessor). Tuned on an
@@ -1677,8 +1663,6 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
     pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
     (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes effect."""
-    if act_chunked(n, activation):
-        return Tile(1, ACT_BWD_CHUNK_LANES, cdiv(n, ACT_BWD_CHUNK_LANES), ACT_BWD_CHUNK_WARPS, False, 0)
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
     if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
@@ -2216,13 +2200,13 @@ def _norm_bwd(
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
-    per_sm = _act_programs_per_sm(tile) if activation and not act_chunked(n, activation) else BWD_PROGRAMS_PER_SM
+    per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
     stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
                      row_blocks, g)
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
-    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, activation)
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n)
     if (has_w or has_bias) and not direct and not weight_kernel:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
@@ -2252,19 +2236,10 @@ def _norm_bwd(
     return outputs
 
 
-def weight_kernel_rule(tile: Tile, n: int, activation: int = 0) -> bool:
+def weight_kernel_rule(tile: Tile, n: int) -> bool:
     """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
-    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, and the GELU form's in
-    chunks from ACT_BWD_CHUNKS_FROM_LANES (its NOTE)."""
-    if tile.num_chunks <= 1:
-        return False
-    return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or act_chunked(n, activation)
-
-
-def act_chunked(n: int, activation: int) -> bool:
-    """Whether the GELU form's rows of ``n`` take the chunked backward and the weight kernel (the NOTE above
-    ACT_BWD_CHUNKS_FROM_LANES, an A/B knob: off at 0)."""
-    return bool(activation) and 0 < ACT_BWD_CHUNKS_FROM_LANES <= n
+    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes."""
+    return tile.num_chunks > 1 and 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
