@@ -326,8 +326,8 @@ def _replicated_gradients_reduced(param: nn.Parameter) -> nn.Parameter:
     stream sees its rank's tokens only; a per-head QK-norm its rank's heads), and DTensor reduces it where it is
     read. torch 2.11's ``torch._foreach_mul_`` leaves a ``Partial()`` DTensor as it was (x 0.5: the sum still 3.0
     where 2.13 gives 1.5, gloo), so ``clip_grad_norm_`` scaled every other gradient and not these: after two
-    clipped SGD steps the norms' weights stood 1e-3 off one process's (`tests/test_distributed_hf.py`'s Qwen3 steps,
-    torch 2.11 on the CPU). There the gradient is all-reduced as it arrives (a row of floats a norm, a step);
+    clipped SGD steps the norms' weights stood 0.6-2.4e-3 off one process's (`tests/test_distributed_hf.py`'s Qwen3
+    steps, torch 2.11 on the CPU). There the gradient is all-reduced as it arrives (a row of floats a norm, a step);
     from 2.13 it stays ``Partial()``."""
     if _BEFORE_2_13 and param.requires_grad and isinstance(param, DTensor) \
             and any(p.is_replicate() for p in param.placements):
