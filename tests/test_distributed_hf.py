@@ -219,9 +219,9 @@ def _hf_worker(rank):
     """(each HF_CASES case's results, Qwen3's two optimizer steps: :func:`_qwen3_steps`), in one pair of processes."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
     import blockfuse.distributed as distributed
 
+    mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
     steps = _qwen3_steps(mesh)
     # torch before 2.13 (the lent GPU's 2.11): the replicated weights' gradients reduced in the backward
     # (distributed._replicated_gradients_reduced); forced here so that CI's torch runs that path too
