@@ -42,6 +42,16 @@ def _models(preset, overrides, impl, recipe, device):
     return model, fp8, x, mask
 
 
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """``runs(worker, *args)``: that case's results by rank, from one pair of processes for the whole file (spawning a
+    pair costs CI's two cores seconds of imports a time), run once however xdist spreads the tests (``once``). The
+    compiled stack first: it checks what a process that has run nothing on DTensors eagerly finds when it traces."""
+    cases = [(_compiled_worker, ()), (_worker, ("eager",)), (_worker, ("fused",)), (_convert_after_worker, ())]
+    cases += [(_layer_worker, (recipe,)) for recipe in ("tensorwise", "rowwise", "delayed")]
+    return multiprocess.run_each(cases, timeout=600, once=("test_distributed_fp8", tmp_path_factory))
+
+
 def _case(rank, mesh, preset, overrides, impl, recipe, sequence_parallel):
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
@@ -112,7 +122,8 @@ def _worker(rank, impl):
     return results
 
 
-def _check_stack(runs, impl):
+@pytest.mark.parametrize("impl", ["eager", "fused"])
+def test_fp8_stack_under_tensor_parallelism_matches_one_process(impl, runs):
     """Two ranks' FP8 stack is as close to the fp32 model as one process's: output, x's gradient and every
     parameter's, each within 3x the one-process run's error + 0.02 (each tensor's error is FP8's noise at this size:
     5-30% of its largest element, either run up to 2.4x the other's on single tensors), 1.5x in their geometric mean;
@@ -234,7 +245,8 @@ def _layer_worker(rank, recipe):
     return checks
 
 
-def _check_layer(runs, recipe):
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed"])
+def test_fp8_layer_shards_run_the_one_process_gemms_on_their_shards(recipe, runs):
     """Each rank's FP8 GEMMs are fp8_linear's on its shard, bit for bit, column- and row-parallel and in the local
     form; the summed parts (the row-parallel output, the column-parallel x gradient) equal the one-process sums
     within a bf16 rounding of the sum."""
@@ -259,7 +271,7 @@ def _convert_after_worker(rank):
     return "no error"
 
 
-def _check_convert_after(runs):
+def test_convert_after_parallelizing_raises(runs):
     """The styles' hooks are on the Linear: a Float8Linear swapped in afterwards would run without them."""
     for message in runs(_convert_after_worker):
         assert "0's weight is a DTensor" in message and "convert the model first" in message, message
@@ -291,7 +303,7 @@ def _compiled_worker(rank):
     return results
 
 
-def _check_compiled(runs):
+def test_compiled_fused_stack_under_tensor_parallelism_equals_eager(runs):
     """Compiled before any eager call, a tensor-parallel fused stack's ops find their DTensor rules (registered when
     blockfuse.distributed is imported: lazily, at the first eager DTensor call, they were missing while Dynamo traced:
     "blockfuse.norm_fwd.default does not have a sharding strategy registered"), and its FP8 MLP takes the layers'
@@ -301,18 +313,3 @@ def _check_compiled(runs):
         for name, differences in results.items():
             assert differences == [0.0, 0.0], (rank, name, differences)
 
-
-def test_fp8_layers_under_tensor_parallelism():
-    """Every check above from one pair of processes (spawning a pair costs CI's two cores seconds of imports a time;
-    one test, so that xdist does not start the pair on both of its workers, as a module fixture shared by several
-    tests did). The compiled stack first: it checks what a process that has run nothing on DTensors eagerly finds when
-    it traces."""
-    cases = [(_compiled_worker, ()), (_worker, ("eager",)), (_worker, ("fused",)), (_convert_after_worker, ())]
-    cases += [(_layer_worker, (recipe,)) for recipe in ("tensorwise", "rowwise", "delayed")]
-    runs = multiprocess.run_each(cases, timeout=600)
-    _check_compiled(runs)
-    for impl in ("eager", "fused"):
-        _check_stack(runs, impl)
-    for recipe in ("tensorwise", "rowwise", "delayed"):
-        _check_layer(runs, recipe)
-    _check_convert_after(runs)

@@ -152,6 +152,7 @@ from blockfuse.models.fused import FusedAttention, FusedFeedForward
 from blockfuse.ops.sharding import register_sharding_rules
 from blockfuse.patching.families import Family, family_of, roots
 from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
+from blockfuse.runtime import torch_before
 
 # NOTE: the launcher ops' DTensor rules, registered now: eagerly the first DTensor call registers them
 # (ops/launch.Launcher), but a stack compiled before any eager call traces its ops on DTensors first, and DTensor
@@ -160,7 +161,7 @@ from blockfuse.patching.forwards import MARK, calls_gated_mlp, unwrap
 register_sharding_rules()
 
 
-_BEFORE_2_13 = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+_BEFORE_2_13 = torch_before(2, 13)
 
 
 def _gather_contiguous_uneven_shards() -> None:

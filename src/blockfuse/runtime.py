@@ -29,6 +29,13 @@ def triton_available() -> bool:
     return _TRITON_AVAILABLE
 
 
+def torch_before(major: int, minor: int) -> bool:
+    """Whether this torch's release is older than ``major.minor`` (pre-releases and local builds by their numbers:
+    "2.13.0a0+git..." is 2.13)."""
+    release = torch.__version__.split("+")[0].split(".")
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release[:2]) < (major, minor)
+
+
 def implementation(device: torch.device | str) -> str:
     """Which implementation an op uses for tensors on ``device``.
 

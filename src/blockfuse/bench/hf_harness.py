@@ -256,11 +256,6 @@ def write_json(path: Path, meta: dict, workload: dict, targets: list[dict], reco
     writer.write_json(path, {"meta": meta, "workload": workload, "targets": targets, "records": records})
 
 
-def torch_before(major: int, minor: int) -> bool:
-    release = torch.__version__.split("+")[0].split(".")
-    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release[:2]) < (major, minor)
-
-
 def number(value, spec: str) -> str:
     """A cell of the Hugging Face tables: ``writer.number``, "-" where not measured."""
     return writer.number(value, spec, "-")

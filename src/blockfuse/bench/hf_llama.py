@@ -74,6 +74,7 @@ from typing import Callable
 
 import torch
 
+from blockfuse import runtime
 from blockfuse.bench import hf_generate, hf_harness, writer
 from blockfuse.bench.hf_families import (FAMILIES, LLAMA, CausalLMFamily, apply_liger, liger_call,
                                          modeling_globals_restored)
@@ -522,7 +523,7 @@ def markdown(meta: dict, workload: dict, records: list[dict]) -> str:
                      f"{hf_generate.BATCH}, a random prompt of {workload['prompt']} tokens, "
                      f"{workload['new_tokens']} new tokens, {hf_generate.HOW['decoding']}")
     compiled = any(p.endswith("-compile") and not p.endswith(STATIC_COMPILE) for p in providers)
-    if (training or loss) and compiled and hf_harness.torch_before(2, 14):
+    if (training or loss) and compiled and runtime.torch_before(2, 14):
         lines.append("- compiled, transformers passes SDPA an explicit causal mask with torch < 2.14 (eager: "
                      "is_causal=True), so the compiled providers' attention computes every (query, key) pair: "
                      "compare them with each other")

@@ -83,7 +83,7 @@ from blockfuse.ops.launch import (
 from blockfuse.ops import fp8_history
 from blockfuse.ops.fp8_history import roll_program
 from blockfuse.ops.reduce import sum_partials
-from blockfuse.runtime import interpreter_enabled, use_triton
+from blockfuse.runtime import interpreter_enabled, torch_before, use_triton
 
 # The largest finite value of each FP8 format.
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -1108,7 +1108,7 @@ def clear_weight_cache(weight: Tensor) -> None:
 # Whether this torch's CPU ``_scaled_mm`` takes rowwise scales: torch 2.13 does, 2.11 does not ("only supports
 # per-tensor scaling for CPU backend"). A version, not a probe: a probe call traced by torch.compile meets a fake
 # _scaled_mm, which takes anything.
-CPU_ROWWISE_SCALED_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+CPU_ROWWISE_SCALED_MM = not torch_before(2, 13)
 
 
 def _scaled_matmul(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_dtype: torch.dtype,
