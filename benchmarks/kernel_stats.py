@@ -37,6 +37,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -207,7 +208,10 @@ def rule_stats(n: int, form: str) -> dict:
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {}),
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
                              **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n)}
-                                if hasattr(norm, "weight_kernel_rule") else {})},
+                                if hasattr(norm, "weight_kernel_rule") else {}),
+                             # (the bf16 row held rather than read again, as the launcher decides it)
+                             **({"HOLD": norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, activation, mode)}
+                                if hasattr(norm, "_bwd_hold") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,

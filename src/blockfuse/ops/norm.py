@@ -47,7 +47,7 @@ from blockfuse.ops.launch import (
 )
 from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
-from blockfuse.runtime import use_triton
+from blockfuse.runtime import interpreter_enabled, use_triton
 
 # Residual forms, as kernel constants (0: no residual), and the same codes as launcher arguments.
 _PRE: tl.constexpr = tl.constexpr(1)
@@ -352,6 +352,8 @@ ACT_BWD_PIPELINE_TAIL_BYTES = 8
 # 0.25 / 0.30 / 0.34 / 0.45.
 BWD_RELOAD_FROM_LANES = 16384
 BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
+BWD_HOLD_PIECES = False  # experiment: rows in pieces held in bf16 across their sums (the NOTE above _widen_bf16)
+BWD_HOLD = False  # experiment: RELOAD's bf16 row held in registers instead of read again (the NOTE above _widen_bf16)
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
@@ -1030,23 +1032,63 @@ def _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS: tl.constexpr):
     return mean, rstd
 
 
+# NOTE (experiment, BWD_HOLD / BWD_HOLD_PIECES): a bf16 row held across its sums as loaded and widened to fp32
+# twice, once for the sums and once for the gradients. The two widenings are written as different
+# instructions (shifts, then byte permutes: the same values) so that neither LLVM nor ptxas merges them into one fp32
+# copy kept across the sums, which is what spills. The interpreter widens with ``.to`` (it cannot run PTX).
+if interpreter_enabled():
+
+    @triton.jit
+    def _widen_bf16(x):
+        """bf16 -> fp32."""
+        return x.to(tl.float32)
+
+    @triton.jit
+    def _widen_bf16_again(x):
+        """bf16 -> fp32 (the second widening of a held row)."""
+        return x.to(tl.float32)
+
+else:
+
+    @triton.jit
+    def _widen_bf16(x):
+        """bf16 -> fp32 by shifts (two elements an instance: the low one shifted up, the high one masked)."""
+        wide = tl.inline_asm_elementwise("{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000; }", "=r,=r,r",
+                                         [x.to(tl.int16, bitcast=True)], dtype=tl.int32, is_pure=True, pack=2)
+        return wide.to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _widen_bf16_again(x):
+        """bf16 -> fp32 by byte permutes: the same values as _widen_bf16, by other instructions."""
+        wide = tl.inline_asm_elementwise(
+            "{ .reg .b32 zr; mov.b32 zr, 0; prmt.b32 $0, $2, zr, 0x1044; prmt.b32 $1, $2, zr, 0x3244; }",
+            "=r,=r,r", [x.to(tl.int16, bitcast=True)], dtype=tl.int32, is_pure=True, pack=2)
+        return wide.to(tl.float32, bitcast=True)
+
+
 @triton.jit
 def _norm_bwd_rows(
     z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M, N,
     stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TWO_FMA: tl.constexpr,
-    RELOAD: tl.constexpr,
+    RELOAD: tl.constexpr, HOLD: tl.constexpr = False,
 ):
     """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
     gradient) and returns the weight and bias gradient accumulators with this block added. RELOAD: w and b
     are loaded here (``w``, ``b`` unused), and z, dy, w and b loaded again after the row sums, so that only
-    the accumulators stay live across them (the launcher's rule: _bwd_reload)."""
+    the accumulators stay live across them (the launcher's rule: _bwd_reload); with HOLD (bf16 z and dy) the
+    row is not loaded again but held as loaded, in bf16, and widened again (the NOTE above _widen_bf16)."""
     row_mask = rows < M
     mask = row_mask[:, None] & col_mask[None, :]
     mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
     if RELOAD:
         w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
+    z_held = z
+    dy_held = dy
+    if HOLD:
+        z = _widen_bf16(z)
+        dy = _widen_bf16(dy)
     xhat, xhat_w, dy, wdy = _norm_bwd_math(
         z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
         MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
@@ -1057,11 +1099,16 @@ def _norm_bwd_rows(
         c1, c2 = _row_sums(xhat * wdy, wdy)
         c1, c2 = c1 / N, c2 / N
     if RELOAD:
-        # NOTE: the row read again (from L2: the first read went through it moments ago) rather than held
-        # across the row sums: other cache hints than the first loads', so that the compiler keeps both.
-        z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-        dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0,
-                     eviction_policy="evict_first")
+        if HOLD:
+            z = _widen_bf16_again(z_held)
+            dy = _widen_bf16_again(dy_held)
+        else:
+            # NOTE: the row read again (from L2: the first read went through it moments ago) rather than held
+            # across the row sums: other cache hints than the first loads', so that the compiler keeps both.
+            z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0,
+                        eviction_policy="evict_first")
+            dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0,
+                         eviction_policy="evict_first")
         w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "")
         xhat, xhat_w, dy, wdy = _norm_bwd_math(
             z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p,
@@ -1130,7 +1177,7 @@ def _norm_bwd_pieces(
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_U: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
-    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr,
+    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr, HOLD: tl.constexpr = False,
 ):
     """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
     BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
@@ -1165,13 +1212,21 @@ def _norm_bwd_pieces(
         mask = row_mask[:, None] & col_mask[None, :]
         mask_t = row_mask[:, None] & col_mask_t[None, :]
         mask_u = row_mask[:, None] & col_mask_u[None, :]
-        z = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0).to(tl.float32)
-        z_t = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
-        dy_t = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0).to(tl.float32)
+        z_h = tl.load(Z + rows[:, None] * stride_z + offs[None, :], mask=mask, other=0.0)
+        dy_h = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
+        z_t_h = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0)
+        dy_t_h = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0)
+        if HOLD:
+            z, dy, z_t, dy_t = _widen_bf16(z_h), _widen_bf16(dy_h), _widen_bf16(z_t_h), _widen_bf16(dy_t_h)
+        else:
+            z, dy, z_t, dy_t = z_h.to(tl.float32), dy_h.to(tl.float32), z_t_h.to(tl.float32), dy_t_h.to(tl.float32)
         if BLOCK_U > 1:
-            z_u = tl.load(Z + rows[:, None] * stride_z + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
-            dy_u = tl.load(DY + rows[:, None] * stride_dy + cols_u[None, :], mask=mask_u, other=0.0).to(tl.float32)
+            z_u_h = tl.load(Z + rows[:, None] * stride_z + cols_u[None, :], mask=mask_u, other=0.0)
+            dy_u_h = tl.load(DY + rows[:, None] * stride_dy + cols_u[None, :], mask=mask_u, other=0.0)
+            if HOLD:
+                z_u, dy_u = _widen_bf16(z_u_h), _widen_bf16(dy_u_h)
+            else:
+                z_u, dy_u = z_u_h.to(tl.float32), dy_u_h.to(tl.float32)
         mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
         if RELOAD:
             w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
@@ -1203,6 +1258,20 @@ def _norm_bwd_pieces(
             s2 += s2_u
         c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + s1 / N
         c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + s2 / N
+        if HOLD:
+            # the held bf16 row widened again (the NOTE above _widen_bf16): its fp32 tiles not kept across the sums
+            xhat, xhat_w, dy, wdy = _norm_bwd_math(
+                _widen_bf16_again(z_h), _widen_bf16_again(dy_h), w, b, mean, rstd, mask, seed, rows, offs, N,
+                dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
+            xhat_t, xhat_w_t, dy_t, wdy_t = _norm_bwd_math(
+                _widen_bf16_again(z_t_h), _widen_bf16_again(dy_t_h), w_t, b_t, mean, rstd, mask_t, seed, rows, cols_t,
+                N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION,
+                OUT_DTYPE)
+            if BLOCK_U > 1:
+                xhat_u, xhat_w_u, dy_u, wdy_u = _norm_bwd_math(
+                    _widen_bf16_again(z_u_h), _widen_bf16_again(dy_u_h), w_u, b_u, mean, rstd, mask_u, seed, rows,
+                    cols_u, N, dropout_p, dropout_scale, MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT,
+                    ACTIVATION, OUT_DTYPE)
         dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
         _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres, stride_ds, dropout_p,
                           dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
@@ -1264,6 +1333,7 @@ def _norm_bwd_kernel(
     EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
     WEIGHT_KERNEL: tl.constexpr = False,  # (chunks) the weight / bias gradients left to _norm_bwd_weight_kernel
+    HOLD: tl.constexpr = False,  # RELOAD in one tile, bf16: the row held as loaded, not read again (_bwd_hold)
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
     stride_dx, stride_dres = stride_dx * VEC, stride_dres * VEC
@@ -1285,7 +1355,7 @@ def _norm_bwd_kernel(
             DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
             stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W,
             HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, BLOCK_U, STAGES,
-            DIRECT, TWO_FMA, RELOAD, EARLY_ACC)
+            DIRECT, TWO_FMA, RELOAD, EARLY_ACC, HOLD)
     elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -1305,7 +1375,7 @@ def _norm_bwd_kernel(
             dw_acc, db_acc = _norm_bwd_rows(
                 z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M,
                 N, stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE,
-                HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA, RELOAD)
+                HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA, RELOAD, HOLD)
         _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
                             DIRECT)
     else:
@@ -1759,6 +1829,17 @@ def _bwd_reload(tile: Tile) -> bool:
     if tile.tail and tile.block_u > 1:
         return True  # (three pieces: the weight read again each row, the NOTE above BWD_THREE_PIECES_MAX_LANES)
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
+
+
+def _bwd_hold(tile: Tile, n: int, z_dtype: torch.dtype, dy_dtype: torch.dtype, activation: int, mode: int) -> bool:
+    """Whether the backward holds its bf16 row as loaded across the row sums and widens it again (the NOTE above
+    _widen_bf16): rows in pieces (BWD_HOLD_PIECES) instead of their fp32 tiles; a reloading one-tile backward
+    (BWD_HOLD) instead of its second read. Experiment knobs, any form."""
+    if z_dtype != torch.bfloat16 or dy_dtype != torch.bfloat16 or tile.num_chunks != 1:
+        return False
+    if tile.tail:
+        return BWD_HOLD_PIECES
+    return BWD_HOLD and _bwd_reload(tile)
 
 
 def _early_acc(tile: Tile, mode: int, stages: int) -> bool:
@@ -2223,7 +2304,7 @@ def _norm_bwd(
         **tile.constexprs(n), BLOCK_U=tile.block_u,
         STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
         RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
-        WEIGHT_KERNEL=weight_kernel,
+        WEIGHT_KERNEL=weight_kernel, HOLD=_bwd_hold(tile, n, z2.dtype, dy2.dtype, activation, mode),
         num_warps=tile.num_warps,
         maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
     )

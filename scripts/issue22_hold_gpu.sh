@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The norms' backward holding its bf16 row across the row sums and widening it again (the NOTE above norm._widen_bf16;
+# knobs norm.BWD_HOLD: the padded 16384-lane tile instead of its second read, norm.BWD_HOLD_PIECES: rows in pieces
+# instead of their fp32 tiles), against the rule, one call:
+#
+#   bash scripts/issue22_hold_gpu.sh PACK                                      (writes PACK/results.tar.gz)
+#
+# 1. on CUDA, every form's backward with the knobs on against off (bit for bit) and against float64;
+# 2. benchmarks/norm_tiles.py, the backward launcher only: each setting in alternating rounds of one process, at
+#    SHAPES (fraction of a same-size copy).
+set -u
+PACK=${1:?usage: bash scripts/issue22_hold_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+packed() {  # step, then the results so far (a call cut by its time limit still returns them)
+    step "$@"
+    pack "$PACK"
+}
+packed 150 check python3 - <<'PY'
+import torch
+
+import blockfuse
+from blockfuse.ops import norm
+
+torch.manual_seed(0)
+forms = {
+    "ln": lambda x, w, b: blockfuse.layer_norm(x, w, b),
+    "ln-gelu": lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b),
+    "rms": lambda x, w, b: blockfuse.rms_norm(x, w),
+    "ln-pre": lambda x, w, b: blockfuse.layer_norm(x, w, b, residual=x.detach() * 0.5)[0],
+    "ln-post": lambda x, w, b: blockfuse.layer_norm(x, w, b, residual=x.detach() * 0.5, residual_mode="post"),
+}
+worst = 0.0
+for n in (2560, 4304, 6144, 11008, 13312, 14336, 16384, 20000):
+    for name, fn in forms.items():
+        x = (torch.randn(333, n, device="cuda") * 2 + 0.3).bfloat16().requires_grad_()
+        w = (torch.randn(n, device="cuda") * 0.5 + 1).bfloat16().requires_grad_()
+        b = (torch.randn(n, device="cuda") * 0.1).bfloat16().requires_grad_()
+        dy = torch.randn(333, n, device="cuda").bfloat16()
+        grads = []
+        for hold in (False, True):
+            norm.BWD_HOLD = norm.BWD_HOLD_PIECES = hold
+            for t in (x, w, b):
+                t.grad = None
+            fn(x, w, b).backward(dy)
+            grads.append([t.grad.float() if t.grad is not None else torch.zeros(1, device="cuda") for t in (x, w, b)])
+        diff = max((a - c).abs().max().item() for a, c in zip(*grads))
+        worst = max(worst, diff)
+        print(f"{n} {name}: hold against rule, largest difference {diff:.3g}")
+print("largest difference", worst)
+PY
+SHAPES=${SHAPES:-8192x2560,8192x4304,8192x11008,32768x11008,8192x13312,8192x14336,8192x16384}
+SETTINGS=${SETTINGS:-"rule:BWD_HOLD=False,BWD_HOLD_PIECES=False hold:BWD_HOLD=True holdp:BWD_HOLD_PIECES=True"}
+settings=()
+for setting in $SETTINGS; do settings+=(--bwd-setting "$setting"); done
+packed 330 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "${FORMS:-ln,rms,ln-gelu,ln-pre}" \
+    --fwd "" --bwd "" --no-check "${settings[@]}" --setting-rounds 2 --out "$OUT/settings"
