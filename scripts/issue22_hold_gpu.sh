@@ -3,11 +3,16 @@
 # knobs norm.BWD_HOLD: the padded 16384-lane tile instead of its second read, norm.BWD_HOLD_PIECES: rows in pieces
 # instead of their fp32 tiles), against the rule, one call:
 #
-#   bash scripts/issue22_hold_gpu.sh PACK                                      (writes PACK/results.tar.gz)
+#   bash scripts/issue22_hold_gpu.sh PACK                  (writes PACK/results.tar.gz; run at 20bc5de: knobs off)
+#   PHASE=confirm bash scripts/issue22_hold_gpu.sh PACK     (the rule that followed, at the commit that made it)
+#   PHASE=sweep bash scripts/issue22_hold_gpu.sh PACK       (the op sweep at the widths the rules change; carry .whl)
 #
-# 1. on CUDA, every form's backward with the knobs on against off (bit for bit) and against float64;
-# 2. benchmarks/norm_tiles.py, the backward launcher only: each setting in alternating rounds of one process, at
-#    SHAPES (fraction of a same-size copy).
+# explore: 1. on CUDA, every form's backward with the knobs on against off (the largest difference); 2.
+# benchmarks/norm_tiles.py, the backward launcher only: each setting in alternating rounds of one process, at SHAPES
+# (fraction of a same-size copy).
+# confirm: 1. tests/ops/test_norm.py on CUDA; 2. the launcher, the rule against both knobs off, at more widths and
+# forms, and the GELU form's pieces held (norm.ACT_BWD_HOLD 1 and 2, off).
+# sweep: the op sweep (forward and forward + backward as users call it, with the peers) at the widths the rules change.
 set -u
 PACK=${1:?usage: bash scripts/issue22_hold_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -18,6 +23,25 @@ packed() {  # step, then the results so far (a call cut by its time limit still 
     step "$@"
     pack "$PACK"
 }
+if [ "${PHASE:-explore}" = confirm ]; then
+    packed 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py
+    SHAPES=${SHAPES:-8192x9216,8192x10240,2048x11008,8192x11008,8192x12288,8192x13312,2048x16384,8192x16384,32768x16384}
+    packed 200 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "${FORMS:-ln,rms,ln-pre,ln-post}" \
+        --fwd "" --bwd "" --no-check --bwd-setting "before:BWD_HOLD=False,BWD_HOLD_PIECES=False" --bwd-setting "rule:" \
+        --setting-rounds 2 --out "$OUT/settings"
+    GELU_SHAPES=${GELU_SHAPES:-8192x2560,8192x3072,8192x4304,8192x6144,8192x8704,8192x9216,8192x10240,8192x11008,32768x11008}
+    packed 120 settings-gelu python3 benchmarks/norm_tiles.py --shapes "$GELU_SHAPES" \
+        --forms ln-gelu --fwd "" --bwd "" --no-check --bwd-setting "rule:" --bwd-setting "hold1:ACT_BWD_HOLD=1" \
+        --bwd-setting "hold2:ACT_BWD_HOLD=2" \
+        --setting-rounds 2 --out "$OUT/settings-gelu"
+    exit 0
+fi
+if [ "${PHASE:-explore}" = sweep ]; then
+    packed 280 sweep python3 -m blockfuse bench ops --sweep --op ${SWEEP_OPS:-layer_norm rms_norm add_layer_norm \
+        layer_norm_post layer_norm_gelu} --widths "${SWEEP_WIDTHS:-4304,9216,11008,12288,13312,16384}" \
+        --rows 2048,8192,32768 --budget "${BUDGET:-250}" --out "$OUT/sweep"
+    exit 0
+fi
 packed 150 check python3 - <<'PY'
 import torch
 

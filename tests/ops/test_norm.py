@@ -1132,6 +1132,67 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     _backward_both_ways(form, (m, n), device, monkeypatch, "BWD_RELOAD")
 
 
+@pytest.mark.parametrize("n", [2560, 4304, 8192, 9000, 11008, 13312, 14336, 16384])
+def test_backward_hold_rule(n):
+    """The bf16 row is held across its sums and widened again (the NOTE above BWD_HOLD_PIECES) in the plain forms'
+    wide pieces (past 8192 lanes) and in the 16384-lane tile where it pads no lane (not in pre mode); never with GELU,
+    in rows of 8192 lanes or fewer, in a padded tile, or for fp16 / fp32 rows."""
+    bf16, fp16 = torch.bfloat16, torch.float16
+    for mode in (norm.NONE, norm.POST, norm.PRE):
+        tile = norm.backward_rule(n, 0, mode == norm.PRE, 2)
+        held = norm._bwd_hold(tile, n, bf16, bf16, 0, mode)
+        if tile.tail:
+            assert held == (n > 8192)
+        else:
+            assert held == (n == 16384 and mode != norm.PRE)
+        assert not norm._bwd_hold(tile, n, fp16, fp16, 0, mode)
+        assert not norm._bwd_hold(tile, n, torch.float32, torch.float32, 0, mode)
+        gelu = norm.GELU_CODES["tanh"]
+        assert not norm._bwd_hold(norm.backward_rule(n, gelu, False, 2), n, bf16, bf16, gelu, norm.NONE)
+    if n in (11008, 13312, 16384):
+        assert norm._bwd_hold(norm.backward_rule(n, 0, False, 2), n, bf16, bf16, 0, norm.NONE)
+
+
+@pytest.mark.parametrize("form, n", [(form, n) for form in ("ln", "rms", "ln-post-dropout", "rms-pre")
+                                     for n in (11008, 13312, 16384) if form != "rms-pre" or n == 11008])
+def test_backward_hold_matches_fp32_rows(form, n, device, monkeypatch):
+    """The backward that holds its bf16 row across the row sums and widens it again computes what the one that keeps
+    fp32 tiles (pieces, 11008 / 13312) or reads the row twice (the 16384-lane tile) does: the same bits in the
+    interpreter, within an ulp of bf16 compiled (3 rows; dropout regenerates its mask, pre mode adds ds)."""
+    mode = norm.PRE if form == "rms-pre" else norm.NONE
+    tile = norm.backward_rule(n, 0, mode == norm.PRE, 2)
+    knob = "BWD_HOLD_PIECES" if tile.tail else "BWD_HOLD"
+    monkeypatch.setattr(norm, knob, True)
+    assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, mode)
+    _backward_both_ways(form, (3, n), device, monkeypatch, knob)
+
+
+@pytest.mark.parametrize("n", [4304, 11008])
+def test_gelu_backward_holding_its_rounded_gradient(n, device, monkeypatch):
+    """The GELU form's pieces holding z and d(affine output) rounded to bf16 across the row sums (norm.ACT_BWD_HOLD 2,
+    the NOTE above it): every gradient within twice PyTorch's bf16 error against float64 (PyTorch's GELU backward
+    rounds that gradient to bf16 too)."""
+    monkeypatch.setattr(norm, "ACT_BWD_HOLD", 2)
+    gelu = norm.GELU_CODES["tanh"]
+    assert norm._bwd_hold(norm.backward_rule(n, gelu, False, 2), n, torch.bfloat16, torch.bfloat16, gelu,
+                          norm.NONE) == 2
+    x = random_tensor((7, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
+    dy = random_tensor((7, n), torch.bfloat16, device, seed=44)
+
+    def grads(op, dtype=torch.bfloat16):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (x, w, b)]
+        return torch.autograd.grad(op(*leaves), leaves, dy.to(dtype))
+
+    ours = grads(blockfuse.layer_norm_gelu)
+    eager = grads(lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b), approximate="tanh"))
+    expected = grads(lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b), approximate="tanh"), torch.float64)
+    for name, a, t, e in zip("xwb", ours, eager, expected):
+        assert e.abs().max() > 0
+        assert_close_to_reference(a, t, e, name=f"d{name}")
+
+
 def _backward_both_ways(form, shape, device, monkeypatch, knob):
     """The backward launcher's outputs (dx, dres, dw, db) with the boolean module constant ``knob`` off and on, for
     ``form`` (ln, rms, ln-post-dropout, rms-pre, ln-gelu) at ``shape``: the same bits in the interpreter (it runs both

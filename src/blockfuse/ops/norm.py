@@ -352,8 +352,27 @@ ACT_BWD_PIPELINE_TAIL_BYTES = 8
 # 0.25 / 0.30 / 0.34 / 0.45.
 BWD_RELOAD_FROM_LANES = 16384
 BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
-BWD_HOLD_PIECES = False  # experiment: rows in pieces held in bf16 across their sums (the NOTE above _widen_bf16)
-BWD_HOLD = False  # experiment: RELOAD's bf16 row held in registers instead of read again (the NOTE above _widen_bf16)
+# NOTE: a bf16 row held across its row sums as it was loaded (16 bits an element) and widened to fp32 again after
+# them (_widen_bf16_again), rather than kept as fp32 tiles (the pieces: z, dy, xhat and wdy live across the sums)
+# or read again (RELOAD): half the registers for the row, for ~4 instructions an element more (xhat and w * dy made
+# again). Compiled for sm_90 (kernel_stats.py --rule --set BWD_HOLD_PIECES=False/True), the wide pieces' spills go:
+# LayerNorm 11008 56 -> 0 bytes a thread, 13312 104 -> 0, pre-residual 11008 88 -> 48. Measured on an H200 (the
+# backward launcher, the settings alternating in one process, fraction of a same-size copy,
+# benchmarks/results/launch-rules/33-hold-2026-12-05-h200/): [8192 / 32768, 11008] LayerNorm 0.87 / 0.93 -> 0.92 /
+# 1.00, pre-residual 0.75 / 0.80 -> 0.77 / 0.81, [8192, 13312] 0.64 -> 0.65, RMSNorm (no spill before) 0.93-0.99
+# unchanged; where nothing spilled (2048-4304 lanes) no gain, and the GELU form, whose recomputed derivative costs
+# ~12 instructions an element more, lost at 2560 (0.59 -> 0.50) and 11008 (0.46 -> 0.45) and won only at 4304 (0.51
+# -> 0.57; its one spilling cell): so the plain forms' wide pieces only (BWD_HOLD_PIECES). Instead of the padded
+# 16384-lane tile's second read (BWD_HOLD): LayerNorm / RMSNorm at 16384 wide, no lane padded, 0.62 / 0.69 -> 0.69 /
+# 0.71; where the tile pads (14336: 0.59 / 0.80 -> 0.53 / 0.65), in pre mode (16384: 0.79 -> 0.65) and with GELU
+# (0.50 -> 0.45) it lost (more spill: 88 -> 136 bytes at 14336), so only there.
+BWD_HOLD_PIECES = True
+BWD_HOLD = True
+# NOTE (A/B knob): the GELU form's pieces held too: 1 z and dy (the activation's derivative computed again after the
+# sums, ~12 instructions an element), 2 z and d(affine output) rounded to bf16 (as PyTorch's GELU backward hands it
+# to the norm's backward; the derivative computed once; the gradients then differ from the fp32 path's by that
+# rounding).
+ACT_BWD_HOLD = 0
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
@@ -1032,8 +1051,8 @@ def _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS: tl.constexpr):
     return mean, rstd
 
 
-# NOTE (experiment, BWD_HOLD / BWD_HOLD_PIECES): a bf16 row held across its sums as loaded and widened to fp32
-# twice, once for the sums and once for the gradients. The two widenings are written as different
+# NOTE: a bf16 row held across its sums as loaded and widened to fp32 twice, once for the sums and once for the
+# gradients (the NOTE above BWD_HOLD_PIECES: where that pays). The two widenings are written as different
 # instructions (shifts, then byte permutes: the same values) so that neither LLVM nor ptxas merges them into one fp32
 # copy kept across the sums, which is what spills. The interpreter widens with ``.to`` (it cannot run PTX).
 if interpreter_enabled():
@@ -1064,6 +1083,34 @@ else:
             "{ .reg .b32 zr; mov.b32 zr, 0; prmt.b32 $0, $2, zr, 0x1044; prmt.b32 $1, $2, zr, 0x3244; }",
             "=r,=r,r", [x.to(tl.int16, bitcast=True)], dtype=tl.int32, is_pure=True, pack=2)
         return wide.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _round_held_gradient(dh, w, HAS_W: tl.constexpr):
+    """HOLD == 2 (the GELU form): d(affine output) rounded to bf16 to be held across the row sums (as PyTorch's GELU
+    backward hands it to the norm's), and (its bf16 bits, its widened value, w times that)."""
+    dh_h = dh.to(tl.bfloat16)
+    dh = _widen_bf16(dh_h)
+    wdh = dh
+    if HAS_W:
+        wdh = dh * w[None, :]
+    return dh_h, dh, wdh
+
+
+@triton.jit
+def _held_gradient_math(z_h, dh_h, w, mean, rstd, HAS_W: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr,
+                        OUT_DTYPE: tl.constexpr):
+    """HOLD == 2 after the row sums: (xhat, xhat as the weight saw it, d(affine output), w times that) from the held
+    bf16 z and d(affine output), widened again; the activation's derivative is not computed again."""
+    xhat = (_widen_bf16_again(z_h) - mean[:, None]) * rstd[:, None]
+    dh = _widen_bf16_again(dh_h)
+    wdh = dh
+    if HAS_W:
+        wdh = dh * w[None, :]
+    xhat_w = xhat
+    if CAST_BEFORE_WEIGHT:
+        xhat_w = xhat.to(OUT_DTYPE).to(tl.float32)
+    return xhat, xhat_w, dh, wdh
 
 
 @triton.jit
@@ -1244,6 +1291,11 @@ def _norm_bwd_pieces(
                 HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
         else:
             dy_u, xhat_w_u = dw_acc_u, dw_acc_u  # (names for _add_to_accumulators, which leaves them unread)
+        if HOLD == 2:
+            dh_h, dy, wdy = _round_held_gradient(dy, w, HAS_W)
+            dh_t_h, dy_t, wdy_t = _round_held_gradient(dy_t, w_t, HAS_W)
+            if BLOCK_U > 1:
+                dh_u_h, dy_u, wdy_u = _round_held_gradient(dy_u, w_u, HAS_W)
         if EARLY_ACC:
             dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u = _add_to_accumulators(
                 dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u, xhat_w_u,
@@ -1258,7 +1310,15 @@ def _norm_bwd_pieces(
             s2 += s2_u
         c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + s1 / N
         c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + s2 / N
-        if HOLD:
+        if HOLD == 2:
+            # z and the rounded d(affine output) held, widened again (the NOTE above ACT_BWD_HOLD)
+            xhat, xhat_w, dy, wdy = _held_gradient_math(z_h, dh_h, w, mean, rstd, HAS_W, CAST_BEFORE_WEIGHT, OUT_DTYPE)
+            xhat_t, xhat_w_t, dy_t, wdy_t = _held_gradient_math(z_t_h, dh_t_h, w_t, mean, rstd, HAS_W,
+                                                                CAST_BEFORE_WEIGHT, OUT_DTYPE)
+            if BLOCK_U > 1:
+                xhat_u, xhat_w_u, dy_u, wdy_u = _held_gradient_math(z_u_h, dh_u_h, w_u, mean, rstd, HAS_W,
+                                                                    CAST_BEFORE_WEIGHT, OUT_DTYPE)
+        elif HOLD:
             # the held bf16 row widened again (the NOTE above _widen_bf16): its fp32 tiles not kept across the sums
             xhat, xhat_w, dy, wdy = _norm_bwd_math(
                 _widen_bf16_again(z_h), _widen_bf16_again(dy_h), w, b, mean, rstd, mask, seed, rows, offs, N,
@@ -1831,15 +1891,18 @@ def _bwd_reload(tile: Tile) -> bool:
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
 
 
-def _bwd_hold(tile: Tile, n: int, z_dtype: torch.dtype, dy_dtype: torch.dtype, activation: int, mode: int) -> bool:
-    """Whether the backward holds its bf16 row as loaded across the row sums and widens it again (the NOTE above
-    _widen_bf16): rows in pieces (BWD_HOLD_PIECES) instead of their fp32 tiles; a reloading one-tile backward
-    (BWD_HOLD) instead of its second read. Experiment knobs, any form."""
-    if z_dtype != torch.bfloat16 or dy_dtype != torch.bfloat16 or tile.num_chunks != 1:
+def _bwd_hold(tile: Tile, n: int, z_dtype: torch.dtype, dy_dtype: torch.dtype, activation: int, mode: int) -> int:
+    """Whether the backward holds its bf16 row as loaded across the row sums and widens it again, the NOTE above
+    BWD_HOLD_PIECES: the plain forms' wide pieces (past BWD_PIECES_MAX_LANES: 16 warps under the register cap)
+    instead of their fp32 tiles; the padded 16384-lane tile of LayerNorm / RMSNorm (not pre mode) where it pads
+    nothing, instead of its second read (1 in both). With an activation, ACT_BWD_HOLD in pieces (1 or 2: its NOTE)."""
+    if tile.num_chunks != 1 or z_dtype != torch.bfloat16 or dy_dtype != torch.bfloat16:
         return False
+    if activation:
+        return ACT_BWD_HOLD if tile.tail else 0
     if tile.tail:
-        return BWD_HOLD_PIECES
-    return BWD_HOLD and _bwd_reload(tile)
+        return int(BWD_HOLD_PIECES and n > BWD_PIECES_MAX_LANES)
+    return int(BWD_HOLD and mode != PRE and _bwd_reload(tile) and tile.block_m * tile.block_n == n)
 
 
 def _early_acc(tile: Tile, mode: int, stages: int) -> bool:
