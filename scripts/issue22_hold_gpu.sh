@@ -10,8 +10,9 @@
 # explore: 1. on CUDA, every form's backward with the knobs on against off (the largest difference); 2.
 # benchmarks/norm_tiles.py, the backward launcher only: each setting in alternating rounds of one process, at SHAPES
 # (fraction of a same-size copy).
-# confirm: 1. tests/ops/test_norm.py on CUDA; 2. the launcher, the rule against both knobs off, at more widths and
-# forms, and the GELU form's pieces held (norm.ACT_BWD_HOLD 1 and 2, off).
+# confirm: 1. tests/ops/test_norm.py on CUDA; 2. the launcher, the rule against both knobs off and against holding the
+# pieces at any lanes a thread, at more widths and forms, and the GELU form's pieces held (norm.ACT_BWD_HOLD 1
+# and 2, off).
 # sweep: the op sweep (forward and forward + backward as users call it, with the peers) at the widths the rules change.
 set -u
 PACK=${1:?usage: bash scripts/issue22_hold_gpu.sh PACK}
@@ -28,8 +29,8 @@ if [ "${PHASE:-explore}" = confirm ]; then
     SHAPES=${SHAPES:-8192x9216,8192x10240,2048x11008,8192x11008,8192x12288,8192x13312,2048x16384,8192x16384,32768x16384}
     packed 200 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "${FORMS:-ln,rms,ln-pre,ln-post}" \
         --fwd "" --bwd "" --no-check --bwd-setting "before:BWD_HOLD=False,BWD_HOLD_PIECES=False" --bwd-setting "rule:" \
-        --setting-rounds 2 --out "$OUT/settings"
-    GELU_SHAPES=${GELU_SHAPES:-8192x2560,8192x3072,8192x4304,8192x6144,8192x8704,8192x9216,8192x10240,8192x11008,32768x11008}
+        --bwd-setting "any-lanes:BWD_HOLD_PIECES_LANES_PER_THREAD=0" --setting-rounds 2 --out "$OUT/settings"
+    GELU_SHAPES=${GELU_SHAPES:-8192x2560,8192x3072,8192x4304,8192x6144,8192x8704,8192x9216,8192x10240,8192x11008}
     packed 120 settings-gelu python3 benchmarks/norm_tiles.py --shapes "$GELU_SHAPES" \
         --forms ln-gelu --fwd "" --bwd "" --no-check --bwd-setting "rule:" --bwd-setting "hold1:ACT_BWD_HOLD=1" \
         --bwd-setting "hold2:ACT_BWD_HOLD=2" \

@@ -1132,17 +1132,19 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     _backward_both_ways(form, (m, n), device, monkeypatch, "BWD_RELOAD")
 
 
-@pytest.mark.parametrize("n", [2560, 4304, 8192, 9000, 11008, 13312, 14336, 16384])
+@pytest.mark.parametrize("n", [2560, 4304, 8192, 9000, 10240, 11008, 12288, 13312, 14336, 16384])
 def test_backward_hold_rule(n):
     """The bf16 row is held across its sums and widened again (the NOTE above BWD_HOLD_PIECES) in the plain forms'
-    wide pieces (past 8192 lanes) and in the 16384-lane tile where it pads no lane (not in pre mode); never with GELU,
-    in rows of 8192 lanes or fewer, in a padded tile, or for fp16 / fp32 rows."""
+    wide pieces of 24 lanes a thread or more (11008-13312 wide; 9000-10240 do not spill) and in the 16384-lane tile
+    where it pads no lane (not in pre mode); never with GELU (its knob off), in rows of 8192 lanes or fewer, in a
+    padded tile, or for fp16 / fp32 rows."""
     bf16, fp16 = torch.bfloat16, torch.float16
     for mode in (norm.NONE, norm.POST, norm.PRE):
         tile = norm.backward_rule(n, 0, mode == norm.PRE, 2)
         held = norm._bwd_hold(tile, n, bf16, bf16, 0, mode)
         if tile.tail:
-            assert held == (n > 8192)
+            assert held == (n > 8192 and tile.lanes >= 24 * 32 * tile.num_warps)
+            assert held == (11008 <= n <= 13312)
         else:
             assert held == (n == 16384 and mode != norm.PRE)
         assert not norm._bwd_hold(tile, n, fp16, fp16, 0, mode)

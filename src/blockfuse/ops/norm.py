@@ -362,11 +362,13 @@ BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
 # 1.00, pre-residual 0.75 / 0.80 -> 0.77 / 0.81, [8192, 13312] 0.64 -> 0.65, RMSNorm (no spill before) 0.93-0.99
 # unchanged; where nothing spilled (2048-4304 lanes) no gain, and the GELU form, whose recomputed derivative costs
 # ~12 instructions an element more, lost at 2560 (0.59 -> 0.50) and 11008 (0.46 -> 0.45) and won only at 4304 (0.51
-# -> 0.57; its one spilling cell): so the plain forms' wide pieces only (BWD_HOLD_PIECES). Instead of the padded
-# 16384-lane tile's second read (BWD_HOLD): LayerNorm / RMSNorm at 16384 wide, no lane padded, 0.62 / 0.69 -> 0.69 /
-# 0.71; where the tile pads (14336: 0.59 / 0.80 -> 0.53 / 0.65), in pre mode (16384: 0.79 -> 0.65) and with GELU
-# (0.50 -> 0.45) it lost (more spill: 88 -> 136 bytes at 14336), so only there.
+# -> 0.57; its one spilling cell): so the plain forms' wide pieces only (BWD_HOLD_PIECES), where their fp32 tiles
+# spill: from 24 lanes a thread (BWD_HOLD_PIECES_LANES_PER_THREAD; 9216 / 10240 wide hold 18 / 20, spilling nothing).
+# Instead of the padded 16384-lane tile's second read (BWD_HOLD): LayerNorm / RMSNorm at 16384 wide, no lane padded,
+# 0.62 / 0.69 -> 0.69 / 0.71; where the tile pads (14336: 0.59 / 0.80 -> 0.53 / 0.65), in pre mode (16384: 0.79 ->
+# 0.65) and with GELU (0.50 -> 0.45) it lost (more spill: 88 -> 136 bytes at 14336), so only there.
 BWD_HOLD_PIECES = True
+BWD_HOLD_PIECES_LANES_PER_THREAD = 24  # (the fp32 tiles spill from 24 lanes a thread on 16 warps: 11008-13312 wide)
 BWD_HOLD = True
 # NOTE (A/B knob): the GELU form's pieces held too: 1 z and dy (the activation's derivative computed again after the
 # sums, ~12 instructions an element), 2 z and d(affine output) rounded to bf16 (as PyTorch's GELU backward hands it
@@ -1893,15 +1895,17 @@ def _bwd_reload(tile: Tile) -> bool:
 
 def _bwd_hold(tile: Tile, n: int, z_dtype: torch.dtype, dy_dtype: torch.dtype, activation: int, mode: int) -> int:
     """Whether the backward holds its bf16 row as loaded across the row sums and widens it again, the NOTE above
-    BWD_HOLD_PIECES: the plain forms' wide pieces (past BWD_PIECES_MAX_LANES: 16 warps under the register cap)
-    instead of their fp32 tiles; the padded 16384-lane tile of LayerNorm / RMSNorm (not pre mode) where it pads
-    nothing, instead of its second read (1 in both). With an activation, ACT_BWD_HOLD in pieces (1 or 2: its NOTE)."""
+    BWD_HOLD_PIECES: the plain forms' wide pieces (past BWD_PIECES_MAX_LANES: 16 warps under the register cap) of
+    BWD_HOLD_PIECES_LANES_PER_THREAD lanes a thread or more instead of their fp32 tiles; the padded 16384-lane tile
+    of LayerNorm / RMSNorm (not pre mode) where it pads nothing, instead of its second read (1 in both). With an
+    activation, ACT_BWD_HOLD in pieces (1 or 2: its NOTE)."""
     if tile.num_chunks != 1 or z_dtype != torch.bfloat16 or dy_dtype != torch.bfloat16:
-        return False
+        return 0
     if activation:
         return ACT_BWD_HOLD if tile.tail else 0
     if tile.tail:
-        return int(BWD_HOLD_PIECES and n > BWD_PIECES_MAX_LANES)
+        return int(BWD_HOLD_PIECES and n > BWD_PIECES_MAX_LANES
+                   and tile.block_m * tile.lanes >= BWD_HOLD_PIECES_LANES_PER_THREAD * 32 * tile.num_warps)
     return int(BWD_HOLD and mode != PRE and _bwd_reload(tile) and tile.block_m * tile.block_n == n)
 
 
