@@ -42,6 +42,13 @@ pack() {
     mkdir -p "$1" && tar czf "$1/results.tar.gz" -C "$OUT" .
 }
 
+# packed SECONDS NAME COMMAND...: step, then the results so far into $PACK/results.tar.gz (a call cut by its time
+# limit still returns them; the runners set PACK first).
+packed() {
+    step "$@"
+    pack "$PACK"
+}
+
 # te_fp8_ab: te-4layer's training step (4 layers, [8, 2048, 2048], issue 18): bf16 compile and torchao tensorwise
 # compiled (the targets' baselines), then blockfuse's fused FP8 tensorwise block, default, +recompute and default
 # again (a first run may take its samples while its kernels compile), this checkout's code (te-new-*) and, after

@@ -17,10 +17,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-packed() {  # step, then the results so far (a call cut by its time limit still returns them)
-    step "$@"
-    pack "$PACK"
-}
 [ "${TESTS:-1}" = 0 ] || packed 150 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_delayed.py \
     tests/ops/test_fp8.py tests/ops/test_fp8_act.py tests/ops/test_gated_fp8.py tests/ops/test_norm_fp8.py \
     tests/ops/test_fp8_weights.py tests/models/test_fused_fp8.py

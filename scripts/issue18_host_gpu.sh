@@ -19,10 +19,6 @@ source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
 old_code
-packed() {  # step, then the results so far (a call cut by its time limit still returns them)
-    step "$@"
-    pack "$PACK"
-}
 if [ "${TESTS:-1}" = 1 ]; then
     packed 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_history.py \
         tests/ops/test_fp8_delayed.py tests/ops/test_fp8_act.py tests/ops/test_fp8.py tests/models/test_fused_fp8.py \

@@ -17,10 +17,6 @@ source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
 (lscpu; nproc; cat /proc/loadavg; nvidia-smi topo -m) > "$OUT/machine.log" 2>&1
-packed() {
-    step "$@"
-    pack "$PACK"
-}
 MEM=(benchmarks/memory_block.py te-4layer --layers 4 --impl fused --compile default --linear fp8:delayed --top 30)
 packed 120 memory-main python3 "${MEM[@]}"
 [ -d _gpu/new/src ] && packed 120 memory-new env PYTHONPATH="$PWD/_gpu/new/src:$PYTHONPATH" python3 "${MEM[@]}"

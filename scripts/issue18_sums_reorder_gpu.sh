@@ -17,10 +17,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-packed() {
-    step "$@"
-    pack "$PACK"
-}
 packed 100 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_fp8_history.py \
     tests/ops/test_fp8_delayed.py tests/ops/test_reduce.py
 old_code

@@ -17,10 +17,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-packed() {  # step, then the results so far (a call cut by its time limit still returns them)
-    step "$@"
-    pack "$PACK"
-}
 packed 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py -k "gelu or chunks or weight_kernel"
 SHAPES=${SHAPES:-8192x9216,8192x11008,8192x12288,8192x13824,8192x14336,16384x14336,8192x16384,32768x11008}
 SPLIT=ACT_BWD_CHUNKS_FROM_LANES=8193

@@ -20,10 +20,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-packed() {  # step, then the results so far (a call cut by its time limit still returns them)
-    step "$@"
-    pack "$PACK"
-}
 if [ "${PHASE:-explore}" = confirm ]; then
     packed 200 tests python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/ops/test_norm.py
     SHAPES=${SHAPES:-8192x9216,8192x10240,2048x11008,8192x11008,8192x12288,8192x13312,2048x16384,8192x16384,32768x16384}
