@@ -366,15 +366,23 @@ BWD_RELOAD = None  # force the choice (benchmarks' A/B runs)
 # spill: from 24 lanes a thread (BWD_HOLD_PIECES_LANES_PER_THREAD; 9216 / 10240 wide hold 18 / 20, spilling nothing).
 # Instead of the padded 16384-lane tile's second read (BWD_HOLD): LayerNorm / RMSNorm at 16384 wide, no lane padded,
 # 0.62 / 0.69 -> 0.69 / 0.71; where the tile pads (14336: 0.59 / 0.80 -> 0.53 / 0.65), in pre mode (16384: 0.79 ->
-# 0.65) and with GELU (0.50 -> 0.45) it lost (more spill: 88 -> 136 bytes at 14336), so only there.
+# 0.65) and with GELU (0.50 -> 0.45) it lost (more spill: 88 -> 136 bytes at 14336), so only there. The rule against
+# both off on an H100 (2-confirm/ there): LayerNorm / post-residual 11008-12288 1.02-1.04x, 13312 1.12x, 16384
+# 1.10-1.18x; RMSNorm 1.00-1.02x; 9216 / 10240 unchanged (held at any lanes, LayerNorm at 10240 lost 18%).
 BWD_HOLD_PIECES = True
 BWD_HOLD_PIECES_LANES_PER_THREAD = 24  # (the fp32 tiles spill from 24 lanes a thread on 16 warps: 11008-13312 wide)
 BWD_HOLD = True
-# NOTE (A/B knob): the GELU form's pieces held too: 1 z and dy (the activation's derivative computed again after the
-# sums, ~12 instructions an element), 2 z and d(affine output) rounded to bf16 (as PyTorch's GELU backward hands it
-# to the norm's backward; the derivative computed once; the gradients then differ from the fp32 path's by that
-# rounding).
-ACT_BWD_HOLD = 0
+# NOTE: the GELU form's pieces held too, in one of two ways: 1 z and dy (the activation's derivative computed again
+# after the sums, ~12 instructions an element), 2 z and d(affine output) rounded to bf16 (as PyTorch's GELU backward
+# hands it to the norm's backward; the derivative computed once, ~4 instructions an element more; the gradients stay
+# within twice PyTorch's bf16 error against float64, tests/ops/test_norm.py). On sm_90 builds the second takes the
+# fp32 pieces' spills away where they have them, past 16 lanes a thread (48-152 bytes -> 0 at 4160-10240 wide, 160 ->
+# 56 at 11008). Measured on an H100 (the launcher, alternating in one process, results/launch-rules/33-hold-*/
+# 2-confirm/), against the fp32 pieces, [8192, n]: 4304 1.14x, 8704 1.03x, 9216 1.17x, 10240 1.05x, 11008 1.06x
+# (the first form 0.92-1.14x); where nothing spilled (2560, 3072, 6144: 10-12 lanes a thread) 0.97-1.00x. So the
+# second form, past ACT_BWD_HOLD_LANES_PER_THREAD lanes a thread.
+ACT_BWD_HOLD = 2
+ACT_BWD_HOLD_LANES_PER_THREAD = 16
 # NOTE: with a GELU after the norm (layer_norm_gelu) the backward holds more registers (the bias
 # and the activation's derivative). 8 warps a program then need about 166 registers a thread,
 # which leaves one program per multiprocessor and too few bytes in flight (0.46 of copy); capped
@@ -1902,7 +1910,8 @@ def _bwd_hold(tile: Tile, n: int, z_dtype: torch.dtype, dy_dtype: torch.dtype, a
     if tile.num_chunks != 1 or z_dtype != torch.bfloat16 or dy_dtype != torch.bfloat16:
         return 0
     if activation:
-        return ACT_BWD_HOLD if tile.tail else 0
+        threads = 32 * tile.num_warps
+        return ACT_BWD_HOLD if tile.tail and tile.block_m * tile.lanes > ACT_BWD_HOLD_LANES_PER_THREAD * threads else 0
     if tile.tail:
         return int(BWD_HOLD_PIECES and n > BWD_PIECES_MAX_LANES
                    and tile.block_m * tile.lanes >= BWD_HOLD_PIECES_LANES_PER_THREAD * 32 * tile.num_warps)
