@@ -1129,7 +1129,7 @@ def _norm_bwd_rows(
     stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TWO_FMA: tl.constexpr,
-    RELOAD: tl.constexpr, HOLD: tl.constexpr = False,
+    RELOAD: tl.constexpr, HOLD: tl.constexpr = 0,
 ):
     """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
     gradient) and returns the weight and bias gradient accumulators with this block added. RELOAD: w and b
@@ -1234,7 +1234,7 @@ def _norm_bwd_pieces(
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_U: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
-    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr, HOLD: tl.constexpr = False,
+    TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr, HOLD: tl.constexpr = 0,
 ):
     """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
     BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
@@ -1403,7 +1403,8 @@ def _norm_bwd_kernel(
     EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
     WEIGHT_KERNEL: tl.constexpr = False,  # (chunks) the weight / bias gradients left to _norm_bwd_weight_kernel
-    HOLD: tl.constexpr = False,  # RELOAD in one tile, bf16: the row held as loaded, not read again (_bwd_hold)
+    HOLD: tl.constexpr = 0,  # bf16 rows (_bwd_hold): 1 held as loaded across the row sums, widened again (pieces,
+    # or RELOAD's one tile instead of its second read); 2 (the GELU form's pieces) z and the rounded gradient held
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
     stride_dx, stride_dres = stride_dx * VEC, stride_dres * VEC
