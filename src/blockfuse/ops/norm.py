@@ -1096,6 +1096,14 @@ else:
 
 
 @triton.jit
+def _widen(x, HOLD: tl.constexpr):
+    """A loaded tile in fp32: the first of a held row's two widenings (HOLD), else a plain conversion."""
+    if HOLD:
+        return _widen_bf16(x)
+    return x.to(tl.float32)
+
+
+@triton.jit
 def _round_held_gradient(dh, w, HAS_W: tl.constexpr):
     """HOLD == 2 (the GELU form): d(affine output) rounded to bf16 to be held across the row sums (as PyTorch's GELU
     backward hands it to the norm's), and (its bf16 bits, its widened value, w times that)."""
@@ -1141,13 +1149,9 @@ def _norm_bwd_rows(
     mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
     if RELOAD:
         w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
-    z_held = z
-    dy_held = dy
-    if HOLD:
-        z = _widen_bf16(z)
-        dy = _widen_bf16(dy)
+    dy_held = dy  # (as loaded: the math below names its result dy)
     xhat, xhat_w, dy, wdy = _norm_bwd_math(
-        z.to(tl.float32), dy.to(tl.float32), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
+        _widen(z, HOLD), _widen(dy, HOLD), w, b, mean, rstd, mask, seed, rows, offs, N, dropout_p, dropout_scale,
         MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, DX.dtype.element_ty)
     if IS_RMS:
         c1 = tl.sum(xhat * wdy, axis=1) / N
@@ -1157,7 +1161,7 @@ def _norm_bwd_rows(
         c1, c2 = c1 / N, c2 / N
     if RELOAD:
         if HOLD:
-            z = _widen_bf16_again(z_held)
+            z = _widen_bf16_again(z)
             dy = _widen_bf16_again(dy_held)
         else:
             # NOTE: the row read again (from L2: the first read went through it moments ago) rather than held
@@ -1273,17 +1277,11 @@ def _norm_bwd_pieces(
         dy_h = tl.load(DY + rows[:, None] * stride_dy + offs[None, :], mask=mask, other=0.0)
         z_t_h = tl.load(Z + rows[:, None] * stride_z + cols_t[None, :], mask=mask_t, other=0.0)
         dy_t_h = tl.load(DY + rows[:, None] * stride_dy + cols_t[None, :], mask=mask_t, other=0.0)
-        if HOLD:
-            z, dy, z_t, dy_t = _widen_bf16(z_h), _widen_bf16(dy_h), _widen_bf16(z_t_h), _widen_bf16(dy_t_h)
-        else:
-            z, dy, z_t, dy_t = z_h.to(tl.float32), dy_h.to(tl.float32), z_t_h.to(tl.float32), dy_t_h.to(tl.float32)
+        z, dy, z_t, dy_t = _widen(z_h, HOLD), _widen(dy_h, HOLD), _widen(z_t_h, HOLD), _widen(dy_t_h, HOLD)
         if BLOCK_U > 1:
             z_u_h = tl.load(Z + rows[:, None] * stride_z + cols_u[None, :], mask=mask_u, other=0.0)
             dy_u_h = tl.load(DY + rows[:, None] * stride_dy + cols_u[None, :], mask=mask_u, other=0.0)
-            if HOLD:
-                z_u, dy_u = _widen_bf16(z_u_h), _widen_bf16(dy_u_h)
-            else:
-                z_u, dy_u = z_u_h.to(tl.float32), dy_u_h.to(tl.float32)
+            z_u, dy_u = _widen(z_u_h, HOLD), _widen(dy_u_h, HOLD)
         mean, rstd = _row_statistics(MEAN, RSTD, rows, row_mask, IS_RMS)
         if RELOAD:
             w, b = _load_weight_and_bias(W, B, offs, col_mask, HAS_W, HAS_B, ACTIVATION, "evict_last")
