@@ -1138,6 +1138,23 @@ def test_backward_reload_matches_one_read(form, device, monkeypatch):
     _backward_both_ways(form, (m, n), device, monkeypatch, "BWD_RELOAD")
 
 
+@pytest.mark.parametrize("n", [4096, 5120, 8193, 11008])
+@pytest.mark.parametrize("is_rms", [False, True], ids=["ln", "rms"])
+def test_statistics_of_rows_in_pieces_are_exact(n, is_rms, device):
+    """The forward's row statistics (mean, rstd) of rows held as a head and a tail piece (5120 = 4096 + 1024, 8193,
+    11008) as close to float64's as those of a row in one tile (4096): a few fp32 ulps. Triton's interpreter had
+    summed the paired row sums (``norm._row_sums``) element after element, 7-15x further off (NOTE above it)."""
+    torch.manual_seed(n)
+    x = torch.randn(7, n, device=device).to(torch.bfloat16)
+    _, _, mean, rstd = norm._norm_fwd(x, None, None, None, None, 1e-5, norm.NONE, 0.0, is_rms, False, 0, True)
+    x64 = x.double()
+    center = torch.zeros_like(x64[:, :1]) if is_rms else x64.mean(-1, keepdim=True)
+    rstd64 = torch.rsqrt(((x64 - center) ** 2).mean(-1) + 1e-5)
+    assert ((rstd.double() - rstd64).abs() / rstd64).max().item() < 4 * 2.0**-24 * 4
+    if not is_rms:  # (deviations of 1: the mean's error in units of the row's spread)
+        assert (mean.double() - center[:, 0]).abs().max().item() < 2.0**-24 * 4
+
+
 @pytest.mark.parametrize("n", [2560, 4304, 8192, 9000, 10240, 11008, 12288, 13312, 14336, 16384])
 def test_backward_hold_rule(n):
     """The bf16 row is held across its sums and widened again (the NOTE above BWD_HOLD_PIECES) in the plain forms'

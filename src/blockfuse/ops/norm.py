@@ -1007,15 +1007,31 @@ def _norm_bwd_chunk(
                           MODE, HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
 
 
-@triton.jit
-def _row_sums(a, b):
-    """Both rows' sums of two tiles in one reduction: the tiles joined on a new minor axis and summed over the
-    row, so the warps exchange their partial sums once, where two ``tl.sum`` calls exchange twice (LayerNorm's
-    backward, sm_90: 4 -> 2 barriers a row block in the loop; benchmarks/results/launch-rules/6-paired-sums).
+# NOTE: Triton's interpreter sums a tile with ``np.sum`` over the reduced axis. Over a row of a 2-D tile that is
+# numpy's pairwise summation (errors of a few ulps, like the GPU's per-thread partial sums merged as a tree), but
+# over the row axis of the joined (rows, N, 2) tile below it is a strided reduction, which numpy adds element after
+# element: a sum of squares of 1024 bf16 values came out 14 ulps off (1.6e-6) where ``tl.sum`` of the 2-D tile was
+# off by 0.6. The CPU tests and the fuzz then saw norms whose statistics and weight gradients were 5-20x less exact
+# than PyTorch's at widths with a tail piece (5120, 8193, 11008: the 2026-12-05 fuzz, benchmarks/results/fuzz/), an
+# error of the interpreter, not of the kernel. So the interpreter sums the two tiles one by one.
+if interpreter_enabled():
 
-    NOTE: not ``tl.reduce((a, b), combine_fn=...)``, which reduces once on the GPU too (3 barriers) but runs
-    its combine function element by element in Triton's interpreter: 25x slower there, the CPU tests' time."""
-    return tl.split(tl.sum(tl.join(a, b), axis=1))
+    @triton.jit
+    def _row_sums(a, b):
+        """Both rows' sums of two tiles (the interpreter's form: the NOTE above)."""
+        return tl.sum(a, axis=1), tl.sum(b, axis=1)
+
+else:
+
+    @triton.jit
+    def _row_sums(a, b):
+        """Both rows' sums of two tiles in one reduction: the tiles joined on a new minor axis and summed over the
+        row, so the warps exchange their partial sums once, where two ``tl.sum`` calls exchange twice (LayerNorm's
+        backward, sm_90: 4 -> 2 barriers a row block in the loop; benchmarks/results/launch-rules/6-paired-sums).
+
+        NOTE: not ``tl.reduce((a, b), combine_fn=...)``, which reduces once on the GPU too (3 barriers) but runs
+        its combine function element by element in Triton's interpreter: 25x slower there, the CPU tests' time."""
+        return tl.split(tl.sum(tl.join(a, b), axis=1))
 
 
 @triton.jit
