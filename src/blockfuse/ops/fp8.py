@@ -214,6 +214,29 @@ def reciprocal(scale):
 
 
 @triton.jit
+def store_transposed_cast(y, mask, rows, cols, col_mask, AMAX, YT, YT_SCALE, MP, pid_m, pid_n,
+                          GIVEN_SCALE: tl.constexpr):
+    """The end of the kernels that make an op's output again straight into its transposed tensorwise e4m3 cast, a
+    weight gradient's operand (ops/norm.py's ``_norm_cast_t_kernel``, ops/fp8_act.py's ``_fp8_act_cast_t_kernel``):
+    the fp32 tile ``y`` of ``rows`` x ``cols``, zero outside ``mask`` (rows M..MP: the padding's zeros), quantized
+    with the scale of the one amax in AMAX (GIVEN_SCALE: AMAX holds the scale itself, a delayed cast's), loaded as a
+    column as _fp8_cast_kernel loads it (its NOTE), and stored transposed into YT (N, MP); the program (0, 0) also
+    stores the scale in YT_SCALE."""
+    y = tl.where(mask, y, 0.0)
+    if GIVEN_SCALE:
+        col_scale = tl.load(AMAX + cols * 0)
+    else:
+        col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
+    qt = _quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
+    tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
+    if (pid_m == 0) & (pid_n == 0):
+        if GIVEN_SCALE:
+            tl.store(YT_SCALE, tl.load(AMAX))
+        else:
+            tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
+
+
+@triton.jit
 def to_e4m3(y, inv_scale, Q):
     """``clamp(y * inv_scale, -448, 448)`` in e4m3 (Q's element type), for fp32 ``y`` and ``inv_scale``
     = :func:`reciprocal` of its scale (a scalar, or one a row broadcast as (BLOCK_M, 1)).

@@ -47,7 +47,7 @@ from blockfuse.ops import fp8
 # user kernel's global functions into its code by name and left the module out (NameError when it compiled the
 # delayed recipe's kernels; tests/ops/test_kernel_globals.py)
 from blockfuse.ops.fp8 import E4M3_MAX, E5M2_MAX, _quantized, delayed_scale, delayed_scales, fold_amax, reciprocal, \
-    scale_of, to_e4m3
+    scale_of, store_transposed_cast, to_e4m3
 from blockfuse.ops.activation import ACTIVATIONS, CODES, activate, activate_grad, activate_ref, check_activation
 from blockfuse.ops.linear_act import pre_halves
 from blockfuse.ops.launch import Kernel, as_rows, cdiv, empty_if_none, empty_scalar, in_row_units, launcher_op, \
@@ -220,19 +220,9 @@ def _fp8_act_cast_t_kernel(
     y = activate(g, ACTIVATION)
     if GATED:
         y = y * tl.load(U + rows[:, None] * stride_u + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    if GIVEN_SCALE:  # the forward quantized fp32 y with this scale
-        y = tl.where(mask, y, 0.0)  # rows M..MP: the padding's zeros
-        col_scale = tl.load(AMAX + cols * 0)
-    else:  # the forward wrote y in the input's dtype, and the cast read that
-        y = tl.where(mask, y.to(G.dtype.element_ty).to(tl.float32), 0.0)
-        col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
-    qt = _quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
-    tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
-    if (pid_m == 0) & (pid_n == 0):
-        if GIVEN_SCALE:
-            tl.store(YT_SCALE, tl.load(AMAX))
-        else:
-            tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
+    if not GIVEN_SCALE:  # the forward wrote y in the input's dtype, and the cast read that (else it quantized fp32 y)
+        y = y.to(G.dtype.element_ty).to(tl.float32)
+    store_transposed_cast(y, mask, rows, cols, col_mask, AMAX, YT, YT_SCALE, MP, pid_m, pid_n, GIVEN_SCALE)
 
 
 @triton.jit

@@ -39,7 +39,7 @@ from blockfuse.ops import fp8 as _fp8
 from blockfuse.ops.fp8 import (
     E4M3_MAX, FP8_AMAX, FP8_ROWWISE, FP8_TENSORWISE, Float8Scaling, _quantized, check_fp8_output, delayed_scale,
     delayed_scale_ref, fold_amax, quantize_output_ref, reciprocal, refuse_fp8_gradient, roll_amax_history, row_amax,
-    scale_of, to_e4m3,
+    scale_of, store_transposed_cast, to_e4m3,
 )
 from blockfuse.ops.launch import (
     Kernel, as_rows, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, row_stride, in_row_units,
@@ -1600,18 +1600,7 @@ def _norm_cast_t_kernel(
                         Z.dtype.element_ty, 0, HAS_W, HAS_B, False, CAST_BEFORE_WEIGHT, 0, False)
     if ROUND:
         y = y.to(Z.dtype.element_ty).to(tl.float32)
-    y = tl.where(mask, y, 0.0)  # rows M..MP: the padding's zeros
-    if GIVEN_SCALE:
-        col_scale = tl.load(AMAX + cols * 0)
-    else:
-        col_scale = scale_of(tl.load(AMAX + cols * 0), E4M3_MAX)
-    qt = _quantized(tl.trans(y), reciprocal(col_scale)[:, None], YT, False)  # (BLOCK_N, BLOCK_M)
-    tl.store(YT + cols[:, None].to(tl.int64) * MP + rows[None, :], qt, mask=col_mask[:, None] & (rows < MP)[None, :])
-    if (pid_m == 0) & (pid_n == 0):
-        if GIVEN_SCALE:
-            tl.store(YT_SCALE, tl.load(AMAX))
-        else:
-            tl.store(YT_SCALE, scale_of(tl.load(AMAX), E4M3_MAX))
+    store_transposed_cast(y, mask, rows, cols, col_mask, AMAX, YT, YT_SCALE, MP, pid_m, pid_n, GIVEN_SCALE)
 
 
 # ----------------------------------------------------------------------------------------
@@ -2641,14 +2630,7 @@ def cast_again(y: Tensor, amax: Tensor, bias: Optional[Tensor]):
     node = y.grad_fn
     if not isinstance(node, _NormAmaxFunction._backward_cls):
         return None
-    cast_before_weight = node.config[4]
-    bias = None if bias is None else bias.detach()
-
-    def cast() -> tuple[Tensor, Tensor]:
-        z, weight, _, mean, rstd, _ = node.saved_tensors
-        return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight, False)
-
-    return cast
+    return _cast_from_node(node, bias, amax, False)
 
 
 def cast_again_quantized(proxy: Tensor, scale: Tensor, bias: Optional[Tensor]):
@@ -2664,12 +2646,18 @@ def cast_again_quantized(proxy: Tensor, scale: Tensor, bias: Optional[Tensor]):
     node = proxy.grad_fn
     if not isinstance(node, _NormFp8Function._backward_cls) or scale.dim() != 0 or node.config[1] == POST:
         return None
+    return _cast_from_node(node, bias, scale, True)
+
+
+def _cast_from_node(node, bias: Optional[Tensor], amax: Tensor, given_scale: bool):
+    """The function :func:`cast_again` and :func:`cast_again_quantized` return: y^T's cast made again
+    (:func:`_norm_transposed_cast`) from what the norm's autograd ``node`` keeps for its backward."""
     cast_before_weight = node.config[4]
     bias = None if bias is None else bias.detach()
 
     def cast() -> tuple[Tensor, Tensor]:
         z, weight, _, mean, rstd, _ = node.saved_tensors
-        return _norm_transposed_cast(z, mean, rstd, weight, bias, scale, cast_before_weight, True)
+        return _norm_transposed_cast(z, mean, rstd, weight, bias, amax, cast_before_weight, given_scale)
 
     return cast
 

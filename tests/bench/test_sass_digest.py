@@ -1,0 +1,53 @@
+"""benchmarks/sass_digest.py: the sm_90 machine code of the ops' launches, hashed, and two runs compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, interpret: str = "1") -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "BLOCKFUSE_SM90_TRITONS"}
+    env.update(TRITON_INTERPRET=interpret, PYTHONPATH=str(REPO_ROOT / "src"))
+    return subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "sass_digest.py"), *args], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+
+
+def test_compare_names_the_launches_whose_code_changed(tmp_path):
+    launch = {"kernel": "_k", "constexprs": {"BLOCK": 64}, "signature": {"X": "*bf16"}}
+    key, other = json.dumps(launch), json.dumps({**launch, "constexprs": {"BLOCK": 128}})
+    before, same, changed = tmp_path / "before.json", tmp_path / "same.json", tmp_path / "changed.json"
+    before.write_text(json.dumps({"3.9.0": {key: "aaaa", other: "bbbb"}}))
+    same.write_text(json.dumps({"3.9.0": {key: "aaaa", other: "bbbb"}}))
+    changed.write_text(json.dumps({"3.9.0": {key: "aaaa", other: "cccc"}}))
+    result = run("--compare", str(before), str(same))
+    assert result.returncode == 0 and "0 with other code" in result.stdout, result.stdout + result.stderr
+    result = run("--compare", str(before), str(changed))
+    assert result.returncode == 1 and "1 with other code" in result.stdout and "'BLOCK': 128" in result.stdout
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_digests_the_launches_of_a_kernel(tmp_path):
+    """One small kernel's recorded launches built for sm_90 with this machine's Triton: a digest each, and the SASS
+    it hashed (instructions, no addresses)."""
+    out, dump = tmp_path / "digests.json", tmp_path / "sass"
+    result = run("--kernels", "_transpose_bytes_kernel", "--out", str(out), "--dump", str(dump))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (version, digests), = json.loads(out.read_text()).items()
+    assert digests and all(json.loads(key)["kernel"] == "_transpose_bytes_kernel" for key in digests)
+    files = sorted(dump.iterdir())
+    assert {f.name for f in files} == {f"_transpose_bytes_kernel-{d}.sass" for d in digests.values()}
+    sass = files[0].read_text()
+    assert "EXIT" in sass and "/*0" not in sass
+
+
+def test_refuses_to_record_without_the_interpreter():
+    result = run("--kernels", "_transpose_bytes_kernel", interpret="0")
+    assert result.returncode != 0 and "set TRITON_INTERPRET=1" in result.stderr
