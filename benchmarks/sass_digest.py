@@ -22,30 +22,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (the repository root: tests/)
 
-DIGEST_SCRIPT = r"""
-import hashlib, importlib, json, re, subprocess, sys, tempfile
+# After tests/ops/test_sm90_compile.py's BUILD_LAUNCH (its ``build(launch)``), in a subprocess per Triton.
+DIGEST_BODY = r"""
+import hashlib, json, re, subprocess, sys, tempfile
 from pathlib import Path
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
 launches = json.loads(sys.stdin.read())
 digests = {}
 for key, launch in launches.items():
-    module = importlib.import_module(launch["module"])
-    kernel = getattr(module, launch["kernel"])
-    signature, constexprs = dict(launch["signature"]), dict(launch["constexprs"])
-    for name in launch["none"]:
-        signature[name], constexprs[name] = "constexpr", None
-    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in launch.get("aligned", ())}
-    options = {"num_warps": launch["num_warps"]}
-    if launch["maxnreg"] is not None:
-        options["maxnreg"] = launch["maxnreg"]
-    if launch["launch_pdl"]:
-        options["launch_pdl"] = True
-    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=options)
+    compiled = build(launch)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "kernel.cubin"
         path.write_bytes(compiled.asm["cubin"])
@@ -95,12 +81,13 @@ def main() -> None:
         sys.exit(1 if differ else 0)
     if os.environ.get("TRITON_INTERPRET") != "1":
         parser.error("set TRITON_INTERPRET=1: the launches are recorded in Triton's interpreter")
-    from tests.ops.test_sm90_compile import _with_each_triton
+    from tests.ops.test_sm90_compile import BUILD_LAUNCH, _with_each_triton
 
     launches = record(set(args.kernels.split(",")) if args.kernels else None)
     print(f"{len(launches)} launches of {len({launch['kernel'] for launch in launches.values()})} kernels")
     result = {}
-    for report in _with_each_triton(DIGEST_SCRIPT, *([args.dump] if args.dump else []), stdin=json.dumps(launches)):
+    dump = [args.dump] if args.dump else []
+    for report in _with_each_triton(BUILD_LAUNCH + DIGEST_BODY, *dump, stdin=json.dumps(launches)):
         result[report["triton"]] = report["digests"]
         print(f"triton {report['triton']}: {len(report['digests'])} digests")
     if args.out:

@@ -38,31 +38,36 @@ _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
            torch.int32: "i32", torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
            torch.float8_e5m2: "fp8e5", torch.uint8: "u8"}
 
-COMPILE_SCRIPT = r"""
-import importlib, json, sys
+BUILD_LAUNCH = r"""
+import importlib
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+
+def build(launch):  # one launch as _record_launches noted it, compiled for sm_90 with the Triton on the path
+    kernel = getattr(importlib.import_module(launch["module"]), launch["kernel"])
+    signature, constexprs = dict(launch["signature"]), dict(launch["constexprs"])
+    for name in launch["none"]:
+        signature[name], constexprs[name] = "constexpr", None
+    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in launch.get("aligned", ())}
+    options = {"num_warps": launch["num_warps"]}
+    if launch["maxnreg"] is not None:
+        options["maxnreg"] = launch["maxnreg"]
+    if launch["launch_pdl"]:
+        options["launch_pdl"] = True
+    source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+"""
+
+COMPILE_SCRIPT = BUILD_LAUNCH + r"""
+import json, sys
+
 launches = json.loads(sys.stdin.read())
 failures = []
 for launch in launches:
-    module = importlib.import_module(launch["module"])
-    kernel = getattr(module, launch["kernel"])
-    signature = dict(launch["signature"])
-    constexprs = dict(launch["constexprs"])
-    for name in launch["none"]:
-        signature[name] = "constexpr"
-        constexprs[name] = None
-    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in launch.get("aligned", ())}
     try:
-        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-        options = {"num_warps": launch["num_warps"]}
-        if launch["maxnreg"] is not None:
-            options["maxnreg"] = launch["maxnreg"]
-        if launch["launch_pdl"]:
-            options["launch_pdl"] = True
-        triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+        build(launch)
     except Exception as error:  # report every failure, not only the first
         failures.append(f"{launch['kernel']} {launch['constexprs']} num_warps={launch['num_warps']}: "
                         f"{type(error).__name__}: {str(error)[-600:]}")
