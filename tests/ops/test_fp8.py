@@ -203,7 +203,7 @@ def test_the_amax_pass_sums_the_columns(rowwise, rows, transposed, shape, layout
     exact = x.double().sum(0)
     assert col_sum.shape == (shape[1],) and col_sum.dtype == sum_dtype
     # fp32 sums of at most 300 terms, any order: well within 1e-5 of the magnitudes summed; then one rounding to
-    # sum_dtype, within one ulp (Triton's interpreter truncates a bf16 cast where the GPU rounds to nearest)
+    # sum_dtype, within one ulp
     bound = 1e-5 * x.double().abs().sum(0) + 2 * OUTPUT_ROUNDOFF[sum_dtype] * exact.abs()
     assert ((col_sum.double() - exact).abs() <= bound).all()
 

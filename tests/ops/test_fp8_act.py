@@ -90,7 +90,7 @@ def test_kernels_write_the_gated_kernels_values_and_their_amax(activation, m, hi
     assert amax.item() == y.float().abs().max().item()
     assert dpre_amax.item() == dpre.float().abs().max().item()
     torch.testing.assert_close(col_sum, dpre.double().sum(0).float(), rtol=1e-6, atol=1e-6 * dpre.abs().max().item())
-    # The references: the same numbers up to one rounding of the output (the interpreter truncates to bf16).
+    # The references: the same numbers up to one rounding of the output.
     y_ref, amax_ref = fp8_act.act_forward_ref(pre, activation)
     dpre_ref, _, _ = fp8_act.act_backward_ref(dy, pre, activation, None)
     # fp32: the kernels' activation math (a tanh from exp2, say) errs by a few 1e-6 (the gated ops' tests bound
