@@ -5,6 +5,7 @@ pair of processes (the ``runs`` fixture: tests/multiprocess.py's ``run_each``)."
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -66,7 +67,10 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
         fully_shard(block, **options)
     fully_shard(sharded, **options)
     half = slice(2 * rank, 2 * rank + 2)  # each rank its half of every global batch
-    losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
+    with warnings.catch_warnings(record=True) as caught:  # (FSDP2, torch 2.13+: a sharded module's output a view)
+        warnings.simplefilter("always")
+        losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
+    views = sorted({str(w.message)[:80] for w in caught if "view" in str(w.message)})
     full = {name: p.full_tensor().detach() for name, p in sharded.named_parameters()}  # collectives
     errors = {name: float((full[name] - p.detach()).abs().max() / p.detach().abs().max())
               for name, p in reference.named_parameters()}
@@ -75,7 +79,7 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
     torch.distributed.all_reduce(local)
     loss_errors = [float(abs(a / multiprocess.WORLD - b) / abs(b)) for a, b in zip(local, torch.stack(expected))]
     casts = None if probe_casts is None else {"calls": probe_casts.calls, "stale": probe_casts.stale}
-    return {"params": errors, "losses": loss_errors, "moved": moved, "casts": casts}
+    return {"params": errors, "losses": loss_errors, "moved": moved, "casts": casts, "views": views}
 
 
 # (preset, bf16 mixed precision[, FP8 recipe[, impl]]): the eager stack is the mixed-precision run's baseline
@@ -98,6 +102,15 @@ def test_fused_stack_under_fsdp2_matches_one_process(preset, runs):
         assert result["params"][worst] < 1e-5, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
         assert max(result["losses"]) < 1e-5, result["losses"]
         assert result["moved"] > 1e-2, result["moved"]  # the steps moved the weights: the check has teeth
+
+
+def test_sharded_blocks_return_no_views(runs):
+    """A fused block's outputs are tensors of their own, as PyTorch's are (F.linear of 3-D rows): FSDP2 hooks a
+    sharded module's outputs for its backward, and an in-place op on a view would drop the hook (torch 2.13 warns of
+    it: the fused pre-norm stack's MLP branch was a view of the down projection's rows until 2026-12-06)."""
+    for run in RUNS:
+        for rank, result in enumerate(runs(*run)):
+            assert result["views"] == [], (run, rank, result["views"])
 
 
 def test_fused_stack_under_fsdp2_with_bf16_mixed_precision(runs):

@@ -363,6 +363,7 @@ def test_gradients_are_within_fp8_error(recipe, dtype, shape, n, device):
     x, weight, bias = operands(shape, n, dtype, device, seed=50)
     leaves_ = [t.clone().requires_grad_() for t in (x, weight, bias)]
     y = fp8_linear(*leaves_, recipe=recipe)
+    assert y._base is None  # a tensor of its own, as F.linear's of 3-D rows (FSDP2 hooks a module's outputs)
     dy = random_tensor(y.shape, dtype, seed=53).to(device)
     y.backward(dy)
     dx, dw, db = (t.grad for t in leaves_)

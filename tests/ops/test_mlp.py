@@ -92,6 +92,7 @@ def test_non_contiguous_input_and_3d_gradient(device):
     assert not x.is_contiguous()
     ours = leaves(*inputs)
     out = gated_mlp(*ours)
+    assert out.dim() == 3 and out._base is None  # a tensor of its own, as F.linear's of 3-D rows
     out.square().sum().backward()
     ref = leaves(*inputs, dtype=torch.float64)
     _composition(*ref, activation="swiglu").square().sum().backward()

@@ -79,6 +79,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from blockfuse.ops.launch import (
     Kernel, cdiv, empty_if_none, empty_scalar, launcher_op, next_power_of_2, programmatic_launch, sm_count, tracing,
+    unviewed,
 )
 from blockfuse.ops import fp8_history
 from blockfuse.ops.fp8_history import roll_program
@@ -1734,7 +1735,7 @@ def _fp8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], x_scale: Opti
                              *then[1], *recast)
     if x_grad or weight_grad or (grad and bias is not None and bias.requires_grad):
         y = _Fp8LinearFunction.apply(x2, x_scale, weight, bias, config, proxy, x_amax, x_cast, scaling, *recast)
-        return y if x2.dim() == x.dim() else y.view(*lead, n)  # (a strided x of more dimensions: reshaped above)
+        return y if x2.dim() == x.dim() else unviewed(y, *lead, n)  # (a strided x of more dimensions: reshaped)
     y, _ = _forward(x2.reshape(-1, k), x_scale, weight, bias, rowwise, out_dtype, False, False, weight_cache, x_amax,
                     scaling=None if scaling is None else scaling[0])
     return y.view(*lead, n)

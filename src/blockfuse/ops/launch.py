@@ -482,6 +482,14 @@ def as_rows(t: Optional[Tensor], n: int) -> Optional[Tensor]:
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
+def unviewed(t: Tensor, *shape: int) -> Tensor:
+    """``t.view(*shape)`` as a tensor of its own: aten's ``_unsafe_view``, what ``F.linear`` of a 3-D input returns.
+    An op's output made so is not a view, so an in-place op on it keeps the hooks autograd holds on it (FSDP2
+    registers its pre-backward hook on a sharded module's outputs, and warns of a view); gradients flow as through
+    ``view``."""
+    return torch.ops.aten._unsafe_view(t, shape)
+
+
 def vector(t: Optional[Tensor]) -> Optional[Tensor]:
     """A weight or bias with unit stride (kernels index it as ``W + cols``); None stays None."""
     return t if t is None or t.stride(0) == 1 else t.contiguous()

@@ -36,7 +36,7 @@ from torch import Tensor
 from blockfuse.ops.activation import ACTIVATIONS, GATED, check_activation, column_sum
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import launch_gated_backward, launch_gated_forward
-from blockfuse.ops.launch import launcher_op, tracing
+from blockfuse.ops.launch import launcher_op, tracing, unviewed
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.ops.linear_act import (
     _shape, activation_ref, check_bias, check_input, check_linear, check_path, linear_act_forward, wants_grad,
@@ -398,7 +398,7 @@ def _run_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, activation, up_weigh
         return _fused_mlp_fwd(x, fc1_weight, fc1_bias, up_weight, up_bias, fc2_weight, fc2_bias, activation)
     gate_pre, up_pre = _GateUpFunction.apply(x, fc1_weight, fc1_bias, up_weight, up_bias)
     y2 = _DownFunction.apply(gate_pre, up_pre, fc2_weight, fc2_bias, (activation, up_weight is None))
-    return y2 if x.dim() == 2 else y2.view(*x.shape[:-1], fc2_weight.shape[0])
+    return y2 if x.dim() == 2 else unviewed(y2, *x.shape[:-1], fc2_weight.shape[0])
 
 
 # ----------------------------------------------------------------------------------------
