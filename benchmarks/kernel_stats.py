@@ -174,10 +174,13 @@ def rule_stats(n: int, form: str) -> dict:
                       stages=persistence["constexprs"].get("STAGES"), shared=compiled.metadata.shared,
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
-        try:
-            tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms)
-        except TypeError:  # (older code: no RMSNorm argument)
-            tile = norm.backward_rule(n, activation, mode == norm.PRE)
+        try:  # (a 16-bit row of one-element accesses: the launcher's scalar rows)
+            tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms, scalar=launch.row_units(n) == 1)
+        except TypeError:  # (older code: no scalar rows, or no RMSNorm argument either)
+            try:
+                tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms)
+            except TypeError:
+                tile = norm.backward_rule(n, activation, mode == norm.PRE)
     else:
         per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
         max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES

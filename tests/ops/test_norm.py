@@ -1132,6 +1132,65 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
         assert_close_to_reference(a, t, e, name=f"d{name}")
 
 
+def test_scalar_rows_rule(monkeypatch):
+    """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
+    twice the warps; the padded tile's warps and the pre-residual form's chunks only by their knobs (not timed yet);
+    the GELU form keeps its tiles."""
+    def doubled(n, pre):
+        plain, scalar = norm.backward_rule(n, 0, pre), norm.backward_rule(n, 0, pre, scalar=True)
+        return scalar._replace(num_warps=plain.num_warps) == plain and scalar.num_warps == 2 * plain.num_warps
+
+    for n in (4511, 4567, 4607):  # (pieces: 4096 + 512)
+        assert norm.backward_rule(n).tail and doubled(n, False) and doubled(n, True)
+    for n in (1001, 2049, 3001, 7777, 12345):
+        assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
+        assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
+    for n in (1001, 3001, 4567, 7777):
+        assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
+    monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 2)
+    monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 8192)
+    for n in (1001, 2049, 3001, 7777):
+        assert not norm.backward_rule(n).tail and doubled(n, False)
+    assert norm.backward_rule(12345, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(12345, 0, True).num_chunks
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("knobs", [False, True], ids=["rule", "knobs"])
+@pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
+@pytest.mark.parametrize("n", [1001, 4567, 12345])
+def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, knobs, device, monkeypatch):
+    """The launcher hands the rule its rows' access width (odd widths in bf16: one element), and the gradients of those
+    tiles (the rule's, and with the padded tile's and the pre-residual chunks' knobs on) are within twice PyTorch's
+    error of a float64 reference."""
+    if knobs:
+        monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 2)
+        monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 8192)
+    seen = []
+    rule = norm.backward_rule
+    monkeypatch.setattr(norm, "backward_rule", lambda *args, **kw: seen.append(args[5:] or kw.get("scalar"))
+                        or rule(*args, **kw))
+    is_rms, pre = form == "rms", form == "ln-pre"
+    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
+    r = random_tensor((3, n), torch.bfloat16, device, seed=44) if pre else None
+
+    def run(fn, dtype=None):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
+        kw = dict(residual=leaves[-1]) if pre else {}
+        args = (leaves[0], leaves[1]) if is_rms else (leaves[0], leaves[1], leaves[2])
+        outs = fn(*args, **kw)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        grads = [random_tensor(o.shape, o.dtype, device, seed=50 + i) for i, o in enumerate(outs)]
+        return list(torch.autograd.grad(outs, leaves, grads))
+
+    ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
+    ours = run(ops[0])
+    assert seen and all(s in ((True,), True) for s in seen), seen
+    for a, e, t in zip(ours, run(ops[1], torch.float64), run(ops[1])):
+        assert_close_to_reference(a, t, e)
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

@@ -156,6 +156,21 @@ BWD_PIECE_LANES_PER_WARP = 2048
 BWD_PIECE_MIN_WARPS = 4
 BWD_PIECE_TAIL_BYTES = 4
 BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider tails, e.g. 11008 = 8192 + 4096)
+# NOTE: a 16-bit row whose accesses are one element (VEC 1: an odd width, or an odd row stride, starts it at a 2-byte
+# boundary) holds each value in a register of its own where vector accesses pack two, so the tiles above, sized for
+# vectors, spill: built for sm_90 (benchmarks/results/launch-rules/34-odd-widths-2026-12-05-cpu/), 4567 in pieces
+# (4096 + 512) on 4 warps 336-616 bytes a thread (none on 8), 7777's padded tile on 8 warps 136-208, 12345's
+# pre-residual padded tile 3064. Timed on an H100 (35-odd-widths-2026-12-06-h100/, the backward launcher at [16384,
+# 4567]): the rule's 4 warps 0.35-0.36 of copy (LayerNorm, pre-residual), 8 warps 0.51-0.52 (RMSNorm, which spilled
+# nothing, 0.54 both); the even 4568 0.85-0.89 on 4 warps. So scalar rows in one-row pieces take BWD_SCALAR_WARPS
+# times their warps. Not timed yet, off: the padded tile's warps likewise (BWD_SCALAR_TILE_WARPS 2: 7777 on 16 warps
+# spills 56-136 bytes, 2049 / 3001 on 8 none where 4 spilled 104-176) and the pre-residual form's rows past
+# BWD_SCALAR_MAX_LANES_PRE in chunks (8192: 12345 spills 848 bytes instead of 3064, 2016 instructions instead of
+# 5160; the op ran at 0.04 of copy forward + backward there); scripts/issue22_scalar_rows_gpu.sh times them. The GELU
+# form keeps its tiles (its own warps and register cap). 1 / 0: off.
+BWD_SCALAR_WARPS = 2
+BWD_SCALAR_TILE_WARPS = 1
+BWD_SCALAR_MAX_LANES_PRE = 0
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
 # once, pipelined: the NOTE above BWD_PIPELINE_MAX_LANES), where the padded 16384-lane tile reads each row twice
@@ -1810,14 +1825,17 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
     return rows_for_count(tile, m, sm_count(device))
 
 
-def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2, is_rms: bool = False
-                  ) -> Tile:
+def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2, is_rms: bool = False,
+                  scalar: bool = False) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
     width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's wide tails, BWD_WIDE_PIECES_RMS_MAX_TAIL): the
     three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
     pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
-    (:func:`_tile`, no tail). Module constants read at each call, so that a benchmark's knob takes effect."""
+    (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
+    constants read at each call, so that a benchmark's knob takes effect."""
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
+    piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
+    tile_warps = BWD_SCALAR_TILE_WARPS if scalar and not activation and BWD_SCALAR_TILE_WARPS else 1
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
     if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
         pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
@@ -1833,12 +1851,16 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
         pieces = _wide_pieces(n, BWD_PIECE_TAIL_BYTES // element_size,
                               BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES)
     else:
-        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES, BWD_PIECE_LANES_PER_WARP,
-                                 BWD_PIECE_MIN_WARPS, 16, BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
+        pieces = _one_row_pieces(n, BWD_PIECES_FROM_LANES, BWD_PIECES_MAX_LANES,
+                                 BWD_PIECE_LANES_PER_WARP // piece_warps, BWD_PIECE_MIN_WARPS, 16,
+                                 BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
     if pieces is not None:
         return pieces
-    tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP,
-                 BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES, float("inf"))
+    max_lanes = BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES
+    if pre and scalar and BWD_SCALAR_MAX_LANES_PRE:
+        max_lanes = min(max_lanes, BWD_SCALAR_MAX_LANES_PRE)
+    tile = _tile(n, BWD_TILE_ELEMENTS, ACT_BWD_ELEMENTS_PER_WARP if activation else BWD_ELEMENTS_PER_WARP // tile_warps,
+                 max_lanes, float("inf"))
     if tile.num_chunks > 1 and not activation and BWD_CHUNK_WARPS:
         return _chunk_tile(tile)
     return tile
@@ -2365,7 +2387,8 @@ def _norm_bwd(
             if grad is not None:
                 grad.zero_()
         return outputs
-    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms)
+    vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
+    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, vec == 1 and z.element_size() == 2)
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
@@ -2375,7 +2398,6 @@ def _norm_bwd(
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
     stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
                      row_blocks, g)
-    vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     partial = None
     weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n)
     if (has_w or has_bias) and not direct and not weight_kernel:
