@@ -301,6 +301,12 @@ def _exercise_every_op(device: str) -> None:
     run(lambda x, w, b: blockfuse.layer_norm(x, w, b), wide, w, b)
     run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, residual_mode="post", dropout_p=0.1), wide, wide.flip(0), w)
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), wide, w, b)
+    # bf16 rows of odd width: one-element accesses (VEC 1), the backward's pieces on twice the warps (the NOTE above
+    # norm.BWD_SCALAR_WARPS), plain and pre-residual
+    odd = torch.randn(2, 4567, dtype=torch.bfloat16, device=device)
+    w, b = torch.randn(4567, dtype=torch.bfloat16, device=device), torch.randn(4567, dtype=torch.bfloat16, device=device)
+    run(lambda x, w, b: blockfuse.layer_norm(x, w, b), odd, w, b)
+    run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r), odd, odd.flip(0), w)
     # enough row blocks per program for the backward's pipelined loop (norm._stages)
     tall = torch.randn(400, 72, dtype=torch.bfloat16, device=device)
     w, b = torch.randn(72, dtype=torch.bfloat16, device=device), torch.randn(72, dtype=torch.bfloat16, device=device)
