@@ -554,3 +554,16 @@ def test_gpu_benchmark_runs_on_cpu(tmp_path):
     assert not failed, failed
     assert all(row["rel_error"] < 0.05 for row in rows), rows
     assert (tmp_path / "linear_act.md").read_text().count("|") > 10
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("activation", ["gelu_tanh", "swiglu"])
+def test_output_of_3d_rows_is_its_own_tensor(activation, device):
+    """As ``F.linear``'s of 3-D rows: not a view of the op's 2-D rows (FSDP2 hooks a sharded module's outputs for its
+    backward, and an in-place op on a view drops the hook), and gradients flow through it."""
+    x = torch.randn(2, 3, 32, device=device, requires_grad=True)
+    weight = (torch.randn(48, 32, device=device) / 6).requires_grad_()
+    y = linear_act(x, weight, None, activation)
+    assert y.shape == (2, 3, 48 // (2 if activation == "swiglu" else 1)) and y._base is None
+    y.square().sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0 and weight.grad.abs().sum() > 0

@@ -32,7 +32,7 @@ from torch import Tensor
 from blockfuse.ops.activation import ACTIVATIONS, activate_ref, check_activation, column_sum
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.gated import launch_gated_backward, launch_gated_forward
-from blockfuse.ops.launch import as_rows, empty_if_none, launcher_op, tracing
+from blockfuse.ops.launch import as_rows, empty_if_none, launcher_op, tracing, unviewed
 from blockfuse.runtime import use_triton
 
 # What ``path=`` accepts: the one path (cuBLAS GEMMs and the Triton activation kernel). The argument is kept
@@ -92,7 +92,7 @@ def _linear_act_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], activatio
     """linear_act's forward: (y, the pre-activation, empty unless ``keep_pre``)."""
     y2, pre2 = linear_act_forward(x.reshape(-1, x.shape[-1]), weight, bias, activation, keep_pre)
     pre = None if pre2 is None else pre2.view(*x.shape[:-1], weight.shape[0])
-    return y2.view(*x.shape[:-1], y2.shape[1]), empty_if_none(pre, x)
+    return unviewed(y2, *x.shape[:-1], y2.shape[1]), empty_if_none(pre, x)
 
 
 def private(pre: Tensor) -> Tensor:
