@@ -9,11 +9,10 @@ Run (one process, the interpreter must be on or CPU calls silently take the refe
 The rule (tests/helpers.py, ``assert_close_to_reference``): every output and every input gradient of the fused op
 must satisfy ``rel_err(ours) <= factor * rel_err(PyTorch in the same dtype) + floor(dtype)`` against a float64
 oracle computed from the same (rounded) inputs; ``factor`` is 2 (importing tests/helpers.py makes Triton's interpreter
-round fp32 -> bf16 to nearest even, as a GPU does: ``round_interpreted_bf16_to_nearest``; before 2026-12-05 it
+round fp32 -> bf16 to nearest even, as a GPU does: ``round_interpreted_bf16_to_nearest``; before 2026-12-06 it
 truncated, and the factor was 4 for results rounded through bf16). Every case uses a random, never-zero upstream
-gradient. Each
-case also checks dtypes, shapes, that the inputs were not modified, that no gradient is missing, and that the op
-took its Triton path (its module's ``*_ref`` was not called).
+gradient. Each case also checks dtypes, shapes, that the inputs were not modified, that no gradient is missing, and
+that the op took its Triton path (its module's ``*_ref`` was not called).
 
 Each case is a dict of parameters; ``run_case(group, params)`` rebuilds it deterministically, so a failure printed
 in the results can be rerun on its own:

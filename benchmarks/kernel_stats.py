@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import inspect
 import os
 import re
 import subprocess
@@ -60,8 +61,6 @@ def compile_sm90(kernel, signature: dict, constexprs: dict, divisible: list[str]
 def _constexpr_defaults(kernel) -> dict:
     """name -> default of a jit function's defaulted ``tl.constexpr`` parameters (a default written as
     ``tl.constexpr(v)`` as ``v``)."""
-    import inspect
-
     defaults = {}
     for parameter in inspect.signature(kernel.fn).parameters.values():
         if parameter.default is not inspect.Parameter.empty and "constexpr" in str(parameter.annotation):
@@ -174,13 +173,11 @@ def rule_stats(n: int, form: str) -> dict:
                       stages=persistence["constexprs"].get("STAGES"), shared=compiled.metadata.shared,
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
-        try:  # (a 16-bit row of one-element accesses: the launcher's scalar rows)
-            tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms, scalar=launch.row_units(n) == 1)
-        except TypeError:  # (older code: no scalar rows, or no RMSNorm argument either)
-            try:
-                tile = norm.backward_rule(n, activation, mode == norm.PRE, is_rms=is_rms)
-            except TypeError:
-                tile = norm.backward_rule(n, activation, mode == norm.PRE)
+        # RMSNorm's wide tails and the launcher's scalar rows (16-bit, one-element accesses), where the code has them
+        accepted = inspect.signature(norm.backward_rule).parameters
+        extra = {name: value for name, value in (("is_rms", is_rms), ("scalar", launch.row_units(n) == 1))
+                 if name in accepted}
+        tile = norm.backward_rule(n, activation, mode == norm.PRE, **extra)
     else:
         per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
         max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES

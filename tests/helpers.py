@@ -49,9 +49,10 @@ def round_interpreted_bf16_to_nearest() -> bool:
     processes the multi-process tests spawn, benchmarks/fuzz_ops.py); an explicit ``fp_downcast_rounding="rtz"`` and
     every other conversion keep the interpreter's own code."""
     try:
+        import numpy as np
+        import triton.language as tl
         from triton._C.libtriton import ir
         from triton.runtime import interpreter
-        import triton.language as tl
     except ImportError:  # (no Triton: nothing runs in its interpreter)
         return False
     if not hasattr(interpreter, "_convert_float"):  # (another Triton: the tests then model its truncation, and
@@ -61,8 +62,6 @@ def round_interpreted_bf16_to_nearest() -> bool:
     def convert(input, input_dtype, output_dtype, rounding_mode):
         if (input_dtype == tl.float32 and output_dtype == tl.bfloat16
                 and rounding_mode in (None, ir.ROUNDING_MODE.RTNE)):
-            import numpy as np
-
             values = np.ascontiguousarray(input, dtype=np.float32)
             bits = values.view(np.uint32).astype(np.uint64)
             rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
