@@ -21,6 +21,12 @@ in the results can be rerun on its own:
         print(f.run_case('norm', {...}))"
 
 (From the repository root. About 15 minutes a seed on a 2-core CPU; results: benchmarks/results/fuzz/.)
+
+On a machine with a CUDA GPU, run without ``TRITON_INTERPRET``: the same cases on the GPU's compiled kernels, their
+leading shapes also drawn from ``GPU_LEADS`` (up to thousands of rows), in N processes side by side:
+
+    for i in $(seq 0 11); do python benchmarks/fuzz_ops.py --seed 21 --shard $i/12 --out F-$i.json > F-$i.log & done
+    wait; python benchmarks/fuzz_ops.py --summarize F-*.json     (scripts/fuzz_gpu.sh)
 """
 
 from __future__ import annotations
@@ -36,8 +42,7 @@ import traceback
 import warnings
 from collections import defaultdict
 
-if os.environ.get("TRITON_INTERPRET", "0") != "1":
-    sys.exit("set TRITON_INTERPRET=1 (otherwise CPU calls use the references and the fuzz tests nothing)")
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (the repository root: tests/)
 
@@ -52,7 +57,13 @@ from blockfuse.ops import (  # noqa: E402
 from blockfuse.runtime import use_triton  # noqa: E402
 from tests.helpers import reference_tolerance, relative_error  # noqa: E402
 
-assert use_triton(torch.empty(0)), "the interpreter is not on"
+# The interpreter on CPU tensors, else the GPU (its compiled kernels at more rows: GPU_LEADS).
+DEVICE = "cpu" if INTERPRETED else "cuda"
+if DEVICE == "cuda" and not torch.cuda.is_available():
+    sys.exit("set TRITON_INTERPRET=1, or run on a machine with a CUDA GPU (otherwise CPU calls use the references "
+             "and the fuzz tests nothing)")
+torch.set_default_device(DEVICE)  # (every tensor a case makes; random values are drawn on the CPU, then moved)
+assert use_triton(torch.empty(0)), "the ops would take their references here"
 
 torch.set_num_threads(2)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -62,6 +73,12 @@ WIDTHS = [576, 896, 1152, 1280, 2560, 2880, 3584, 4304, 5120, 6656, 9216, 11008,
 ODD_WIDTHS = [1, 3, 17, 100, 1001, 4097, 8193]
 ALL_WIDTHS = WIDTHS + ODD_WIDTHS
 LEADS = [(1,), (3,), (5,), (7,), (2, 3), (1, 7), (3, 2), (1, 2, 3), (2, 1, 2), (1, 1, 1)]
+# On a GPU the leading shapes also take many rows (a few to thousands of programs; row counts that are not a
+# multiple of any tile): what the interpreter is too slow for, and where a compiled kernel's grid, its partial
+# sums across programs and its chunk loops are exercised.
+GPU_LEADS = LEADS + [(129,), (1031,), (3, 683), (4099,), (2, 2053), (6001,)]
+if DEVICE == "cuda":
+    LEADS = GPU_LEADS
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -102,7 +119,7 @@ def rand(shape, dtype, seed, scale=1.0, offset=0.0, layout="contiguous"):
     contiguous; slice (x[..., :n] of a (..., n + 8) buffer padded with NaN); transposed (last two dims swapped in
     memory); strided (every other element of a NaN buffer 2n + 3 wide)."""
     g = torch.Generator().manual_seed(seed)
-    values = (torch.randn(tuple(shape), generator=g) * scale + offset).to(dtype)
+    values = (torch.randn(tuple(shape), generator=g, device="cpu") * scale + offset).to(dtype).to(DEVICE)
     return as_layout(values, layout)
 
 
@@ -621,7 +638,7 @@ def _rotary_positions(p):
         off = 5 if p["positions"] == "offset" else 0
         return None, off, (torch.arange(s) + off)[None]
     rows = b if p["positions"] in ("ids", "ids-int32") else 1
-    ids = torch.randint(0, max_seq, (rows, s), generator=g)
+    ids = torch.randint(0, max_seq, (rows, s), generator=g, device="cpu").to(DEVICE)
     positions = ids
     if p["positions"] == "ids-1d":
         ids = ids[0]
@@ -858,9 +875,9 @@ def run_ce(p):
     weight = rand((vocab, d), dtype, s + 1, 2.0 / d ** 0.5)
     bias = rand((vocab,), dtype, s + 2, 0.5) if p["bias"] else None
     g = torch.Generator().manual_seed(s + 3)
-    target = torch.randint(0, vocab, lead, generator=g)
+    target = torch.randint(0, vocab, lead, generator=g, device="cpu").to(DEVICE)
     ii = p["ignore_index"]
-    mask = torch.rand(lead, generator=g) < p["ignored"]
+    mask = (torch.rand(lead, generator=g, device="cpu") < p["ignored"]).to(DEVICE)
     target[mask] = ii
     if p["reduction"] == "mean" and bool((target == ii).all()):
         target.view(-1)[0] = 1 if ii == 0 else 0  # keep one token that counts (mean over none is NaN)
@@ -1177,7 +1194,8 @@ def run_linear(p):
     shape = (*p["lead"], p["k"])
     n, seed = p["n"], p["seed"]
     if p["values"] == "wide":  # many binades, some under FP8's normal range after scaling
-        x = wide_range(shape, torch.float32, seed=seed).to(dtype)
+        with torch.device("cpu"):  # (its generator is a CPU one)
+            x = wide_range(shape, torch.float32, seed=seed).to(dtype).to(DEVICE)
     else:
         x = rand(shape, dtype, seed, scale=p["scale"])
     weight = rand((n, p["k"]), dtype, seed + 1, scale=p["k"] ** -0.5)
@@ -1185,7 +1203,7 @@ def run_linear(p):
     x = as_layout(x, p["x_layout"])
     dy = rand((*p["lead"], n), dtype, seed + 3)
     recipe = p["recipe"]
-    scaling = (Float8Scaling.new(16, "cpu"), Float8Scaling.new(16, "cpu")) if recipe == "delayed" else None
+    scaling = (Float8Scaling.new(16, DEVICE), Float8Scaling.new(16, DEVICE)) if recipe == "delayed" else None
     before = snapshot(x, weight, bias)
     for _ in range(2 if recipe == "delayed" else 1):
         leaves_ = [None if t is None else t.detach().clone().requires_grad_() for t in (x, weight, bias)]
@@ -1223,7 +1241,7 @@ def run_linear(p):
         with torch.no_grad():
             reference = fp8_linear_ref(x, weight, bias, recipe=recipe)
         rel = relative_error(y.detach(), reference)
-        tol = linear_tolerance(recipe, dtype, "cpu")
+        tol = linear_tolerance(recipe, dtype, DEVICE)
         c.expect(rel < tol, f"output vs fp8_linear_ref: rel err {rel:.3e} (tol {tol:.1e})")
     return c
 
@@ -1302,13 +1320,57 @@ def takes_reference(group, params) -> bool:
             and params["dtype"] != "fp32")
 
 
+def summarize(paths) -> None:
+    """Prints what result files (``--out``, one per shard) hold: cases and failing cases a group, then each failing
+    case with its problems, then the bad calls without an error that names the argument."""
+    cases, bad = [], []
+    import gzip
+
+    for path in paths:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            results = json.load(f)
+        cases += results.get("cases", [])
+        bad += results.get("bad", [])
+    by_group = defaultdict(list)
+    for case in cases:
+        by_group[case["group"]].append(case)
+    failing = []
+    for group, rows in by_group.items():
+        bad_rows = [c for c in rows if any(not pr.startswith("NOTE") for pr in c["problems"])]
+        failing += bad_rows
+        ratios = [cm["ours"] / cm["torch"] for c in rows for cm in c["comparisons"]
+                  if cm.get("torch") and cm["torch"] > 0 and not math.isnan(cm["torch"])]
+        print(f"{group}: {len(rows)} cases, {len(bad_rows)} failing, worst error ratio to PyTorch's "
+              f"{max(ratios, default=float('nan')):.2f}")
+    print(f"all: {len(cases)} cases, {len(failing)} failing; bad calls {len(bad)}, "
+          f"{sum(not row['names_arg'] for row in bad)} without an error naming the argument")
+    for case in failing:
+        print(f"FAIL {case['group']} {json.dumps(case['params'])}")
+        for problem in case["problems"]:
+            print("    " + problem.replace("\n", "\n    "))
+    for row in bad:
+        if not row["names_arg"]:
+            print(f"bad call {row['name']}: {row['type']}: {row['message'][:200]}")
+
+
 def main():
+    if sys.argv[1:2] == ["--summarize"]:
+        summarize(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", default="norm,gelu,fp8,gated,bda,rotary,mlp,ce,edge,linear,bad")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="fuzz-results.json")
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases a group (0: all)")
+    parser.add_argument("--shard", default="0/1", metavar="I/N",
+                        help="run the cases whose index in their group is I modulo N (N processes side by side: on a "
+                             "GPU the compiles of a case's new kernels are most of its time)")
     args = parser.parse_args()
+    try:
+        shard, shards = (int(v) for v in args.shard.split("/"))
+        assert 0 <= shard < shards
+    except (ValueError, AssertionError):
+        parser.error(f"--shard: expected I/N with 0 <= I < N, got {args.shard!r}")
     results = {"cases": [], "bad": [], "seed": args.seed}
     if os.path.exists(args.out):
         with open(args.out) as f:
@@ -1319,6 +1381,8 @@ def main():
     t0 = time.time()
     for group in args.groups.split(","):
         if group == "bad":
+            if shard:
+                continue  # (one shard makes the bad calls)
             results["bad"] = run_bad()
             for row in results["bad"]:
                 print(f"[bad] {row['name']}: {row['type']}: {row['message'][:160]} "
@@ -1328,6 +1392,7 @@ def main():
         cases = GROUPS[group][0](rng)
         if args.limit:
             cases = cases[: args.limit]
+        cases = cases[shard::shards]
         g0 = time.time()
         fails = 0
         for i, params in enumerate(cases):

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The robustness fuzz (benchmarks/fuzz_ops.py) on one GPU's compiled kernels, every group, its leading shapes also up
+# to thousands of rows (GPU_LEADS), in SHARDS processes side by side (each case's new kernels compile first: most of a
+# case's time); then the CUDA tests named in TESTS (default: the paths changed since the last GPU run), one process.
+#
+#   bash scripts/fuzz_gpu.sh PACK        (writes PACK/results.tar.gz; SEED=21 SHARDS=12 LIMIT_S=360)
+set -u
+PACK=${1:?usage: bash scripts/fuzz_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+SEED=${SEED:-21}
+SHARDS=${SHARDS:-12}
+mkdir -p "$OUT/fuzz"
+began=$SECONDS
+for i in $(seq 0 $((SHARDS - 1))); do
+    timeout -s INT -k 10 "${LIMIT_S:-360}" python3 benchmarks/fuzz_ops.py --seed "$SEED" --shard "$i/$SHARDS" \
+        --out "$OUT/fuzz/s$SEED-$i.json" > "$OUT/fuzz/s$SEED-$i.log" 2>&1 &
+done
+wait
+echo "fuzz: $SHARDS processes, $((SECONDS - began)) s" | tee "$OUT/fuzz/summary.txt"
+python3 benchmarks/fuzz_ops.py --summarize "$OUT"/fuzz/s"$SEED"-*.json | tee -a "$OUT/fuzz/summary.txt"
+pack "$PACK"
+T=tests/ops
+TESTS=${TESTS-$T/test_mlp.py $T/test_linear_act.py $T/test_fp8.py $T/test_norm.py::test_scalar_rows_rule
+    $T/test_norm.py::test_scalar_rows_take_their_rule_and_match_the_reference}
+if [ -n "$TESTS" ]; then
+    # shellcheck disable=SC2086
+    packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider $TESTS
+fi
