@@ -25,7 +25,7 @@ in the results can be rerun on its own:
 On a machine with a CUDA GPU, run without ``TRITON_INTERPRET``: the same cases on the GPU's compiled kernels, their
 leading shapes also drawn from ``GPU_LEADS`` (up to thousands of rows), in N processes side by side:
 
-    for i in $(seq 0 11); do python benchmarks/fuzz_ops.py --seed 21 --shard $i/12 --out F-$i.json > F-$i.log & done
+    for i in $(seq 0 7); do python benchmarks/fuzz_ops.py --seed 21 --shard $i/8 --out F-$i.json > F-$i.log & done
     wait; python benchmarks/fuzz_ops.py --summarize F-*.json     (scripts/fuzz_gpu.sh)
 """
 
@@ -1133,10 +1133,10 @@ def bad_calls():
          ["weight", "float16"]),
         ("cross_entropy float target", lambda: blockfuse.linear_cross_entropy(h, lm, t.float()), ["target"]),
         ("cross_entropy target wrong shape", lambda: blockfuse.linear_cross_entropy(h, lm, t[:4]), ["target", "5"]),
-        ("cross_entropy target out of range", lambda: blockfuse.linear_cross_entropy(h, lm, torch.full((5,), 101)),
-         ["target", "101"]),
+        ("cross_entropy target out of range",
+         lambda: _nan_loss_on_gpu(blockfuse.linear_cross_entropy(h, lm, torch.full((5,), 101))), ["target", "101"]),
         ("cross_entropy negative target (not ignore_index)",
-         lambda: blockfuse.linear_cross_entropy(h, lm, torch.full((5,), -1)), ["target", "-1"]),
+         lambda: _nan_loss_on_gpu(blockfuse.linear_cross_entropy(h, lm, torch.full((5,), -1))), ["target", "-1"]),
         ("cross_entropy bad reduction", lambda: blockfuse.linear_cross_entropy(h, lm, t, reduction="avg"),
          ["reduction"]),
         ("cross_entropy bias wrong size", lambda: blockfuse.linear_cross_entropy(h, lm, t, torch.randn(100)),
@@ -1158,6 +1158,15 @@ def _nan_or_raise(outs):
     if torch.isnan(q_out).any():
         raise RuntimeError("no error raised: the documented behaviour, NaN rows in q_out")
     return outs
+
+
+def _nan_loss_on_gpu(loss):
+    """linear_cross_entropy's documented answer to a bad target on CUDA (checking it would wait for the GPU): a NaN
+    loss. Raised as an error that names no argument, so that it is reported beside the calls that raise; a loss that
+    is a number is returned (a silently wrong result: NO ERROR)."""
+    if loss.is_cuda and torch.isnan(loss).all():
+        raise RuntimeError("no error raised: the documented behaviour on CUDA, a NaN loss")
+    return loss
 
 
 def run_bad():
@@ -1246,6 +1255,11 @@ def run_linear(p):
             reference = fp8_linear_ref(x, weight, bias, recipe=recipe)
         rel = relative_error(y.detach(), reference)
         tol = linear_tolerance(recipe, dtype, DEVICE)
+        if DEVICE == "cuda":
+            # NOTE: the tests' tolerance was measured at K <= 96. The forward GEMM accumulates fast: FP8 tensor cores
+            # keep about 14 bits of the sum (gemm_error_bound's 2^-13), and each 32-deep MMA step adds to it, so up to
+            # 2^-13 of the output a step (the 2026-12-06 GPU fuzz: 5.7e-4 at K 1152, 3.0e-4 at K 80 with wide values).
+            tol = max(tol, math.ceil(p["k"] / 32) * 2.0**-13)
         c.expect(rel < tol, f"output vs fp8_linear_ref: rel err {rel:.3e} (tol {tol:.1e})")
     return c
 
@@ -1308,6 +1322,8 @@ def run_case(group, params):
         comparisons = []
     for cm in comparisons:
         cm["case_dtype"] = params.get("dtype")
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()  # (shards side by side share the card: none keeps its largest case's blocks)
     ref_calls = dict(REF_CALLS)
     if takes_reference(group, params):
         if not ref_calls:

@@ -3,7 +3,7 @@
 # to thousands of rows (GPU_LEADS), in SHARDS processes side by side (each case's new kernels compile first: most of a
 # case's time); then the CUDA tests named in TESTS (default: the paths changed since the last GPU run), one process.
 #
-#   bash scripts/fuzz_gpu.sh PACK        (writes PACK/results.tar.gz; SEED=21 SHARDS=12 LIMIT_S=360)
+#   bash scripts/fuzz_gpu.sh PACK        (writes PACK/results.tar.gz; SEED=21 SHARDS=8 LIMIT_S=360)
 set -u
 PACK=${1:?usage: bash scripts/fuzz_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -11,7 +11,7 @@ source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
 SEED=${SEED:-21}
-SHARDS=${SHARDS:-12}
+SHARDS=${SHARDS:-8}
 mkdir -p "$OUT/fuzz"
 began=$SECONDS
 for i in $(seq 0 $((SHARDS - 1))); do

@@ -7,6 +7,11 @@
 #      form's chunks past 8192 lanes, BWD_SCALAR_MAX_LANES_PRE: the candidates, off until timed);
 #   2. the op sweep (forward and forward + backward as users call them, with the peers) at the odd widths.
 #
+#   3. (PHASE=wide, instead of 1-2) odd rows past 8192 lanes, which the rule's wide pieces hold in registers (12345:
+#      0.02-0.34 of copy in 1-2): the rule against chunks of 4096 lanes with the weight gradients from their own
+#      kernel (`chunks-wk`) and without it (`chunks`), at 9999 / 12345 / 15001; the run of 2026-12-06 then ran
+#      scripts/fuzz_gpu.sh in the same call (~4 minutes for both).
+#
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
 PACK=${1:?usage: bash scripts/issue22_scalar_rows_gpu.sh PACK}
@@ -14,6 +19,14 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
+if [ "${PHASE:-}" = wide ]; then
+    CHUNKS=BWD_MAX_LANES=8192,BWD_MAX_LANES_PRE=8192,BWD_WIDE_PIECES_MAX_LANES=8192,BWD_THREE_PIECES_MAX_LANES=0
+    packed 150 wide python3 benchmarks/norm_tiles.py --shapes "${SHAPES:-16384x9999,16384x12345,16384x15001}" \
+        --forms "${FORMS:-ln,rms,ln-pre,ln-post}" --fwd "" --bwd "" --bwd-setting "rule:" \
+        --bwd-setting "chunks-wk:$CHUNKS,BWD_WEIGHT_KERNEL_FROM_LANES=8193" --bwd-setting "chunks:$CHUNKS" \
+        --setting-rounds 2 --out "$OUT/wide"
+    exit 0
+fi
 SHAPES=${SHAPES:-16384x1001,16384x2049,16384x3001,16384x4567,16384x7777,16384x12345}
 packed 150 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "${FORMS:-ln,rms,ln-pre,ln-post}" \
     --fwd "" --bwd "" --bwd-setting "before:BWD_SCALAR_WARPS=1" --bwd-setting "rule:" \

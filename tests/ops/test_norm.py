@@ -1134,37 +1134,39 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 
 def test_scalar_rows_rule(monkeypatch):
     """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
-    twice the warps; the padded tile's warps and the pre-residual form's chunks only by their knobs (not timed yet);
-    the GELU form keeps its tiles."""
+    twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was
+    slower); the pre-residual form's rows past 8192 lanes go in chunks; the GELU form keeps its tiles."""
     def doubled(n, pre):
         plain, scalar = norm.backward_rule(n, 0, pre), norm.backward_rule(n, 0, pre, scalar=True)
         return scalar._replace(num_warps=plain.num_warps) == plain and scalar.num_warps == 2 * plain.num_warps
 
     for n in (4511, 4567, 4607):  # (pieces: 4096 + 512)
         assert norm.backward_rule(n).tail and doubled(n, False) and doubled(n, True)
-    for n in (1001, 2049, 3001, 7777, 12345):
+    for n in (4097, 7777, 8191):  # (one padded tile of 8192 lanes)
+        assert not norm.backward_rule(n, scalar=True).tail and doubled(n, False) and doubled(n, True)
+    for n in (1001, 2049, 3001, 3999):  # (padded tiles of 1024-4096 lanes)
         assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
         assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
-    for n in (1001, 3001, 4567, 7777):
+    for n in (9999, 12345, 15001):  # (wide rows: pieces, or one padded tile)
+        assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
+    assert norm.backward_rule(9999, 0, True, scalar=True) == norm.backward_rule(9999, 0, True)  # (wide pieces)
+    for n in (12345, 15001):  # (the pre-residual form's padded tile: chunks instead)
+        assert norm.backward_rule(n, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(n, 0, True).num_chunks
+    for n in (1001, 3001, 4567, 7777, 12345):
         assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
-    monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 2)
-    monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 8192)
-    for n in (1001, 2049, 3001, 7777):
-        assert not norm.backward_rule(n).tail and doubled(n, False)
-    assert norm.backward_rule(12345, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(12345, 0, True).num_chunks
+    monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 1)
+    monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 0)
+    for n in (7777, 12345):  # (the knobs off)
+        assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("knobs", [False, True], ids=["rule", "knobs"])
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
-@pytest.mark.parametrize("n", [1001, 4567, 12345])
-def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, knobs, device, monkeypatch):
-    """The launcher hands the rule its rows' access width (odd widths in bf16: one element), and the gradients of those
-    tiles (the rule's, and with the padded tile's and the pre-residual chunks' knobs on) are within twice PyTorch's
-    error of a float64 reference."""
-    if knobs:
-        monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 2)
-        monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 8192)
+@pytest.mark.parametrize("n", [1001, 4567, 7777, 12345])
+def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, device, monkeypatch):
+    """The launcher hands the rule its rows' access width (odd widths in bf16: one element), and the gradients of the
+    rule's tiles for them (a padded tile of 1024 lanes, pieces and a padded 8192-lane tile on twice the warps, wide
+    pieces, the pre-residual form's chunks) are within twice PyTorch's error of a float64 reference."""
     seen = []
     rule = norm.backward_rule
     monkeypatch.setattr(norm, "backward_rule", lambda *args, **kw: seen.append(args[5:] or kw.get("scalar"))

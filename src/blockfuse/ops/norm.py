@@ -163,14 +163,20 @@ BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider ta
 # pre-residual padded tile 3064. Timed on an H100 (35-odd-widths-2026-12-06-h100/, the backward launcher at [16384,
 # 4567]): the rule's 4 warps 0.35-0.36 of copy (LayerNorm, pre-residual), 8 warps 0.51-0.52 (RMSNorm, which spilled
 # nothing, 0.54 both); the even 4568 0.85-0.89 on 4 warps. So scalar rows in one-row pieces take BWD_SCALAR_WARPS
-# times their warps. Not timed yet, off: the padded tile's warps likewise (BWD_SCALAR_TILE_WARPS 2: 7777 on 16 warps
-# spills 56-136 bytes, 2049 / 3001 on 8 none where 4 spilled 104-176) and the pre-residual form's rows past
-# BWD_SCALAR_MAX_LANES_PRE in chunks (8192: 12345 spills 848 bytes instead of 3064, 2016 instructions instead of
-# 5160; the op ran at 0.04 of copy forward + backward there); scripts/issue22_scalar_rows_gpu.sh times them. The GELU
-# form keeps its tiles (its own warps and register cap). 1 / 0: off.
+# times their warps: timed through the launcher on an H100 (35-odd-widths-*/3-scalar/, rule off / on in alternating
+# rounds of one process) 1.48-1.52x at 4567 (LayerNorm, pre- and post-residual 0.34-0.35 -> 0.51-0.52 of copy),
+# RMSNorm 1.01x; no other width moved. The padded tile's warps likewise (BWD_SCALAR_TILE_WARPS), but only for tiles of at least
+# BWD_SCALAR_TILE_WARPS_FROM_LANES: at 7777 (8192 lanes, 16 warps instead of 8; its sm_90 build spills 56-136 bytes
+# instead of 136-208) LayerNorm and post-residual 1.03x, pre-residual 1.16x (0.53 -> 0.62), RMSNorm 1.00x; at 1001,
+# 2049 and 3001 (1024 / 4096-lane tiles; 2049 / 3001 spilled 104-176 bytes on 4 warps and none on 8) twice the warps
+# ran 0.65-0.86x (RMSNorm at 1001 1.05x): the spills do not predict it there. And the pre-residual form's rows past
+# BWD_SCALAR_MAX_LANES_PRE in chunks (12345: 3064 bytes of spills -> 848): its backward 22.7 -> 7.4 ms at [16384,
+# 12345] (3.1x), still 0.07 of copy; the other forms there (three pieces on 16 warps, 352-480 bytes) 0.20-0.34 of
+# copy. The GELU form keeps its tiles (its own warps and register cap). 1 / 0: off.
 BWD_SCALAR_WARPS = 2
-BWD_SCALAR_TILE_WARPS = 1
-BWD_SCALAR_MAX_LANES_PRE = 0
+BWD_SCALAR_TILE_WARPS = 2
+BWD_SCALAR_TILE_WARPS_FROM_LANES = 8192
+BWD_SCALAR_MAX_LANES_PRE = 8192
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
 # once, pipelined: the NOTE above BWD_PIPELINE_MAX_LANES), where the padded 16384-lane tile reads each row twice
@@ -1835,7 +1841,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     constants read at each call, so that a benchmark's knob takes effect."""
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
-    tile_warps = BWD_SCALAR_TILE_WARPS if scalar and not activation and BWD_SCALAR_TILE_WARPS else 1
+    tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
+                                          and next_power_of_2(n) >= BWD_SCALAR_TILE_WARPS_FROM_LANES) else 1
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
     if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
         pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
