@@ -3,7 +3,7 @@
 # to thousands of rows (GPU_LEADS), in SHARDS processes side by side (each case's new kernels compile first: most of a
 # case's time); then the CUDA tests named in TESTS (default: the paths changed since the last GPU run), one process.
 #
-#   bash scripts/fuzz_gpu.sh PACK        (writes PACK/results.tar.gz; SEED=21 SHARDS=8 LIMIT_S=360)
+#   bash scripts/fuzz_gpu.sh PACK        (writes PACK/results.tar.gz; SEED=21 SHARDS=8 LIMIT_S=360, FUZZ_GROUPS=a,b: those only)
 set -u
 PACK=${1:?usage: bash scripts/fuzz_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -16,6 +16,7 @@ mkdir -p "$OUT/fuzz"
 began=$SECONDS
 for i in $(seq 0 $((SHARDS - 1))); do
     timeout -s INT -k 10 "${LIMIT_S:-360}" python3 benchmarks/fuzz_ops.py --seed "$SEED" --shard "$i/$SHARDS" \
+        ${FUZZ_GROUPS:+--groups "$FUZZ_GROUPS"} \
         --out "$OUT/fuzz/s$SEED-$i.json" > "$OUT/fuzz/s$SEED-$i.log" 2>&1 &
 done
 wait
