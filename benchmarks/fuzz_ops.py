@@ -32,6 +32,7 @@ leading shapes also drawn from ``GPU_LEADS`` (up to thousands of rows), in N pro
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -1344,8 +1345,6 @@ def summarize(paths) -> None:
     """Prints what result files (``--out``, one per shard) hold: cases and failing cases a group, then each failing
     case with its problems, then the bad calls without an error that names the argument."""
     cases, bad = [], []
-    import gzip
-
     for path in paths:
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             results = json.load(f)

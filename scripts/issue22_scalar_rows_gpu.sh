@@ -2,15 +2,15 @@
 # (issue 22) 16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) on one GPU, one
 # call (~4 minutes; carry .whl for Liger-Kernel):
 #   1. the backward launcher alone (benchmarks/norm_tiles.py, its correctness check on), alternating in two rounds of
-#      one process at odd widths 1001-12345: `before` (no scalar rows' rule), `rule` (the pieces' warps doubled,
-#      BWD_SCALAR_WARPS) and `tile` (also the padded tile's warps, BWD_SCALAR_TILE_WARPS, and the pre-residual
-#      form's chunks past 8192 lanes, BWD_SCALAR_MAX_LANES_PRE: the candidates, off until timed);
-#   2. the op sweep (forward and forward + backward as users call them, with the peers) at the odd widths.
-#
+#      one process at odd widths 1001-12345: `before` (no scalar rows' rule), `rule` (the first rule: the pieces'
+#      warps doubled, BWD_SCALAR_WARPS), `tile` (also the padded tile's warps at every width, BWD_SCALAR_TILE_WARPS,
+#      and the pre-residual form's chunks past 8192 lanes, BWD_SCALAR_MAX_LANES_PRE: the candidates timed in
+#      35-odd-widths-*/3-scalar/, where `rule` was the code's default and `tile` its two knobs) and `landed` (the
+#      rule since: the padded tile's warps from 8192 lanes only);
+#   2. the op sweep (forward and forward + backward as users call them, with the peers) at the odd widths;
 #   3. (PHASE=wide, instead of 1-2) odd rows past 8192 lanes, which the rule's wide pieces hold in registers (12345:
 #      0.02-0.34 of copy in 1-2): the rule against chunks of 4096 lanes with the weight gradients from their own
-#      kernel (`chunks-wk`) and without it (`chunks`), at 9999 / 12345 / 15001; the run of 2026-12-06 then ran
-#      scripts/fuzz_gpu.sh in the same call (~4 minutes for both).
+#      kernel (`chunks-wk`) and without it (`chunks`), at 9999 / 12345 / 15001 (~2 minutes; not run yet).
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
@@ -29,8 +29,9 @@ if [ "${PHASE:-}" = wide ]; then
 fi
 SHAPES=${SHAPES:-16384x1001,16384x2049,16384x3001,16384x4567,16384x7777,16384x12345}
 packed 150 settings python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "${FORMS:-ln,rms,ln-pre,ln-post}" \
-    --fwd "" --bwd "" --bwd-setting "before:BWD_SCALAR_WARPS=1" --bwd-setting "rule:" \
-    --bwd-setting "tile:BWD_SCALAR_TILE_WARPS=2,BWD_SCALAR_MAX_LANES_PRE=8192" \
+    --fwd "" --bwd "" --bwd-setting "before:BWD_SCALAR_WARPS=1,BWD_SCALAR_TILE_WARPS=1,BWD_SCALAR_MAX_LANES_PRE=0" \
+    --bwd-setting "rule:BWD_SCALAR_TILE_WARPS=1,BWD_SCALAR_MAX_LANES_PRE=0" \
+    --bwd-setting "tile:BWD_SCALAR_TILE_WARPS_FROM_LANES=0" --bwd-setting "landed:" \
     --setting-rounds 2 --out "$OUT/settings"
 packed 170 sweep python3 -m blockfuse bench ops --sweep --op layer_norm rms_norm add_layer_norm layer_norm_post \
     --widths "${SWEEP_WIDTHS:-4567,7777,12345}" --rows 16384 --budget "${BUDGET:-120}" --out "$OUT/sweep"

@@ -165,12 +165,12 @@ BWD_PIECES_MAX_TAIL = LAYOUT_TAIL_LANES.value  # (benchmarks' A/B runs: wider ta
 # nothing, 0.54 both); the even 4568 0.85-0.89 on 4 warps. So scalar rows in one-row pieces take BWD_SCALAR_WARPS
 # times their warps: timed through the launcher on an H100 (35-odd-widths-*/3-scalar/, rule off / on in alternating
 # rounds of one process) 1.48-1.52x at 4567 (LayerNorm, pre- and post-residual 0.34-0.35 -> 0.51-0.52 of copy),
-# RMSNorm 1.01x; no other width moved. The padded tile's warps likewise (BWD_SCALAR_TILE_WARPS), but only for tiles of at least
-# BWD_SCALAR_TILE_WARPS_FROM_LANES: at 7777 (8192 lanes, 16 warps instead of 8; its sm_90 build spills 56-136 bytes
-# instead of 136-208) LayerNorm and post-residual 1.03x, pre-residual 1.16x (0.53 -> 0.62), RMSNorm 1.00x; at 1001,
-# 2049 and 3001 (1024 / 4096-lane tiles; 2049 / 3001 spilled 104-176 bytes on 4 warps and none on 8) twice the warps
-# ran 0.65-0.86x (RMSNorm at 1001 1.05x): the spills do not predict it there. And the pre-residual form's rows past
-# BWD_SCALAR_MAX_LANES_PRE in chunks (12345: 3064 bytes of spills -> 848): its backward 22.7 -> 7.4 ms at [16384,
+# RMSNorm 1.01x; no other width moved. The padded tile's warps likewise (BWD_SCALAR_TILE_WARPS), but only for tiles of
+# at least BWD_SCALAR_TILE_WARPS_FROM_LANES: at 7777 (8192 lanes, 16 warps instead of 8; its sm_90 build spills 56-136
+# bytes instead of 136-208) LayerNorm and post-residual 1.03x, pre-residual 1.16x (0.53 -> 0.62), RMSNorm 1.00x; at
+# 1001, 2049 and 3001 (1024 / 4096-lane tiles; 2049 / 3001 spilled 104-176 bytes on 4 warps and none on 8) twice the
+# warps ran 0.65-0.86x (RMSNorm at 1001 1.05x): the spills do not predict it there. And the pre-residual form's rows
+# past BWD_SCALAR_MAX_LANES_PRE in chunks (12345: 3064 bytes of spills -> 848): its backward 22.7 -> 7.4 ms at [16384,
 # 12345] (3.1x), still 0.07 of copy; the other forms there (three pieces on 16 warps, 352-480 bytes) 0.20-0.34 of
 # copy. The GELU form keeps its tiles (its own warps and register cap). 1 / 0: off.
 BWD_SCALAR_WARPS = 2
