@@ -48,6 +48,12 @@ from blockfuse.ops import launch, norm
 _BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 
+def _accepted(function, **keywords) -> dict:
+    """The ``keywords`` that ``function`` takes (older code under A/B runs lacks some)."""
+    parameters = inspect.signature(function).parameters
+    return {name: value for name, value in keywords.items() if name in parameters}
+
+
 def compile_sm90(kernel, signature: dict, constexprs: dict, divisible: list[str], **options):
     """The compiled kernel for sm_90 (``options``: num_warps, maxnreg, ...). A defaulted constexpr parameter that
     ``constexprs`` does not name takes its default (Triton's ASTSource would take it as None)."""
@@ -174,9 +180,7 @@ def rule_stats(n: int, form: str) -> dict:
                       instructions=sum(opcodes.values()))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
         # RMSNorm's wide tails and the launcher's scalar rows (16-bit, one-element accesses), where the code has them
-        accepted = inspect.signature(norm.backward_rule).parameters
-        extra = {name: value for name, value in (("is_rms", is_rms), ("scalar", launch.row_units(n) == 1))
-                 if name in accepted}
+        extra = _accepted(norm.backward_rule, is_rms=is_rms, scalar=launch.row_units(n) == 1)
         tile = norm.backward_rule(n, activation, mode == norm.PRE, **extra)
     else:
         per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
@@ -207,7 +211,8 @@ def rule_stats(n: int, form: str) -> dict:
                              **tile.constexprs(n, tail=hasattr(norm, "backward_rule")),
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {}),
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
-                             **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n)}
+                             **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n, **_accepted(
+                                 norm.weight_kernel_rule, scalar=launch.row_units(n) == 1, activation=activation))}
                                 if hasattr(norm, "weight_kernel_rule") else {}),
                              # (the bf16 row held rather than read again, as the launcher decides it)
                              **({"HOLD": norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, activation, mode)}

@@ -9,8 +9,10 @@
 #      rule since: the padded tile's warps from 8192 lanes only);
 #   2. the op sweep (forward and forward + backward as users call them, with the peers) at the odd widths;
 #   3. (PHASE=wide, instead of 1-2) odd rows past 8192 lanes, which the rule's wide pieces hold in registers (12345:
-#      0.02-0.34 of copy in 1-2): the rule against chunks of 4096 lanes with the weight gradients from their own
-#      kernel (`chunks-wk`) and without it (`chunks`), at 9999 / 12345 / 15001 (~2 minutes; not run yet).
+#      0.02-0.34 of copy in 1-2): the rule against chunks (2048 lanes x 4 rows at 9999 / 12345, 4096 x 1 at 15001)
+#      with the weight gradients from their own kernel (`chunks-wk`) and without it (`chunks`), and the knob
+#      norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES (`row-chunks`: one row of 2048 lanes a chunk with that kernel, the only
+#      setting whose sm_90 builds spill nothing there), at 9999 / 12345 / 15001 (~2 minutes; not run yet).
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
@@ -24,6 +26,7 @@ if [ "${PHASE:-}" = wide ]; then
     packed 150 wide python3 benchmarks/norm_tiles.py --shapes "${SHAPES:-16384x9999,16384x12345,16384x15001}" \
         --forms "${FORMS:-ln,rms,ln-pre,ln-post}" --fwd "" --bwd "" --bwd-setting "rule:" \
         --bwd-setting "chunks-wk:$CHUNKS,BWD_WEIGHT_KERNEL_FROM_LANES=8193" --bwd-setting "chunks:$CHUNKS" \
+        --bwd-setting "row-chunks:BWD_SCALAR_ROW_CHUNKS_FROM_LANES=8193" \
         --setting-rounds 2 --out "$OUT/wide"
     exit 0
 fi

@@ -1154,10 +1154,20 @@ def test_scalar_rows_rule(monkeypatch):
         assert norm.backward_rule(n, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(n, 0, True).num_chunks
     for n in (1001, 3001, 4567, 7777, 12345):
         assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
+    assert not any(norm.weight_kernel_rule(norm.backward_rule(n, 0, pre, scalar=True), n, True)
+                   for n in (9999, 12345) for pre in (False, True))  # (one-row chunks: off until timed)
     monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 1)
     monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 0)
     for n in (7777, 12345):  # (the knobs off)
         assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
+    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 8193)
+    for n, pre in ((8193, False), (9999, True), (12345, False), (15001, True)):
+        tile = norm.backward_rule(n, 0, pre, scalar=True)
+        assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, 2048, norm.cdiv(n, 2048))
+        assert norm.weight_kernel_rule(tile, n, True) and not norm.weight_kernel_rule(norm.backward_rule(n), n)
+    assert norm.backward_rule(8192, 0, False, scalar=True) == norm.backward_rule(8192, 0, False, scalar=True)
+    assert norm.backward_rule(8191, 0, False, scalar=True).num_chunks == 1  # (below the knob)
+    assert norm.backward_rule(12345, 1, scalar=True) == norm.backward_rule(12345, 1)  # (the GELU form's own)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1189,6 +1199,38 @@ def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, device, mo
     ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
     ours = run(ops[0])
     assert seen and all(s in ((True,), True) for s in seen), seen
+    for a, e, t in zip(ours, run(ops[1], torch.float64), run(ops[1])):
+        assert_close_to_reference(a, t, e)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms"])
+@pytest.mark.parametrize("n", [9999, 12345])
+def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
+    """Odd bf16 rows past 8192 lanes in one-row chunks with the weight gradients from their own kernel (the knob
+    norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES, off until timed): every gradient within twice PyTorch's error of float64."""
+    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 8193)
+    seen = []
+    rule = norm.weight_kernel_rule
+    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    is_rms, mode = form == "rms", {"ln-pre": "pre", "ln-post": "post"}.get(form)
+    x = random_tensor((5, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=61)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=62)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=63)
+    r = random_tensor((5, n), torch.bfloat16, device, seed=64) if mode else None
+
+    def run(fn, dtype=None):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
+        kw = dict(residual=leaves[-1], residual_mode=mode) if mode else {}
+        args = (leaves[0], leaves[1]) if is_rms else (leaves[0], leaves[1], leaves[2])
+        outs = fn(*args, **kw)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        grads = [random_tensor(o.shape, o.dtype, device, seed=70 + i) for i, o in enumerate(outs)]
+        return list(torch.autograd.grad(outs, leaves, grads))
+
+    ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
+    ours = run(ops[0])
+    assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
     for a, e, t in zip(ours, run(ops[1], torch.float64), run(ops[1])):
         assert_close_to_reference(a, t, e)
 

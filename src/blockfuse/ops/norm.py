@@ -177,6 +177,17 @@ BWD_SCALAR_WARPS = 2
 BWD_SCALAR_TILE_WARPS = 2
 BWD_SCALAR_TILE_WARPS_FROM_LANES = 8192
 BWD_SCALAR_MAX_LANES_PRE = 8192
+# NOTE: past 8192 lanes every plain form's scalar rows spill in the rule's tiles (sm_90 builds with the card's Triton
+# 3.6, stack bytes a thread: 9999 in two pieces, LayerNorm and post-residual 1312 on 32 registers, RMSNorm 248,
+# pre-residual 472; 12345 in three pieces 352-480, the pre-residual chunks of 4 rows x 2048 lanes 848; 15001's padded
+# tile 904-1080), and at 12345 they ran at 0.02-0.34 of copy (35-odd-widths-*/3-scalar/). One row of
+# BWD_SCALAR_CHUNK_LANES lanes a chunk on BWD_CHUNK_WARPS warps, the weight gradients from their own kernel (the NOTE
+# above BWD_WEIGHT_KERNEL_FROM_LANES), builds without a spill in every plain form at 9999 / 12345 (552-584
+# instructions against 1144-2136), at the price of reading each row twice (10 bytes an element against 6: 0.6 of copy
+# at best). Not timed on a card: off until `PHASE=wide scripts/issue22_scalar_rows_gpu.sh` has (rows from
+# BWD_SCALAR_ROW_CHUNKS_FROM_LANES lanes; 0: off).
+BWD_SCALAR_ROW_CHUNKS_FROM_LANES = 0
+BWD_SCALAR_CHUNK_LANES = 2048
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
 # once, pipelined: the NOTE above BWD_PIPELINE_MAX_LANES), where the padded 16384-lane tile reads each row twice
@@ -1839,6 +1850,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
     (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
     constants read at each call, so that a benchmark's knob takes effect."""
+    if _scalar_row_chunks(n, activation, scalar):
+        return Tile(1, BWD_SCALAR_CHUNK_LANES, cdiv(n, BWD_SCALAR_CHUNK_LANES), BWD_CHUNK_WARPS, False, 1, 1)
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
@@ -1871,6 +1884,13 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     if tile.num_chunks > 1 and not activation and BWD_CHUNK_WARPS:
         return _chunk_tile(tile)
     return tile
+
+
+def _scalar_row_chunks(n: int, activation: int, scalar: bool) -> bool:
+    """Whether the backward takes scalar rows of ``n`` in one-row chunks (the NOTE above
+    BWD_SCALAR_ROW_CHUNKS_FROM_LANES; the plain forms only)."""
+    return bool(scalar and not activation and BWD_SCALAR_ROW_CHUNKS_FROM_LANES
+                and n >= BWD_SCALAR_ROW_CHUNKS_FROM_LANES)
 
 
 def _chunk_tile(tile: Tile) -> Tile:
@@ -2395,7 +2415,8 @@ def _norm_bwd(
                 grad.zero_()
         return outputs
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
-    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, vec == 1 and z.element_size() == 2)
+    scalar = vec == 1 and z.element_size() == 2
+    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, scalar)
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
@@ -2406,7 +2427,7 @@ def _norm_bwd(
     stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
                      row_blocks, g)
     partial = None
-    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n)
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation)
     if (has_w or has_bias) and not direct and not weight_kernel:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
@@ -2436,10 +2457,11 @@ def _norm_bwd(
     return outputs
 
 
-def weight_kernel_rule(tile: Tile, n: int) -> bool:
+def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0) -> bool:
     """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
-    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes."""
-    return tile.num_chunks > 1 and 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n
+    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, and scalar rows in one-row
+    chunks (``scalar``, ``activation``: as :func:`backward_rule`'s)."""
+    return tile.num_chunks > 1 and (0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or _scalar_row_chunks(n, activation, scalar))
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
