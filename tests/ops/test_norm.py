@@ -1170,6 +1170,29 @@ def test_scalar_rows_rule(monkeypatch):
     assert norm.backward_rule(12345, 1, scalar=True) == norm.backward_rule(12345, 1)  # (the GELU form's own)
 
 
+def _odd_rows_match_the_reference(form: str, n: int, rows: int, seed: int, device) -> None:
+    """bf16 rows of ``n`` (``form``: "ln", "ln-pre", "ln-post" or "rms") through the op: every gradient within twice
+    PyTorch's error of a float64 reference."""
+    is_rms, mode = form == "rms", {"ln-pre": "pre", "ln-post": "post"}.get(form)
+    x = random_tensor((rows, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=seed)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=seed + 1)
+    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=seed + 2)
+    r = random_tensor((rows, n), torch.bfloat16, device, seed=seed + 3) if mode else None
+
+    def run(fn, dtype=None):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
+        kw = dict(residual=leaves[-1], residual_mode=mode) if mode else {}
+        args = (leaves[0], leaves[1]) if is_rms else (leaves[0], leaves[1], leaves[2])
+        outs = fn(*args, **kw)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        grads = [random_tensor(o.shape, o.dtype, device, seed=seed + 9 + i) for i, o in enumerate(outs)]
+        return list(torch.autograd.grad(outs, leaves, grads))
+
+    ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
+    for a, e, t in zip(run(ops[0]), run(ops[1], torch.float64), run(ops[1])):
+        assert_close_to_reference(a, t, e)
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
 @pytest.mark.parametrize("n", [1001, 4567, 7777, 12345])
@@ -1181,26 +1204,8 @@ def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, device, mo
     rule = norm.backward_rule
     monkeypatch.setattr(norm, "backward_rule", lambda *args, **kw: seen.append(args[5:] or kw.get("scalar"))
                         or rule(*args, **kw))
-    is_rms, pre = form == "rms", form == "ln-pre"
-    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
-    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
-    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
-    r = random_tensor((3, n), torch.bfloat16, device, seed=44) if pre else None
-
-    def run(fn, dtype=None):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
-        kw = dict(residual=leaves[-1]) if pre else {}
-        args = (leaves[0], leaves[1]) if is_rms else (leaves[0], leaves[1], leaves[2])
-        outs = fn(*args, **kw)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        grads = [random_tensor(o.shape, o.dtype, device, seed=50 + i) for i, o in enumerate(outs)]
-        return list(torch.autograd.grad(outs, leaves, grads))
-
-    ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
-    ours = run(ops[0])
+    _odd_rows_match_the_reference(form, n, 3, 41, device)
     assert seen and all(s in ((True,), True) for s in seen), seen
-    for a, e, t in zip(ours, run(ops[1], torch.float64), run(ops[1])):
-        assert_close_to_reference(a, t, e)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1213,26 +1218,8 @@ def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
     seen = []
     rule = norm.weight_kernel_rule
     monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
-    is_rms, mode = form == "rms", {"ln-pre": "pre", "ln-post": "post"}.get(form)
-    x = random_tensor((5, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=61)
-    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=62)
-    b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=63)
-    r = random_tensor((5, n), torch.bfloat16, device, seed=64) if mode else None
-
-    def run(fn, dtype=None):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (x, w, b, r) if t is not None]
-        kw = dict(residual=leaves[-1], residual_mode=mode) if mode else {}
-        args = (leaves[0], leaves[1]) if is_rms else (leaves[0], leaves[1], leaves[2])
-        outs = fn(*args, **kw)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        grads = [random_tensor(o.shape, o.dtype, device, seed=70 + i) for i, o in enumerate(outs)]
-        return list(torch.autograd.grad(outs, leaves, grads))
-
-    ops = (blockfuse.rms_norm, norm.rms_norm_ref) if is_rms else (blockfuse.layer_norm, norm.layer_norm_ref)
-    ours = run(ops[0])
+    _odd_rows_match_the_reference(form, n, 5, 61, device)
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
-    for a, e, t in zip(ours, run(ops[1], torch.float64), run(ops[1])):
-        assert_close_to_reference(a, t, e)
 
 
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
