@@ -182,7 +182,7 @@ BWD_SCALAR_MAX_LANES_PRE = 8192
 # pre-residual 472; 12345 in three pieces 352-480, the pre-residual chunks of 4 rows x 2048 lanes 848; 15001's padded
 # tile 904-1080), and at 12345 they ran at 0.02-0.34 of copy (35-odd-widths-*/3-scalar/). One row of
 # BWD_SCALAR_CHUNK_LANES lanes a chunk on BWD_CHUNK_WARPS warps, the weight gradients from their own kernel (the NOTE
-# above BWD_WEIGHT_KERNEL_FROM_LANES), builds without a spill in every plain form at 9999 / 12345 (552-584
+# above BWD_WEIGHT_KERNEL_FROM_LANES), builds without a spill in every plain form at 9999 / 12345 (424-472
 # instructions against 1144-2136), at the price of reading each row twice (10 bytes an element against 6: 0.6 of copy
 # at best). Not timed on a card: off until `PHASE=wide scripts/issue22_scalar_rows_gpu.sh` has (rows from
 # BWD_SCALAR_ROW_CHUNKS_FROM_LANES lanes; 0: off).
