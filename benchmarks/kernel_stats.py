@@ -6,7 +6,8 @@ row strides and N, as the launch specializes them), then the cubin is disassembl
 
     python benchmarks/kernel_stats.py [--activation tanh|none|off] [--warps 8] [--maxnreg 128] \\
         [--stages 3] [--n 4096] [--even-n] [--dump FILE]
-    python benchmarks/kernel_stats.py --rule [--widths 768,1152,...] [--forms ln-gelu,...] [--set NAME=VALUE ...]
+    python benchmarks/kernel_stats.py --rule [--widths 768,1152,...] [--forms ln-gelu,...] [--set NAME=VALUE ...] \\
+        [--bwd-depth STAGES]
     python benchmarks/kernel_stats.py --loop [--widths 1152,4096,4304] [--forms ln,rms] [--set NAME=VALUE ...]
     python benchmarks/kernel_stats.py --amax [--widths 1152,2048,4096]
 
@@ -344,7 +345,11 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a launch rule's module constant in ops/norm.py (a Python literal; repeatable), e.g. "
                         "ACT_BWD_PIECE_MAX_WARPS=16: the rules as a GPU A/B run would set them")
+    parser.add_argument("--bwd-depth", type=int, metavar="STAGES",
+                        help="--rule: the backward's pipeline depth instead of the launcher's (norm._bwd_depth)")
     args = parser.parse_args()
+    if args.bwd_depth is not None:
+        norm._bwd_depth = lambda *_, **__: args.bwd_depth
     for item in args.set:
         name, value = item.split("=", 1)
         if not hasattr(norm, name):
