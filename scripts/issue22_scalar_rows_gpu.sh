@@ -10,9 +10,15 @@
 #   2. the op sweep (forward and forward + backward as users call them, with the peers) at the odd widths;
 #   3. (PHASE=wide, instead of 1-2) odd rows past 8192 lanes, which the rule's wide pieces hold in registers (12345:
 #      0.02-0.34 of copy in 1-2): the rule against chunks (2048 lanes x 4 rows at 9999 / 12345, 4096 x 1 at 15001)
-#      with the weight gradients from their own kernel (`chunks-wk`) and without it (`chunks`), and the knob
-#      norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES (`row-chunks`: one row of 2048 lanes a chunk with that kernel, the only
-#      setting whose sm_90 builds spill nothing there), at 9999 / 12345 / 15001 (~2 minutes; not run yet).
+#      with the weight gradients from their own kernel (`chunks-wk`; WITH_CHUNKS=1: also without it, `chunks`), and
+#      the knob norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES (`row-chunks`: one row of 2048 lanes a chunk with that kernel,
+#      the only setting whose sm_90 builds spill nothing there), at 8447 / 9999 / 12345 / 15001: the kernels built
+#      first in parallel processes (WARM_S), then timed in one (WIDE_S; ~4 minutes in all). The settings name the
+#      code since (rows from 8193 lanes in one-row chunks: `rule` is the rule before it). LANDED=1: those chunks' 2048
+#      lanes against 4096 (landed since); LANDED=2: the rule then against one whole row on 32 warps (landed since
+#      for RMSNorm), and the LayerNorm forms' forward in chunks past 8192 lanes against its rule; LANDED=3: the
+#      RMSNorm rule as it is against one-row chunks; SWEEP_WIDTHS=w,w: then the op sweep at those widths (of the
+#      ops in SWEEP_OPS: the four norms').
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
@@ -23,11 +29,45 @@ export PYTHONUNBUFFERED=1
 write_env
 if [ "${PHASE:-}" = wide ]; then
     CHUNKS=BWD_MAX_LANES=8192,BWD_MAX_LANES_PRE=8192,BWD_WIDE_PIECES_MAX_LANES=8192,BWD_THREE_PIECES_MAX_LANES=0
-    packed 150 wide python3 benchmarks/norm_tiles.py --shapes "${SHAPES:-16384x9999,16384x12345,16384x15001}" \
-        --forms "${FORMS:-ln,rms,ln-pre,ln-post}" --fwd "" --bwd "" --bwd-setting "rule:" \
-        --bwd-setting "chunks-wk:$CHUNKS,BWD_WEIGHT_KERNEL_FROM_LANES=8193" --bwd-setting "chunks:$CHUNKS" \
-        --bwd-setting "row-chunks:BWD_SCALAR_ROW_CHUNKS_FROM_LANES=8193" \
-        --setting-rounds 2 --out "$OUT/wide"
+    SETTINGS=(--bwd-setting "rule:BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0"
+              --bwd-setting "chunks-wk:$CHUNKS,BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0,BWD_WEIGHT_KERNEL_FROM_LANES=8193"
+              --bwd-setting "row-chunks:BWD_SCALAR_RMS_KEEPS_PIECES=False,BWD_SCALAR_WHOLE_ROW_WARPS=0,BWD_SCALAR_CHUNK_LANES=2048")
+    [ -n "${WITH_CHUNKS:-}" ] && SETTINGS+=(--bwd-setting "chunks:$CHUNKS,BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0")
+    if [ "${LANDED:-}" = 1 ]; then  # (the rule landed from 5-wide/, against one-row chunks of 4096 lanes)
+        SETTINGS=(--bwd-setting "landed:BWD_SCALAR_CHUNK_LANES=2048,BWD_SCALAR_WHOLE_ROW_WARPS=0"
+                  --bwd-setting "lanes-4096:BWD_SCALAR_CHUNK_LANES=4096,BWD_SCALAR_WHOLE_ROW_WARPS=0")
+    elif [ "${LANDED:-}" = 2 ]; then  # (the rule landed from 6-landed/ against a whole row on 32 warps; the forward
+        # of the LayerNorm forms in one-row chunks past 8192 lanes, on 16 or 8 warps, against its rule)
+        SETTINGS=(--bwd-setting "landed:BWD_SCALAR_WHOLE_ROW_WARPS=0"
+                  --bwd-setting "whole32:BWD_SCALAR_WHOLE_ROW_WARPS=32,BWD_SCALAR_WHOLE_ROW_RMS_ONLY=False"
+                  --fwd-setting "fwd-rule:" --fwd-setting "fwd-chunks:FWD_MAX_LANES=8192"
+                  --fwd-setting "fwd-chunks8:FWD_MAX_LANES=8192,FWD_CHUNK_WARPS=8")
+    elif [ "${LANDED:-}" = 3 ]; then
+        SETTINGS=(--bwd-setting "landed:" --bwd-setting "chunks:BWD_SCALAR_WHOLE_ROW_WARPS=0")
+    fi
+    SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
+    FORMS=${FORMS:-ln,rms,ln-pre,ln-post}
+    # The kernels compile first, one process a shape and form side by side (their times are not used; Triton's
+    # cache keeps the builds), with the float64 check in one more; then one process times them all.
+    mkdir -p "$OUT/warm"
+    for shape in ${SHAPES//,/ }; do
+        for form in ${FORMS//,/ }; do
+            timeout -s INT -k 10 "${WARM_S:-240}" python3 benchmarks/norm_tiles.py --shapes "$shape" --forms "$form" \
+                --fwd "" --bwd "" "${SETTINGS[@]}" --no-check --out "$OUT/warm/$shape-$form" \
+                > "$OUT/warm/$shape-$form.log" 2>&1 &
+        done
+    done
+    timeout -s INT -k 10 "${WARM_S:-240}" python3 benchmarks/norm_tiles.py --shapes 64x1001 --forms ln --fwd "" \
+        --bwd "" --out "$OUT/warm/check" > "$OUT/warm/check.log" 2>&1 &
+    wait
+    grep -h "correctness failures\|^   " "$OUT/warm/check.log"
+    packed "${WIDE_S:-240}" wide python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "$FORMS" --fwd "" \
+        --bwd "" "${SETTINGS[@]}" --setting-rounds 2 --no-check --out "$OUT/wide"
+    if [ -n "${SWEEP_WIDTHS:-}" ]; then  # (the op sweep at those widths, as in 1-2)
+        # shellcheck disable=SC2086
+        packed 200 sweep python3 -m blockfuse bench ops --sweep --op ${SWEEP_OPS:-layer_norm rms_norm add_layer_norm \
+            layer_norm_post} --widths "$SWEEP_WIDTHS" --rows 16384 --budget "${BUDGET:-150}" --out "$OUT/sweep"
+    fi
     exit 0
 fi
 SHAPES=${SHAPES:-16384x1001,16384x2049,16384x3001,16384x4567,16384x7777,16384x12345}

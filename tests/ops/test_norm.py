@@ -11,6 +11,7 @@ same oracle in ``test_reference_*``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import textwrap
 import warnings
@@ -1135,7 +1136,8 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 def test_scalar_rows_rule(monkeypatch):
     """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
     twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was
-    slower); the pre-residual form's rows past 8192 lanes go in chunks; the GELU form keeps its tiles."""
+    slower); rows past 8192 lanes go in one-row chunks with the weight kernel (RMSNorm's pieces excepted; with that off,
+    the pre-residual form's in chunks); the GELU form keeps its tiles."""
     def doubled(n, pre):
         plain, scalar = norm.backward_rule(n, 0, pre), norm.backward_rule(n, 0, pre, scalar=True)
         return scalar._replace(num_warps=plain.num_warps) == plain and scalar.num_warps == 2 * plain.num_warps
@@ -1147,26 +1149,36 @@ def test_scalar_rows_rule(monkeypatch):
     for n in (1001, 2049, 3001, 3999):  # (padded tiles of 1024-4096 lanes)
         assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
         assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
-    for n in (9999, 12345, 15001):  # (wide rows: pieces, or one padded tile)
+    for n, pre, is_rms in itertools.product((8193, 8447, 9999, 12345, 15001), (False, True), (False, True)):
+        # (past 8192 lanes: one-row chunks with the weight kernel, but where RMSNorm's rule has pieces)
+        plain = norm.backward_rule(n, 0, pre, is_rms=is_rms)
+        tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
+        if is_rms and not pre:  # (RMSNorm's plain form: one whole row on 32 warps, read once)
+            assert tile == norm.Tile(1, norm.next_power_of_2(n), 1, 32, False, 1) and not norm._bwd_reload(tile)
+            assert not norm.weight_kernel_rule(tile, n, True)
+        elif is_rms and plain.tail:
+            assert tile == plain and not norm.weight_kernel_rule(tile, n, True)
+        else:
+            lanes = norm.BWD_SCALAR_CHUNK_LANES
+            assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre, is_rms)
+            assert norm.weight_kernel_rule(tile, n, True) and not norm.weight_kernel_rule(plain, n)
+    assert norm.backward_rule(9999, 0, True, is_rms=True).tail and not norm.backward_rule(8447, 0, True, is_rms=True).tail
+    for n in (7777, 8191, 8192):  # (up to 8192 lanes: the padded tile)
+        assert norm.backward_rule(n, scalar=True).num_chunks == 1
+    for n in (1001, 3001, 4567, 7777, 12345):
+        assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
+    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 0)
+    for n in (9999, 12345, 15001):  # (the one-row chunks off: pieces, or one padded tile)
         assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
     assert norm.backward_rule(9999, 0, True, scalar=True) == norm.backward_rule(9999, 0, True)  # (wide pieces)
     for n in (12345, 15001):  # (the pre-residual form's padded tile: chunks instead)
         assert norm.backward_rule(n, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(n, 0, True).num_chunks
-    for n in (1001, 3001, 4567, 7777, 12345):
-        assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
     assert not any(norm.weight_kernel_rule(norm.backward_rule(n, 0, pre, scalar=True), n, True)
-                   for n in (9999, 12345) for pre in (False, True))  # (one-row chunks: off until timed)
+                   for n in (9999, 12345) for pre in (False, True))
     monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 1)
     monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 0)
     for n in (7777, 12345):  # (the knobs off)
         assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
-    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 8193)
-    for n, pre in ((8193, False), (9999, True), (12345, False), (15001, True)):
-        tile = norm.backward_rule(n, 0, pre, scalar=True)
-        assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, 2048, norm.cdiv(n, 2048))
-        assert norm.weight_kernel_rule(tile, n, True) and not norm.weight_kernel_rule(norm.backward_rule(n), n)
-    assert norm.backward_rule(8192, 0, False, scalar=True) == norm.backward_rule(8192, 0, False, scalar=True)
-    assert norm.backward_rule(8191, 0, False, scalar=True).num_chunks == 1  # (below the knob)
     assert norm.backward_rule(12345, 1, scalar=True) == norm.backward_rule(12345, 1)  # (the GELU form's own)
 
 
@@ -1212,14 +1224,32 @@ def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, device, mo
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms"])
 @pytest.mark.parametrize("n", [9999, 12345])
 def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
-    """Odd bf16 rows past 8192 lanes in one-row chunks with the weight gradients from their own kernel (the knob
-    norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES, off until timed): every gradient within twice PyTorch's error of float64."""
-    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 8193)
+    """Odd bf16 rows past 8192 lanes in one-row chunks with the weight gradients from their own kernel
+    (norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES; RMSNorm's here too, its whole rows and pieces off): every gradient within
+    twice PyTorch's error of float64."""
+    monkeypatch.setattr(norm, "BWD_SCALAR_RMS_KEEPS_PIECES", False)
+    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WARPS", 0)
     seen = []
     rule = norm.weight_kernel_rule
     monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
     _odd_rows_match_the_reference(form, n, 5, 61, device)
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
+def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
+    """RMSNorm's odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once (norm.BWD_SCALAR_WHOLE_ROW_WARPS;
+    the LayerNorm forms with BWD_SCALAR_WHOLE_ROW_RMS_ONLY off, the A/B's setting): the tile, and every gradient
+    within twice PyTorch's error of float64."""
+    if form != "rms":
+        assert norm.backward_rule(9999, 0, form == "ln-pre", scalar=True).num_chunks > 1
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
+    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms", scalar=True)
+    assert (tile.block_m, tile.block_n, tile.num_chunks, tile.num_warps) == (1, 16384, 1, 32)
+    assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True)
+    assert norm.backward_rule(9999) == norm.backward_rule(9999, scalar=False)  # (even accesses: the rule's own)
+    _odd_rows_match_the_reference(form, 9999, 3, 83, device)
 
 
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])

@@ -184,10 +184,30 @@ BWD_SCALAR_MAX_LANES_PRE = 8192
 # BWD_SCALAR_CHUNK_LANES lanes a chunk on BWD_CHUNK_WARPS warps, the weight gradients from their own kernel (the NOTE
 # above BWD_WEIGHT_KERNEL_FROM_LANES), builds without a spill in every plain form at 9999 / 12345 (424-472
 # instructions against 1144-2136), at the price of reading each row twice (10 bytes an element against 6: 0.6 of copy
-# at best). Not timed on a card: off until `PHASE=wide scripts/issue22_scalar_rows_gpu.sh` has (rows from
-# BWD_SCALAR_ROW_CHUNKS_FROM_LANES lanes; 0: off).
-BWD_SCALAR_ROW_CHUNKS_FROM_LANES = 0
-BWD_SCALAR_CHUNK_LANES = 2048
+# at best). Timed on an H100 (35-odd-widths-*/5-wide/, `PHASE=wide scripts/issue22_scalar_rows_gpu.sh`, the backward
+# launcher at [16384, n], two alternating rounds of one process) against the rule: 8447 3.4-4.8x (0.05-0.08 -> 0.26-
+# 0.27 of copy), 9999 LayerNorm / post-residual 5.9x, pre-residual 1.37x, 12345 1.30x (pre-residual 3.5x), 15001
+# 1.35-3.0x, all at 0.25-0.29 of copy; but RMSNorm's pieces at 9999 / 12345 (which spill least) ran 0.38 / 0.34 against
+# 0.29 / 0.27, so RMSNorm keeps pieces where the rule has them (BWD_SCALAR_RMS_KEEPS_PIECES). The plain chunks with the
+# weight kernel (4 rows x 2048 lanes at 8447-12345: 0.08-0.22 of copy) were slower but at 15001 (one row x 4096 lanes:
+# 0.29-0.35 against 0.26-0.28). So one row of 4096 lanes a chunk (BWD_SCALAR_CHUNK_LANES; builds without a spill at
+# 9999 / 15001, 704-776 instructions): timed against 2048 in the same way (35-odd-widths-*/6-landed/, LANDED=1) 0.99-
+# 1.27x (8447 LayerNorm / post-residual 1.01x, pre-residual 1.16x, RMSNorm 0.99x; 9999 1.00-1.14x; 12345 1.04-1.19x;
+# 15001 1.10-1.27x), 0.26-0.35 of copy. Rows from BWD_SCALAR_ROW_CHUNKS_FROM_LANES lanes; 0: off.
+BWD_SCALAR_ROW_CHUNKS_FROM_LANES = 8193
+BWD_SCALAR_RMS_KEEPS_PIECES = True
+# NOTE: RMSNorm's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES (plain form, up to BWD_MAX_LANES) go in one padded
+# tile of one row on BWD_SCALAR_WHOLE_ROW_WARPS warps, read once: 32 warps hold 16384 lanes at 16 a thread (sm_90
+# builds: 64 registers, 248 bytes of stack; on 16 warps, 664). Timed on an H100 against the rule above it (35-odd-
+# widths-*/7-whole-row/, LANDED=2, the backward launcher at [16384, n], two alternating rounds of one process): 8447
+# 1.65x (0.26 -> 0.42 of copy), 9999 1.17x (its pieces: 0.38 -> 0.45), 12345 1.35x (0.35 -> 0.47), 15001 1.57x (0.31
+# -> 0.49). Not the LayerNorm forms: 0.97-1.03x with a bias gradient and a mean more, pre-residual 0.63-0.72x (the
+# residual's gradient a third stream). Where the rule keeps pieces instead (BWD_SCALAR_RMS_KEEPS_PIECES: the
+# pre-residual RMSNorm, not timed) it is the rule before this NOTE. BWD_SCALAR_WHOLE_ROW_RMS_ONLY False: every form
+# (the A/B's `whole32`). 0: off.
+BWD_SCALAR_WHOLE_ROW_WARPS = 32
+BWD_SCALAR_WHOLE_ROW_RMS_ONLY = True
+BWD_SCALAR_CHUNK_LANES = 4096
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
 # once, pipelined: the NOTE above BWD_PIPELINE_MAX_LANES), where the padded 16384-lane tile reads each row twice
@@ -1850,8 +1870,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
     (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
     constants read at each call, so that a benchmark's knob takes effect."""
-    if _scalar_row_chunks(n, activation, scalar):
-        return Tile(1, BWD_SCALAR_CHUNK_LANES, cdiv(n, BWD_SCALAR_CHUNK_LANES), BWD_CHUNK_WARPS, False, 1, 1)
+    row_chunks = _scalar_row_chunks(n, activation, scalar)
+    whole_row = (is_rms and not pre) or not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
+    if row_chunks and whole_row and BWD_SCALAR_WHOLE_ROW_WARPS and next_power_of_2(n) <= BWD_MAX_LANES:
+        return Tile(1, next_power_of_2(n), 1, BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
+    if row_chunks and not (is_rms and BWD_SCALAR_RMS_KEEPS_PIECES):
+        return _scalar_chunk_tile(n)
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
@@ -1876,6 +1900,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
     if pieces is not None:
         return pieces
+    if row_chunks:
+        return _scalar_chunk_tile(n)
     max_lanes = BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES
     if pre and scalar and BWD_SCALAR_MAX_LANES_PRE:
         max_lanes = min(max_lanes, BWD_SCALAR_MAX_LANES_PRE)
@@ -1884,6 +1910,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     if tile.num_chunks > 1 and not activation and BWD_CHUNK_WARPS:
         return _chunk_tile(tile)
     return tile
+
+
+def _scalar_chunk_tile(n: int) -> Tile:
+    """Scalar rows of ``n`` in one-row chunks of BWD_SCALAR_CHUNK_LANES lanes (the NOTE above
+    BWD_SCALAR_ROW_CHUNKS_FROM_LANES)."""
+    return Tile(1, BWD_SCALAR_CHUNK_LANES, cdiv(n, BWD_SCALAR_CHUNK_LANES), BWD_CHUNK_WARPS, False, 1, 1)
 
 
 def _scalar_row_chunks(n: int, activation: int, scalar: bool) -> bool:
@@ -1959,6 +1991,8 @@ def _bwd_reload(tile: Tile) -> bool:
     (always: the NOTE above BWD_THREE_PIECES_MAX_LANES)."""
     if BWD_RELOAD is not None:
         return BWD_RELOAD
+    if tile.num_warps > 16:
+        return False  # (BWD_SCALAR_WHOLE_ROW_WARPS: a 16384-lane row on 32 warps holds 16 lanes a thread)
     if tile.tail and tile.block_u > 1:
         return True  # (three pieces: the weight read again each row, the NOTE above BWD_THREE_PIECES_MAX_LANES)
     return tile.num_chunks == 1 and tile.block_m * tile.block_n >= BWD_RELOAD_FROM_LANES
