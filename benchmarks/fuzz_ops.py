@@ -74,7 +74,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 E4M3 = torch.float8_e4m3fn
 
 WIDTHS = [576, 896, 1152, 1280, 2560, 2880, 3584, 4304, 5120, 6656, 9216, 11008, 13824, 14336, 16400, 18944]
-ODD_WIDTHS = [1, 3, 17, 100, 1001, 4097, 8193]
+ODD_WIDTHS = [1, 3, 17, 100, 1001, 4097, 8193, 12345]
 ALL_WIDTHS = WIDTHS + ODD_WIDTHS
 LEADS = [(1,), (3,), (5,), (7,), (2, 3), (1, 7), (3, 2), (1, 2, 3), (2, 1, 2), (1, 1, 1)]
 # On a GPU the leading shapes also take many rows (a few to thousands of programs; row counts that are not a

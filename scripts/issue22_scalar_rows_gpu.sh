@@ -18,7 +18,9 @@
 #      lanes against 4096 (landed since); LANDED=2: the rule then against one whole row on 32 warps (landed since
 #      for RMSNorm), and the LayerNorm forms' forward in chunks past 8192 lanes against its rule; LANDED=3: the
 #      RMSNorm rule as it is against one-row chunks; SWEEP_WIDTHS=w,w: then the op sweep at those widths (of the
-#      ops in SWEEP_OPS: the four norms').
+#      ops in SWEEP_OPS: the four norms'; WARM_JOBS=N: its compiles first in N processes, so that its budget
+#      measures rather than compiles). Next: LANDED=3 FORMS=rms PHASE=wide SWEEP_WIDTHS=8447,9999,12345,15001
+#      WARM_JOBS=8 BUDGET=240 (RMSNorm's whole rows through the op, and the cells 6-7 did not reach).
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
@@ -29,9 +31,10 @@ export PYTHONUNBUFFERED=1
 write_env
 if [ "${PHASE:-}" = wide ]; then
     CHUNKS=BWD_MAX_LANES=8192,BWD_MAX_LANES_PRE=8192,BWD_WIDE_PIECES_MAX_LANES=8192,BWD_THREE_PIECES_MAX_LANES=0
+    LANES_2048=BWD_SCALAR_CHUNK_LANES=2048
     SETTINGS=(--bwd-setting "rule:BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0"
               --bwd-setting "chunks-wk:$CHUNKS,BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0,BWD_WEIGHT_KERNEL_FROM_LANES=8193"
-              --bwd-setting "row-chunks:BWD_SCALAR_RMS_KEEPS_PIECES=False,BWD_SCALAR_WHOLE_ROW_WARPS=0,BWD_SCALAR_CHUNK_LANES=2048")
+              --bwd-setting "row-chunks:BWD_SCALAR_RMS_KEEPS_PIECES=False,BWD_SCALAR_WHOLE_ROW_WARPS=0,$LANES_2048")
     [ -n "${WITH_CHUNKS:-}" ] && SETTINGS+=(--bwd-setting "chunks:$CHUNKS,BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0")
     if [ "${LANDED:-}" = 1 ]; then  # (the rule landed from 5-wide/, against one-row chunks of 4096 lanes)
         SETTINGS=(--bwd-setting "landed:BWD_SCALAR_CHUNK_LANES=2048,BWD_SCALAR_WHOLE_ROW_WARPS=0"
@@ -65,8 +68,9 @@ if [ "${PHASE:-}" = wide ]; then
         --bwd "" "${SETTINGS[@]}" --setting-rounds 2 --no-check --out "$OUT/wide"
     if [ -n "${SWEEP_WIDTHS:-}" ]; then  # (the op sweep at those widths, as in 1-2)
         # shellcheck disable=SC2086
-        packed 200 sweep python3 -m blockfuse bench ops --sweep --op ${SWEEP_OPS:-layer_norm rms_norm add_layer_norm \
-            layer_norm_post} --widths "$SWEEP_WIDTHS" --rows 16384 --budget "${BUDGET:-150}" --out "$OUT/sweep"
+        packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
+            --op ${SWEEP_OPS:-layer_norm rms_norm add_layer_norm layer_norm_post} --widths "$SWEEP_WIDTHS" \
+            --rows 16384 --budget "${BUDGET:-150}" ${WARM_JOBS:+--warm-jobs "$WARM_JOBS"} --out "$OUT/sweep"
     fi
     exit 0
 fi

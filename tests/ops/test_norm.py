@@ -1162,7 +1162,8 @@ def test_scalar_rows_rule(monkeypatch):
             lanes = norm.BWD_SCALAR_CHUNK_LANES
             assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre, is_rms)
             assert norm.weight_kernel_rule(tile, n, True) and not norm.weight_kernel_rule(plain, n)
-    assert norm.backward_rule(9999, 0, True, is_rms=True).tail and not norm.backward_rule(8447, 0, True, is_rms=True).tail
+    assert norm.backward_rule(9999, 0, True, is_rms=True).tail  # (pieces, which the pre-residual RMSNorm keeps)
+    assert not norm.backward_rule(8447, 0, True, is_rms=True).tail
     for n in (7777, 8191, 8192):  # (up to 8192 lanes: the padded tile)
         assert norm.backward_rule(n, scalar=True).num_chunks == 1
     for n in (1001, 3001, 4567, 7777, 12345):
@@ -1239,9 +1240,9 @@ def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
 def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
-    """RMSNorm's odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once (norm.BWD_SCALAR_WHOLE_ROW_WARPS;
-    the LayerNorm forms with BWD_SCALAR_WHOLE_ROW_RMS_ONLY off, the A/B's setting): the tile, and every gradient
-    within twice PyTorch's error of float64."""
+    """RMSNorm's odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once
+    (norm.BWD_SCALAR_WHOLE_ROW_WARPS; the LayerNorm forms with BWD_SCALAR_WHOLE_ROW_RMS_ONLY off, the A/B's setting):
+    the tile, and every gradient within twice PyTorch's error of float64."""
     if form != "rms":
         assert norm.backward_rule(9999, 0, form == "ln-pre", scalar=True).num_chunks > 1
         monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
