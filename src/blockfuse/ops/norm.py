@@ -1820,12 +1820,23 @@ FWD_CHUNK_WARPS = 16
 FWD_TAIL_PIECE_LANES_PER_WARP = 2048
 
 
-def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
+# (A knob for an A/B, off: RMSNorm's forward without a residual on 16-bit rows of one-element accesses past
+# FWD_RMS_CHUNKS_FROM_LANES, up to FWD_MAX_LANES, in one padded tile of one row on this many warps, read once, as its
+# backward since BWD_SCALAR_WHOLE_ROW_WARPS, instead of chunks. `PHASE=wide LANDED=4
+# scripts/issue22_scalar_rows_gpu.sh` times it. 0: off.)
+FWD_SCALAR_RMS_WHOLE_ROW_WARPS = 0
+
+
+def forward_rule(n: int, is_rms: bool = False, residual: bool = False, scalar: bool = False) -> Tile:
     """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
     FWD_PIECES_FROM_LANES; one row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES
     (:func:`_forward_chunks`); else :func:`_tile`, with the forward's constants read at each call so that a
     benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
-    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`)."""
+    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`). ``scalar``: 16-bit
+    rows of one-element accesses (FWD_SCALAR_RMS_WHOLE_ROW_WARPS)."""
+    if (scalar and is_rms and not residual and FWD_SCALAR_RMS_WHOLE_ROW_WARPS and FWD_RMS_CHUNKS_FROM_LANES
+            and FWD_RMS_CHUNKS_FROM_LANES < n <= FWD_MAX_LANES):
+        return Tile(1, next_power_of_2(n), 1, FWD_SCALAR_RMS_WHOLE_ROW_WARPS, False, 1)
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
         return _forward_chunks(n, CHUNK_CHOICES, FWD_CHUNK_WARPS)
     pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
@@ -2127,8 +2138,8 @@ def _norm_fwd(
         return outputs
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
-    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, vec == 1 and x2.element_size() == 2), m, x2.device)
     programs, stages = cdiv(m, tile.block_m), 0
     if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
         programs, stages = _forward_programs(x2, programs, tile, mode, activation)
