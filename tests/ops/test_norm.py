@@ -1154,7 +1154,8 @@ def test_scalar_rows_rule(monkeypatch):
         plain = norm.backward_rule(n, 0, pre, is_rms=is_rms)
         tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
         if is_rms and not pre:  # (RMSNorm's plain form: one whole row on 32 warps, read once)
-            assert tile == norm.Tile(1, norm.next_power_of_2(n), 1, 32, False, 1) and not norm._bwd_reload(tile)
+            whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
+            assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile)
             assert not norm.weight_kernel_rule(tile, n, True)
         elif is_rms and plain.tail:
             assert tile == plain and not norm.weight_kernel_rule(tile, n, True)
@@ -1249,7 +1250,7 @@ def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
     tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms", scalar=True)
     assert (tile.block_m, tile.block_n, tile.num_chunks, tile.num_warps) == (1, 16384, 1, 32)
     assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True)
-    assert norm.backward_rule(9999) == norm.backward_rule(9999, scalar=False)  # (even accesses: the rule's own)
+    assert norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms") != tile  # (vector accesses: not it)
     _odd_rows_match_the_reference(form, 9999, 3, 83, device)
 
 
