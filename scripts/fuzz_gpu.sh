@@ -24,8 +24,10 @@ echo "fuzz: $SHARDS processes, $((SECONDS - began)) s" | tee "$OUT/fuzz/summary.
 python3 benchmarks/fuzz_ops.py --summarize "$OUT"/fuzz/s"$SEED"-*.json | tee -a "$OUT/fuzz/summary.txt"
 pack "$PACK"
 T=tests/ops
-TESTS=${TESTS-$T/test_mlp.py $T/test_linear_act.py $T/test_fp8.py $T/test_norm.py::test_scalar_rows_rule
-    $T/test_norm.py::test_scalar_rows_take_their_rule_and_match_the_reference}
+N=$T/test_norm.py
+TESTS=${TESTS-$N::test_scalar_rows_rule $N::test_scalar_rows_take_their_rule_and_match_the_reference
+    $N::test_scalar_row_chunks_match_the_reference $N::test_scalar_whole_row_knob_matches_the_reference
+    $N::test_scalar_whole_row_forward_knob $T/test_fp8.py}
 if [ -n "$TESTS" ]; then
     # shellcheck disable=SC2086
     packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider $TESTS
