@@ -1882,11 +1882,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
     constants read at each call, so that a benchmark's knob takes effect."""
     row_chunks = _scalar_row_chunks(n, activation, scalar)
-    whole_row = (is_rms and not pre) or not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
-    if row_chunks and whole_row and BWD_SCALAR_WHOLE_ROW_WARPS and next_power_of_2(n) <= BWD_MAX_LANES:
-        return Tile(1, next_power_of_2(n), 1, BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
-    if row_chunks and not (is_rms and BWD_SCALAR_RMS_KEEPS_PIECES):
-        return _scalar_chunk_tile(n)
+    if row_chunks:
+        whole_row = (is_rms and not pre) or not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
+        if whole_row and BWD_SCALAR_WHOLE_ROW_WARPS and next_power_of_2(n) <= BWD_MAX_LANES:
+            return Tile(1, next_power_of_2(n), 1, BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
+        if not (is_rms and BWD_SCALAR_RMS_KEEPS_PIECES):
+            return _scalar_chunk_tile(n)
     wide = BWD_PIECES_MAX_LANES < n <= BWD_WIDE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
@@ -1911,7 +1912,7 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  BWD_PIECE_TAIL_BYTES // element_size, BWD_PIECES_MAX_TAIL)
     if pieces is not None:
         return pieces
-    if row_chunks:
+    if row_chunks:  # (RMSNorm's pre-residual form where the rule has no pieces)
         return _scalar_chunk_tile(n)
     max_lanes = BWD_MAX_LANES_PRE if pre else BWD_MAX_LANES
     if pre and scalar and BWD_SCALAR_MAX_LANES_PRE:
@@ -1921,6 +1922,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     if tile.num_chunks > 1 and not activation and BWD_CHUNK_WARPS:
         return _chunk_tile(tile)
     return tile
+
+
+def scalar_rows(vec: int, t: Tensor) -> bool:
+    """Whether the rows of ``t``, passed in units of ``vec`` elements, are 16-bit rows of one-element accesses (the
+    rules' ``scalar``: the NOTE above BWD_SCALAR_WARPS)."""
+    return vec == 1 and t.element_size() == 2
 
 
 def _scalar_chunk_tile(n: int) -> Tile:
@@ -2139,7 +2146,7 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, vec == 1 and x2.element_size() == 2), m, x2.device)
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, scalar_rows(vec, x2)), m, x2.device)
     programs, stages = cdiv(m, tile.block_m), 0
     if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
         programs, stages = _forward_programs(x2, programs, tile, mode, activation)
@@ -2460,7 +2467,7 @@ def _norm_bwd(
                 grad.zero_()
         return outputs
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
-    scalar = vec == 1 and z.element_size() == 2
+    scalar = scalar_rows(vec, z)
     tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, scalar)
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
