@@ -19,10 +19,8 @@
 #      for RMSNorm), and the LayerNorm forms' forward in chunks past 8192 lanes against its rule; LANDED=3: the
 #      RMSNorm rule as it is against one-row chunks; SWEEP_WIDTHS=w,w: then the op sweep at those widths (of the
 #      ops in SWEEP_OPS: the four norms'; WARM_JOBS=N: its compiles first in N processes, so that its budget
-#      measures rather than compiles); LANDED=4: RMSNorm's forward in chunks (the rule) against one whole row on 32
-#      or 16 warps (norm.FWD_SCALAR_RMS_WHOLE_ROW_WARPS, off; sm_90: 64 / 128 registers, no spill). Next:
-#      LANDED=3 FORMS=rms PHASE=wide SWEEP_WIDTHS=8447,9999,12345,15001 WARM_JOBS=8 BUDGET=240 (RMSNorm's whole
-#      rows through the op, and the cells 6-7 did not reach), then LANDED=4 PHASE=wide.
+#      measures rather than compiles). (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at
+#      b89ee81 for 35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u
@@ -49,10 +47,6 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "fwd-chunks8:FWD_MAX_LANES=8192,FWD_CHUNK_WARPS=8")
     elif [ "${LANDED:-}" = 3 ]; then
         SETTINGS=(--bwd-setting "landed:" --bwd-setting "chunks:BWD_SCALAR_WHOLE_ROW_WARPS=0")
-    elif [ "${LANDED:-}" = 4 ]; then  # (RMSNorm's forward: chunks against one whole row on 32 or 16 warps)
-        SETTINGS=(--fwd-setting "fwd-rule:" --fwd-setting "fwd-whole32:FWD_SCALAR_RMS_WHOLE_ROW_WARPS=32"
-                  --fwd-setting "fwd-whole16:FWD_SCALAR_RMS_WHOLE_ROW_WARPS=16")
-        FORMS=${FORMS:-rms}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}

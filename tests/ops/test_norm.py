@@ -1254,33 +1254,6 @@ def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
     _odd_rows_match_the_reference(form, 9999, 3, 83, device)
 
 
-@pytest.mark.usefixtures("requires_triton")
-def test_scalar_whole_row_forward_knob(device, monkeypatch):
-    """The A/B knob norm.FWD_SCALAR_RMS_WHOLE_ROW_WARPS (off): RMSNorm's forward without a residual on odd bf16 rows past
-    FWD_RMS_CHUNKS_FROM_LANES in one padded row on that many warps; other forms, even rows and the knob off keep the
-    rule's chunks; the output through the launcher within twice PyTorch's error of float64."""
-    assert norm.FWD_SCALAR_RMS_WHOLE_ROW_WARPS == 0
-    assert norm.forward_rule(9999, True, scalar=True) == norm.forward_rule(9999, True)
-    monkeypatch.setattr(norm, "FWD_SCALAR_RMS_WHOLE_ROW_WARPS", 32)
-    for n in (8193, 9999, 15001):
-        assert norm.forward_rule(n, True, scalar=True) == norm.Tile(1, 16384, 1, 32, False, 1)
-        assert norm.forward_rule(n, True) == norm.forward_rule(n, True, scalar=False) != norm.Tile(1, 16384, 1, 32,
-                                                                                                   False, 1)
-        assert norm.forward_rule(n, True, residual=True, scalar=True) == norm.forward_rule(n, True, residual=True)
-        assert norm.forward_rule(n, False, scalar=True) == norm.forward_rule(n, False)
-    assert norm.forward_rule(8192, True, scalar=True) == norm.forward_rule(8192, True)  # (from 8193 lanes)
-    assert norm.forward_rule(20001, True, scalar=True) == norm.forward_rule(20001, True)  # (past FWD_MAX_LANES)
-    seen = []
-    rule = norm.forward_rule
-    monkeypatch.setattr(norm, "forward_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
-    x = random_tensor((3, 9999), torch.bfloat16, device, scale=2.0, offset=0.5, seed=7)
-    w = random_tensor((9999,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=8)
-    y = blockfuse.rms_norm(x, w)
-    assert seen and seen[-1].num_warps == 32
-    expected = norm.rms_norm_ref(x.double(), w.double())
-    assert_close_to_reference(y, norm.rms_norm_ref(x, w), expected)
-
-
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

@@ -204,7 +204,10 @@ BWD_SCALAR_RMS_KEEPS_PIECES = True
 # -> 0.49). Not the LayerNorm forms: 0.97-1.03x with a bias gradient and a mean more, pre-residual 0.63-0.72x (the
 # residual's gradient a third stream). Where the rule keeps pieces instead (BWD_SCALAR_RMS_KEEPS_PIECES: the
 # pre-residual RMSNorm, not timed) it is the rule before this NOTE. BWD_SCALAR_WHOLE_ROW_RMS_ONLY False: every form
-# (the A/B's `whole32`). 0: off.
+# (the A/B's `whole32`). Through the op (35-odd-widths-*/9-rms-op/, `blockfuse bench ops --sweep`) RMSNorm's forward +
+# backward at those widths went from 0.71-0.82x to 0.97-1.15x the faster of torch.compile and Liger. The forward in
+# the same whole row (32 or 16 warps; sm_90: 64 / 128 registers, no spill) lost to its chunks at every width (10-rms-
+# forward-whole/: 0.73-0.97x, 8447 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
 BWD_SCALAR_WHOLE_ROW_WARPS = 32
 BWD_SCALAR_WHOLE_ROW_RMS_ONLY = True
 BWD_SCALAR_CHUNK_LANES = 4096
@@ -1820,23 +1823,12 @@ FWD_CHUNK_WARPS = 16
 FWD_TAIL_PIECE_LANES_PER_WARP = 2048
 
 
-# (A knob for an A/B, off: RMSNorm's forward without a residual on 16-bit rows of one-element accesses past
-# FWD_RMS_CHUNKS_FROM_LANES, up to FWD_MAX_LANES, in one padded tile of one row on this many warps, read once, as its
-# backward since BWD_SCALAR_WHOLE_ROW_WARPS, instead of chunks. `PHASE=wide LANDED=4
-# scripts/issue22_scalar_rows_gpu.sh` times it. 0: off.)
-FWD_SCALAR_RMS_WHOLE_ROW_WARPS = 0
-
-
-def forward_rule(n: int, is_rms: bool = False, residual: bool = False, scalar: bool = False) -> Tile:
+def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
     """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
     FWD_PIECES_FROM_LANES; one row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES
     (:func:`_forward_chunks`); else :func:`_tile`, with the forward's constants read at each call so that a
     benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
-    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`). ``scalar``: 16-bit
-    rows of one-element accesses (FWD_SCALAR_RMS_WHOLE_ROW_WARPS)."""
-    if (scalar and is_rms and not residual and FWD_SCALAR_RMS_WHOLE_ROW_WARPS and FWD_RMS_CHUNKS_FROM_LANES
-            and FWD_RMS_CHUNKS_FROM_LANES < n <= FWD_MAX_LANES):
-        return Tile(1, next_power_of_2(n), 1, FWD_SCALAR_RMS_WHOLE_ROW_WARPS, False, 1)
+    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`)."""
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
         return _forward_chunks(n, CHUNK_CHOICES, FWD_CHUNK_WARPS)
     pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
@@ -2146,7 +2138,7 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, scalar_rows(vec, x2)), m, x2.device)
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
     programs, stages = cdiv(m, tile.block_m), 0
     if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
         programs, stages = _forward_programs(x2, programs, tile, mode, activation)
