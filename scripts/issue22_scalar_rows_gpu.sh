@@ -47,6 +47,13 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "fwd-chunks8:FWD_MAX_LANES=8192,FWD_CHUNK_WARPS=8")
     elif [ "${LANDED:-}" = 3 ]; then
         SETTINGS=(--bwd-setting "landed:" --bwd-setting "chunks:BWD_SCALAR_WHOLE_ROW_WARPS=0")
+    elif [ "${LANDED:-}" = 5 ]; then  # (the residual forms' forward in chunks of 8 lanes a thread, or 16)
+        C=FWD_MAX_LANES=8192
+        SETTINGS=(--fwd-setting "fwd-rule:" --fwd-setting "c1024w4:$C,FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=4"
+                  --fwd-setting "c2048w8:$C,FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
+                  --fwd-setting "c4096w16:$C,FWD_CHUNK_LANES=4096,FWD_CHUNK_WARPS=16"
+                  --fwd-setting "c2048w4:$C,FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=4")
+        FORMS=${FORMS:-ln-pre,rms-pre,ln-post}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}

@@ -1807,6 +1807,8 @@ def _fewer_rows(tile: Tile, block_m: int, elements_per_warp: int) -> Tile:
 # hints, not timed. 0: off.
 FWD_RMS_CHUNKS_FROM_LANES = 8192
 FWD_CHUNK_WARPS = 16
+# (A knob for an A/B, off: the forward's chunks of this many lanes rather than CHUNK_CHOICES' least padding. 0: off.)
+FWD_CHUNK_LANES = 0
 # NOTE: LayerNorm without a residual (and with its GELU), a row in two pieces with a tail of FWD_VECTOR_TAIL_LANES or
 # more (the width's tile: 5504 and 6144 = 4096 + 2048, 11008 and 12288 = 8192 + 4096), takes one warp per
 # FWD_TAIL_PIECE_LANES_PER_WARP lanes, as the one-row pieces with smaller tails do, not one per
@@ -1830,7 +1832,7 @@ def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
     benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
     above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`)."""
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
-        return _forward_chunks(n, CHUNK_CHOICES, FWD_CHUNK_WARPS)
+        return _forward_chunks(n, (FWD_CHUNK_LANES,) if FWD_CHUNK_LANES else CHUNK_CHOICES, FWD_CHUNK_WARPS)
     pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
                              FWD_PIECE_MIN_WARPS)
     if pieces is not None:
