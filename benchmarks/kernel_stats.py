@@ -141,8 +141,9 @@ def rule_stats(n: int, form: str) -> dict:
                   ACTIVATION=activation)
     out = {}
     if hasattr(norm, "FWD_RMS_CHUNKS_FROM_LANES"):  # (the launcher's rule, by form)
-        try:
-            tile = norm.forward_rule(n, is_rms, mode != norm.NONE)
+        try:  # (the launcher's pre mode and scalar rows, where the code has them)
+            extra = _accepted(norm.forward_rule, pre=mode == norm.PRE, scalar=launch.row_units(n) == 1)
+            tile = norm.forward_rule(n, is_rms, mode != norm.NONE, **extra)
         except TypeError:  # (code before the residual's argument)
             tile = norm.forward_rule(n, is_rms)
     elif hasattr(norm, "forward_rule"):  # (older code: the width's rule; before it, the tile without its tails)

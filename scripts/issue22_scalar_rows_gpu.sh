@@ -19,7 +19,9 @@
 #      for RMSNorm), and the LayerNorm forms' forward in chunks past 8192 lanes against its rule; LANDED=3: the
 #      RMSNorm rule as it is against one-row chunks; SWEEP_WIDTHS=w,w: then the op sweep at those widths (of the
 #      ops in SWEEP_OPS: the four norms'; WARM_JOBS=N: its compiles first in N processes, so that its budget
-#      measures rather than compiles). (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at
+#      measures rather than compiles; TESTS="-k EXPR": tests/ops/test_norm.py's on CUDA before it). LANDED=5: the
+#      residual forms' forward in one-row chunks of 1024-4096 lanes on 4-16 warps against the rule (the pre-residual
+#      LayerNorm's landed since, FWD_SCALAR_PRE_CHUNK_LANES); LANDED=6: that rule against the padded tile. (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at
 #      b89ee81 for 35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
@@ -54,6 +56,9 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "c4096w16:$C,FWD_CHUNK_LANES=4096,FWD_CHUNK_WARPS=16"
                   --fwd-setting "c2048w4:$C,FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=4")
         FORMS=${FORMS:-ln-pre,rms-pre,ln-post}
+    elif [ "${LANDED:-}" = 6 ]; then  # (those chunks as landed, FWD_SCALAR_PRE_CHUNK_LANES, against the padded tile)
+        SETTINGS=(--fwd-setting "fwd-landed:" --fwd-setting "fwd-padded:FWD_SCALAR_PRE_CHUNK_LANES=0")
+        FORMS=${FORMS:-ln-pre}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}
@@ -73,6 +78,10 @@ if [ "${PHASE:-}" = wide ]; then
     grep -h "correctness failures\|^   " "$OUT/warm/check.log"
     packed "${WIDE_S:-240}" wide python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "$FORMS" --fwd "" \
         --bwd "" "${SETTINGS[@]}" --setting-rounds 2 --no-check --out "$OUT/wide"
+    if [ -n "${TESTS:-}" ]; then  # (CUDA tests: TESTS="-k EXPR" of tests/ops/test_norm.py)
+        # shellcheck disable=SC2086
+        packed "${TESTS_S:-120}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 4 tests/ops/test_norm.py $TESTS
+    fi
     if [ -n "${SWEEP_WIDTHS:-}" ]; then  # (the op sweep at those widths, as in 1-2)
         # shellcheck disable=SC2086
         packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \

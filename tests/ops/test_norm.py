@@ -1238,6 +1238,47 @@ def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
 
 
+def test_scalar_pre_chunks_rule():
+    """The pre-residual LayerNorm's forward on scalar rows in a padded tile past 8192 lanes takes one-row chunks of
+    FWD_SCALAR_PRE_CHUNK_LANES on FWD_SCALAR_PRE_CHUNK_WARPS warps; pieces (8193-12288), vector rows, the post-residual
+    and plain forms and RMSNorm keep the rule's tiles; 0 turns it off."""
+    chunks = norm.Tile(1, norm.FWD_SCALAR_PRE_CHUNK_LANES, 0, norm.FWD_SCALAR_PRE_CHUNK_WARPS, False, 1)
+    for n in (12289, 12345, 15001, 16383, 16384):
+        tile = norm.forward_rule(n, False, True, pre=True, scalar=True)
+        assert tile == chunks._replace(num_chunks=norm.cdiv(n, norm.FWD_SCALAR_PRE_CHUNK_LANES)), (n, tile)
+        assert norm.forward_rule(n, False, True) == norm.forward_rule(n, False, True, pre=True) != tile
+        assert norm.forward_rule(n, False, True, scalar=True) == norm.forward_rule(n, False, True)  # (post)
+        assert norm.forward_rule(n, True, True, pre=True, scalar=True) == norm.forward_rule(n, True, True)
+        assert norm.forward_rule(n, False, False, scalar=True) == norm.forward_rule(n)
+    for n in (4567, 8193, 8447, 9999, 12288, 20001):  # (pieces, or past FWD_MAX_LANES: the chunks' own rule)
+        assert norm.forward_rule(n, False, True, pre=True, scalar=True) == norm.forward_rule(n, False, True), n
+    assert norm.FWD_SCALAR_PRE_CHUNK_LANES and norm.FWD_SCALAR_PRE_CHUNK_WARPS
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [12345, 15001])
+def test_scalar_pre_chunks_match_the_reference(n, device, monkeypatch):
+    """The pre-residual LayerNorm's forward on odd bf16 rows in one-row chunks (the rule above): y and s within twice
+    PyTorch's error of float64, the launcher on the chunks (and off them with the constant 0), and the gradients."""
+    seen = []
+    rule = norm.forward_rule
+    monkeypatch.setattr(norm, "forward_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=71)
+    r = random_tensor((3, n), torch.bfloat16, device, scale=1.5, seed=72)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=73)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=74)
+    expected = norm.layer_norm_ref(x.double(), w.double(), b.double(), residual=r.double())
+    torch_out = norm.layer_norm_ref(x, w, b, residual=r)
+    for chunk_lanes in (norm.FWD_SCALAR_PRE_CHUNK_LANES, 0):
+        monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", chunk_lanes)
+        y, s = blockfuse.layer_norm(x, w, b, residual=r)
+        assert (seen[-1].num_chunks > 1) == bool(chunk_lanes), seen[-1]
+        assert_close_to_reference(y, torch_out[0], expected[0])
+        assert_close_to_reference(s, torch_out[1], expected[1])
+    monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", 2048)
+    _odd_rows_match_the_reference("ln-pre", n, 3, 75, device)
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
 def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):

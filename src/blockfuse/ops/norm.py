@@ -1809,6 +1809,19 @@ FWD_RMS_CHUNKS_FROM_LANES = 8192
 FWD_CHUNK_WARPS = 16
 # (A knob for an A/B, off: the forward's chunks of this many lanes rather than CHUNK_CHOICES' least padding. 0: off.)
 FWD_CHUNK_LANES = 0
+# NOTE: the pre-residual LayerNorm's forward on 16-bit rows of one-element accesses (odd widths: the NOTE above
+# BWD_SCALAR_WARPS) that the rule holds in one padded tile past 8192 lanes (12289-16384: no pieces) reads them in
+# one-row chunks of FWD_SCALAR_PRE_CHUNK_LANES lanes on FWD_SCALAR_PRE_CHUNK_WARPS warps (8 lanes a thread), s stored
+# in the first pass and read back in the second. Timed on an H100 (benchmarks/norm_tiles.py through
+# `LANDED=5 PHASE=wide scripts/issue22_scalar_rows_gpu.sh`, the forward launcher at [16384, n], two alternating rounds
+# of one process; benchmarks/results/launch-rules/35-odd-widths-2026-12-06-h100/11-pre-chunks/) against the padded
+# tile: 12345 1.33x (1.231 -> 0.922 ms), 15001 1.20x (1.407 -> 1.171); 1024 lanes on 4 warps 1.19x / 1.12x, 4096 on
+# 16 0.96x / 1.00x, 2048 on 4 0.70-0.76x. Where the rule has pieces (8447, 9999) every chunking lost (0.43-0.76x);
+# the post-residual form, which would read x and the residual twice, lost too (0.48-1.07x, the rule's padded tile
+# ahead at 12345 / 15001), and so did the pre-residual RMSNorm's chunks on 8 warps against its 16 (0.91-1.07x).
+# 0: off.
+FWD_SCALAR_PRE_CHUNK_LANES = 2048
+FWD_SCALAR_PRE_CHUNK_WARPS = 8
 # NOTE: LayerNorm without a residual (and with its GELU), a row in two pieces with a tail of FWD_VECTOR_TAIL_LANES or
 # more (the width's tile: 5504 and 6144 = 4096 + 2048, 11008 and 12288 = 8192 + 4096), takes one warp per
 # FWD_TAIL_PIECE_LANES_PER_WARP lanes, as the one-row pieces with smaller tails do, not one per
@@ -1825,12 +1838,15 @@ FWD_CHUNK_LANES = 0
 FWD_TAIL_PIECE_LANES_PER_WARP = 2048
 
 
-def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
+def forward_rule(n: int, is_rms: bool = False, residual: bool = False, pre: bool = False, scalar: bool = False
+                 ) -> Tile:
     """The plain forward's tile for rows of ``n`` (the one-row pieces of :func:`_one_row_pieces` from
     FWD_PIECES_FROM_LANES; one row in chunks past FWD_MAX_LANES, RMSNorm's from FWD_RMS_CHUNKS_FROM_LANES
     (:func:`_forward_chunks`); else :func:`_tile`, with the forward's constants read at each call so that a
     benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
-    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`)."""
+    above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`). ``pre`` and
+    ``scalar``: the pre-residual form, and 16-bit rows of one-element accesses (:func:`scalar_rows`): such a
+    LayerNorm row in a padded tile past 8192 lanes goes in chunks (the NOTE above FWD_SCALAR_PRE_CHUNK_LANES)."""
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
         return _forward_chunks(n, (FWD_CHUNK_LANES,) if FWD_CHUNK_LANES else CHUNK_CHOICES, FWD_CHUNK_WARPS)
     pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
@@ -1839,6 +1855,9 @@ def forward_rule(n: int, is_rms: bool = False, residual: bool = False) -> Tile:
         return pieces
     tile = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, FWD_MAX_LANES, TAIL_FROM_LANES, FWD_MIN_WARPS,
                  FWD_VECTOR_TAIL_LANES)
+    if (scalar and pre and not is_rms and FWD_SCALAR_PRE_CHUNK_LANES and tile.num_chunks == 1 and not tile.tail
+            and tile.block_m == 1 and tile.block_n > 8192):
+        return _forward_chunks(n, (FWD_SCALAR_PRE_CHUNK_LANES,), FWD_SCALAR_PRE_CHUNK_WARPS)
     if (tile.tail and FWD_TAIL_PIECE_LANES_PER_WARP and not is_rms and not residual and tile.block_m == 1
             and tile.block_t >= FWD_VECTOR_TAIL_LANES):
         # (the NOTE above FWD_TAIL_PIECE_LANES_PER_WARP)
@@ -2140,7 +2159,7 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE), m, x2.device)
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, mode == PRE, scalar_rows(vec, x2)), m, x2.device)
     programs, stages = cdiv(m, tile.block_m), 0
     if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
         programs, stages = _forward_programs(x2, programs, tile, mode, activation)
