@@ -9,14 +9,16 @@
 # FP8_PROVIDERS (default fused): the FP8 rows' providers, e.g. fused,fused+compile:default to time the compiled FP8
 # block beside the eager one in each process (the eager step is host-bound on the H200's host:
 # benchmarks/results/fp8/18-host-2026-12-02-h200/; compiled, Inductor's wrapper launches the kernels). FP8_RECIPES
-# (default "delayed tensorwise"): the recipes of each round.
+# (default "delayed tensorwise"): the recipes of each round. QUICK=0: without --quick (its 25 ms of warm-up and 50 of
+# samples give a 24 ms step one warm-up call and seven timed ones).
 set -u
 PACK=${1:?usage: bash scripts/issue18_te_rounds_gpu.sh PACK}
 OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd --quick)
+TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes fwdbwd)
+[ "${QUICK:-1}" = 0 ] || TE+=(--quick)  # (QUICK=0: the longer timing, 100 ms of warm-up and 400 of samples a row)
 te() {  # te NAME BENCH-ARGS...: one step's bench, the load average logged before it
     local name=$1
     shift
