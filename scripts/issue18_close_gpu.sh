@@ -2,7 +2,10 @@
 # Issue 18's targets on the code as committed, every baseline in the same call (one GPU, ~8 minutes; carry .whl
 # with torchao's wheel):
 #
-#   [TESTS=0|only] bash scripts/issue18_close_gpu.sh PACK    (writes PACK/results.tar.gz after every step)
+#   [TESTS=0|only] [QUICK=0] bash scripts/issue18_close_gpu.sh PACK    (writes PACK/results.tar.gz after every step)
+#
+# QUICK=0: the block rows without --quick (its 25 / 50 ms give a 24 ms step 3 warm-up calls and 7 timed ones; the
+# eager FP8 step measured 1.19-1.37x bf16 compile with it and 1.367-1.374x without, fp8/33-h100-rounds-2026-12-06/).
 #
 # 1. the FP8 tests on CUDA (TESTS=0 leaves them to another call, TESTS=only runs nothing else);
 # 2. the norms / SwiGLU + FP8 forward at [16384, 4096] against a device copy of the same bytes, 3 rounds;
@@ -25,7 +28,8 @@ packed 60 norm-fp8 python3 benchmarks/norm_fp8.py --forms ln,rms,rms-pre,ln-post
     --rounds 3 --out "$OUT/norm-fp8"
 packed 90 linear python3 benchmarks/fp8_linear.py --quick --out "$OUT/linear" --providers bf16_compile \
     blockfuse_fp8_tensorwise_eager blockfuse_fp8_rowwise_eager torchao_tensorwise_compile
-TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes infer,fwdbwd --quick)
+TE=(te-4layer --layers 4 --shape 8x2048x2048 --modes infer,fwdbwd)
+[ "${QUICK:-1}" = 0 ] || TE+=(--quick)  # (QUICK=0: 100 ms of warm-up and 400 of samples a row; fp8/33-*/long/)
 packed 60 te-bf16 python3 -m blockfuse bench block "${TE[@]}" --providers compile:default --out "$OUT/te-bf16"
 packed 90 te-torchao python3 -m blockfuse bench block "${TE[@]}" --linear torchao:tensorwise \
     --providers compile:default --out "$OUT/te-torchao"
@@ -33,7 +37,8 @@ packed 40 te-rowwise python3 -m blockfuse bench block "${TE[@]}" --linear fp8:ro
     --out "$OUT/te-rowwise"
 packed 160 te-delayed python3 -m blockfuse bench block "${TE[@]}" --linear fp8:delayed \
     --providers fused,fused+compile:default --out "$OUT/te-delayed"
-OLMO=(olmo2-1b --modes fwdbwd --quick)
+OLMO=(olmo2-1b --modes fwdbwd)
+[ "${QUICK:-1}" = 0 ] || OLMO+=(--quick)
 packed 70 olmo-bf16 python3 -m blockfuse bench block "${OLMO[@]}" --providers compile:default --out "$OUT/olmo-bf16"
 packed 70 olmo-fp8 python3 -m blockfuse bench block "${OLMO[@]}" --linear fp8:tensorwise \
     --providers fused+compile:default --out "$OUT/olmo-fp8"
