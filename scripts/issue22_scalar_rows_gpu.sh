@@ -21,8 +21,9 @@
 #      ops in SWEEP_OPS: the four norms'; WARM_JOBS=N: its compiles first in N processes, so that its budget
 #      measures rather than compiles; TESTS="-k EXPR": tests/ops/test_norm.py's on CUDA before it). LANDED=5: the
 #      residual forms' forward in one-row chunks of 1024-4096 lanes on 4-16 warps against the rule (the pre-residual
-#      LayerNorm's landed since, FWD_SCALAR_PRE_CHUNK_LANES); LANDED=6: that rule against the padded tile. (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at
-#      b89ee81 for 35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
+#      LayerNorm's landed since, FWD_SCALAR_PRE_CHUNK_LANES); LANDED=6: that rule against the padded tile.
+#      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
+#      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
 #   bash scripts/issue22_scalar_rows_gpu.sh PACK        (writes PACK/results.tar.gz)
 set -u

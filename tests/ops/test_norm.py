@@ -1238,7 +1238,7 @@ def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
 
 
-def test_scalar_pre_chunks_rule():
+def test_scalar_pre_chunks_rule(monkeypatch):
     """The pre-residual LayerNorm's forward on scalar rows in a padded tile past 8192 lanes takes one-row chunks of
     FWD_SCALAR_PRE_CHUNK_LANES on FWD_SCALAR_PRE_CHUNK_WARPS warps; pieces (8193-12288), vector rows, the post-residual
     and plain forms and RMSNorm keep the rule's tiles; 0 turns it off."""
@@ -1252,7 +1252,8 @@ def test_scalar_pre_chunks_rule():
         assert norm.forward_rule(n, False, False, scalar=True) == norm.forward_rule(n)
     for n in (4567, 8193, 8447, 9999, 12288, 20001):  # (pieces, or past FWD_MAX_LANES: the chunks' own rule)
         assert norm.forward_rule(n, False, True, pre=True, scalar=True) == norm.forward_rule(n, False, True), n
-    assert norm.FWD_SCALAR_PRE_CHUNK_LANES and norm.FWD_SCALAR_PRE_CHUNK_WARPS
+    monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", 0)
+    assert norm.forward_rule(12345, False, True, pre=True, scalar=True) == norm.forward_rule(12345, False, True)
 
 
 @pytest.mark.usefixtures("requires_triton")
