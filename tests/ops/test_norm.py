@@ -1296,6 +1296,29 @@ def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
     _odd_rows_match_the_reference(form, 9999, 3, 83, device)
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms"])
+def test_scalar_whole_row_weight_kernel_knob_matches_the_reference(form, device, monkeypatch):
+    """The A/B knob norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL (off): odd bf16 rows past 8192 lanes in one whole row on
+    32 warps (every form, BWD_SCALAR_WHOLE_ROW_RMS_ONLY off) writing dx only, the weight / bias gradients from the
+    weight kernel; rows in pieces and vector rows keep their own; every gradient within twice PyTorch's error of
+    float64, with 5 rows (more than one program: the weight kernel's row groups) and with 2."""
+    assert not norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL
+    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
+    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms", scalar=True)
+    assert tile.num_chunks == 1 and tile.num_warps == 32 and not norm.weight_kernel_rule(tile, 9999, True)
+    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", True)
+    assert norm.weight_kernel_rule(tile, 9999, True)
+    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms"), 9999)
+    assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
+    seen = []
+    rule = norm.weight_kernel_rule
+    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    for rows, seed in ((5, 91), (2, 95)):
+        _odd_rows_match_the_reference(form, 9999, rows, seed, device)
+    assert seen == [True, True], seen
+
+
 @pytest.mark.parametrize("n", [72, 1152, 4096, 8192, 9000, 11008, 14336, 20000])
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows

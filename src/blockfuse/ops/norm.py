@@ -210,6 +210,11 @@ BWD_SCALAR_RMS_KEEPS_PIECES = True
 # forward-whole/: 0.73-0.97x, 8447 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
 BWD_SCALAR_WHOLE_ROW_WARPS = 32
 BWD_SCALAR_WHOLE_ROW_RMS_ONLY = True
+# (A knob for an A/B, off: those whole rows write dx only, their weight / bias gradients made by the weight kernel (the
+# NOTE above BWD_WEIGHT_KERNEL_FROM_LANES), as the one-row chunks' are: no accumulators across the row blocks, which
+# spill on 32 warps, for a second read of z and dy (10 bytes an element against 6; the chunks move 14).
+# `PHASE=wide LANDED=7 scripts/issue22_scalar_rows_gpu.sh` times it.)
+BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL = False
 BWD_SCALAR_CHUNK_LANES = 4096
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
@@ -1218,10 +1223,11 @@ def _norm_bwd_rows(
     stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale,
     IS_RMS: tl.constexpr, MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DS: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, TWO_FMA: tl.constexpr,
-    RELOAD: tl.constexpr, HOLD: tl.constexpr = 0,
+    RELOAD: tl.constexpr, HOLD: tl.constexpr = 0, ACC: tl.constexpr = True,
 ):
     """The backward of one block of whole rows (z and dy as loaded): writes dx (and the residual's
-    gradient) and returns the weight and bias gradient accumulators with this block added. RELOAD: w and b
+    gradient) and returns the weight and bias gradient accumulators with this block added (not with ACC False:
+    the weight kernel makes them, WEIGHT_KERNEL). RELOAD: w and b
     are loaded here (``w``, ``b`` unused), and z, dy, w and b loaded again after the row sums, so that only
     the accumulators stay live across them (the launcher's rule: _bwd_reload); with HOLD (bf16 z and dy) the
     row is not loaded again but held as loaded, in bf16, and widened again (the NOTE above _widen_bf16)."""
@@ -1258,9 +1264,9 @@ def _norm_bwd_rows(
     dz = _input_grad(xhat, wdy, c1, c2, rstd, IS_RMS, TWO_FMA)
     _store_input_grad(DX, DRES, DS, rows, offs, mask, dz, seed, N, stride_dx, stride_dres,
                       stride_ds, dropout_p, dropout_scale, MODE, HAS_DS, HAS_DROPOUT)
-    if HAS_W:
+    if HAS_W and ACC:
         dw_acc += dy * xhat_w
-    if HAS_B:
+    if HAS_B and ACC:
         db_acc += dy
     return dw_acc, db_acc
 
@@ -1481,7 +1487,8 @@ def _norm_bwd_kernel(
     RELOAD: tl.constexpr,  # read each row twice, not hold it across its sums (the launcher's rule: _bwd_reload)
     EARLY_ACC: tl.constexpr,  # TAIL: the weight / bias gradients added before the row sums (the rule: _early_acc)
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
-    WEIGHT_KERNEL: tl.constexpr = False,  # (chunks) the weight / bias gradients left to _norm_bwd_weight_kernel
+    WEIGHT_KERNEL: tl.constexpr = False,  # (chunks, or one tile) the weight / bias gradients left to
+    # _norm_bwd_weight_kernel (weight_kernel_rule; not in pieces)
     HOLD: tl.constexpr = 0,  # bf16 rows (_bwd_hold): 1 held as loaded across the row sums, widened again (pieces,
     # or RELOAD's one tile instead of its second read); 2 (the GELU form's pieces) z and the rounded gradient held
 ):
@@ -1525,9 +1532,11 @@ def _norm_bwd_kernel(
             dw_acc, db_acc = _norm_bwd_rows(
                 z, dy, w, b, dw_acc, db_acc, DY, Z, W, B, DS, MEAN, RSTD, DX, DRES, seed, rows, offs, col_mask, M,
                 N, stride_dy, stride_z, stride_ds, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE,
-                HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA, RELOAD, HOLD)
-        _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
-                            DIRECT)
+                HAS_W, HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, TWO_FMA, RELOAD, HOLD,
+                not WEIGHT_KERNEL)
+        if not WEIGHT_KERNEL:
+            _store_weight_grads(DW, DB, PARTIAL, pid, num_programs, N, offs, col_mask, dw_acc, db_acc, HAS_W, HAS_B,
+                                DIRECT)
     else:
         # Wide rows, one row at a time: one pass for the two row sums, one for the
         # gradients. The partial weight gradient lives in PARTIAL (this program's row).
@@ -2486,13 +2495,13 @@ def _norm_bwd(
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
-    direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation)
+    direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS and not weight_kernel
     per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
     stages = _stages(_bwd_depth(tile, n, z.element_size(), per_sm, 3 if ds is not None else 2, activation),
                      row_blocks, g)
     partial = None
-    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation)
     if (has_w or has_bias) and not direct and not weight_kernel:
         # Wide rows accumulate into PARTIAL in place, so there it must start at zero.
         alloc = torch.zeros if num_chunks > 1 else torch.empty
@@ -2525,8 +2534,12 @@ def _norm_bwd(
 def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0) -> bool:
     """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
     BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, and scalar rows in one-row
-    chunks (``scalar``, ``activation``: as :func:`backward_rule`'s)."""
-    return tile.num_chunks > 1 and (0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or _scalar_row_chunks(n, activation, scalar))
+    chunks (``scalar``, ``activation``: as :func:`backward_rule`'s); with the knob BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL,
+    scalar rows in one whole row too."""
+    if tile.num_chunks == 1:
+        return bool(BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL and not tile.tail and tile.block_m == 1
+                    and _scalar_row_chunks(n, activation, scalar))
+    return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or _scalar_row_chunks(n, activation, scalar)
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
