@@ -200,7 +200,7 @@ def rule_stats(n: int, form: str) -> dict:
     nones.update({} if mode == norm.PRE else {"DS": None})
     options = {"num_warps": tile.num_warps}
     if activation and tile.num_chunks == 1:
-        options["maxnreg"] = norm.ACT_BWD_MAXNREG
+        options["maxnreg"] = norm._act_bwd_maxnreg(tile) if hasattr(norm, "_act_bwd_maxnreg") else norm.ACT_BWD_MAXNREG
     stages = _depth(tile, n, mode, activation)
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE,

@@ -24,7 +24,8 @@
 #      LayerNorm's landed since, FWD_SCALAR_PRE_CHUNK_LANES); LANDED=6: that rule against the padded tile; LANDED=7:
 #      the backward's rule against one whole row on 32 warps in every form, with its weight / bias gradients in the
 #      kernel or from the weight kernel (norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL, off; sm_90 builds: the stack's
-#      248-328 bytes a thread -> 0-8, 872-1272 instructions -> 584-752).
+#      248-328 bytes a thread -> 0-8, 872-1272 instructions -> 584-752), and LayerNorm + GELU in those tiles
+#      (norm.BWD_SCALAR_ROW_CHUNKS_ACT, off; its rule's padded tile spills 1608 bytes at 12289-16384).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -63,10 +64,13 @@ if [ "${PHASE:-}" = wide ]; then
     elif [ "${LANDED:-}" = 6 ]; then  # (those chunks as landed, FWD_SCALAR_PRE_CHUNK_LANES, against the padded tile)
         SETTINGS=(--fwd-setting "fwd-landed:" --fwd-setting "fwd-padded:FWD_SCALAR_PRE_CHUNK_LANES=0")
         FORMS=${FORMS:-ln-pre}
-    elif [ "${LANDED:-}" = 7 ]; then  # (whole rows on 32 warps writing dx only, the weight kernel for the rest)
-        WHOLE=BWD_SCALAR_WHOLE_ROW_RMS_ONLY=False
+    elif [ "${LANDED:-}" = 7 ]; then  # (whole rows on 32 warps writing dx only, the weight kernel for the rest; the
+        # GELU form in the plain forms' tiles)
+        WHOLE=BWD_SCALAR_WHOLE_ROW_RMS_ONLY=False,BWD_SCALAR_ROW_CHUNKS_ACT=True
         SETTINGS=(--bwd-setting "landed:" --bwd-setting "whole32:$WHOLE"
-                  --bwd-setting "whole32-wk:$WHOLE,BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL=True")
+                  --bwd-setting "whole32-wk:$WHOLE,BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL=True"
+                  --bwd-setting "act-chunks:BWD_SCALAR_ROW_CHUNKS_ACT=True")
+        FORMS=${FORMS:-ln,rms,ln-pre,ln-post,ln-gelu}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}

@@ -180,6 +180,28 @@ def test_wide_rows_in_one_tile(approximate, device):
     check_against_pytorch(make_inputs((3, 11008), torch.bfloat16, device), approximate)
 
 
+@pytest.mark.parametrize("whole_row", [False, True], ids=["chunks", "whole-row"])
+def test_scalar_rows_in_the_plain_forms_tiles_knob(whole_row, device, monkeypatch):
+    """The A/B knob norm.BWD_SCALAR_ROW_CHUNKS_ACT (off): odd bf16 rows past 8192 lanes in the plain forms' tiles, one-row
+    chunks of BWD_SCALAR_CHUNK_LANES (or with BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL one whole row on 32 warps, its register
+    cap 64) writing dx, the weight kernel the weight and bias gradients: within twice PyTorch's error of float64."""
+    assert not norm.BWD_SCALAR_ROW_CHUNKS_ACT
+    assert norm.backward_rule(12345, 1, scalar=True).num_chunks == 1  # (the rule: a padded tile)
+    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_ACT", True)
+    if whole_row:
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", True)
+    tile = norm.backward_rule(12345, 1, scalar=True)
+    assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(12345)
+    assert norm.weight_kernel_rule(tile, 12345, True, 1)
+    assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.ACT_BWD_MAXNREG)
+    seen = []
+    rule = norm.weight_kernel_rule
+    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    check_against_pytorch(make_inputs((3, 12345), torch.bfloat16, device, seed=31), "tanh")
+    assert seen == [True], seen
+
+
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
 def test_chunked_wide_rows(approximate, device):
     """20000 > 16384: the row is normalized in two chunks (a second kernel path), forward and backward."""

@@ -215,6 +215,11 @@ BWD_SCALAR_WHOLE_ROW_RMS_ONLY = True
 # spill on 32 warps, for a second read of z and dy (10 bytes an element against 6; the chunks move 14).
 # `PHASE=wide LANDED=7 scripts/issue22_scalar_rows_gpu.sh` times it.)
 BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL = False
+# (A knob for an A/B, off: LayerNorm + GELU's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES take the plain forms'
+# tiles above, one-row chunks with the weight kernel (or, with the two knobs above, one whole row): the rule's padded
+# 16384-lane tile at 12289-16384 spills 1608 bytes a thread in its sm_90 build (4768 instructions) and ran at 0.07
+# of copy at 12345, 0.36x the faster peer (35-odd-widths-*/2-odd/). `LANDED=7` times it.)
+BWD_SCALAR_ROW_CHUNKS_ACT = False
 BWD_SCALAR_CHUNK_LANES = 4096
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
@@ -1960,8 +1965,8 @@ def _scalar_chunk_tile(n: int) -> Tile:
 
 def _scalar_row_chunks(n: int, activation: int, scalar: bool) -> bool:
     """Whether the backward takes scalar rows of ``n`` in one-row chunks (the NOTE above
-    BWD_SCALAR_ROW_CHUNKS_FROM_LANES; the plain forms only)."""
-    return bool(scalar and not activation and BWD_SCALAR_ROW_CHUNKS_FROM_LANES
+    BWD_SCALAR_ROW_CHUNKS_FROM_LANES; the plain forms only, the GELU form too with BWD_SCALAR_ROW_CHUNKS_ACT)."""
+    return bool(scalar and (not activation or BWD_SCALAR_ROW_CHUNKS_ACT) and BWD_SCALAR_ROW_CHUNKS_FROM_LANES
                 and n >= BWD_SCALAR_ROW_CHUNKS_FROM_LANES)
 
 
@@ -2110,6 +2115,12 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     if tile.block_m * tile.lanes > BWD_PIPELINE_FULL_LANES and (fit < 2 or element_size > 2):
         return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES: the wide pieces pipelined in 16-bit dtypes only)
     return max(2, min(stages, BWD_MAX_STAGES, fit))
+
+
+def _act_bwd_maxnreg(tile: Tile) -> int:
+    """The GELU form's one-tile backward's register cap: ACT_BWD_MAXNREG, or what a multiprocessor's registers give
+    each thread of a wider block (32 warps: 64; Triton tells ptxas no block size, and a cap past it fails to launch)."""
+    return min(ACT_BWD_MAXNREG, SM_REGISTERS // (32 * tile.num_warps))
 
 
 def _act_programs_per_sm(tile: Tile) -> int:
@@ -2520,7 +2531,7 @@ def _norm_bwd(
         RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
         WEIGHT_KERNEL=weight_kernel, HOLD=_bwd_hold(tile, n, z2.dtype, dy2.dtype, activation, mode),
         num_warps=tile.num_warps,
-        maxnreg=ACT_BWD_MAXNREG if activation and num_chunks == 1 else None,
+        maxnreg=_act_bwd_maxnreg(tile) if activation and num_chunks == 1 else None,
     )
     if weight_kernel:
         partial = _launch_bwd_weight(dy2, z2, weight, bias if activation else None, mean, rstd,
