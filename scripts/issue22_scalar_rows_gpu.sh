@@ -90,9 +90,10 @@ if [ "${PHASE:-}" = wide ]; then
     grep -h "correctness failures\|^   " "$OUT/warm/check.log"
     packed "${WIDE_S:-240}" wide python3 benchmarks/norm_tiles.py --shapes "$SHAPES" --forms "$FORMS" --fwd "" \
         --bwd "" "${SETTINGS[@]}" --setting-rounds 2 --no-check --out "$OUT/wide"
-    if [ -n "${TESTS:-}" ]; then  # (CUDA tests: TESTS="-k EXPR" of tests/ops/test_norm.py)
+    if [ -n "${TESTS:-}" ]; then  # (CUDA tests: TESTS="-k EXPR" of TEST_FILES, default tests/ops/test_norm.py)
         # shellcheck disable=SC2086
-        packed "${TESTS_S:-120}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 4 tests/ops/test_norm.py $TESTS
+        packed "${TESTS_S:-120}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 4 \
+            ${TEST_FILES:-tests/ops/test_norm.py} -k "${TESTS#-k }"
     fi
     if [ -n "${SWEEP_WIDTHS:-}" ]; then  # (the op sweep at those widths, as in 1-2)
         # shellcheck disable=SC2086
