@@ -25,7 +25,8 @@
 #      the backward's rule against one whole row on 32 warps in every form, with its weight / bias gradients in the
 #      kernel or from the weight kernel (norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL, off; sm_90 builds: the stack's
 #      248-328 bytes a thread -> 0-8, 872-1272 instructions -> 584-752), and LayerNorm + GELU in those tiles
-#      (norm.BWD_SCALAR_ROW_CHUNKS_ACT, off; its rule's padded tile spills 1608 bytes at 12289-16384).
+#      (norm.BWD_SCALAR_ROW_CHUNKS_ACT, off; its rule's padded tile spills 1608 bytes at 12289-16384); and RMSNorm's
+#      forward chunks on 8 warps (0.93x torch.compile's forward at 8447 / 15001 in 9-rms-op/).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -69,7 +70,9 @@ if [ "${PHASE:-}" = wide ]; then
         WHOLE=BWD_SCALAR_WHOLE_ROW_RMS_ONLY=False,BWD_SCALAR_ROW_CHUNKS_ACT=True
         SETTINGS=(--bwd-setting "landed:" --bwd-setting "whole32:$WHOLE"
                   --bwd-setting "whole32-wk:$WHOLE,BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL=True"
-                  --bwd-setting "act-chunks:BWD_SCALAR_ROW_CHUNKS_ACT=True")
+                  --bwd-setting "act-chunks:BWD_SCALAR_ROW_CHUNKS_ACT=True"
+                  --fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w8:FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
+                  --fwd-setting "fwd-c4096w8:FWD_CHUNK_LANES=4096,FWD_CHUNK_WARPS=8")
         FORMS=${FORMS:-ln,rms,ln-pre,ln-post,ln-gelu}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
