@@ -491,6 +491,14 @@ def stand_in_liger(monkeypatch, modeling, causal_lm: str, norm: str, function: s
     return calls
 
 
+def record_results(monkeypatch, module, name: str) -> list:
+    """Wraps ``module.<name>`` (a launch rule, called positionally) so that each call's result is appended to the
+    returned list, and returned as before."""
+    function, results = getattr(module, name), []
+    monkeypatch.setattr(module, name, lambda *args: results.append(function(*args)) or results[-1])
+    return results
+
+
 def use_few_timed_calls(monkeypatch, calls: int = 2) -> None:
     """CPU timings of ``calls`` calls each, no warm-up (``bench.timing.time_cpu``, which every benchmark times the
     CPU through): for the end-to-end benchmark tests, whose point is the records, files and errors, not the times.

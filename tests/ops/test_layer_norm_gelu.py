@@ -25,6 +25,7 @@ from tests.helpers import (
     grads,
     leaves,
     random_tensor,
+    record_results,
     relative_error,
 )
 
@@ -195,9 +196,7 @@ def test_scalar_rows_in_the_plain_forms_tiles_knob(whole_row, device, monkeypatc
     assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(12345)
     assert norm.weight_kernel_rule(tile, 12345, True, 1)
     assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.ACT_BWD_MAXNREG)
-    seen = []
-    rule = norm.weight_kernel_rule
-    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     check_against_pytorch(make_inputs((3, 12345), torch.bfloat16, device, seed=31), "tanh")
     assert seen == [True], seen
 

@@ -33,6 +33,7 @@ from tests.helpers import (
     grads,
     leaves,
     random_tensor,
+    record_results,
     relative_error,
 )
 
@@ -1231,9 +1232,7 @@ def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
     twice PyTorch's error of float64."""
     monkeypatch.setattr(norm, "BWD_SCALAR_RMS_KEEPS_PIECES", False)
     monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WARPS", 0)
-    seen = []
-    rule = norm.weight_kernel_rule
-    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     _odd_rows_match_the_reference(form, n, 5, 61, device)
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
 
@@ -1261,9 +1260,7 @@ def test_scalar_pre_chunks_rule(monkeypatch):
 def test_scalar_pre_chunks_match_the_reference(n, device, monkeypatch):
     """The pre-residual LayerNorm's forward on odd bf16 rows in one-row chunks (the rule above): y and s within twice
     PyTorch's error of float64, the launcher on the chunks (and off them with the constant 0), and the gradients."""
-    seen = []
-    rule = norm.forward_rule
-    monkeypatch.setattr(norm, "forward_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    seen = record_results(monkeypatch, norm, "forward_rule")
     x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=71)
     r = random_tensor((3, n), torch.bfloat16, device, scale=1.5, seed=72)
     w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=73)
@@ -1311,9 +1308,7 @@ def test_scalar_whole_row_weight_kernel_knob_matches_the_reference(form, device,
     assert norm.weight_kernel_rule(tile, 9999, True)
     assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms"), 9999)
     assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
-    seen = []
-    rule = norm.weight_kernel_rule
-    monkeypatch.setattr(norm, "weight_kernel_rule", lambda *args: seen.append(rule(*args)) or seen[-1])
+    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     for rows, seed in ((5, 91), (2, 95)):
         _odd_rows_match_the_reference(form, 9999, rows, seed, device)
     assert seen == [True, True], seen
