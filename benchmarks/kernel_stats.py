@@ -214,7 +214,8 @@ def rule_stats(n: int, form: str) -> dict:
                              **({"BLOCK_U": tile.block_u} if hasattr(tile, "block_u") else {}),
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
                              **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n, **_accepted(
-                                 norm.weight_kernel_rule, scalar=launch.row_units(n) == 1, activation=activation))}
+                                 norm.weight_kernel_rule, scalar=launch.row_units(n) == 1, activation=activation,
+                                 is_rms=is_rms))}
                                 if hasattr(norm, "weight_kernel_rule") else {}),
                              # (the bf16 row held rather than read again, as the launcher decides it)
                              **({"HOLD": norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, activation, mode)}

@@ -26,9 +26,10 @@ pack "$PACK"
 T=tests/ops
 N=$T/test_norm.py
 TESTS=${TESTS-$N::test_scalar_rows_rule $N::test_scalar_rows_take_their_rule_and_match_the_reference
-    $N::test_scalar_row_chunks_match_the_reference $N::test_scalar_whole_row_knob_matches_the_reference
-    $N::test_scalar_whole_row_weight_kernel_knob_matches_the_reference
-    $T/test_layer_norm_gelu.py::test_scalar_rows_in_the_plain_forms_tiles_knob $T/test_fp8.py}
+    $N::test_scalar_row_chunks_match_the_reference $N::test_scalar_whole_row_in_kernel_weights_match_the_reference
+    $N::test_scalar_whole_row_weight_kernel_matches_the_reference
+    $T/test_layer_norm_gelu.py::test_scalar_rows_in_the_plain_forms_tiles
+    $T/test_layer_norm_gelu.py::test_scalar_rows_keep_narrow_tails_pieces $T/test_fp8.py}
 if [ -n "$TESTS" ]; then
     # shellcheck disable=SC2086
     packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider $TESTS

@@ -27,6 +27,10 @@
 #      248-328 bytes a thread -> 0-8, 872-1272 instructions -> 584-752), and LayerNorm + GELU in those tiles
 #      (norm.BWD_SCALAR_ROW_CHUNKS_ACT, off; its rule's padded tile spills 1608 bytes at 12289-16384); and RMSNorm's
 #      forward chunks on 8 warps (0.93x torch.compile's forward at 8447 / 15001 in 9-rms-op/).
+#      LANDED=8: 7's winners as landed (the LayerNorm forms' whole rows with the weight kernel; the GELU form's whole
+#      rows where its pieces' tail is wider than 256 lanes) against the rule before them, the pre-residual RMSNorm in
+#      the whole row (knobs BWD_SCALAR_WHOLE_ROW_RMS_PRE, ..._WEIGHT_KERNEL_RMS), and the GELU form's pieces kept to
+#      1024-lane tails (ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024), at 8447-15001 (8800 / 9216: 1024-lane tails).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -74,6 +78,15 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w8:FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
                   --fwd-setting "fwd-c4096w8:FWD_CHUNK_LANES=4096,FWD_CHUNK_WARPS=8")
         FORMS=${FORMS:-ln,rms,ln-pre,ln-post,ln-gelu}
+    elif [ "${LANDED:-}" = 8 ]; then  # (7's winners as landed against the rule before them; the pre-residual
+        # RMSNorm in the whole row, its gradients in the kernel or not; the GELU form's pieces kept to 1024-lane tails)
+        SETTINGS=(--bwd-setting "landed:"
+                  --bwd-setting "before:BWD_SCALAR_WHOLE_ROW_RMS_ONLY=True,BWD_SCALAR_ROW_CHUNKS_ACT=False"
+                  --bwd-setting "rms-pre-whole:BWD_SCALAR_WHOLE_ROW_RMS_PRE=True"
+                  --bwd-setting "rms-pre-whole-wk:BWD_SCALAR_WHOLE_ROW_RMS_PRE=True,BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS=True"
+                  --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024")
+        FORMS=${FORMS:-ln,ln-pre,ln-post,ln-gelu,rms-pre}
+        SHAPES=${SHAPES:-16384x8447,16384x8800,16384x9216,16384x9999,16384x12345,16384x15001}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}

@@ -181,24 +181,35 @@ def test_wide_rows_in_one_tile(approximate, device):
     check_against_pytorch(make_inputs((3, 11008), torch.bfloat16, device), approximate)
 
 
-@pytest.mark.parametrize("whole_row", [False, True], ids=["chunks", "whole-row"])
-def test_scalar_rows_in_the_plain_forms_tiles_knob(whole_row, device, monkeypatch):
-    """The A/B knob norm.BWD_SCALAR_ROW_CHUNKS_ACT (off): odd bf16 rows past 8192 lanes in the plain forms' tiles, one-row
-    chunks of BWD_SCALAR_CHUNK_LANES (or with BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL one whole row on 32 warps, its register
-    cap 64) writing dx, the weight kernel the weight and bias gradients: within twice PyTorch's error of float64."""
-    assert not norm.BWD_SCALAR_ROW_CHUNKS_ACT
-    assert norm.backward_rule(12345, 1, scalar=True).num_chunks == 1  # (the rule: a padded tile)
-    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_ACT", True)
-    if whole_row:
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", True)
-    tile = norm.backward_rule(12345, 1, scalar=True)
-    assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(12345)
-    assert norm.weight_kernel_rule(tile, 12345, True, 1)
+@pytest.mark.parametrize("n,whole_row", [(12345, True), (9999, True), (12345, False)],
+                         ids=["whole-row", "whole-row-tail", "chunks"])
+def test_scalar_rows_in_the_plain_forms_tiles(n, whole_row, device, monkeypatch):
+    """Odd bf16 rows past 8192 lanes in the plain forms' tiles (norm.BWD_SCALAR_ROW_CHUNKS_ACT): one whole row on 32
+    warps, its register cap 64 (at 12345 in place of a padded tile, at 9999 of pieces with a 2048-lane tail), or with
+    the whole rows off one-row chunks of BWD_SCALAR_CHUNK_LANES, writing dx, the weight kernel the weight and bias
+    gradients: within twice PyTorch's error of float64."""
+    assert norm.backward_rule(n, 1).num_chunks == 1  # (its own: a padded tile, or pieces)
+    if not whole_row:
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", True)
+    tile = norm.backward_rule(n, 1, scalar=True)
+    assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(n)
+    assert norm.weight_kernel_rule(tile, n, True, 1)
     assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.ACT_BWD_MAXNREG)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    check_against_pytorch(make_inputs((3, 12345), torch.bfloat16, device, seed=31), "tanh")
+    check_against_pytorch(make_inputs((3, n), torch.bfloat16, device, seed=31), "tanh")
     assert seen == [True], seen
+
+
+def test_scalar_rows_keep_narrow_tails_pieces(device, monkeypatch):
+    """Where the GELU form's own pieces have a tail of at most norm.ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes (8447 = 8192 +
+    255) scalar rows keep them, their gradients in the kernel; 0 sends them to the whole row."""
+    tile = norm.backward_rule(8447, 1, scalar=True)
+    assert tile == norm.backward_rule(8447, 1) and tile.tail and not norm.weight_kernel_rule(tile, 8447, True, 1)
+    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
+    check_against_pytorch(make_inputs((3, 8447), torch.bfloat16, device, seed=37), "tanh")
+    assert seen == [False], seen
+    monkeypatch.setattr(norm, "ACT_BWD_SCALAR_PIECES_MAX_TAIL", 0)
+    assert norm.backward_rule(8447, 1, scalar=True).num_warps == 32
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)

@@ -1137,8 +1137,10 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 def test_scalar_rows_rule(monkeypatch):
     """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
     twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was
-    slower); rows past 8192 lanes go in one-row chunks with the weight kernel (RMSNorm's pieces excepted; with that off,
-    the pre-residual form's in chunks); the GELU form keeps its tiles."""
+    slower); rows past 8192 lanes go in one whole row on 32 warps (the LayerNorm forms' weight gradients from the
+    weight kernel, RMSNorm's in the kernel), but the pre-residual RMSNorm's, which keep its pieces or take one-row chunks
+    with the weight kernel (with the whole rows off, every form's chunks; with the chunks off, the pre-residual form's
+    chunks); the GELU form takes the whole row where its own pieces' tail is wider than 256 lanes, up to 16384."""
     def doubled(n, pre):
         plain, scalar = norm.backward_rule(n, 0, pre), norm.backward_rule(n, 0, pre, scalar=True)
         return scalar._replace(num_warps=plain.num_warps) == plain and scalar.num_warps == 2 * plain.num_warps
@@ -1154,22 +1156,33 @@ def test_scalar_rows_rule(monkeypatch):
         # (past 8192 lanes: one-row chunks with the weight kernel, but where RMSNorm's rule has pieces)
         plain = norm.backward_rule(n, 0, pre, is_rms=is_rms)
         tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
-        if is_rms and not pre:  # (RMSNorm's plain form: one whole row on 32 warps, read once)
+        if not (is_rms and pre):  # (one whole row on 32 warps, read once)
             whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
-            assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile)
-            assert not norm.weight_kernel_rule(tile, n, True)
-        elif is_rms and plain.tail:
-            assert tile == plain and not norm.weight_kernel_rule(tile, n, True)
+            assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile), (n, pre, is_rms)
+            assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms) == (not is_rms)
+            assert not norm.weight_kernel_rule(tile, n, False, is_rms=is_rms)  # (vector rows: not theirs)
+        elif plain.tail:
+            assert tile == plain and not norm.weight_kernel_rule(tile, n, True, is_rms=True)
         else:
             lanes = norm.BWD_SCALAR_CHUNK_LANES
             assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre, is_rms)
-            assert norm.weight_kernel_rule(tile, n, True) and not norm.weight_kernel_rule(plain, n)
+            assert norm.weight_kernel_rule(tile, n, True, is_rms=True) and not norm.weight_kernel_rule(plain, n)
     assert norm.backward_rule(9999, 0, True, is_rms=True).tail  # (pieces, which the pre-residual RMSNorm keeps)
     assert not norm.backward_rule(8447, 0, True, is_rms=True).tail
     for n in (7777, 8191, 8192):  # (up to 8192 lanes: the padded tile)
         assert norm.backward_rule(n, scalar=True).num_chunks == 1
-    for n in (1001, 3001, 4567, 7777, 12345):
-        assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
+    for n in (1001, 3001, 4567, 7777, 8193, 8447, 20000):  # (the GELU form's own: narrow, a tail <= 256, past 16384)
+        assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1), n
+    for n in (8800, 9216, 9999, 12345, 15001, 16384):  # (a wider tail, or its padded tile: the whole row)
+        tile = norm.backward_rule(n, 1, scalar=True)
+        assert (tile.num_chunks, tile.num_warps, tile.tail) == (1, 32, False) and norm.weight_kernel_rule(tile, n, True, 1)
+    for n in (9999, 12345):  # (the whole rows off: one-row chunks, the GELU form's too; LayerNorm's rule before)
+        with monkeypatch.context() as patch:
+            patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", True)
+            for pre, activation in ((False, 0), (True, 0), (False, 1)):
+                assert norm.backward_rule(n, activation, pre, scalar=True) == norm._scalar_chunk_tile(n)
+            patch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_ACT", False)
+            assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
     monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 0)
     for n in (9999, 12345, 15001):  # (the one-row chunks off: pieces, or one padded tile)
         assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
@@ -1186,9 +1199,9 @@ def test_scalar_rows_rule(monkeypatch):
 
 
 def _odd_rows_match_the_reference(form: str, n: int, rows: int, seed: int, device) -> None:
-    """bf16 rows of ``n`` (``form``: "ln", "ln-pre", "ln-post" or "rms") through the op: every gradient within twice
-    PyTorch's error of a float64 reference."""
-    is_rms, mode = form == "rms", {"ln-pre": "pre", "ln-post": "post"}.get(form)
+    """bf16 rows of ``n`` (``form``: "ln", "ln-pre", "ln-post", "rms" or "rms-pre") through the op: every gradient
+    within twice PyTorch's error of a float64 reference."""
+    is_rms, mode = form.startswith("rms"), {"ln-pre": "pre", "ln-post": "post", "rms-pre": "pre"}.get(form)
     x = random_tensor((rows, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=seed)
     w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=seed + 1)
     b = None if is_rms else random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=seed + 2)
@@ -1279,34 +1292,39 @@ def test_scalar_pre_chunks_match_the_reference(n, device, monkeypatch):
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
-def test_scalar_whole_row_knob_matches_the_reference(form, device, monkeypatch):
-    """RMSNorm's odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once
-    (norm.BWD_SCALAR_WHOLE_ROW_WARPS; the LayerNorm forms with BWD_SCALAR_WHOLE_ROW_RMS_ONLY off, the A/B's setting):
-    the tile, and every gradient within twice PyTorch's error of float64."""
-    if form != "rms":
-        assert norm.backward_rule(9999, 0, form == "ln-pre", scalar=True).num_chunks > 1
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
-    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms", scalar=True)
+def test_scalar_whole_row_in_kernel_weights_match_the_reference(form, device, monkeypatch):
+    """Odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once (norm.BWD_SCALAR_WHOLE_ROW_WARPS), the
+    weight / bias gradients accumulated in the kernel (RMSNorm's rule; the LayerNorm forms' with
+    BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL off, the A/B's `whole32`): the tile, and every gradient within twice PyTorch's
+    error of float64."""
+    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", False)
+    is_rms = form == "rms"
+    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms, scalar=True)
     assert (tile.block_m, tile.block_n, tile.num_chunks, tile.num_warps) == (1, 16384, 1, 32)
-    assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True)
-    assert norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms") != tile  # (vector accesses: not it)
+    assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms)
+    assert norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms) != tile  # (vector accesses: not it)
+    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     _odd_rows_match_the_reference(form, 9999, 3, 83, device)
+    assert seen == [False], seen
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms"])
-def test_scalar_whole_row_weight_kernel_knob_matches_the_reference(form, device, monkeypatch):
-    """The A/B knob norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL (off): odd bf16 rows past 8192 lanes in one whole row on
-    32 warps (every form, BWD_SCALAR_WHOLE_ROW_RMS_ONLY off) writing dx only, the weight / bias gradients from the
-    weight kernel; rows in pieces and vector rows keep their own; every gradient within twice PyTorch's error of
-    float64, with 5 rows (more than one program: the weight kernel's row groups) and with 2."""
-    assert not norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL
-    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", False)
-    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms", scalar=True)
-    assert tile.num_chunks == 1 and tile.num_warps == 32 and not norm.weight_kernel_rule(tile, 9999, True)
-    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", True)
-    assert norm.weight_kernel_rule(tile, 9999, True)
-    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, form == "ln-pre", is_rms=form == "rms"), 9999)
+@pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms", "rms-pre"])
+def test_scalar_whole_row_weight_kernel_matches_the_reference(form, device, monkeypatch):
+    """Odd bf16 rows past 8192 lanes in one whole row on 32 warps writing dx only, the weight / bias gradients from
+    the weight kernel (the LayerNorm forms' rule, norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL; RMSNorm's with the knob
+    BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS, the pre-residual RMSNorm's with BWD_SCALAR_WHOLE_ROW_RMS_PRE too); rows in
+    pieces and vector rows keep their own; every gradient within twice PyTorch's error of float64, with 5 rows (more
+    than one program: the weight kernel's row groups) and with 2."""
+    is_rms, pre = form.startswith("rms"), form.endswith("pre")
+    assert norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL and not norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS
+    if is_rms:
+        assert norm.backward_rule(9999, 0, pre, is_rms=True, scalar=True).num_warps == (16 if pre else 32)
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS", True)
+        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_PRE", True)
+    tile = norm.backward_rule(9999, 0, pre, is_rms=is_rms, scalar=True)
+    assert tile.num_chunks == 1 and tile.num_warps == 32 and norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms)
+    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, pre, is_rms=is_rms), 9999, is_rms=is_rms)
     assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     for rows, seed in ((5, 91), (2, 95)):

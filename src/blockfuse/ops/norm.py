@@ -209,17 +209,32 @@ BWD_SCALAR_RMS_KEEPS_PIECES = True
 # the same whole row (32 or 16 warps; sm_90: 64 / 128 registers, no spill) lost to its chunks at every width (10-rms-
 # forward-whole/: 0.73-0.97x, 8447 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
 BWD_SCALAR_WHOLE_ROW_WARPS = 32
-BWD_SCALAR_WHOLE_ROW_RMS_ONLY = True
-# (A knob for an A/B, off: those whole rows write dx only, their weight / bias gradients made by the weight kernel (the
-# NOTE above BWD_WEIGHT_KERNEL_FROM_LANES), as the one-row chunks' are: no accumulators across the row blocks, which
-# spill on 32 warps, for a second read of z and dy (10 bytes an element against 6; the chunks move 14).
-# `PHASE=wide LANDED=7 scripts/issue22_scalar_rows_gpu.sh` times it.)
-BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL = False
-# (A knob for an A/B, off: LayerNorm + GELU's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES take the plain forms'
-# tiles above, one-row chunks with the weight kernel (or, with the two knobs above, one whole row): the rule's padded
-# 16384-lane tile at 12289-16384 spills 1608 bytes a thread in its sm_90 build (4768 instructions) and ran at 0.07
-# of copy at 12345, 0.36x the faster peer (35-odd-widths-*/2-odd/). `LANDED=7` times it.)
-BWD_SCALAR_ROW_CHUNKS_ACT = False
+# NOTE: the LayerNorm forms' (plain, pre- and post-residual, + GELU) scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES
+# take that whole row too, writing dx only (and the residual's gradient), the weight kernel making their weight / bias
+# gradients as the one-row chunks' (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL): in the kernel, the two accumulators across the
+# row blocks are what spilled on 32 warps (sm_90 builds: 248-328 bytes a thread -> 0-8, 872-1272 instructions ->
+# 584-752), for a second read of z and dy by the weight kernel (10 bytes an element against 6; the chunks move 14).
+# Timed on an H100 (35-odd-widths-*/13-whole-row-wk/, LANDED=7, the backward launcher at [16384, n], two alternating
+# rounds of one process) against the rule then (one-row chunks): LayerNorm / post-residual 1.37-1.51x (8447 0.26 ->
+# 0.38 of copy, 12345 0.27 -> 0.40), pre-residual 1.41-1.52x (0.31-0.35 -> 0.46-0.49); the same rows with the
+# gradients in the kernel 0.97-1.03x, pre-residual 0.63-0.72x. RMSNorm, with one accumulator (dw), keeps its own:
+# with the weight kernel 0.93-0.96x (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS). The pre-residual RMSNorm keeps its
+# pieces / chunks (BWD_SCALAR_WHOLE_ROW_RMS_PRE, off until timed). BWD_SCALAR_WHOLE_ROW_RMS_ONLY True: the rule before
+# this NOTE (RMSNorm's plain form only).
+BWD_SCALAR_WHOLE_ROW_RMS_ONLY = False
+BWD_SCALAR_WHOLE_ROW_RMS_PRE = False
+BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL = True
+BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS = False
+# NOTE: LayerNorm + GELU's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES took its own tiles, which at 12289-16384
+# are one padded 16384-lane tile that spills 1608 bytes a thread in its sm_90 build (4768 instructions; 0.04-0.07 of
+# copy, 0.36x the faster peer at 12345 in 35-odd-widths-*/2-odd/), and at 8193-12288 two pieces, 8192 lanes and a
+# tail. They take the whole row above (BWD_SCALAR_ROW_CHUNKS_ACT; 80 bytes of stack, 952 instructions, its register
+# cap 64: _act_bwd_maxnreg), but where the pieces' tail is ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes or fewer. Timed as
+# above (13-whole-row-wk/): 12345 6.9x (9.27 -> 1.34 ms, 0.04 -> 0.30 of copy), 15001 6.1x, 9999 (a 2048-lane tail)
+# 1.40x (0.21 -> 0.29); 8447 (a 256-lane tail: the pieces at 0.33 of copy) 0.89x. One-row chunks instead of the whole
+# row: 0.60-0.76x the whole row.
+BWD_SCALAR_ROW_CHUNKS_ACT = True
+ACT_BWD_SCALAR_PIECES_MAX_TAIL = 256
 BWD_SCALAR_CHUNK_LANES = 4096
 # NOTE: rows past BWD_PIECES_MAX_LANES go in two pieces of at most BWD_WIDE_PIECES_MAX_LANES lanes (8192 + a tail of
 # up to 4096: 9000, 10240, 11008, 12288) on BWD_WIDE_PIECE_WARPS warps (24 lanes a thread at most, each row read
@@ -1910,7 +1925,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     constants read at each call, so that a benchmark's knob takes effect."""
     row_chunks = _scalar_row_chunks(n, activation, scalar)
     if row_chunks:
-        whole_row = (is_rms and not pre) or not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
+        whole_row = (is_rms and not pre) or (not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
+                                             and (not (is_rms and pre) or BWD_SCALAR_WHOLE_ROW_RMS_PRE))
         if whole_row and BWD_SCALAR_WHOLE_ROW_WARPS and next_power_of_2(n) <= BWD_MAX_LANES:
             return Tile(1, next_power_of_2(n), 1, BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
         if not (is_rms and BWD_SCALAR_RMS_KEEPS_PIECES):
@@ -1964,10 +1980,18 @@ def _scalar_chunk_tile(n: int) -> Tile:
 
 
 def _scalar_row_chunks(n: int, activation: int, scalar: bool) -> bool:
-    """Whether the backward takes scalar rows of ``n`` in one-row chunks (the NOTE above
-    BWD_SCALAR_ROW_CHUNKS_FROM_LANES; the plain forms only, the GELU form too with BWD_SCALAR_ROW_CHUNKS_ACT)."""
-    return bool(scalar and (not activation or BWD_SCALAR_ROW_CHUNKS_ACT) and BWD_SCALAR_ROW_CHUNKS_FROM_LANES
-                and n >= BWD_SCALAR_ROW_CHUNKS_FROM_LANES)
+    """Whether the backward takes scalar rows of ``n`` in the one-row chunks or whole rows of the NOTEs above
+    BWD_SCALAR_ROW_CHUNKS_FROM_LANES and BWD_SCALAR_WHOLE_ROW_WARPS; the GELU form with BWD_SCALAR_ROW_CHUNKS_ACT, where
+    its own tile is not pieces with a tail of at most ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes, up to the whole row's
+    BWD_MAX_LANES."""
+    if not (scalar and BWD_SCALAR_ROW_CHUNKS_FROM_LANES and n >= BWD_SCALAR_ROW_CHUNKS_FROM_LANES):
+        return False
+    if not activation:
+        return True
+    if not BWD_SCALAR_ROW_CHUNKS_ACT or next_power_of_2(n) > BWD_MAX_LANES:  # (not timed past the whole row)
+        return False
+    own = backward_rule(n, activation)  # (the GELU form's tiles are the same for scalar rows)
+    return not (own.tail and own.block_t <= ACT_BWD_SCALAR_PIECES_MAX_TAIL)
 
 
 def _chunk_tile(tile: Tile) -> Tile:
@@ -2506,7 +2530,7 @@ def _norm_bwd(
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
-    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation)
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation, is_rms)
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS and not weight_kernel
     per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
@@ -2542,14 +2566,14 @@ def _norm_bwd(
     return outputs
 
 
-def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0) -> bool:
+def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0, is_rms: bool = False) -> bool:
     """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
-    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, and scalar rows in one-row
-    chunks (``scalar``, ``activation``: as :func:`backward_rule`'s); with the knob BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL,
-    scalar rows in one whole row too."""
+    BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, scalar rows in one-row
+    chunks, and the LayerNorm forms' scalar rows in one whole row (``scalar``, ``activation``, ``is_rms``: as
+    :func:`backward_rule`'s; the NOTE above BWD_SCALAR_WHOLE_ROW_RMS_ONLY)."""
     if tile.num_chunks == 1:
-        return bool(BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL and not tile.tail and tile.block_m == 1
-                    and _scalar_row_chunks(n, activation, scalar))
+        knob = BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS if is_rms else BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL
+        return bool(knob and not tile.tail and tile.block_m == 1 and _scalar_row_chunks(n, activation, scalar))
     return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or _scalar_row_chunks(n, activation, scalar)
 
 
