@@ -94,8 +94,8 @@ def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
 
 
 RULE_WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336)
-FORMS = {"ln": (False, 0, 0), "rms": (True, 0, 0), "ln-pre": (False, norm.PRE, 0), "ln-post": (False, norm.POST, 0),
-         "ln-gelu": (False, 0, norm.GELU_CODES["tanh"])}
+FORMS = {"ln": (False, 0, 0), "rms": (True, 0, 0), "ln-pre": (False, norm.PRE, 0), "rms-pre": (True, norm.PRE, 0),
+         "ln-post": (False, norm.POST, 0), "ln-gelu": (False, 0, norm.GELU_CODES["tanh"])}
 
 
 def _aligned(signature: dict, integers: list[str], n: int = 16) -> list[str]:
@@ -215,7 +215,7 @@ def rule_stats(n: int, form: str) -> dict:
                              # (rows in chunks leave the weight gradients to their own kernel, as the launcher does)
                              **({"WEIGHT_KERNEL": norm.weight_kernel_rule(tile, n, **_accepted(
                                  norm.weight_kernel_rule, scalar=launch.row_units(n) == 1, activation=activation,
-                                 is_rms=is_rms))}
+                                 is_rms=is_rms, pre=mode == norm.PRE))}
                                 if hasattr(norm, "weight_kernel_rule") else {}),
                              # (the bf16 row held rather than read again, as the launcher decides it)
                              **({"HOLD": norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, activation, mode)}

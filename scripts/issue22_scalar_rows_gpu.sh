@@ -30,7 +30,11 @@
 #      LANDED=8: 7's winners as landed (the LayerNorm forms' whole rows with the weight kernel; the GELU form's whole
 #      rows where its pieces' tail is wider than 256 lanes) against the rule before them, the pre-residual RMSNorm in
 #      the whole row (knobs BWD_SCALAR_WHOLE_ROW_RMS_PRE, ..._WEIGHT_KERNEL_RMS), and the GELU form's pieces kept to
-#      1024-lane tails (ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024), at 8447-15001 (8800 / 9216: 1024-lane tails).
+#      1024-lane tails (ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024), at 8447-15001 (8800 / 9216 were meant as 1024-lane
+#      tails but are even: vector rows, untouched). LANDED=9: that limit at odd widths (8703 / 9215: tails of 511 /
+#      1023 lanes; 0 and 1024 against the rule's 256), and RMSNorm's forward chunks (2048 lanes on 16 or 8 warps, 1024
+#      on 4 or 8) against its rule at 8447-16383 (its 2048 lanes on 8 warps ran 1.03x / 1.13x at 12345 / 15001 and
+#      0.94x / 0.96x at 8447 / 9999 in 13-*: whether the width or the warps won is the question).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -87,6 +91,16 @@ if [ "${PHASE:-}" = wide ]; then
                   --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024")
         FORMS=${FORMS:-ln,ln-pre,ln-post,ln-gelu,rms-pre}
         SHAPES=${SHAPES:-16384x8447,16384x8800,16384x9216,16384x9999,16384x12345,16384x15001}
+    elif [ "${LANDED:-}" = 9 ]; then  # (the GELU form's tail limit at odd widths; RMSNorm's forward chunks' warps
+        # and width past 12288 lanes, where 2048 lanes on 8 warps ran 1.03x / 1.13x its rule in 13-whole-row-wk/)
+        SETTINGS=(--bwd-setting "landed:" --bwd-setting "act-tail0:ACT_BWD_SCALAR_PIECES_MAX_TAIL=0"
+                  --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024"
+                  --fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w16:FWD_CHUNK_LANES=2048"
+                  --fwd-setting "fwd-c2048w8:FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
+                  --fwd-setting "fwd-c1024w4:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=4"
+                  --fwd-setting "fwd-c1024w8:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=8")
+        FORMS=${FORMS:-rms,rms-pre,ln-gelu}
+        SHAPES=${SHAPES:-16384x8447,16384x8703,16384x9215,16384x9999,16384x12345,16384x13001,16384x15001,16384x16383}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}

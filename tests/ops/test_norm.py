@@ -1137,10 +1137,10 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 def test_scalar_rows_rule(monkeypatch):
     """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
     twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was
-    slower); rows past 8192 lanes go in one whole row on 32 warps (the LayerNorm forms' weight gradients from the
-    weight kernel, RMSNorm's in the kernel), but the pre-residual RMSNorm's, which keep its pieces or take one-row chunks
-    with the weight kernel (with the whole rows off, every form's chunks; with the chunks off, the pre-residual form's
-    chunks); the GELU form takes the whole row where its own pieces' tail is wider than 256 lanes, up to 16384."""
+    slower); rows past 8192 lanes go in one whole row on 32 warps (the weight gradients from the weight kernel but
+    plain RMSNorm's, in the kernel; with the whole rows off, one-row chunks with the weight kernel, or the pre-residual
+    RMSNorm's pieces; with the chunks off, the pre-residual form's chunks); the GELU form takes the whole row where its
+    own pieces' tail is wider than 256 lanes, up to 16384."""
     def doubled(n, pre):
         plain, scalar = norm.backward_rule(n, 0, pre), norm.backward_rule(n, 0, pre, scalar=True)
         return scalar._replace(num_warps=plain.num_warps) == plain and scalar.num_warps == 2 * plain.num_warps
@@ -1156,19 +1156,28 @@ def test_scalar_rows_rule(monkeypatch):
         # (past 8192 lanes: one-row chunks with the weight kernel, but where RMSNorm's rule has pieces)
         plain = norm.backward_rule(n, 0, pre, is_rms=is_rms)
         tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
-        if not (is_rms and pre):  # (one whole row on 32 warps, read once)
-            whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
-            assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile), (n, pre, is_rms)
-            assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms) == (not is_rms)
-            assert not norm.weight_kernel_rule(tile, n, False, is_rms=is_rms)  # (vector rows: not theirs)
-        elif plain.tail:
-            assert tile == plain and not norm.weight_kernel_rule(tile, n, True, is_rms=True)
-        else:
-            lanes = norm.BWD_SCALAR_CHUNK_LANES
-            assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre, is_rms)
-            assert norm.weight_kernel_rule(tile, n, True, is_rms=True) and not norm.weight_kernel_rule(plain, n)
-    assert norm.backward_rule(9999, 0, True, is_rms=True).tail  # (pieces, which the pre-residual RMSNorm keeps)
+        # (one whole row on 32 warps, read once)
+        whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
+        assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile), (n, pre, is_rms)
+        assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms, pre=pre) == (pre or not is_rms)
+        assert not norm.weight_kernel_rule(tile, n, False, is_rms=is_rms, pre=pre)  # (vector rows: not theirs)
+        assert not norm.weight_kernel_rule(plain, n, is_rms=is_rms, pre=pre)
+        with monkeypatch.context() as patch:  # (the whole rows off: chunks with the weight kernel, RMSNorm's pieces)
+            patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WARPS", 0)
+            tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
+            if is_rms and plain.tail:
+                assert tile == plain and not norm.weight_kernel_rule(tile, n, True, is_rms=True, pre=pre)
+            else:
+                lanes = norm.BWD_SCALAR_CHUNK_LANES
+                assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre)
+                assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms, pre=pre)
+    assert norm.backward_rule(9999, 0, True, is_rms=True).tail  # (pieces, which the pre-residual RMSNorm kept)
     assert not norm.backward_rule(8447, 0, True, is_rms=True).tail
+    with monkeypatch.context() as patch:  # (the pre-residual RMSNorm's rule before: pieces, or chunks)
+        patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_PRE", False)
+        rule = norm.backward_rule(9999, 0, True, is_rms=True)
+        assert norm.backward_rule(9999, 0, True, is_rms=True, scalar=True) == rule and rule.tail
+        assert norm.backward_rule(8447, 0, True, is_rms=True, scalar=True) == norm._scalar_chunk_tile(8447)
     for n in (7777, 8191, 8192):  # (up to 8192 lanes: the padded tile)
         assert norm.backward_rule(n, scalar=True).num_chunks == 1
     for n in (1001, 3001, 4567, 7777, 8193, 8447, 20000):  # (the GELU form's own: narrow, a tail <= 256, past 16384)
@@ -1312,19 +1321,17 @@ def test_scalar_whole_row_in_kernel_weights_match_the_reference(form, device, mo
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms", "rms-pre"])
 def test_scalar_whole_row_weight_kernel_matches_the_reference(form, device, monkeypatch):
     """Odd bf16 rows past 8192 lanes in one whole row on 32 warps writing dx only, the weight / bias gradients from
-    the weight kernel (the LayerNorm forms' rule, norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL; RMSNorm's with the knob
-    BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS, the pre-residual RMSNorm's with BWD_SCALAR_WHOLE_ROW_RMS_PRE too); rows in
-    pieces and vector rows keep their own; every gradient within twice PyTorch's error of float64, with 5 rows (more
+    the weight kernel (the rule but for plain RMSNorm, norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL; plain RMSNorm's with the
+    knob BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS); rows in pieces and vector rows keep their own; every gradient within twice PyTorch's error of float64, with 5 rows (more
     than one program: the weight kernel's row groups) and with 2."""
     is_rms, pre = form.startswith("rms"), form.endswith("pre")
     assert norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL and not norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS
-    if is_rms:
-        assert norm.backward_rule(9999, 0, pre, is_rms=True, scalar=True).num_warps == (16 if pre else 32)
+    if form == "rms":
         monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS", True)
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_PRE", True)
     tile = norm.backward_rule(9999, 0, pre, is_rms=is_rms, scalar=True)
-    assert tile.num_chunks == 1 and tile.num_warps == 32 and norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms)
-    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, pre, is_rms=is_rms), 9999, is_rms=is_rms)
+    assert tile.num_chunks == 1 and tile.num_warps == 32
+    assert norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms, pre=pre)
+    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, pre, is_rms=is_rms), 9999, is_rms=is_rms, pre=pre)
     assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     for rows, seed in ((5, 91), (2, 95)):

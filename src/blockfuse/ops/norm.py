@@ -202,27 +202,30 @@ BWD_SCALAR_RMS_KEEPS_PIECES = True
 # widths-*/7-whole-row/, LANDED=2, the backward launcher at [16384, n], two alternating rounds of one process): 8447
 # 1.65x (0.26 -> 0.42 of copy), 9999 1.17x (its pieces: 0.38 -> 0.45), 12345 1.35x (0.35 -> 0.47), 15001 1.57x (0.31
 # -> 0.49). Not the LayerNorm forms: 0.97-1.03x with a bias gradient and a mean more, pre-residual 0.63-0.72x (the
-# residual's gradient a third stream). Where the rule keeps pieces instead (BWD_SCALAR_RMS_KEEPS_PIECES: the
-# pre-residual RMSNorm, not timed) it is the rule before this NOTE. BWD_SCALAR_WHOLE_ROW_RMS_ONLY False: every form
-# (the A/B's `whole32`). Through the op (35-odd-widths-*/9-rms-op/, `blockfuse bench ops --sweep`) RMSNorm's forward +
+# residual's gradient a third stream; the other forms' whole rows since: the NOTE below). With the whole rows off, the
+# pre-residual RMSNorm keeps the rule's pieces (BWD_SCALAR_RMS_KEEPS_PIECES) and the rest take one-row chunks. Through the op (35-odd-widths-*/9-rms-op/, `blockfuse bench ops --sweep`) RMSNorm's forward +
 # backward at those widths went from 0.71-0.82x to 0.97-1.15x the faster of torch.compile and Liger. The forward in
 # the same whole row (32 or 16 warps; sm_90: 64 / 128 registers, no spill) lost to its chunks at every width (10-rms-
 # forward-whole/: 0.73-0.97x, 8447 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
 BWD_SCALAR_WHOLE_ROW_WARPS = 32
-# NOTE: the LayerNorm forms' (plain, pre- and post-residual, + GELU) scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES
-# take that whole row too, writing dx only (and the residual's gradient), the weight kernel making their weight / bias
-# gradients as the one-row chunks' (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL): in the kernel, the two accumulators across the
-# row blocks are what spilled on 32 warps (sm_90 builds: 248-328 bytes a thread -> 0-8, 872-1272 instructions ->
-# 584-752), for a second read of z and dy by the weight kernel (10 bytes an element against 6; the chunks move 14).
-# Timed on an H100 (35-odd-widths-*/13-whole-row-wk/, LANDED=7, the backward launcher at [16384, n], two alternating
-# rounds of one process) against the rule then (one-row chunks): LayerNorm / post-residual 1.37-1.51x (8447 0.26 ->
-# 0.38 of copy, 12345 0.27 -> 0.40), pre-residual 1.41-1.52x (0.31-0.35 -> 0.46-0.49); the same rows with the
-# gradients in the kernel 0.97-1.03x, pre-residual 0.63-0.72x. RMSNorm, with one accumulator (dw), keeps its own:
-# with the weight kernel 0.93-0.96x (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS). The pre-residual RMSNorm keeps its
-# pieces / chunks (BWD_SCALAR_WHOLE_ROW_RMS_PRE, off until timed). BWD_SCALAR_WHOLE_ROW_RMS_ONLY True: the rule before
-# this NOTE (RMSNorm's plain form only).
+# NOTE: every other form's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES (LayerNorm plain, pre- and post-residual, +
+# GELU; the pre-residual RMSNorm) take that whole row too, writing dx only (and the residual's gradient), the weight
+# kernel making their weight / bias gradients as the one-row chunks' (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL): in the
+# kernel, the two accumulators across the row blocks are what spilled on 32 warps (sm_90 builds: 248-328 bytes a thread
+# -> 0-8, 872-1272 instructions -> 584-752), for a second read of z and dy by the weight kernel (10 bytes an element
+# against 6; the chunks move 14). Timed on an H100 (35-odd-widths-*/13-whole-row-wk/, LANDED=7, the backward launcher at
+# [16384, n], two alternating rounds of one process) against the rule then (one-row chunks): LayerNorm / post-residual
+# 1.37-1.51x (8447 0.26 -> 0.38 of copy, 12345 0.27 -> 0.40), pre-residual 1.41-1.52x (0.31-0.35 -> 0.46-0.49); the same
+# rows with the gradients in the kernel 0.97-1.03x, pre-residual 0.63-0.72x. As landed (14-whole-row-landed/, LANDED=8)
+# the same ratios again, and through the op (its sweep, [16384, n] bf16) LayerNorm's forward + backward 1.14-1.24x the
+# faster of torch.compile and Liger at 8447-15001 (0.89-0.92x before), pre-residual 1.37-1.47x, post-residual
+# 1.12-1.26x. RMSNorm's plain form, one accumulator (dw) and two streams, keeps its own: with the weight kernel
+# 0.93-0.96x (BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS). The pre-residual RMSNorm (BWD_SCALAR_WHOLE_ROW_RMS_PRE; its rule
+# before: pieces at 9999, one-row chunks elsewhere), timed in 14-*: 8447 1.56x (0.31 -> 0.48 of copy), 9999 1.85x (0.27
+# -> 0.51), 12345 1.58x, 15001 1.47x (0.37 -> 0.54); its gradients in the kernel instead 1.24-1.63x.
+# BWD_SCALAR_WHOLE_ROW_RMS_ONLY True: the rule before this NOTE (RMSNorm's plain form only).
 BWD_SCALAR_WHOLE_ROW_RMS_ONLY = False
-BWD_SCALAR_WHOLE_ROW_RMS_PRE = False
+BWD_SCALAR_WHOLE_ROW_RMS_PRE = True
 BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL = True
 BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS = False
 # NOTE: LayerNorm + GELU's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES took its own tiles, which at 12289-16384
@@ -232,7 +235,9 @@ BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS = False
 # cap 64: _act_bwd_maxnreg), but where the pieces' tail is ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes or fewer. Timed as
 # above (13-whole-row-wk/): 12345 6.9x (9.27 -> 1.34 ms, 0.04 -> 0.30 of copy), 15001 6.1x, 9999 (a 2048-lane tail)
 # 1.40x (0.21 -> 0.29); 8447 (a 256-lane tail: the pieces at 0.33 of copy) 0.89x. One-row chunks instead of the whole
-# row: 0.60-0.76x the whole row.
+# row: 0.60-0.76x the whole row. Through the op (14-whole-row-landed/'s sweep) forward + backward 1.80-2.18x
+# torch.compile at 8447-15001 (12345: 0.36x the faster peer in 2-odd/). Where between 256 and 2048 lanes of tail the
+# whole row starts to win is not measured (14-*'s 8800 / 9216 are even: vector rows, which no scalar rule touches).
 BWD_SCALAR_ROW_CHUNKS_ACT = True
 ACT_BWD_SCALAR_PIECES_MAX_TAIL = 256
 BWD_SCALAR_CHUNK_LANES = 4096
@@ -2530,7 +2535,7 @@ def _norm_bwd(
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
     # weight and bias gradients itself: one launch instead of two, where the launches are the cost.
-    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation, is_rms)
+    weight_kernel = (has_w or has_bias) and weight_kernel_rule(tile, n, scalar, activation, is_rms, mode == PRE)
     direct = num_chunks == 1 and m * n <= DIRECT_MAX_ELEMENTS and not weight_kernel
     per_sm = _act_programs_per_sm(tile) if activation else BWD_PROGRAMS_PER_SM
     g = 1 if direct else _num_programs(z, row_blocks, block_n, per_sm)
@@ -2566,13 +2571,14 @@ def _norm_bwd(
     return outputs
 
 
-def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0, is_rms: bool = False) -> bool:
+def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int = 0, is_rms: bool = False,
+                       pre: bool = False) -> bool:
     """Whether rows of ``n`` in ``tile`` take their weight / bias gradients from the weight kernel (the NOTE above
     BWD_WEIGHT_KERNEL_FROM_LANES): rows in chunks from BWD_WEIGHT_KERNEL_FROM_LANES lanes, scalar rows in one-row
-    chunks, and the LayerNorm forms' scalar rows in one whole row (``scalar``, ``activation``, ``is_rms``: as
+    chunks, and scalar rows in one whole row but plain RMSNorm's (``scalar``, ``activation``, ``is_rms``, ``pre``: as
     :func:`backward_rule`'s; the NOTE above BWD_SCALAR_WHOLE_ROW_RMS_ONLY)."""
     if tile.num_chunks == 1:
-        knob = BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS if is_rms else BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL
+        knob = BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS if is_rms and not pre else BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL
         return bool(knob and not tile.tail and tile.block_m == 1 and _scalar_row_chunks(n, activation, scalar))
     return 0 < BWD_WEIGHT_KERNEL_FROM_LANES <= n or _scalar_row_chunks(n, activation, scalar)
 
