@@ -310,7 +310,8 @@ def markdown(record) -> str:
         lines.append(f"| {provider} | {baseline} | {mode} | {target}x | {base / mine:.2f}x | "
                      f"{'yes' if base / mine >= target else 'no'} |")
     peaks = {(r["provider"], r["mode"]): r.get("peak_mib") for r in rows}
-    for provider in ("blockfuse_fp8_tensorwise_eager", "blockfuse_fp8_tensorwise_compile", "blockfuse_fp8_delayed_eager"):
+    for provider in ("blockfuse_fp8_tensorwise_eager", "blockfuse_fp8_tensorwise_compile",
+                     "blockfuse_fp8_delayed_eager"):
         mine, base = peaks.get((provider, "training")), peaks.get(("torchao_tensorwise_compile", "training"))
         if mine is not None and base is not None:
             lines.append(f"| {provider} peak MiB | torchao_tensorwise_compile | training | <= | {mine} vs {base} | "

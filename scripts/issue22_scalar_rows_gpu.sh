@@ -34,7 +34,10 @@
 #      tails but are even: vector rows, untouched). LANDED=9: that limit at odd widths (8703 / 9215: tails of 511 /
 #      1023 lanes; 0 and 1024 against the rule's 256), and RMSNorm's forward chunks (2048 lanes on 16 or 8 warps, 1024
 #      on 4 or 8) against its rule at 8447-16383 (its 2048 lanes on 8 warps ran 1.03x / 1.13x at 12345 / 15001 and
-#      0.94x / 0.96x at 8447 / 9999 in 13-*: whether the width or the warps won is the question).
+#      0.94x / 0.96x at 8447 / 9999 in 13-*: whether the width or the warps won is the question); and the
+#      post-residual / plain LayerNorm forward's padded 16384-lane tile at 12289-16384 without its persistent
+#      pipeline (FWD_PERSIST_STAGES=0; measured on vector rows only: the post form's forward is 0.83-0.85x torch.compile
+#      at 12345 / 15001 in 14-*).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -98,8 +101,9 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w16:FWD_CHUNK_LANES=2048"
                   --fwd-setting "fwd-c2048w8:FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
                   --fwd-setting "fwd-c1024w4:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=4"
-                  --fwd-setting "fwd-c1024w8:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=8")
-        FORMS=${FORMS:-rms,rms-pre,ln-gelu}
+                  --fwd-setting "fwd-c1024w8:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=8"
+                  --fwd-setting "fwd-nopersist:FWD_PERSIST_STAGES=0")
+        FORMS=${FORMS:-rms,rms-pre,ln-gelu,ln-post,ln}
         SHAPES=${SHAPES:-16384x8447,16384x8703,16384x9215,16384x9999,16384x12345,16384x13001,16384x15001,16384x16383}
     fi
     SHAPES=${SHAPES:-16384x8447,16384x9999,16384x12345,16384x15001}

@@ -198,15 +198,16 @@ BWD_SCALAR_ROW_CHUNKS_FROM_LANES = 8193
 BWD_SCALAR_RMS_KEEPS_PIECES = True
 # NOTE: RMSNorm's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES (plain form, up to BWD_MAX_LANES) go in one padded
 # tile of one row on BWD_SCALAR_WHOLE_ROW_WARPS warps, read once: 32 warps hold 16384 lanes at 16 a thread (sm_90
-# builds: 64 registers, 248 bytes of stack; on 16 warps, 664). Timed on an H100 against the rule above it (35-odd-
-# widths-*/7-whole-row/, LANDED=2, the backward launcher at [16384, n], two alternating rounds of one process): 8447
-# 1.65x (0.26 -> 0.42 of copy), 9999 1.17x (its pieces: 0.38 -> 0.45), 12345 1.35x (0.35 -> 0.47), 15001 1.57x (0.31
-# -> 0.49). Not the LayerNorm forms: 0.97-1.03x with a bias gradient and a mean more, pre-residual 0.63-0.72x (the
+# builds: 64 registers, 248 bytes of stack; on 16 warps, 664). Timed on an H100 against the rule above it
+# (35-odd-widths-*/7-whole-row/, LANDED=2, the backward launcher at [16384, n], two alternating rounds of one process):
+# 8447 1.65x (0.26 -> 0.42 of copy), 9999 1.17x (its pieces: 0.38 -> 0.45), 12345 1.35x (0.35 -> 0.47), 15001 1.57x
+# (0.31 -> 0.49). Not the LayerNorm forms: 0.97-1.03x with a bias gradient and a mean more, pre-residual 0.63-0.72x (the
 # residual's gradient a third stream; the other forms' whole rows since: the NOTE below). With the whole rows off, the
-# pre-residual RMSNorm keeps the rule's pieces (BWD_SCALAR_RMS_KEEPS_PIECES) and the rest take one-row chunks. Through the op (35-odd-widths-*/9-rms-op/, `blockfuse bench ops --sweep`) RMSNorm's forward +
-# backward at those widths went from 0.71-0.82x to 0.97-1.15x the faster of torch.compile and Liger. The forward in
-# the same whole row (32 or 16 warps; sm_90: 64 / 128 registers, no spill) lost to its chunks at every width (10-rms-
-# forward-whole/: 0.73-0.97x, 8447 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
+# pre-residual RMSNorm keeps the rule's pieces (BWD_SCALAR_RMS_KEEPS_PIECES) and the rest take one-row chunks. Through
+# the op (35-odd-widths-*/9-rms-op/, `blockfuse bench ops --sweep`) RMSNorm's forward + backward at those widths went
+# from 0.71-0.82x to 0.97-1.15x the faster of torch.compile and Liger. The forward in the same whole row (32 or 16
+# warps; sm_90: 64 / 128 registers, no spill) lost to its chunks at every width (10-rms-forward-whole/: 0.73-0.97x, 8447
+# 0.75 -> 0.55 of copy): the forward keeps its chunks. 0: off.
 BWD_SCALAR_WHOLE_ROW_WARPS = 32
 # NOTE: every other form's scalar rows past BWD_SCALAR_ROW_CHUNKS_FROM_LANES (LayerNorm plain, pre- and post-residual, +
 # GELU; the pre-residual RMSNorm) take that whole row too, writing dx only (and the residual's gradient), the weight
@@ -235,7 +236,7 @@ BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS = False
 # cap 64: _act_bwd_maxnreg), but where the pieces' tail is ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes or fewer. Timed as
 # above (13-whole-row-wk/): 12345 6.9x (9.27 -> 1.34 ms, 0.04 -> 0.30 of copy), 15001 6.1x, 9999 (a 2048-lane tail)
 # 1.40x (0.21 -> 0.29); 8447 (a 256-lane tail: the pieces at 0.33 of copy) 0.89x. One-row chunks instead of the whole
-# row: 0.60-0.76x the whole row. Through the op (14-whole-row-landed/'s sweep) forward + backward 1.80-2.18x
+# row: 0.64-0.69x the whole row. Through the op (14-whole-row-landed/'s sweep) forward + backward 1.80-2.18x
 # torch.compile at 8447-15001 (12345: 0.36x the faster peer in 2-odd/). Where between 256 and 2048 lanes of tail the
 # whole row starts to win is not measured (14-*'s 8800 / 9216 are even: vector rows, which no scalar rule touches).
 BWD_SCALAR_ROW_CHUNKS_ACT = True
