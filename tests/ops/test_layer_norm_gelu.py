@@ -181,13 +181,14 @@ def test_wide_rows_in_one_tile(approximate, device):
     check_against_pytorch(make_inputs((3, 11008), torch.bfloat16, device), approximate)
 
 
-@pytest.mark.parametrize("n,whole_row", [(12345, True), (9999, True), (12345, False)],
-                         ids=["whole-row", "whole-row-tail", "chunks"])
-def test_scalar_rows_in_the_plain_forms_tiles(n, whole_row, device, monkeypatch):
-    """Odd bf16 rows past 8192 lanes in the plain forms' tiles (norm.BWD_SCALAR_ROW_CHUNKS_ACT): one whole row on 32
-    warps, its register cap 64 (at 12345 in place of a padded tile, at 9999 of pieces with a 2048-lane tail), or with
-    the whole rows off one-row chunks of BWD_SCALAR_CHUNK_LANES, writing dx, the weight kernel the weight and bias
-    gradients: within twice PyTorch's error of float64."""
+@pytest.mark.parametrize("n,whole_row,dtype", [(12345, True, torch.bfloat16), (9999, True, torch.bfloat16),
+                                               (16383, True, torch.float16), (12345, False, torch.bfloat16)],
+                         ids=["whole-row", "whole-row-tail", "whole-row-fp16-16383", "chunks"])
+def test_scalar_rows_in_the_plain_forms_tiles(n, whole_row, dtype, device, monkeypatch):
+    """Odd 16-bit rows past 8192 lanes in the plain forms' tiles (norm.BWD_SCALAR_ROW_CHUNKS_ACT): one whole row on 32
+    warps, its register cap 64 (at 12345 and, in fp16, 16383 in place of a padded tile; at 9999 of pieces with a
+    2048-lane tail), or with the whole rows off one-row chunks of BWD_SCALAR_CHUNK_LANES, writing dx, the weight kernel
+    the weight and bias gradients: within twice PyTorch's error of float64."""
     assert norm.backward_rule(n, 1).num_chunks == 1  # (its own: a padded tile, or pieces)
     if not whole_row:
         monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", True)
@@ -196,7 +197,7 @@ def test_scalar_rows_in_the_plain_forms_tiles(n, whole_row, device, monkeypatch)
     assert norm.weight_kernel_rule(tile, n, True, 1)
     assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.ACT_BWD_MAXNREG)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    check_against_pytorch(make_inputs((3, n), torch.bfloat16, device, seed=31), "tanh")
+    check_against_pytorch(make_inputs((3, n), dtype, device, seed=31), "tanh")
     assert seen == [True], seen
 
 
