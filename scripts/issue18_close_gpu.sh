@@ -6,8 +6,9 @@
 #   every step; STEPS: only those steps, by the names below: norm-fp8, linear, te-bf16, te-torchao, te-rowwise,
 #   te-delayed, olmo-bf16, olmo-fp8, olmo-fp8-delayed, te-tensorwise)
 #
-# QUICK=0: the Linear stack and the block rows without --quick (its 25 / 50 ms give a 24 ms step 3 warm-up calls and 7 timed ones; the
-# eager FP8 step measured 1.19-1.37x bf16 compile with it and 1.367-1.374x without, fp8/33-h100-rounds-2026-12-06/).
+# QUICK=0: the Linear stack and the block rows without --quick (its 25 / 50 ms give a 24 ms step 3 warm-up calls
+# and 7 timed ones; the eager FP8 step measured 1.19-1.37x bf16 compile with it and 1.367-1.374x without,
+# fp8/33-h100-rounds-2026-12-06/).
 #
 # 1. the FP8 tests on CUDA (TESTS=0 leaves them to another call, TESTS=only runs nothing else);
 # 2. the norms / SwiGLU + FP8 forward at [16384, 4096] against a device copy of the same bytes, 3 rounds;

@@ -87,10 +87,13 @@ if [ "${PHASE:-}" = wide ]; then
         FORMS=${FORMS:-ln,rms,ln-pre,ln-post,ln-gelu}
     elif [ "${LANDED:-}" = 8 ]; then  # (7's winners as landed against the rule before them; the pre-residual
         # RMSNorm in the whole row, its gradients in the kernel or not; the GELU form's pieces kept to 1024-lane tails)
+        # (as it ran at d0e656f; since, the pre-residual RMSNorm's whole row takes BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL,
+        # so that both rms-pre settings time what `landed` does)
+        WK_RMS=BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS=True
         SETTINGS=(--bwd-setting "landed:"
                   --bwd-setting "before:BWD_SCALAR_WHOLE_ROW_RMS_ONLY=True,BWD_SCALAR_ROW_CHUNKS_ACT=False"
                   --bwd-setting "rms-pre-whole:BWD_SCALAR_WHOLE_ROW_RMS_PRE=True"
-                  --bwd-setting "rms-pre-whole-wk:BWD_SCALAR_WHOLE_ROW_RMS_PRE=True,BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS=True"
+                  --bwd-setting "rms-pre-whole-wk:BWD_SCALAR_WHOLE_ROW_RMS_PRE=True,$WK_RMS"
                   --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024")
         FORMS=${FORMS:-ln,ln-pre,ln-post,ln-gelu,rms-pre}
         SHAPES=${SHAPES:-16384x8447,16384x8800,16384x9216,16384x9999,16384x12345,16384x15001}
