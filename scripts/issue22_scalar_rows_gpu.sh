@@ -37,7 +37,8 @@
 #      0.94x / 0.96x at 8447 / 9999 in 13-*: whether the width or the warps won is the question); and the
 #      post-residual / plain LayerNorm forward's padded 16384-lane tile at 12289-16384 without its persistent
 #      pipeline (FWD_PERSIST_STAGES=0; measured on vector rows only: the post form's forward is 0.83-0.85x torch.compile
-#      at 12345 / 15001 in 14-*).
+#      at 12345 / 15001 in 14-*). FWD_ONLY=1 with LANDED=9: its forward settings alone, on rms, rms-pre, ln-post and
+#      ln at 8447 / 12345 / 15001 / 16383 (~3 minutes).
 #      (LANDED=4, RMSNorm's forward in one whole row against its chunks, ran at b89ee81 for
 #      35-odd-widths-*/10-rms-forward-whole/, lost, and went with its knob: `git show b89ee81:scripts/...`.)
 #
@@ -106,6 +107,11 @@ if [ "${PHASE:-}" = wide ]; then
                   --fwd-setting "fwd-c1024w4:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=4"
                   --fwd-setting "fwd-c1024w8:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=8"
                   --fwd-setting "fwd-nopersist:FWD_PERSIST_STAGES=0")
+        if [ -n "${FWD_ONLY:-}" ]; then  # (FWD_ONLY=1: the forward settings alone, on the forms they change)
+            SETTINGS=("${SETTINGS[@]:6}")
+            FORMS=${FORMS:-rms,rms-pre,ln-post,ln}
+            SHAPES=${SHAPES:-16384x8447,16384x12345,16384x15001,16384x16383}
+        fi
         FORMS=${FORMS:-rms,rms-pre,ln-gelu,ln-post,ln}
         SHAPES=${SHAPES:-16384x8447,16384x8703,16384x9215,16384x9999,16384x12345,16384x13001,16384x15001,16384x16383}
     fi
