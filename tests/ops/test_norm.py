@@ -1278,6 +1278,46 @@ def test_scalar_pre_chunks_rule(monkeypatch):
     assert norm.forward_rule(12345, False, True, pre=True, scalar=True) == norm.forward_rule(12345, False, True)
 
 
+def test_scalar_rms_chunks_rule(monkeypatch):
+    """RMSNorm's plain forward on scalar rows from FWD_SCALAR_RMS_CHUNKS_FROM_LANES lanes up to FWD_MAX_LANES takes
+    one-row chunks of FWD_SCALAR_RMS_CHUNK_LANES on FWD_SCALAR_RMS_CHUNK_WARPS warps; narrower or wider rows, vector
+    rows, the pre-residual RMSNorm and LayerNorm keep the rule's tiles; FWD_CHUNK_LANES (an A/B's knob) and 0 turn it
+    off."""
+    lanes, warps = norm.FWD_SCALAR_RMS_CHUNK_LANES, norm.FWD_SCALAR_RMS_CHUNK_WARPS
+    assert warps < norm.FWD_CHUNK_WARPS  # (else the rule changes nothing but the width)
+    for n in (12289, 12345, 15001, 16383):
+        tile = norm.forward_rule(n, True, False, False, True)
+        assert tile == norm.Tile(1, lanes, norm.cdiv(n, lanes), warps, False, 1), (n, tile)
+        assert norm.forward_rule(n, True).num_warps == norm.FWD_CHUNK_WARPS != tile.num_warps  # (vector rows)
+        assert norm.forward_rule(n, True, True, True, True) == norm.forward_rule(n, True, True, True)  # (pre)
+        assert norm.forward_rule(n, False, False, False, True) == norm.forward_rule(n)  # (LayerNorm)
+    for n in (8193, 8447, 9999, 12287, 20001):
+        assert norm.forward_rule(n, True, False, False, True) == norm.forward_rule(n, True), n
+    monkeypatch.setattr(norm, "FWD_CHUNK_LANES", 4096)
+    assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
+    monkeypatch.setattr(norm, "FWD_CHUNK_LANES", 0)
+    monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", 0)
+    assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("n", [12345, 15001])
+def test_scalar_rms_chunks_match_the_reference(n, device, monkeypatch):
+    """RMSNorm's forward on odd bf16 rows in the rule above's chunks: y within twice PyTorch's error of float64, on
+    the chunks (and off them with the constant 0); the rows' gradients too."""
+    seen = record_results(monkeypatch, norm, "forward_rule")
+    x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=81)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=82)
+    expected, torch_out = norm.rms_norm_ref(x.double(), w.double()), norm.rms_norm_ref(x, w)
+    for start in (norm.FWD_SCALAR_RMS_CHUNKS_FROM_LANES, 0):
+        monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", start)
+        y = blockfuse.rms_norm(x, w)
+        assert (seen[-1].num_warps == norm.FWD_SCALAR_RMS_CHUNK_WARPS) == bool(start), seen[-1]
+        assert_close_to_reference(y, torch_out, expected)
+    monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", 12289)
+    _odd_rows_match_the_reference("rms", n, 3, 85, device)
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("n", [12345, 15001])
 def test_scalar_pre_chunks_match_the_reference(n, device, monkeypatch):

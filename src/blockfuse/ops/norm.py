@@ -1844,6 +1844,20 @@ FWD_RMS_CHUNKS_FROM_LANES = 8192
 FWD_CHUNK_WARPS = 16
 # (A knob for an A/B, off: the forward's chunks of this many lanes rather than CHUNK_CHOICES' least padding. 0: off.)
 FWD_CHUNK_LANES = 0
+# NOTE: RMSNorm's plain forward on 16-bit rows of one-element accesses (odd widths: the NOTE above BWD_SCALAR_WARPS)
+# from FWD_SCALAR_RMS_CHUNKS_FROM_LANES lanes (up to FWD_MAX_LANES) reads its one-row chunks FWD_SCALAR_RMS_CHUNK_LANES
+# wide on FWD_SCALAR_RMS_CHUNK_WARPS warps (8 one-element loads a thread a chunk, not the 4-8 of the chunks above on
+# FWD_CHUNK_WARPS), unless FWD_CHUNK_LANES is set (an A/B's knob). Timed on an H100 (benchmarks/norm_tiles.py through
+# `LANDED=9 PHASE=wide FWD_ONLY=1 scripts/issue22_scalar_rows_gpu.sh`, the forward launcher at [16384, n], two
+# alternating rounds of one process; benchmarks/results/launch-rules/35-odd-widths-2026-12-06-h100/15-forward-settings/)
+# against the rule above: 12345 1.03x (0.387 -> 0.375 ms, 0.69 -> 0.72 of copy), 15001 1.13x (0.489 -> 0.434 ms, 0.67
+# -> 0.75; 2048 lanes on 16 warps: 1.04x, so the warps are most of it), but 8447 0.94x (0.75 -> 0.71), and 9999 0.96x
+# in the call before (13-whole-row-wk/, where 12345 / 15001 gave the same 1.03x / 1.13x): so from 12289 lanes, past
+# the widest measured loss. 1024-lane chunks lost on 4 or 8 warps (0.87-1.00x). Not the pre-residual RMSNorm (its
+# chunks on 8 warps ran 0.91-1.07x its 16, the NOTE below), nor vector rows (not timed). 0: off.
+FWD_SCALAR_RMS_CHUNKS_FROM_LANES = 12289
+FWD_SCALAR_RMS_CHUNK_LANES = 2048
+FWD_SCALAR_RMS_CHUNK_WARPS = 8
 # NOTE: the pre-residual LayerNorm's forward on 16-bit rows of one-element accesses (odd widths: the NOTE above
 # BWD_SCALAR_WARPS) that the rule holds in one padded tile past 8192 lanes (12289-16384: no pieces) reads them in
 # one-row chunks of FWD_SCALAR_PRE_CHUNK_LANES lanes on FWD_SCALAR_PRE_CHUNK_WARPS warps (8 lanes a thread), s stored
@@ -1881,8 +1895,13 @@ def forward_rule(n: int, is_rms: bool = False, residual: bool = False, pre: bool
     benchmark's knob takes effect; LayerNorm without a ``residual`` takes fewer warps for a wide tail, the NOTE
     above FWD_TAIL_PIECE_LANES_PER_WARP), before the row count's rule (:func:`rows_for_count`). ``pre`` and
     ``scalar``: the pre-residual form, and 16-bit rows of one-element accesses (:func:`scalar_rows`): such a
-    LayerNorm row in a padded tile past 8192 lanes goes in chunks (the NOTE above FWD_SCALAR_PRE_CHUNK_LANES)."""
+    LayerNorm row in a padded tile past 8192 lanes goes in chunks (the NOTE above FWD_SCALAR_PRE_CHUNK_LANES), and
+    RMSNorm's plain chunks take fewer warps from 12289 lanes (the NOTE above FWD_SCALAR_RMS_CHUNKS_FROM_LANES)."""
     if n > FWD_MAX_LANES or (is_rms and FWD_RMS_CHUNKS_FROM_LANES and n >= FWD_RMS_CHUNKS_FROM_LANES):
+        if (scalar and is_rms and not residual and not FWD_CHUNK_LANES and FWD_SCALAR_RMS_CHUNKS_FROM_LANES
+                and FWD_SCALAR_RMS_CHUNKS_FROM_LANES <= n <= FWD_MAX_LANES):
+            # (the NOTE above FWD_SCALAR_RMS_CHUNKS_FROM_LANES)
+            return _forward_chunks(n, (FWD_SCALAR_RMS_CHUNK_LANES,), FWD_SCALAR_RMS_CHUNK_WARPS)
         return _forward_chunks(n, (FWD_CHUNK_LANES,) if FWD_CHUNK_LANES else CHUNK_CHOICES, FWD_CHUNK_WARPS)
     pieces = _one_row_pieces(n, FWD_PIECES_FROM_LANES, TAIL_FROM_LANES, FWD_PIECE_LANES_PER_WARP,
                              FWD_PIECE_MIN_WARPS)
@@ -2302,7 +2321,10 @@ def forward_weight_hint(activation: int) -> str:
 # everywhere (0.44-0.84), 4 ran as 3. 16-bit dtypes only (fp32 not measured; its stages take twice the shared
 # memory), stages within FWD_PERSIST_SMEM_BYTES, and at least FWD_PERSIST_STAGES rows a program (else a program a
 # row, as before). The weight and bias are loaded once: loaded in the loop, the pipeliner staged them too (LayerNorm
-# at 11008: 147 KiB of shared memory), and post-residual [16384, 11008] ran 0.87 against 0.98. 0: off.
+# at 11008: 147 KiB of shared memory), and post-residual [16384, 11008] ran 0.87 against 0.98. On 16-bit rows of
+# one-element accesses (H100, launch-rules/35-odd-widths-2026-12-06-h100/15-forward-settings/, post-residual, off
+# against on): the padded tile at 12345 / 15001 0.41x (kept), the pieces at 8447 1.35x (0.56 -> 0.76 of copy; one
+# width, a lead: not a rule yet). 0: off.
 FWD_PERSIST_FROM_LANES = 8192
 FWD_PERSIST_STAGES = 3
 FWD_PERSIST_PER_SM = 1
