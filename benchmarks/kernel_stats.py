@@ -128,7 +128,10 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
 def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
     """The forward kernel's persistence constexpr for ``tile`` (``norm.forward_stages``, rows to spare assumed), and
     its register cap as the launcher sets it (code before persistence: the cap alone)."""
-    stages = norm.forward_stages(tile, n, mode, activation) if hasattr(norm, "forward_stages") else None
+    stages = None
+    if hasattr(norm, "forward_stages"):  # (scalar rows, where the code has them: launch.row_units)
+        extra = _accepted(norm.forward_stages, scalar=launch.row_units(n) == 1)
+        stages = norm.forward_stages(tile, n, mode, activation, **extra)
     cap = norm._fwd_maxnreg(tile, stages) if stages is not None else norm._fwd_maxnreg(tile)
     return {"constexprs": {} if stages is None else {"STAGES": stages}, "options": {"maxnreg": cap} if cap else {}}
 

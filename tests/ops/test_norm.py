@@ -824,6 +824,42 @@ def test_forward_persistent_rule(n):
         assert norm.forward_stages(norm.forward_rule(n_, False, True), n_, norm.POST, 0) == norm.FWD_PERSIST_STAGES
 
 
+def test_forward_persistent_rule_on_scalar_rows(monkeypatch):
+    """On one-element rows (odd widths) the post-residual form's pieces take no persistent pipeline (the NOTE above
+    FWD_PERSIST_SCALAR_PIECES), its padded tile and vector rows keep theirs, and the knob turns the pieces' back on."""
+    def stages(n, scalar):
+        return norm.forward_stages(norm.forward_rule(n, False, True, False, scalar), n, norm.POST, 0, 2, scalar)
+
+    for n in (8447, 8703, 11007, 12287):  # (pieces on 16 warps: pipelined on vector rows)
+        assert norm.forward_rule(n, False, True, False, True).tail and stages(n - 1, False) > 0, n
+        assert stages(n, True) == 0, n
+    assert stages(12345, True) == stages(12346, False) == norm.FWD_PERSIST_STAGES  # (the padded tile keeps it)
+    monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", True)
+    assert stages(8447, True) == norm.FWD_PERSIST_STAGES
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_post_residual_scalar_pieces_forward_matches_the_reference(device, monkeypatch):
+    """The post-residual form on odd bf16 rows in two pieces without the persistent pipeline (and with it, the knob
+    on): y within twice PyTorch's error of float64, and the rows' gradients."""
+    n = 8447
+    seen = record_results(monkeypatch, norm, "forward_stages")
+    x = random_tensor((5, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=91)
+    r = random_tensor((5, n), torch.bfloat16, device, scale=1.5, seed=92)
+    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=93)
+    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=94)
+    expected = norm.layer_norm_ref(x.double(), w.double(), b.double(), residual=r.double(), residual_mode="post")
+    torch_out = norm.layer_norm_ref(x, w, b, residual=r, residual_mode="post")
+    for pieces_persist in (False, True):
+        monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", pieces_persist)
+        out = blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post")
+        assert seen and (seen[-1] > 0) == pieces_persist, seen
+        for a, t, e in zip(*(o if isinstance(o, tuple) else (o,) for o in (out, torch_out, expected))):
+            assert_close_to_reference(a, t, e)
+    monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", False)
+    _odd_rows_match_the_reference("ln-post", n, 5, 95, device)
+
+
 @pytest.mark.parametrize("rows", [2, 40])
 def test_forward_persistent_rows(rows, monkeypatch):
     """A persistent launch needs FWD_PERSIST_STAGES rows a program; fewer rows keep a program a row."""

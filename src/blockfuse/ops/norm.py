@@ -2228,10 +2228,11 @@ def _norm_fwd(
     y2 = y.view(-1, n)
     s2 = None if s is None else s.view(-1, n)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), y2.stride(0), row_stride(s2))
-    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, mode == PRE, scalar_rows(vec, x2)), m, x2.device)
+    scalar = scalar_rows(vec, x2)
+    tile = _forward_tile(forward_rule(n, is_rms, mode != NONE, mode == PRE, scalar), m, x2.device)
     programs, stages = cdiv(m, tile.block_m), 0
     if n > FWD_PERSIST_FROM_LANES and tile.block_m == 1:  # (a narrow row's launch pays no more host time for it)
-        programs, stages = _forward_programs(x2, programs, tile, mode, activation)
+        programs, stages = _forward_programs(x2, programs, tile, mode, activation, scalar)
     _fwd_kernel(
         (programs,),
         x2, res2, weight, bias, y2, s2, mean, rstd, seed if dropout_p > 0 else None,
@@ -2321,21 +2322,31 @@ def forward_weight_hint(activation: int) -> str:
 # everywhere (0.44-0.84), 4 ran as 3. 16-bit dtypes only (fp32 not measured; its stages take twice the shared
 # memory), stages within FWD_PERSIST_SMEM_BYTES, and at least FWD_PERSIST_STAGES rows a program (else a program a
 # row, as before). The weight and bias are loaded once: loaded in the loop, the pipeliner staged them too (LayerNorm
-# at 11008: 147 KiB of shared memory), and post-residual [16384, 11008] ran 0.87 against 0.98. On 16-bit rows of
-# one-element accesses (H100, launch-rules/35-odd-widths-2026-12-06-h100/15-forward-settings/, post-residual, off
-# against on): the padded tile at 12345 / 15001 0.41x (kept), the pieces at 8447 1.35x (0.56 -> 0.76 of copy; one
-# width, a lead: not a rule yet). 0: off.
+# at 11008: 147 KiB of shared memory), and post-residual [16384, 11008] ran 0.87 against 0.98. 0: off.
 FWD_PERSIST_FROM_LANES = 8192
 FWD_PERSIST_STAGES = 3
 FWD_PERSIST_PER_SM = 1
 FWD_PERSIST_SMEM_BYTES = 160 * 1024
+# NOTE: on 16-bit rows of one-element accesses (odd widths: the NOTE above BWD_SCALAR_WARPS) the post-residual form's
+# two pieces (8193-12288 lanes, the ones on 16 warps) run a program a row, not persistent (FWD_PERSIST_SCALAR_PIECES):
+# timed on an H100 (benchmarks/norm_tiles.py through `LANDED=9 PHASE=wide FWD_ONLY=1
+# scripts/issue22_scalar_rows_gpu.sh`, the forward launcher at [16384, n], FWD_PERSIST_STAGES=0 against the rule in
+# two alternating rounds of one process;
+# launch-rules/35-odd-widths-2026-12-06-h100/15-forward-settings/ and 16-post-pieces-pipeline/) 8447 1.35x (0.56 ->
+# 0.76 of copy), 8703 1.35x, 11007 1.27x (0.51 -> 0.65), 12287 1.22x (0.55 -> 0.67). Its padded 16384-lane tile keeps
+# the pipeline (12345 / 15001: 0.41x without it). Not measured, a guess: a one-element (2-byte) load cannot be an
+# asynchronous copy (4 bytes at least), so the pipeliner's staging costs more than the latency it hides.
+FWD_PERSIST_SCALAR_PIECES = False
 
 
-def forward_stages(tile: Tile, n: int, mode: int = NONE, activation: int = 0, element_size: int = 2) -> int:
+def forward_stages(tile: Tile, n: int, mode: int = NONE, activation: int = 0, element_size: int = 2,
+                   scalar: bool = False) -> int:
     """The forward's pipeline depth for rows of ``n`` in ``tile``, ``mode`` (0: a program a row block; the NOTE above
-    FWD_PERSIST_STAGES), before the row count's part (:func:`_forward_programs`)."""
+    FWD_PERSIST_STAGES), before the row count's part (:func:`_forward_programs`); ``scalar``: 16-bit rows of
+    one-element accesses, whose pieces take none (the NOTE above FWD_PERSIST_SCALAR_PIECES)."""
     if (not FWD_PERSIST_STAGES or tile.num_chunks != 1 or tile.block_m != 1 or tile.lanes <= FWD_PERSIST_FROM_LANES
-            or tile.num_warps < FWD_WIDE_WARPS or element_size > 2):
+            or tile.num_warps < FWD_WIDE_WARPS or element_size > 2
+            or (scalar and tile.tail and not FWD_PERSIST_SCALAR_PIECES)):
         return 0
     if not (mode == POST or (mode == NONE and not activation and not tile.tail and tile.lanes > n)):
         return 0
@@ -2345,10 +2356,11 @@ def forward_stages(tile: Tile, n: int, mode: int = NONE, activation: int = 0, el
     return FWD_PERSIST_STAGES
 
 
-def _forward_programs(x: Tensor, row_blocks: int, tile: Tile, mode: int, activation: int) -> tuple[int, int]:
+def _forward_programs(x: Tensor, row_blocks: int, tile: Tile, mode: int, activation: int, scalar: bool = False
+                      ) -> tuple[int, int]:
     """``(programs, stages)`` of the forward's launch: a program a row block, or persistent programs
-    (:func:`forward_stages`) where each walks at least its stages' rows."""
-    stages = forward_stages(tile, int(x.shape[-1]), mode, activation, x.element_size())
+    (:func:`forward_stages`; ``scalar``: its rows' access width) where each walks at least its stages' rows."""
+    stages = forward_stages(tile, int(x.shape[-1]), mode, activation, x.element_size(), scalar)
     if not stages:
         return row_blocks, 0
     programs = _num_programs(x, row_blocks, 0, FWD_PERSIST_PER_SM)
