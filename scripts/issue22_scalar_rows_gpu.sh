@@ -100,15 +100,15 @@ if [ "${PHASE:-}" = wide ]; then
         SHAPES=${SHAPES:-16384x8447,16384x8800,16384x9216,16384x9999,16384x12345,16384x15001}
     elif [ "${LANDED:-}" = 9 ]; then  # (the GELU form's tail limit at odd widths; RMSNorm's forward chunks' warps
         # and width past 12288 lanes, where 2048 lanes on 8 warps ran 1.03x / 1.13x its rule in 13-whole-row-wk/)
-        SETTINGS=(--bwd-setting "landed:" --bwd-setting "act-tail0:ACT_BWD_SCALAR_PIECES_MAX_TAIL=0"
-                  --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024"
-                  --fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w16:FWD_CHUNK_LANES=2048"
+        SETTINGS=(--fwd-setting "fwd-rule:" --fwd-setting "fwd-c2048w16:FWD_CHUNK_LANES=2048"
                   --fwd-setting "fwd-c2048w8:FWD_CHUNK_LANES=2048,FWD_CHUNK_WARPS=8"
                   --fwd-setting "fwd-c1024w4:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=4"
                   --fwd-setting "fwd-c1024w8:FWD_CHUNK_LANES=1024,FWD_CHUNK_WARPS=8"
                   --fwd-setting "fwd-nopersist:FWD_PERSIST_STAGES=0")
+        [ -n "${FWD_ONLY:-}" ] || SETTINGS+=(--bwd-setting "landed:"
+            --bwd-setting "act-tail0:ACT_BWD_SCALAR_PIECES_MAX_TAIL=0"
+            --bwd-setting "act-tail1024:ACT_BWD_SCALAR_PIECES_MAX_TAIL=1024")
         if [ -n "${FWD_ONLY:-}" ]; then  # (FWD_ONLY=1: the forward settings alone, on the forms they change)
-            SETTINGS=("${SETTINGS[@]:6}")
             FORMS=${FORMS:-rms,rms-pre,ln-post,ln}
             SHAPES=${SHAPES:-16384x8447,16384x12345,16384x15001,16384x16383}
         fi
