@@ -132,7 +132,10 @@ def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
     if hasattr(norm, "forward_stages"):  # (scalar rows, where the code has them: launch.row_units)
         extra = _accepted(norm.forward_stages, scalar=launch.row_units(n) == 1)
         stages = norm.forward_stages(tile, n, mode, activation, **extra)
-    cap = norm._fwd_maxnreg(tile, stages) if stages is not None else norm._fwd_maxnreg(tile)
+    if stages is None:  # (code before persistence)
+        cap = norm._fwd_maxnreg(tile)
+    else:  # (the one-row programs' cap by form, where the code has it)
+        cap = norm._fwd_maxnreg(tile, stages, **_accepted(norm._fwd_maxnreg, mode=mode))
     return {"constexprs": {} if stages is None else {"STAGES": stages}, "options": {"maxnreg": cap} if cap else {}}
 
 

@@ -69,11 +69,11 @@ NONE, PRE, POST = 0, _PRE.value, _POST.value
 #   program (chunks: LayerNorm / RMSNorm 1.0x at 11008, 0.5x at 14336; post-residual 0.45x and LayerNorm + GELU
 #   0.81x at 14336); in chunks of one row a program RMSNorm's forward is the faster from 8192 lanes (the NOTE
 #   above FWD_RMS_CHUNKS_FROM_LANES). The pre-residual backward (which also reads the residual stream's
-#   gradient) took chunks past BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at 11008 / 14336; on the
-#   kernel of 2026-11-28 (reloaded rows, two-FMA rule) the one tile is the faster (H200, backward of a
-#   same-size copy, chunks -> one tile: LayerNorm 11008 0.42 -> 0.51, 14336 0.36 -> 0.59, 16384 0.34 -> 0.67;
-#   RMSNorm 0.53 -> 0.56, 0.51 -> 0.60, 0.45 -> 0.61; benchmarks/results/launch-rules/11-pre-tile/), so it
-#   takes the other forms' limit.
+#   gradient) took chunks past BWD_MAX_LANES_PRE = 8192 once, when the one tile measured 3.3x / 1.7x slower at
+#   11008 / 14336; on the kernel of 2026-11-28 (reloaded rows, two-FMA rule) the one tile is the faster (H200,
+#   backward of a same-size copy, chunks -> one tile: LayerNorm 11008 0.42 -> 0.51, 14336 0.36 -> 0.59, 16384
+#   0.34 -> 0.67; RMSNorm 0.53 -> 0.56, 0.51 -> 0.60, 0.45 -> 0.61; benchmarks/results/launch-rules/11-pre-tile/),
+#   so it takes the other forms' limit.
 TAIL_FROM_LANES = 8192
 FWD_MAX_LANES = 16384
 BWD_MAX_LANES = 16384
@@ -100,15 +100,15 @@ MIN_TAIL = 16
 # 16) cannot fill 4 warps at all and keeps the warps of the whole row. Rows up to 8192 lanes: the pieces of both
 # passes there are in the NOTEs below (the backward's: BWD_PIECES_FROM_LANES).
 TAIL_VECTOR = 8
-# NOTE: the forward also takes two pieces below TAIL_FROM_LANES where the tail alone fills 4 warps with 16-byte
-# vectors (FWD_VECTOR_TAIL_LANES lanes, so the warps stay at one vector a thread: the NOTE above): 4609-6144 wide
-# (5120: 4096 + 1024 lanes, not 8192), 2561-3072 (3072: 2048 + 1024), and below 1024 lanes never. A smaller tail
-# kept the padded tile until the one-row pieces (the next NOTE): H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces: 5120 LayerNorm
-# 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps) LayerNorm 0.70
-# -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward
-# kept its tiles then (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256 with vector sums), and so does
-# the FP8 forward at these tails (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
-# 0.82x at 6144 (same folder, fp8/). 0: off.
+# NOTE: the forward also takes two pieces below TAIL_FROM_LANES where the tail alone fills 4 warps with 16-byte vectors
+# (FWD_VECTOR_TAIL_LANES lanes, so the warps stay at one vector a thread: the NOTE above): 4609-6144 wide (5120: 4096 +
+# 1024 lanes, not 8192), 2561-3072 (3072: 2048 + 1024), and below 1024 lanes never. A smaller tail kept the padded tile
+# until the one-row pieces (the next NOTE): H200, [16384, n] bf16, forward's fraction of a copy, padded tile -> pieces:
+# 5120 LayerNorm 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1 element a thread at 8 warps)
+# LayerNorm 0.70 -> 0.58, RMSNorm 0.83 -> 0.88 (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The
+# backward kept its tiles then (at 4304 the padded 8192 lanes ran 1.8x faster than 4096 + 256 with vector sums), and so
+# does the FP8 forward at these tails (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but
+# LayerNorm rowwise 0.92x at 2880 and 0.82x at 6144 (same folder, fp8/). 0: off.
 FWD_VECTOR_TAIL_LANES = 4 * 32 * TAIL_VECTOR
 # NOTE: below TAIL_FROM_LANES, a row of at least FWD_PIECES_FROM_LANES with a tail of any size also goes in two
 # pieces, one row a program, one warp per FWD_PIECE_LANES_PER_WARP lanes and at least FWD_PIECE_MIN_WARPS: 1152 and
@@ -270,11 +270,24 @@ BWD_WIDE_PIECE_WARPS = 16
 # process, [16384, n] bf16, fraction of a same-size copy;
 # benchmarks/results/launch-rules/24-three-pieces-2026-12-03-h200/), padded -> three pieces: 13312 LayerNorm 0.58 ->
 # 0.66, RMSNorm 0.78 -> 0.95, post-residual 0.58 -> 0.65; 12800 0.56 / 0.76 / 0.56 -> 0.65 / 0.96 / 0.65. Unpipelined
-# or with the weight held in registers the pieces lost (13312 LayerNorm 0.52-0.56). 14336 = 8192 + 4096 + 2048 keeps
-# the padded tile: three stages there take 168 KiB (past the budget), and with the budget raised LayerNorm lost
-# (0.61 -> 0.52) where RMSNorm barely gained (0.82 -> 0.84); two stages lost more (LayerNorm 0.48). 0: off.
+# or with the weight held in registers the pieces lost (13312 LayerNorm 0.52-0.56). 0: off.
+# 13313-14336 lanes (14336 = 8192 + 4096 + 2048): three stages of z and dy count 168 KiB there, past BWD_SMEM_BYTES,
+# and with that budget raised the pieces had lost (H200, 24-*: LayerNorm 0.61 -> 0.52, RMSNorm 0.82 -> 0.84; two
+# stages 0.48), but that was before the plain forms' wide pieces held their bf16 rows across the row sums (the NOTE
+# above BWD_HOLD_PIECES: 104 bytes of spill a thread at 14336 -> 56 in the sm_90 build). So three pieces count their
+# stage buffers against BWD_THREE_PIECES_SMEM_BYTES (172 KiB: the pipeliner's buffers as Triton 3.6 builds them for
+# sm_90 take 112 KiB at 14336, its stages less one, of the 227 KiB a block may have; one program a multiprocessor),
+# where z and dy are bf16 (held; fp16 rows keep BWD_SMEM_BYTES and their padded tile past 13312 lanes): 13313-14336
+# lanes take three pieces and three stages where the padded tile had one stage. No other tile changes.
+# Measured on an H100 (benchmarks/norm_tiles.py --bwd-setting through scripts/issue22_row_cap_gpu.sh, the backward
+# launcher with BWD_SMEM_BYTES at 160 and 172 KiB in two alternating rounds of one process;
+# benchmarks/results/launch-rules/37-row-cap-2026-12-06-h100/), padded -> three pieces: [16384, 14336] LayerNorm 0.79
+# -> 0.86 of copy (1.09x), post-residual 0.80 -> 0.87 (1.09x), RMSNorm 1.00x (0.96); [32768, 14336] 1.09x / 1.10x /
+# 1.00x (LayerNorm 0.81 -> 0.88); [4096, 14336] 1.14x / 1.13x / 1.02x (0.72 -> 0.81); [16384, 13824] 1.12x / 1.11x /
+# 1.02x (0.78 -> 0.87); 13312 (three pieces either way) 1.00x. The pre-residual forms and the GELU form are unchanged.
 BWD_THREE_PIECES_MAX_LANES = 14336
 BWD_THREE_PIECES_MIN_STAGES = 3
+BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
 ACT_BWD_THREE_PIECES = False
 # NOTE: the weight / bias gradient accumulators of rows in two wide pieces (past BWD_PIECES_MAX_LANES, pipelined, not
 # the pre-residual forms: _early_acc) take the row before its sums are reduced, not after its stores: dy then dies
@@ -1941,13 +1954,14 @@ def _forward_tile(tile: Tile, m, device: torch.device) -> Tile:
 
 
 def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: int = 2, is_rms: bool = False,
-                  scalar: bool = False) -> Tile:
+                  scalar: bool = False, bf16: bool = True) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
     width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's wide tails, BWD_WIDE_PIECES_RMS_MAX_TAIL): the
     three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
-    pre-residual form), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
-    (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
-    constants read at each call, so that a benchmark's knob takes effect."""
+    pre-residual form; within BWD_THREE_PIECES_SMEM_BYTES where z and dy are ``bf16``, held across the row sums,
+    else BWD_SMEM_BYTES: the NOTE above BWD_THREE_PIECES_SMEM_BYTES), the two pieces of :func:`_one_row_pieces`
+    where they apply, else one padded tile (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses,
+    the NOTE above BWD_SCALAR_WARPS. Module constants read at each call, so that a benchmark's knob takes effect."""
     row_chunks = _scalar_row_chunks(n, activation, scalar)
     if row_chunks:
         whole_row = (is_rms and not pre) or (not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
@@ -1963,7 +1977,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
     if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
         pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
-        if pieces is not None and BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size <= BWD_SMEM_BYTES:
+        budget = BWD_THREE_PIECES_SMEM_BYTES if bf16 and BWD_HOLD_PIECES else BWD_SMEM_BYTES
+        if pieces is not None and BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size <= budget:
             return pieces
     if activation:
         pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
@@ -2160,7 +2175,8 @@ def _bwd_stages_rule(tile: Tile, n: int, element_size: int, per_sm: int, streams
     real = streams * tile.block_m * n * element_size
     padded = streams * tile.block_m * tile.lanes * element_size
     stages = 1 + cdiv(BWD_BYTES_IN_FLIGHT, per_sm * real)
-    fit = BWD_SMEM_BYTES // (per_sm * padded)
+    budget = BWD_THREE_PIECES_SMEM_BYTES if tile.block_u > 1 else BWD_SMEM_BYTES  # (the NOTE above it)
+    fit = budget // (per_sm * padded)
     if tile.block_m * tile.lanes > BWD_PIPELINE_FULL_LANES and (fit < 2 or element_size > 2):
         return 1  # (the NOTE above BWD_PIPELINE_MAX_LANES: the wide pieces pipelined in 16-bit dtypes only)
     return max(2, min(stages, BWD_MAX_STAGES, fit))
@@ -2243,7 +2259,7 @@ def _norm_fwd(
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
         EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
         num_warps=tile.num_warps,
-        maxnreg=_fwd_maxnreg(tile, stages),
+        maxnreg=_fwd_maxnreg(tile, stages, mode),
     )
     return outputs
 
@@ -2381,13 +2397,37 @@ FWD_WIDE_MAXNREG = 64
 FWD_WIDE_WARPS = 16
 
 
-def _fwd_maxnreg(tile: Tile, stages: int = 0) -> Optional[int]:
+# NOTE: the forward of LayerNorm without a residual (and of its GELU form), one row a program past
+# FWD_PERSIST_FROM_LANES lanes on fewer than FWD_WIDE_WARPS warps (two pieces, 8193-12288 lanes: 4 warps at 8960 /
+# 9216, 8 at 10240-12288), caps a thread's registers so that FWD_ROW_WARPS_PER_SM warps of such programs share a
+# multiprocessor (4 warps: 5 programs at 96 registers; 8 warps: 3 at 80). As Triton 3.6 builds them for sm_90
+# (benchmarks/kernel_stats.py --rule), they took 100 (11008 / 12288) to 130 registers (8960 / 9216): two or three
+# programs, 12-16 warps a multiprocessor; capped, they spill nothing. Measured on an H100 (benchmarks/norm_tiles.py
+# --fwd-setting through scripts/issue22_row_cap_gpu.sh: the forward launcher, no cap against the caps for 20 / 24 / 32
+# warps, in two alternating rounds of one process; benchmarks/results/launch-rules/37-row-cap-2026-12-06-h100/), 20
+# warps against none: LayerNorm [16384, 11008] 1.047x, [4096 / 32768, 11008] 1.053x / 1.046x, [16384, 12288] 1.011x,
+# 10240 1.004x (78 registers: the cap does not bind), 8960 / 9216 0.987x / 0.984x (left as measured); + GELU 8960 /
+# 9216 1.39x / 1.35x, 11007 (odd: one-element accesses) 1.02x, 11008 / 12288 1.00x. 24 warps ran as 20 on 8 warps and
+# lost on 4 (80 registers, 128-176 bytes of spill: LayerNorm 0.65x), 32 lost everywhere (0.40-0.95x). The residual
+# forms keep their registers: at 8960 / 9216 they spill under the cap (post-residual 232 bytes at 96 registers: 0.64x;
+# pre-residual 64: 0.89x), and from 10240 they run on 16 warps. 0: off.
+FWD_ROW_WARPS_PER_SM = 20
+
+
+def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE) -> Optional[int]:
     """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG; persistent programs, ``stages``:
-    what FWD_PERSIST_PER_SM of them leave a thread)."""
+    what FWD_PERSIST_PER_SM of them leave a thread; the one-row programs of ``mode`` NONE: the NOTE above
+    FWD_ROW_WARPS_PER_SM)."""
     if stages:
         threads = 32 * tile.num_warps * FWD_PERSIST_PER_SM
         return SM_REGISTERS // threads if threads >= 512 else None
-    return FWD_WIDE_MAXNREG if tile.num_warps >= FWD_WIDE_WARPS else None
+    if tile.num_warps >= FWD_WIDE_WARPS:
+        return FWD_WIDE_MAXNREG
+    if (FWD_ROW_WARPS_PER_SM and mode == NONE and tile.block_m == 1 and tile.num_chunks == 1
+            and tile.lanes > FWD_PERSIST_FROM_LANES):
+        programs = cdiv(FWD_ROW_WARPS_PER_SM, tile.num_warps)
+        return SM_REGISTERS // (32 * tile.num_warps * programs) // 8 * 8
+    return None
 
 
 # The forward with an FP8 output (forward only) takes the forward's tiles (_tile) and rows a program, with its own
@@ -2565,7 +2605,8 @@ def _norm_bwd(
         return outputs
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(ds2), z2.stride(0), n, n)
     scalar = scalar_rows(vec, z)
-    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, scalar)
+    bf16 = z.dtype == torch.bfloat16 and dy.dtype == torch.bfloat16
+    tile = backward_rule(n, activation, mode == PRE, z.element_size(), is_rms, scalar, bf16)
     block_m, block_n, num_chunks = tile.block_m, tile.block_n, tile.num_chunks
     row_blocks = cdiv(m, block_m)
     # NOTE: a small input (all its rows in a few tiles) is done by one program, which writes the
@@ -2619,9 +2660,10 @@ def weight_kernel_rule(tile: Tile, n: int, scalar: bool = False, activation: int
 
 
 def weight_grid(m: int, n: int, sms: int) -> tuple[int, int, int]:
-    """``(column blocks, row groups, rows a group)`` of the weight kernel (the NOTE above BWD_WEIGHT_KERNEL_FROM_LANES): the
-    columns in BWD_WEIGHT_COLUMNS, and as many row groups (each a multiple of BWD_WEIGHT_ROWS rows) as make
-    BWD_WEIGHT_PROGRAMS_PER_SM programs a multiprocessor of ``sms``, no more than the rows allow."""
+    """``(column blocks, row groups, rows a group)`` of the weight kernel (the NOTE above
+    BWD_WEIGHT_KERNEL_FROM_LANES): the columns in BWD_WEIGHT_COLUMNS, and as many row groups (each a multiple of
+    BWD_WEIGHT_ROWS rows) as make BWD_WEIGHT_PROGRAMS_PER_SM programs a multiprocessor of ``sms``, no more than the
+    rows allow."""
     blocks = cdiv(n, BWD_WEIGHT_COLUMNS)
     groups = max(1, min(cdiv(m, BWD_WEIGHT_ROWS), cdiv(BWD_WEIGHT_PROGRAMS_PER_SM * sms, blocks)))
     rows_per_group = cdiv(cdiv(m, groups), BWD_WEIGHT_ROWS) * BWD_WEIGHT_ROWS

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# (issue 22) Two launch settings of the LayerNorm forms past 8192 lanes, each against the rule, one GPU, one call (~6
+# minutes; carry .whl for Liger-Kernel):
+#   1. the forward's one-row programs on fewer than 16 warps (two pieces, 8193-12288 lanes: 4 warps at 8960 / 9216, 8
+#      at 10240-12288) with a register cap that lets WPS warps of such programs share a multiprocessor
+#      (norm.FWD_ROW_WARPS_PER_SM; as Triton 3.6 builds them for sm_90, LayerNorm at 11008 / 12288 takes 100 registers
+#      a thread, two programs of 8 warps a multiprocessor; capped at 80, three, no spill): the forward launcher alone
+#      (benchmarks/norm_tiles.py --fwd-setting) at SHAPES;
+#   2. the backward at 13313-14336 lanes in three pieces (8192 + 4096 + 2048, the row held in bf16 across its sums)
+#      where the rule keeps the padded 16384-lane tile read twice because three stages of z and dy count 168 KiB
+#      against BWD_SMEM_BYTES' 160 (the pipeliner's buffers as built for sm_90: 112 KiB): the backward launcher
+#      (--bwd-setting, BWD_SMEM_BYTES raised to 172 KiB) at BWD_SHAPES;
+#   each with the settings alternating in two rounds of one process (CUDA-graph replays, the L2 flushed), after the
+#   kernels were built in parallel processes;
+#   3. (SWEEP_WIDTHS=w,w) the op sweep at those widths x SWEEP_ROWS (16384) rows (SWEEP_OPS, default the four norms;
+#      forward and forward + backward as users call them, with the peers; its compiles first in 8 processes);
+#   4. (TESTS="-k EXPR") tests/ops/test_norm.py's tests of EXPR on CUDA.
+#   PHASES (default "fwd bwd"): which of 1, 2 and "act" (the GELU form's backward in three pieces: below) run.
+#
+#   [PHASES="fwd bwd act"] [SHAPES=16384x11008,...] [FORMS=ln,...] [WPS="20 24 32"] [BWD_SHAPES=...] [BWD_FORMS=...] \
+#       [ACT_SHAPES=...] [SWEEP_WIDTHS=...] [TESTS=...] bash scripts/issue22_row_cap_gpu.sh PACK
+#                                                                               (writes PACK/results.tar.gz)
+set -u
+PACK=${1:?usage: bash scripts/issue22_row_cap_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+# ab NAME SHAPES FORMS SETTING...: the kernels built first, one process a shape and form side by side (their times
+# are not used; Triton's cache keeps the builds), then one process times the settings in two alternating rounds.
+ab() {
+    local name=$1 shapes=$2 forms=$3 shape form
+    shift 3
+    mkdir -p "$OUT/warm-$name"
+    for shape in ${shapes//,/ }; do
+        for form in ${forms//,/ }; do
+            timeout -s INT -k 10 "${WARM_S:-200}" python3 benchmarks/norm_tiles.py --shapes "$shape" --forms "$form" \
+                --fwd "" --bwd "" "$@" --no-check --out "$OUT/warm-$name/$shape-$form" \
+                > "$OUT/warm-$name/$shape-$form.log" 2>&1 &
+        done
+    done
+    wait
+    packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
+        --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
+}
+FWD=(--fwd-setting "rule:")
+for wps in ${WPS:-20 24 32}; do
+    FWD+=(--fwd-setting "w$wps:FWD_ROW_WARPS_PER_SM=$wps")
+done
+PHASES=" ${PHASES:-fwd bwd} "
+[[ $PHASES == *" fwd "* ]] && ab fwd \
+    "${SHAPES:-16384x8960,16384x9216,16384x10240,16384x11008,16384x12288,4096x11008,32768x11008,16384x11007}" \
+    "${FORMS:-ln,ln-post,ln-pre,ln-gelu}" "${FWD[@]}"
+[[ $PHASES == *" bwd "* ]] && ab bwd "${BWD_SHAPES:-16384x13312,16384x13824,16384x14336,4096x14336,32768x14336}" \
+    "${BWD_FORMS:-ln,ln-post,rms}" --bwd-setting "rule:" --bwd-setting "smem172:BWD_SMEM_BYTES=176128"
+# (PHASES="act": the GELU form's backward in three pieces, ACT_BWD_THREE_PIECES, at 13313-14336 lanes where its rule
+# has the padded tile (184 bytes of spill a thread in the sm_90 build, 128 in three pieces): `three` unpipelined there
+# (its own stage check counts 168 KiB against BWD_SMEM_BYTES), `three-172` with that budget at 172 KiB (three stages);
+# and at 11008 (8192 + 2048 + 1024 lanes instead of 8192 + 4096: 32 bytes of spill, not 64), `three-11008`)
+THREE=ACT_BWD_THREE_PIECES=True
+[[ $PHASES == *" act "* ]] && ab act "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
+    ln-gelu --bwd-setting "rule:" --bwd-setting "three:$THREE" --bwd-setting "three-172:$THREE,BWD_SMEM_BYTES=176128" \
+    --bwd-setting "three-11008:$THREE,BWD_SMEM_BYTES=176128,BWD_WIDE_PIECES_MAX_LANES=8192"
+if [ -n "${SWEEP_WIDTHS:-}" ]; then
+    # shellcheck disable=SC2086
+    packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
+        --op ${SWEEP_OPS:-layer_norm rms_norm add_layer_norm layer_norm_post} --widths "$SWEEP_WIDTHS" \
+        --rows "${SWEEP_ROWS:-16384}" --budget "${BUDGET:-150}" --warm-jobs 8 --out "$OUT/sweep"
+fi
+if [ -n "${TESTS:-}" ]; then
+    packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 4 tests/ops/test_norm.py \
+        -k "${TESTS#-k }"
+fi
+pack "$PACK"
