@@ -109,9 +109,9 @@ def targets_lines(workload: dict, records: list[dict], device: str) -> list[str]
     return lines + writer.checks_lines(checks)
 
 
-CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "gemm_fraction", "peak_mib", "saved_mib", "rel_err_out",
-              "max_abs_out", "max_abs_vs_eager", "rel_err_grad", "rel_err_dx", "first_call_s", "compile_cold_s",
-              "compile_warm_s", "error")
+CSV_FIELDS = ("provider", "mode", "ms", "p20", "p80", "gemm_tflops", "gemm_fraction", "peak_mib", "saved_mib",
+              "rel_err_out", "max_abs_out", "max_abs_vs_eager", "rel_err_grad", "rel_err_dx", "first_call_s",
+              "compile_cold_s", "compile_warm_s", "error")
 
 
 def write_csv(path: Path, records: list[dict]) -> None:
@@ -205,7 +205,8 @@ def markdown(meta: dict, workload: dict, records: list[dict], with_targets: bool
          "Times: median ms of the CPU wall clock (p20-p80 in the JSON), gradients cleared before each call.") +
         " `infer`: forward under no_grad; `fwd`: training forward; `bwd`: the backward alone (its forward run"
         " untimed before each call); `fwdbwd`: forward + backward of a fixed output gradient. TFLOP/s: the"
-        " GEMMs' and attention's FLOPs over the time" + _ceiling_text(workload) + ". Peak: memory allocated during one training step above what was allocated before it."
+        " GEMMs' and attention's FLOPs over the time" + _ceiling_text(workload) + ". Peak: memory allocated during"
+        " one training step above what was allocated before it."
         " Errors: ||out - ref|| / ||ref|| against an fp32 eager run with the same weights (grad: every"
         " parameter gradient and the input gradient together). First call: seconds, compile included.",
         "",

@@ -141,7 +141,8 @@ def add_bench_parser(subparsers) -> None:
                             + (f"; hf-llama: from {','.join(hf_llama.MODES)} (default: "
                                f"{','.join(hf_llama.DEFAULT_MODES)}); hf-siglip2: from {','.join(hf_siglip2.MODES)} "
                                "(default: all)" if model else ""))
-        parser.add_argument("--fast", action="store_true", help="skip the max-autotune providers (minutes of autotuning)")
+        parser.add_argument("--fast", action="store_true",
+                            help="skip the max-autotune providers (minutes of autotuning)")
         parser.add_argument("--quick", action="store_true", help="short timing")
         parser.add_argument("--compile-times", nargs="?", const="all", metavar="PROVIDERS",
                             help="also time each compiled provider's (or these comma-separated ones') first call "

@@ -322,7 +322,8 @@ def profile(bench: OpBenchmark, settings: HostSettings, calls: int = 500, top: i
     profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
-    return f"# cProfile: blockfuse {bench.name} {list(shape)} {settings.dtype} fwd+bwd, {calls} calls\n" + text.getvalue()
+    head = f"# cProfile: blockfuse {bench.name} {list(shape)} {settings.dtype} fwd+bwd, {calls} calls\n"
+    return head + text.getvalue()
 
 
 # ---------------------------------------------------------------- report

@@ -822,7 +822,8 @@ def linear_cross_entropy(
 
 
 def _divisor_tensor(divisor, reduction: str, like: Tensor) -> Optional[Tensor]:
-    """``linear_cross_entropy``'s ``divisor`` checked, as a one-element fp32 tensor on ``like``'s device (None: none)."""
+    """``linear_cross_entropy``'s ``divisor`` checked, as a one-element fp32 tensor on ``like``'s device (None:
+    none)."""
     if divisor is None:
         return None
     if reduction != "sum":

@@ -29,7 +29,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.activation import CODES, activate, activate_grad, check_gelu_approximation, launch_shape, program_tile
+from blockfuse.ops.activation import (CODES, activate, activate_grad, check_gelu_approximation, launch_shape,
+                                      program_tile)
 from blockfuse.ops import fp8_history
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.fp8 import (

@@ -109,7 +109,8 @@ def _declared_constexprs(fn) -> Optional[list[str]]:
     except (TypeError, ValueError):
         return None
     return [p.name for p in parameters
-            if p.annotation is triton.language.constexpr or (isinstance(p.annotation, str) and "constexpr" in p.annotation)]
+            if p.annotation is triton.language.constexpr
+            or (isinstance(p.annotation, str) and "constexpr" in p.annotation)]
 
 
 class Kernel:

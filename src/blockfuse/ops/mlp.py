@@ -127,7 +127,8 @@ def _optional(t: Optional[Tensor], rows) -> Optional[Tensor]:
 
 @launcher_op("fused_mlp_fwd")
 def _fused_mlp_fwd(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], up_weight: Optional[Tensor],
-                   up_bias: Optional[Tensor], fc2_weight: Tensor, fc2_bias: Optional[Tensor], activation: str) -> Tensor:
+                   up_bias: Optional[Tensor], fc2_weight: Tensor, fc2_bias: Optional[Tensor],
+                   activation: str) -> Tensor:
     """The MLP's inference forward (nothing kept for a backward): ``fc2(act(fc1(x)))`` (..., d_out). fc1, the
     activation and fc2 run a block of rows at a time (:func:`down_projection`), so neither the whole
     pre-activation nor the whole activation is ever alive; ungated GELU-tanh / ReLU in fp16 / bf16 on CUDA

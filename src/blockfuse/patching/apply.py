@@ -247,10 +247,10 @@ def patch(model: nn.Module, norms: bool = True, rope: bool = True, mlp: bool = T
     reported as skipped). Undo with :func:`unpatch`.
 
     ``loss``: a causal LM of those families (``LlamaForCausalLM``, ``Qwen3ForCausalLM``, ...) called
-    with ``labels`` computes Hugging Face's loss (shifted labels or ``shift_labels``, ``ignore_index``, ``num_items_in_batch``,
-    the LM head's bias, ``final_logit_softcapping``) with ``blockfuse.linear_cross_entropy``, and the
-    output's ``logits`` is None: the logits are never made. Without ``labels`` the forward is
-    Hugging Face's own, logits and all. Raises ValueError when the model holds no causal LM.
+    with ``labels`` computes Hugging Face's loss (shifted labels or ``shift_labels``, ``ignore_index``,
+    ``num_items_in_batch``, the LM head's bias, ``final_logit_softcapping``) with
+    ``blockfuse.linear_cross_entropy``, and the output's ``logits`` is None: the logits are never made. Without
+    ``labels`` the forward is Hugging Face's own, logits and all. Raises ValueError when the model holds no causal LM.
     ``loss="low-memory"``: the same, the fused loss holding no more than Liger-Kernel's does
     (``linear_cross_entropy(chunk_size="low-memory")``; ``True``: its default chunks, faster, more memory).
 
