@@ -119,10 +119,14 @@ def test_layer_norm_gelu(shape, dtype, approximate, device):
 @pytest.mark.parametrize("shape", [(3, 6144), (2, 8200), (2, 11008), (2, 14336)], ids=shape_id)
 def test_layer_norm_gelu_wide_tails(shape, dtype, device):
     """Rows in two pieces, as the launch rules take them on a GPU: the forward's 4096 + 2048 lanes on 4 warps (6144),
-    8192 + 16 (8200) and 8192 + 4096 on 8 (11008); the backward's pieces at any tail (6144; 8200 and 11008 on 16
-    warps, 11008 at 24 lanes a thread) or its padded tile read twice (14336)."""
+    8192 + 16 (8200) and 8192 + 4096 on 8 (11008); the backward's pieces at any tail (6144; 8200 on 16 warps), in
+    bf16 three pieces (11008: 8192 + 2048 + 1024; 14336: 8192 + 4096 + 2048), in fp32 two pieces at 11008 (24 lanes
+    a thread) or its padded tile read twice (14336)."""
     n = shape[1]
-    assert norm.forward_rule(n).tail == (n != 14336) and norm.backward_rule(n, 1).tail == (n != 14336)
+    assert norm.forward_rule(n).tail == (n != 14336)
+    bf16 = dtype == torch.bfloat16
+    tile = norm.backward_rule(n, 1, element_size=2 if bf16 else 4, bf16=bf16)
+    assert tile.tail == (bf16 or n != 14336) and (tile.block_u > 1) == (bf16 and n in (11008, 14336))
     check_against_pytorch(make_inputs(shape, dtype, device), "tanh")
 
 

@@ -1044,8 +1044,9 @@ def test_backward_wide_pieces_rule(n, element_size):
             assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 1
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert gelu == norm.backward_rule(n, 1, is_rms=True, element_size=element_size)
-    assert gelu.tail == (8192 < n <= norm.BWD_WIDE_PIECES_MAX_LANES)
-    if gelu.tail:
+    three = element_size == 2 and n in (10752, 11008, 12300, 14336)  # (test_gelu_backward_three_pieces_rule)
+    assert gelu.tail == (8192 < n <= norm.BWD_WIDE_PIECES_MAX_LANES or three) and (gelu.block_u > 1) == three
+    if gelu.tail and not three:
         assert gelu.block_n == 8192 and gelu.num_warps == 16 and gelu.lanes <= 16 * 32 * 24
         # pipelined where the tail gives a thread 8 bytes (2048 lanes of bf16) and the stages fit: not in fp32
         thick = gelu.block_t * element_size >= norm.ACT_BWD_PIPELINE_TAIL_BYTES * 32 * 16
@@ -1103,8 +1104,9 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
     more, on BWD_WIDE_PIECE_WARPS warps, fewer lanes than the padded tile; taken by LayerNorm, RMSNorm and the
     post-residual form where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_THREE_PIECES_SMEM_BYTES (bf16,
     held across the row sums: to 14336 lanes) or else BWD_SMEM_BYTES (fp16: to 13312 lanes), then read once, the
-    weight again each row (RELOAD) and pipelined by the depth rule (three stages); never by the pre-residual form or
-    the GELU form, which keep the padded tile read twice."""
+    weight again each row (RELOAD) and pipelined by the depth rule (three stages); by the GELU form in bf16 only
+    (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; never by the pre-residual form, which keeps the
+    padded tile read twice."""
     three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // element_size)
     if three is not None:
         assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, norm.BWD_WIDE_PIECE_WARPS, True)
@@ -1127,11 +1129,31 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
             assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, norm.NONE)
         assert (norm.backward_rule(n, element_size=element_size, is_rms=is_rms, bf16=False).block_u > 1) == fits_fp16
         assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
+    gelu = norm.backward_rule(n, 1, element_size=element_size)
+    assert (gelu.block_u > 1) == fits and (not fits or gelu == three)
+    assert norm.backward_rule(n, 1, element_size=element_size, bf16=False).block_u == 1
+    if fits:  # (pipelined where ACT_BWD_STAGES of them fit BWD_SMEM_BYTES: 13312, not 14336)
+        stages = norm._bwd_depth(gelu, n, element_size, norm._act_programs_per_sm(gelu), 2, 1)
+        assert stages == (norm.ACT_BWD_STAGES if n <= 13312 else 1)
+    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", False)
     assert norm.backward_rule(n, 1, element_size=element_size).block_u == 1
-    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", True)
-    assert (norm.backward_rule(n, 1, element_size=element_size).block_u > 1) == fits
     monkeypatch.setattr(norm, "BWD_THREE_PIECES_MAX_LANES", 0)
     assert norm.backward_rule(n, element_size=element_size).block_u == 1
+
+
+@pytest.mark.parametrize("n", [8704, 9000, 9216, 10240, 10752, 11008, 11264, 11520, 12288, 12289, 14336, 15000])
+def test_gelu_backward_three_pieces_rule(n, monkeypatch):
+    """The GELU form's backward takes three pieces past 8192 lanes (up to BWD_THREE_PIECES_MAX_LANES) only where they
+    hold fewer lanes than the tile it takes without them (the NOTE above ACT_BWD_THREE_PIECES): 10241-11264 as 8192 +
+    2048 + 1024 (not 8192 + 4096), 12289-14336 as 8192 + 4096 + up to 2048 (not 16384); bf16 only."""
+    tile = norm.backward_rule(n, 1)
+    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", False)
+    other = norm.backward_rule(n, 1)
+    assert norm.backward_rule(n, 1, bf16=False) == other and other.block_u == 1
+    three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // 2)
+    takes = three is not None and three.lanes < other.lanes
+    assert (tile == three) == takes and (tile == other) == (not takes)
+    assert takes == (10240 < n <= 11264 or 12288 < n <= 14336)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1139,7 +1161,8 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
     (form, n) for n in (2304, 2560, 4304) for form in ("ln", "rms", "ln-post-dropout", "rms-pre-dropout", "ln-pre",
                                                        "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)] + [
     ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 11008), ("rms-pre-dropout", 9728),
-    ("ln-gelu", 11008), ("ln", 13312), ("rms", 13312), ("ln-post-dropout", 12800), ("ln", 12289), ("ln", 14336)])
+    ("ln-gelu", 11008), ("ln", 13312), ("rms", 13312), ("ln-post-dropout", 12800), ("ln", 12289), ("ln", 14336),
+    ("ln-gelu", 14336)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
     """The backward of rows in pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
     8192 + up to 4096 on 16 warps; past 12288 three: 8192 + 4096 + 1024, masked at 12289 and 12800, and 8192 + 4096
@@ -1511,7 +1534,8 @@ def test_backward_hold_rule(n):
         act_tile = norm.backward_rule(n, gelu, False, 2)
         act_held = norm._bwd_hold(act_tile, n, bf16, bf16, gelu, norm.NONE)
         assert act_held == (2 if act_tile.tail and act_tile.lanes > 16 * 32 * act_tile.num_warps else 0)
-        assert act_held == (2 if n in (4304, 9000, 10240, 11008, 12288) else 0)  # (8192: one tile; 2560: 10 a thread)
+        # (8192: one tile; 2560: 10 a thread; 13312 / 14336: three pieces)
+        assert act_held == (2 if n in (4304, 9000, 10240, 11008, 12288, 13312, 14336) else 0)
         assert not norm._bwd_hold(act_tile, n, fp16, fp16, gelu, norm.NONE)
     if n in (11008, 13312, 16384):
         assert norm._bwd_hold(norm.backward_rule(n, 0, False, 2), n, bf16, bf16, 0, norm.NONE)

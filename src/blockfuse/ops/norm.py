@@ -288,7 +288,20 @@ BWD_WIDE_PIECE_WARPS = 16
 BWD_THREE_PIECES_MAX_LANES = 14336
 BWD_THREE_PIECES_MIN_STAGES = 3
 BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
-ACT_BWD_THREE_PIECES = False
+# NOTE: the GELU form's backward takes three pieces too, past BWD_PIECES_MAX_LANES to BWD_THREE_PIECES_MAX_LANES, where
+# they hold fewer lanes than its other tile (two pieces, or the padded 16384-lane tile) and z and dy are bf16 (its
+# rows held: ACT_BWD_HOLD): 11008 as 8192 + 2048 + 1024 lanes (11264, not 8192 + 4096), 12289-14336 as 8192 + 4096 +
+# up to 2048 (not 16384 read twice). Its stages as its wide pieces' (ACT_BWD_STAGES where they fit BWD_SMEM_BYTES:
+# 11008 and 13312 pipelined, 14336 not). It had lost before its rows were held (H200, 24-*: 13312 0.35 -> 0.37
+# unpipelined, 0.15 pipelined); built for sm_90 now, 14336's padded tile spills 184 bytes a thread (1976 instructions),
+# its three pieces 128 (1632), 11008's two pieces 64, its three 32. Measured on an H100 (benchmarks/norm_tiles.py
+# --bwd-setting through `PHASES=act scripts/issue22_row_cap_gpu.sh`, the backward launcher, the rule then against
+# three pieces in two alternating rounds of one process, fraction of a same-size copy;
+# benchmarks/results/launch-rules/37-row-cap-2026-12-06-h100/2-gelu/): [16384, 11008] 0.65 -> 0.78 (1.20x), [16384,
+# 13312] 0.49 -> 0.64 (1.31x), [16384, 14336] 0.50 -> 0.62 (1.24x; pipelined with a 172 KiB budget 1.24x too), [2048,
+# 14336] 0.43 -> 0.52 (1.20x), [32768, 14336] 0.51 -> 0.63 (1.24x). Rows whose three pieces would hold more lanes
+# (9000: 8192 + 512 + 1024 against 8192 + 1024; 12288 has no third) keep their tile; fp16 and fp32 too. False: off.
+ACT_BWD_THREE_PIECES = True
 # NOTE: the weight / bias gradient accumulators of rows in two wide pieces (past BWD_PIECES_MAX_LANES, pipelined, not
 # the pre-residual forms: _early_acc) take the row before its sums are reduced, not after its stores: dy then dies
 # before the reductions and fewer values stay live across them (LayerNorm at 11008, sm_90: 56 bytes of spill a
@@ -1974,10 +1987,10 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
                                           and next_power_of_2(n) >= BWD_SCALAR_TILE_WARPS_FROM_LANES) else 1
-    three = (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES) if activation else BWD_PIECES_FROM_LANES
-    if BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and three and not pre:
+    budget = BWD_THREE_PIECES_SMEM_BYTES if bf16 and BWD_HOLD_PIECES else BWD_SMEM_BYTES
+    if (BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
+            and not (pre or activation)):
         pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
-        budget = BWD_THREE_PIECES_SMEM_BYTES if bf16 and BWD_HOLD_PIECES else BWD_SMEM_BYTES
         if pieces is not None and BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size <= budget:
             return pieces
     if activation:
@@ -1986,6 +1999,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                                  max_tail=n if ACT_BWD_PIECES_ANY_TAIL else LAYOUT_TAIL_LANES.value)
         if pieces is None and wide and ACT_BWD_WIDE_PIECES and ACT_BWD_PIECES_FROM_LANES:
             pieces = _wide_pieces(n, 0, n)  # (past the 17 lanes a thread, spilling)
+        if (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES and bf16
+                and BWD_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES):  # (the NOTE above ACT_BWD_THREE_PIECES)
+            three = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
+            if (three is not None and three.lanes < (pieces.lanes if pieces is not None else next_power_of_2(n))
+                    and BWD_THREE_PIECES_MIN_STAGES * 2 * three.lanes * element_size <= budget):
+                pieces = three
     elif wide:
         pieces = _wide_pieces(n, BWD_PIECE_TAIL_BYTES // element_size,
                               BWD_WIDE_PIECES_RMS_MAX_TAIL + 1 if is_rms else BWD_WIDE_PIECES_MAX_LANES)
