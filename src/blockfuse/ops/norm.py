@@ -294,7 +294,7 @@ BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
 # up to 2048 (not 16384 read twice). Its stages as its wide pieces' (ACT_BWD_STAGES where they fit BWD_SMEM_BYTES:
 # 11008 and 13312 pipelined, 14336 not). It had lost before its rows were held (H200, 24-*: 13312 0.35 -> 0.37
 # unpipelined, 0.15 pipelined); built for sm_90 now, 14336's padded tile spills 184 bytes a thread (1976 instructions),
-# its three pieces 128 (1632), 11008's two pieces 64, its three 32. Measured on an H100 (benchmarks/norm_tiles.py
+# its three pieces 112 (1368, unpipelined), 11008's two pieces 64, its three 32. Measured on an H100 (benchmarks/norm_tiles.py
 # --bwd-setting through `PHASES=act scripts/issue22_row_cap_gpu.sh`, the backward launcher, the rule then against
 # three pieces in two alternating rounds of one process, fraction of a same-size copy;
 # benchmarks/results/launch-rules/37-row-cap-2026-12-06-h100/2-gelu/): [16384, 11008] 0.65 -> 0.78 (1.20x), [16384,
