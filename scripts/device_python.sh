@@ -37,6 +37,21 @@ old_code() {
     [ -d _gpu/old/src ] && OLD=(env PYTHONPATH="$PWD/_gpu/old/src:$PYTHONPATH")
 }
 
+# warm_norm_tiles DIR SHAPES FORMS ARG...: benchmarks/norm_tiles.py started in the background once a shape and form,
+# side by side (WARM_S seconds at most, no float64 check), so that Triton's cache holds their builds before one process
+# times them all (their own times are not used); logs and results under DIR. The caller waits (`wait`).
+warm_norm_tiles() {
+    local dir=$1 shapes=$2 forms=$3 shape form
+    shift 3
+    mkdir -p "$dir"
+    for shape in ${shapes//,/ }; do
+        for form in ${forms//,/ }; do
+            timeout -s INT -k 10 "${WARM_S:-200}" python3 benchmarks/norm_tiles.py --shapes "$shape" --forms "$form" \
+                --fwd "" --bwd "" "$@" --no-check --out "$dir/$shape-$form" > "$dir/$shape-$form.log" 2>&1 &
+        done
+    done
+}
+
 # pack PACK: everything under $OUT into PACK/results.tar.gz (the device tool returns a few files only).
 pack() {
     mkdir -p "$1" && tar czf "$1/results.tar.gz" -C "$OUT" .

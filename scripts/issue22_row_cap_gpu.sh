@@ -26,19 +26,12 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-# ab NAME SHAPES FORMS SETTING...: the kernels built first, one process a shape and form side by side (their times
-# are not used; Triton's cache keeps the builds), then one process times the settings in two alternating rounds.
+# ab NAME SHAPES FORMS SETTING...: the kernels built first (warm_norm_tiles), then one process times the settings in
+# two alternating rounds.
 ab() {
-    local name=$1 shapes=$2 forms=$3 shape form
+    local name=$1 shapes=$2 forms=$3
     shift 3
-    mkdir -p "$OUT/warm-$name"
-    for shape in ${shapes//,/ }; do
-        for form in ${forms//,/ }; do
-            timeout -s INT -k 10 "${WARM_S:-200}" python3 benchmarks/norm_tiles.py --shapes "$shape" --forms "$form" \
-                --fwd "" --bwd "" "$@" --no-check --out "$OUT/warm-$name/$shape-$form" \
-                > "$OUT/warm-$name/$shape-$form.log" 2>&1 &
-        done
-    done
+    warm_norm_tiles "$OUT/warm-$name" "$shapes" "$forms" "$@"
     wait
     packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
         --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"

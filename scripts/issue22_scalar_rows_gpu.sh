@@ -119,14 +119,7 @@ if [ "${PHASE:-}" = wide ]; then
     FORMS=${FORMS:-ln,rms,ln-pre,ln-post}
     # The kernels compile first, one process a shape and form side by side (their times are not used; Triton's
     # cache keeps the builds), with the float64 check in one more; then one process times them all.
-    mkdir -p "$OUT/warm"
-    for shape in ${SHAPES//,/ }; do
-        for form in ${FORMS//,/ }; do
-            timeout -s INT -k 10 "${WARM_S:-240}" python3 benchmarks/norm_tiles.py --shapes "$shape" --forms "$form" \
-                --fwd "" --bwd "" "${SETTINGS[@]}" --no-check --out "$OUT/warm/$shape-$form" \
-                > "$OUT/warm/$shape-$form.log" 2>&1 &
-        done
-    done
+    WARM_S=${WARM_S:-240} warm_norm_tiles "$OUT/warm" "$SHAPES" "$FORMS" "${SETTINGS[@]}"
     timeout -s INT -k 10 "${WARM_S:-240}" python3 benchmarks/norm_tiles.py --shapes 64x1001 --forms ln --fwd "" \
         --bwd "" --out "$OUT/warm/check" > "$OUT/warm/check.log" 2>&1 &
     wait
