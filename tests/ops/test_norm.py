@@ -400,7 +400,8 @@ def chunks_from_2049(monkeypatch):
     norm._tile.cache_clear()
 
 
-@pytest.mark.parametrize("variant,mode,dtype", [("ln", "none", torch.bfloat16), ("rms-castfirst", "post", torch.float32),
+@pytest.mark.parametrize("variant,mode,dtype", [("ln", "none", torch.bfloat16),
+                                                ("rms-castfirst", "post", torch.float32),
                                                 ("ln-nobias", "pre", torch.float16)])
 @pytest.mark.usefixtures("chunks_from_2049")
 def test_wide_rows_weight_gradients_by_their_own_kernel(variant, mode, dtype, device):
@@ -642,7 +643,8 @@ def test_backward_pipeline_depth_rule(n, element_size):
     if pre.num_chunks == 1:
         per_sm = norm._programs_per_sm(pre.block_n, norm.BWD_PROGRAMS_PER_SM)
         pre_stages = norm._bwd_stages(pre, n, element_size, per_sm, 3)
-        assert per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES or pre_stages == 2
+        assert (per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES
+                or pre_stages == 2)
         if element_size == 2 and 1024 <= n <= 8192:  # (a 16384-lane tile's three streams fit 2 stages)
             assert pre_stages == 3, (n, pre_stages)
 
@@ -663,8 +665,8 @@ def test_forward_register_cap_rule(n):
 def test_forward_row_cap_rule(n, monkeypatch):
     """One-row forward programs past 8192 lanes on fewer than 16 warps (LayerNorm and its GELU form in two pieces) are
     capped so that FWD_ROW_WARPS_PER_SM warps of them share a multiprocessor's 65536 registers (the NOTE above it: 4
-    warps at 96, 8 at 80); the residual forms, 16-warp tiles (FWD_WIDE_MAXNREG), persistent programs and narrower
-    rows keep theirs."""
+    warps at 96, 8 at 80), in 16-bit rows; the residual forms, fp32 rows, 16-warp tiles (FWD_WIDE_MAXNREG), persistent
+    programs and narrower rows keep theirs."""
     tile = norm.forward_rule(n, scalar=n % 2 == 1)
     row = tile.block_m == 1 and tile.num_chunks == 1 and tile.lanes > 8192 and tile.num_warps < 16
     assert row == (8192 < n <= 12288)
@@ -676,6 +678,7 @@ def test_forward_row_cap_rule(n, monkeypatch):
         assert {8960: 4, 9216: 4, 10240: 8, 11008: 8, 12288: 8}.get(n, tile.num_warps) == tile.num_warps
         for mode in (norm.PRE, norm.POST):
             assert norm._fwd_maxnreg(tile, 0, mode) is None
+        assert norm._fwd_maxnreg(tile, 0, norm.NONE, 4) is None  # (fp32 rows: not measured)
         monkeypatch.setattr(norm, "FWD_ROW_WARPS_PER_SM", 0)
         assert norm._fwd_maxnreg(tile, 0, norm.NONE) is None
     elif tile.num_warps >= 16:
@@ -1662,7 +1665,8 @@ def test_forward_with_fewer_rows_a_program_matches_the_reference(form, device, m
 def test_launch_rule(n):
     """The tile rule, from the width alone: rows up to TAIL_FROM_LANES padded take one power-of-two tile;
     wider ones held in registers take two pieces that pad at most 1/5 (11008: 8192 + 4096, not 16384); the
-    pre-residual backward takes rows past BWD_MAX_LANES_PRE in chunks, the others past BWD_MAX_LANES; chunks pad at most 1/4; warps are a power of two within 4-16."""
+    pre-residual backward takes rows past BWD_MAX_LANES_PRE in chunks, the others past BWD_MAX_LANES; chunks pad at
+    most 1/4; warps are a power of two within 4-16."""
     fwd = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
     plain = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
     extra = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))

@@ -294,9 +294,9 @@ BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
 # up to 2048 (not 16384 read twice). Its stages as its wide pieces' (ACT_BWD_STAGES where they fit BWD_SMEM_BYTES:
 # 11008 and 13312 pipelined, 14336 not). It had lost before its rows were held (H200, 24-*: 13312 0.35 -> 0.37
 # unpipelined, 0.15 pipelined); built for sm_90 now, 14336's padded tile spills 184 bytes a thread (1976 instructions),
-# its three pieces 112 (1368, unpipelined), 11008's two pieces 64, its three 32. Measured on an H100 (benchmarks/norm_tiles.py
-# --bwd-setting through `PHASES=act scripts/issue22_row_cap_gpu.sh`, the backward launcher, the rule then against
-# three pieces in two alternating rounds of one process, fraction of a same-size copy;
+# its three pieces 112 (1368, unpipelined), 11008's two pieces 64, its three 32. Measured on an H100
+# (benchmarks/norm_tiles.py --bwd-setting through `PHASES=act scripts/issue22_row_cap_gpu.sh`, the backward launcher,
+# the rule then against three pieces in two alternating rounds of one process, fraction of a same-size copy;
 # benchmarks/results/launch-rules/37-row-cap-2026-12-06-h100/2-gelu/): [16384, 11008] 0.65 -> 0.78 (1.20x), [16384,
 # 13312] 0.49 -> 0.64 (1.31x), [16384, 14336] 0.50 -> 0.62 (1.24x; pipelined with a 172 KiB budget 1.24x too), [2048,
 # 14336] 0.43 -> 0.52 (1.20x), [32768, 14336] 0.51 -> 0.63 (1.24x). Rows whose three pieces would hold more lanes
@@ -2278,7 +2278,7 @@ def _norm_fwd(
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
         EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
         num_warps=tile.num_warps,
-        maxnreg=_fwd_maxnreg(tile, stages, mode),
+        maxnreg=_fwd_maxnreg(tile, stages, mode, x.element_size()),
     )
     return outputs
 
@@ -2429,20 +2429,20 @@ FWD_WIDE_WARPS = 16
 # 9216 1.39x / 1.35x, 11007 (odd: one-element accesses) 1.02x, 11008 / 12288 1.00x. 24 warps ran as 20 on 8 warps and
 # lost on 4 (80 registers, 128-176 bytes of spill: LayerNorm 0.65x), 32 lost everywhere (0.40-0.95x). The residual
 # forms keep their registers: at 8960 / 9216 they spill under the cap (post-residual 232 bytes at 96 registers: 0.64x;
-# pre-residual 64: 0.89x), and from 10240 they run on 16 warps. 0: off.
+# pre-residual 64: 0.89x), and from 10240 they run on 16 warps; fp32 rows too (not measured). 0: off.
 FWD_ROW_WARPS_PER_SM = 20
 
 
-def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE) -> Optional[int]:
+def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE, element_size: int = 2) -> Optional[int]:
     """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG; persistent programs, ``stages``:
-    what FWD_PERSIST_PER_SM of them leave a thread; the one-row programs of ``mode`` NONE: the NOTE above
-    FWD_ROW_WARPS_PER_SM)."""
+    what FWD_PERSIST_PER_SM of them leave a thread; the one-row programs of ``mode`` NONE and 16-bit rows
+    (``element_size``): the NOTE above FWD_ROW_WARPS_PER_SM)."""
     if stages:
         threads = 32 * tile.num_warps * FWD_PERSIST_PER_SM
         return SM_REGISTERS // threads if threads >= 512 else None
     if tile.num_warps >= FWD_WIDE_WARPS:
         return FWD_WIDE_MAXNREG
-    if (FWD_ROW_WARPS_PER_SM and mode == NONE and tile.block_m == 1 and tile.num_chunks == 1
+    if (FWD_ROW_WARPS_PER_SM and mode == NONE and element_size <= 2 and tile.block_m == 1 and tile.num_chunks == 1
             and tile.lanes > FWD_PERSIST_FROM_LANES):
         programs = cdiv(FWD_ROW_WARPS_PER_SM, tile.num_warps)
         return SM_REGISTERS // (32 * tile.num_warps * programs) // 8 * 8
