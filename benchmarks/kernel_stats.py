@@ -135,7 +135,8 @@ def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
     if stages is None:  # (code before persistence)
         cap = norm._fwd_maxnreg(tile)
     else:  # (the one-row programs' cap by form, where the code has it)
-        cap = norm._fwd_maxnreg(tile, stages, **_accepted(norm._fwd_maxnreg, mode=mode))
+        cap = norm._fwd_maxnreg(tile, stages, **_accepted(norm._fwd_maxnreg, mode=mode,
+                                                          scalar=launch.row_units(n) == 1))
     return {"constexprs": {} if stages is None else {"STAGES": stages}, "options": {"maxnreg": cap} if cap else {}}
 
 

@@ -2278,7 +2278,7 @@ def _norm_fwd(
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
         EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
         num_warps=tile.num_warps,
-        maxnreg=_fwd_maxnreg(tile, stages, mode, x.element_size()),
+        maxnreg=_fwd_maxnreg(tile, stages, mode, x.element_size(), scalar),
     )
     return outputs
 
@@ -2429,21 +2429,25 @@ FWD_WIDE_WARPS = 16
 # 9216 1.39x / 1.35x, 11007 (odd: one-element accesses) 1.02x, 11008 / 12288 1.00x. 24 warps ran as 20 on 8 warps and
 # lost on 4 (80 registers, 128-176 bytes of spill: LayerNorm 0.65x), 32 lost everywhere (0.40-0.95x). The residual
 # forms keep their registers: at 8960 / 9216 they spill under the cap (post-residual 232 bytes at 96 registers: 0.64x;
-# pre-residual 64: 0.89x), and from 10240 they run on 16 warps; fp32 rows too (not measured). 0: off.
+# pre-residual 64: 0.89x), and from 10240 they run on 16 warps; fp32 rows too (not measured), and 16-bit rows of
+# one-element accesses (odd widths: the NOTE above BWD_SCALAR_WARPS), which hold each value in a register of its own:
+# on 4 warps (8193-9727) they build without a spill at 168 registers and spill 264-416 bytes under the cap (not
+# timed); at 11007 (8 warps, 64-72 bytes under it) the cap ran 1.006x / 1.019x (LayerNorm / + GELU). 0: off.
 FWD_ROW_WARPS_PER_SM = 20
 
 
-def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE, element_size: int = 2) -> Optional[int]:
+def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE, element_size: int = 2, scalar: bool = False
+                 ) -> Optional[int]:
     """The forward's register cap for ``tile`` (the NOTE above FWD_WIDE_MAXNREG; persistent programs, ``stages``:
-    what FWD_PERSIST_PER_SM of them leave a thread; the one-row programs of ``mode`` NONE and 16-bit rows
-    (``element_size``): the NOTE above FWD_ROW_WARPS_PER_SM)."""
+    what FWD_PERSIST_PER_SM of them leave a thread; the one-row programs of ``mode`` NONE in 16-bit rows
+    (``element_size``) of vector accesses (not ``scalar``): the NOTE above FWD_ROW_WARPS_PER_SM)."""
     if stages:
         threads = 32 * tile.num_warps * FWD_PERSIST_PER_SM
         return SM_REGISTERS // threads if threads >= 512 else None
     if tile.num_warps >= FWD_WIDE_WARPS:
         return FWD_WIDE_MAXNREG
-    if (FWD_ROW_WARPS_PER_SM and mode == NONE and element_size <= 2 and tile.block_m == 1 and tile.num_chunks == 1
-            and tile.lanes > FWD_PERSIST_FROM_LANES):
+    if (FWD_ROW_WARPS_PER_SM and mode == NONE and element_size <= 2 and not scalar and tile.block_m == 1
+            and tile.num_chunks == 1 and tile.lanes > FWD_PERSIST_FROM_LANES):
         programs = cdiv(FWD_ROW_WARPS_PER_SM, tile.num_warps)
         return SM_REGISTERS // (32 * tile.num_warps * programs) // 8 * 8
     return None
