@@ -1987,11 +1987,10 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     piece_warps = BWD_SCALAR_WARPS if scalar and not activation and BWD_SCALAR_WARPS else 1
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
                                           and next_power_of_2(n) >= BWD_SCALAR_TILE_WARPS_FROM_LANES) else 1
-    budget = BWD_THREE_PIECES_SMEM_BYTES if bf16 and BWD_HOLD_PIECES else BWD_SMEM_BYTES
     if (BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
             and not (pre or activation)):
-        pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
-        if pieces is not None and BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size <= budget:
+        pieces = _fitting_three_pieces(n, element_size, bf16)
+        if pieces is not None:
             return pieces
     if activation:
         pieces = _one_row_pieces(n, ACT_BWD_PIECES_FROM_LANES, ACT_BWD_PIECES_MAX_LANES, ACT_BWD_PIECE_LANES_PER_WARP,
@@ -2001,9 +2000,8 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
             pieces = _wide_pieces(n, 0, n)  # (past the 17 lanes a thread, spilling)
         if (ACT_BWD_THREE_PIECES and ACT_BWD_PIECES_FROM_LANES and bf16
                 and BWD_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES):  # (the NOTE above ACT_BWD_THREE_PIECES)
-            three = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
-            if (three is not None and three.lanes < (pieces.lanes if pieces is not None else next_power_of_2(n))
-                    and BWD_THREE_PIECES_MIN_STAGES * 2 * three.lanes * element_size <= budget):
+            three = _fitting_three_pieces(n, element_size, bf16)
+            if three is not None and three.lanes < (pieces.lanes if pieces is not None else next_power_of_2(n)):
                 pieces = three
     elif wide:
         pieces = _wide_pieces(n, BWD_PIECE_TAIL_BYTES // element_size,
@@ -2066,6 +2064,16 @@ def _wide_pieces(n: int, tail_per_thread: int, max_tail: int) -> Optional[Tile]:
     warps = BWD_WIDE_PIECE_WARPS
     return _one_row_pieces(n, 1, BWD_WIDE_PIECES_MAX_LANES, cdiv(BWD_WIDE_PIECES_MAX_LANES, warps), warps, warps,
                            tail_per_thread, max_tail)
+
+
+def _fitting_three_pieces(n: int, element_size: int, bf16: bool) -> Optional[Tile]:
+    """:func:`_three_pieces` of rows of ``n`` where BWD_THREE_PIECES_MIN_STAGES stages of their z and dy fit the stage
+    budget: BWD_THREE_PIECES_SMEM_BYTES where they are ``bf16`` (held; the NOTE above it), else BWD_SMEM_BYTES."""
+    pieces = _three_pieces(n, BWD_PIECE_TAIL_BYTES // element_size)
+    budget = BWD_THREE_PIECES_SMEM_BYTES if bf16 and BWD_HOLD_PIECES else BWD_SMEM_BYTES
+    if pieces is None or BWD_THREE_PIECES_MIN_STAGES * 2 * pieces.lanes * element_size > budget:
+        return None
+    return pieces
 
 
 @functools.lru_cache(maxsize=None)
