@@ -15,10 +15,12 @@
 #   3. (SWEEP_WIDTHS=w,w) the op sweep at those widths x SWEEP_ROWS (16384) rows (SWEEP_OPS, default the four norms;
 #      forward and forward + backward as users call them, with the peers; its compiles first in 8 processes);
 #   4. (TESTS="-k EXPR") tests/ops/test_norm.py's tests of EXPR on CUDA.
-#   PHASES (default "fwd bwd"): which of 1, 2 and "act" (the GELU form's backward in three pieces: below) run.
+#   PHASES (default "fwd bwd"): which of 1, 2, "act" (the GELU form's backward in three pieces) and "pre" (the
+#   pre-residual forms' backward in three pieces) run: below.
 #
-#   [PHASES="fwd bwd act"] [SHAPES=16384x11008,...] [FORMS=ln,...] [WPS="20 24 32"] [BWD_SHAPES=...] [BWD_FORMS=...] \
-#       [ACT_SHAPES=...] [SWEEP_WIDTHS=...] [TESTS=...] bash scripts/issue22_row_cap_gpu.sh PACK
+#   [PHASES="fwd bwd act pre"] [SHAPES=16384x11008,...] [FORMS=ln,...] [WPS="20 24 32"] [BWD_SHAPES=...] \
+#       [BWD_FORMS=...] [ACT_SHAPES=...] [PRE_SHAPES=...] [SWEEP_WIDTHS=...] [TESTS=...] \
+#       bash scripts/issue22_row_cap_gpu.sh PACK
 #                                                                               (writes PACK/results.tar.gz)
 set -u
 PACK=${1:?usage: bash scripts/issue22_row_cap_gpu.sh PACK}
@@ -54,6 +56,13 @@ THREE=ACT_BWD_THREE_PIECES=True
 [[ $PHASES == *" act "* ]] && ab act "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "three:$THREE" --bwd-setting "three-172:$THREE,BWD_SMEM_BYTES=176128" \
     --bwd-setting "three-11008:$THREE,BWD_SMEM_BYTES=176128,BWD_WIDE_PIECES_MAX_LANES=8192"
+# (PHASES="pre": the pre-residual forms' backward in three pieces, BWD_THREE_PIECES_PRE, at 12289-14336 lanes where
+# the rule keeps the padded tile, unpipelined, 168 bytes of spill a thread in LayerNorm's sm_90 build; in three
+# pieces 56-72, two stages of z, dy and ds (107-115 KB of shared memory): `three` as the depth rule pipelines it,
+# `three-1` unpipelined)
+[[ $PHASES == *" pre "* ]] && ab pre "${PRE_SHAPES:-16384x12800,16384x13312,16384x14336,2048x14336,32768x14336}" \
+    ln-pre,rms-pre --bwd-setting "rule:" --bwd-setting "three:BWD_THREE_PIECES_PRE=True" \
+    --bwd-setting "three-1:BWD_THREE_PIECES_PRE=True,BWD_STAGES=1"
 if [ -n "${SWEEP_WIDTHS:-}" ]; then
     # shellcheck disable=SC2086
     packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \

@@ -1135,6 +1135,9 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
             assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, norm.NONE)
         assert (norm.backward_rule(n, element_size=element_size, is_rms=is_rms, bf16=False).block_u > 1) == fits_fp16
         assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
+        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)  # (the A/B's knob: the pre forms as the others)
+        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms) == tile
+        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", False)
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert (gelu.block_u > 1) == fits and (not fits or gelu == three)
     assert norm.backward_rule(n, 1, element_size=element_size, bf16=False).block_u == 1
@@ -1230,6 +1233,16 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
     for name, a, e, t in zip(("x", "w", "b" if not is_rms else "r", "r"), ours, expected, own):
         assert e.abs().max() > 0
         assert_close_to_reference(a, t, e, name=f"d{name}")
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form, n", [("ln-pre", 12800), ("rms-pre-dropout", 14336)])
+def test_pre_backward_three_pieces_knob_matches_the_reference(form, n, device, monkeypatch):
+    """The pre-residual forms in three pieces (norm.BWD_THREE_PIECES_PRE, a knob for the GPU's A/B, off by default):
+    the gradients of test_backward_in_pieces_matches_the_reference (float64 reference, the padded tile's)."""
+    monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)
+    assert norm.backward_rule(n, pre=True, is_rms=form.startswith("rms")).block_u > 1
+    test_backward_in_pieces_matches_the_reference(form, n, device)
 
 
 def test_scalar_rows_rule(monkeypatch):

@@ -288,6 +288,9 @@ BWD_WIDE_PIECE_WARPS = 16
 BWD_THREE_PIECES_MAX_LANES = 14336
 BWD_THREE_PIECES_MIN_STAGES = 3
 BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
+# (A knob for an A/B, off: the pre-residual forms' backward in three pieces too, where the rule above fits them; their
+# padded tile past 12288 lanes is unpipelined and spills, benchmarks/results/sweep/2026-12-06-h100-norms/.)
+BWD_THREE_PIECES_PRE = False
 # NOTE: the GELU form's backward takes three pieces too, past BWD_PIECES_MAX_LANES to BWD_THREE_PIECES_MAX_LANES, where
 # they hold fewer lanes than its other tile (two pieces, or the padded 16384-lane tile) and z and dy are bf16 (its
 # rows held: ACT_BWD_HOLD): 11008 as 8192 + 2048 + 1024 lanes (11264, not 8192 + 4096), 12289-14336 as 8192 + 4096 +
@@ -1988,7 +1991,7 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
                                           and next_power_of_2(n) >= BWD_SCALAR_TILE_WARPS_FROM_LANES) else 1
     if (BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
-            and not (pre or activation)):
+            and not activation and (BWD_THREE_PIECES_PRE or not pre)):
         pieces = _fitting_three_pieces(n, element_size, bf16)
         if pieces is not None:
             return pieces
