@@ -1111,8 +1111,8 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
     post-residual form where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_THREE_PIECES_SMEM_BYTES (bf16,
     held across the row sums: to 14336 lanes) or else BWD_SMEM_BYTES (fp16: to 13312 lanes), then read once, the
     weight again each row (RELOAD) and pipelined by the depth rule (three stages); by the GELU form in bf16 only
-    (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; never by the pre-residual form, which keeps the
-    padded tile read twice."""
+    (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; not by the pre-residual form, which keeps the
+    padded tile read twice (but for BWD_THREE_PIECES_PRE, an A/B's knob)."""
     three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // element_size)
     if three is not None:
         assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, norm.BWD_WIDE_PIECE_WARPS, True)
@@ -1236,7 +1236,7 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("form, n", [("ln-pre", 12800), ("rms-pre-dropout", 14336)])
+@pytest.mark.parametrize("form, n", [("ln-pre", 12800), ("ln-pre", 14336), ("rms-pre-dropout", 14336)])
 def test_pre_backward_three_pieces_knob_matches_the_reference(form, n, device, monkeypatch):
     """The pre-residual forms in three pieces (norm.BWD_THREE_PIECES_PRE, a knob for the GPU's A/B, off by default):
     the gradients of test_backward_in_pieces_matches_the_reference (float64 reference, the padded tile's)."""
