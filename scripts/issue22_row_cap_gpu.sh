@@ -15,10 +15,10 @@
 #   3. (SWEEP_WIDTHS=w,w) the op sweep at those widths x SWEEP_ROWS (16384) rows (SWEEP_OPS, default the four norms;
 #      forward and forward + backward as users call them, with the peers; its compiles first in 8 processes);
 #   4. (TESTS="-k EXPR") tests/ops/test_norm.py's tests of EXPR on CUDA.
-#   PHASES (default "fwd bwd"): which of 1, 2, "act" (the GELU form's backward in three pieces) and "pre" (the
-#   pre-residual forms' backward in three pieces) run: below.
+#   PHASES (default "fwd bwd"): which of 1, 2, "act" (the GELU form's backward in three pieces), "act32" (its pieces
+#   on 32 warps) and "pre" (the pre-residual forms' backward in three pieces) run: below.
 #
-#   [PHASES="fwd bwd act pre"] [SHAPES=16384x11008,...] [FORMS=ln,...] [WPS="20 24 32"] [BWD_SHAPES=...] \
+#   [PHASES="fwd bwd act act32 pre"] [SHAPES=16384x11008,...] [FORMS=ln,...] [WPS="20 24 32"] [BWD_SHAPES=...] \
 #       [BWD_FORMS=...] [ACT_SHAPES=...] [PRE_SHAPES=...] [SWEEP_WIDTHS=...] [TESTS=...] \
 #       bash scripts/issue22_row_cap_gpu.sh PACK
 #                                                                               (writes PACK/results.tar.gz)
@@ -56,6 +56,11 @@ THREE=ACT_BWD_THREE_PIECES=True
 [[ $PHASES == *" act "* ]] && ab act "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "three:$THREE" --bwd-setting "three-172:$THREE,BWD_SMEM_BYTES=176128" \
     --bwd-setting "three-11008:$THREE,BWD_SMEM_BYTES=176128,BWD_WIDE_PIECES_MAX_LANES=8192"
+# (PHASES="act32": the GELU form's backward pieces past 8192 lanes on 32 warps at 64 registers, not 16 at 128: one
+# program of 16 warps a multiprocessor leaves its math's latency unhidden (benchmarks/NOTES.md, "What the H100 leaves");
+# the sm_90 builds spill 184-248 bytes a thread there, against 32-128 on 16 warps, with 13 barriers, not 18-22)
+[[ $PHASES == *" act32 "* ]] && ab act32 "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
+    ln-gelu --bwd-setting "rule:" --bwd-setting "w32:BWD_WIDE_PIECE_WARPS=32"
 # (PHASES="pre": the pre-residual forms' backward in three pieces, BWD_THREE_PIECES_PRE, at 12289-14336 lanes where
 # the rule keeps the padded tile, unpipelined, 168 bytes of spill a thread in LayerNorm's sm_90 build; in three
 # pieces 56-72, two stages of z, dy and ds (107-115 KB of shared memory): `three` as the depth rule pipelines it,
