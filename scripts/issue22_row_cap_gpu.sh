@@ -61,13 +61,13 @@ THREE=ACT_BWD_THREE_PIECES=True
 # the sm_90 builds spill 184-248 bytes a thread there, against 32-128 on 16 warps, with 13 barriers, not 18-22)
 [[ $PHASES == *" act32 "* ]] && ab act32 "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "w32:BWD_WIDE_PIECE_WARPS=32"
-# (PHASES="pre": the pre-residual forms' backward in three pieces, BWD_THREE_PIECES_PRE, at 12289-14336 lanes where
-# the rule keeps the padded tile, unpipelined, 168 bytes of spill a thread in LayerNorm's sm_90 build; in three
-# pieces 56-72, two stages of z, dy and ds (107-115 KB of shared memory): `three` as the depth rule pipelines it,
-# `three-1` unpipelined)
+# (PHASES="pre": the pre-residual forms' backward in three pieces at 12289-14336 lanes, BWD_THREE_PIECES_PRE (the
+# rule since launch-rules/39-*, which ran this phase with the knob off: then `rule` was the padded tile), against the
+# padded 16384-lane tile it replaced (`padded`: unpipelined, 168 bytes of spill a thread in LayerNorm's sm_90 build;
+# three pieces 56-72, two stages of z, dy and ds) and the pieces unpipelined (`three-1`))
 [[ $PHASES == *" pre "* ]] && ab pre "${PRE_SHAPES:-16384x12800,16384x13312,16384x14336,2048x14336,32768x14336}" \
-    ln-pre,rms-pre --bwd-setting "rule:" --bwd-setting "three:BWD_THREE_PIECES_PRE=True" \
-    --bwd-setting "three-1:BWD_THREE_PIECES_PRE=True,BWD_STAGES=1"
+    ln-pre,rms-pre --bwd-setting "rule:" --bwd-setting "padded:BWD_THREE_PIECES_PRE=False" \
+    --bwd-setting "three-1:BWD_STAGES=1"
 if [ -n "${SWEEP_WIDTHS:-}" ]; then
     # shellcheck disable=SC2086
     packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \

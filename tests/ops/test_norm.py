@@ -1111,8 +1111,8 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
     post-residual form where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit BWD_THREE_PIECES_SMEM_BYTES (bf16,
     held across the row sums: to 14336 lanes) or else BWD_SMEM_BYTES (fp16: to 13312 lanes), then read once, the
     weight again each row (RELOAD) and pipelined by the depth rule (three stages); by the GELU form in bf16 only
-    (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; not by the pre-residual form, which keeps the
-    padded tile read twice (but for BWD_THREE_PIECES_PRE, an A/B's knob)."""
+    (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; by the pre-residual forms in bf16
+    (BWD_THREE_PIECES_PRE: two stages of their three streams), whose fp16 rows keep the padded tile read twice."""
     three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // element_size)
     if three is not None:
         assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, norm.BWD_WIDE_PIECE_WARPS, True)
@@ -1134,10 +1134,15 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
             assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 3
             assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, norm.NONE)
         assert (norm.backward_rule(n, element_size=element_size, is_rms=is_rms, bf16=False).block_u > 1) == fits_fp16
-        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
-        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)  # (the A/B's knob: the pre forms as the others)
-        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms) == tile
+        # the pre-residual forms: the same pieces in bf16 (BWD_THREE_PIECES_PRE), pipelined with their third stream
+        pre = norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms)
+        assert (pre.block_u > 1) == fits and (not fits or pre == tile)
+        if fits:
+            assert norm._bwd_depth(pre, n, element_size, norm.BWD_PROGRAMS_PER_SM, 3, 0) == 2
+        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms, bf16=False).block_u == 1
         monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", False)
+        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
+        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert (gelu.block_u > 1) == fits and (not fits or gelu == three)
     assert norm.backward_rule(n, 1, element_size=element_size, bf16=False).block_u == 1
@@ -1171,7 +1176,7 @@ def test_gelu_backward_three_pieces_rule(n, monkeypatch):
                                                        "ln-gelu")] + [("ln-gelu", 3072), ("ln-gelu", 6144)] + [
     ("ln", 11008), ("ln-pre", 12288), ("ln-post-dropout", 9000), ("rms", 11008), ("rms-pre-dropout", 9728),
     ("ln-gelu", 11008), ("ln", 13312), ("rms", 13312), ("ln-post-dropout", 12800), ("ln", 12289), ("ln", 14336),
-    ("ln-gelu", 14336)])
+    ("ln-gelu", 14336), ("ln-pre", 12800), ("ln-pre", 14336), ("rms-pre-dropout", 14336)])
 def test_backward_in_pieces_matches_the_reference(form, n, device):
     """The backward of rows in pieces (2304 = 2048 + 256, 2560 = 2048 + 512, 4304 = 4096 + 256; past 8192 lanes
     8192 + up to 4096 on 16 warps; past 12288 three: 8192 + 4096 + 1024, masked at 12289 and 12800, and 8192 + 4096
@@ -1179,7 +1184,8 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
     reference, rows read with a stride; and every gradient within a bf16 rounding of the padded tile's
     (with dropout: the same mask, regenerated from the seed; where the GELU form holds its rounded gradient across
     the row sums, norm.ACT_BWD_HOLD, within a rounding of it as a whole)."""
-    assert norm.backward_rule(n, form == "ln-gelu", is_rms=form.startswith("rms")).tail  # (3072, 6144: GELU's only)
+    assert norm.backward_rule(n, form == "ln-gelu", "-pre" in form, is_rms=form.startswith("rms")).tail  # (3072,
+    # 6144: GELU's only)
     m = 6 if n == 2560 else 15  # one program writing the weight gradients (DIRECT), or several programs' partials
     assert (m * n <= norm.DIRECT_MAX_ELEMENTS) == (n == 2560)
     is_rms = form.startswith("rms")
@@ -1233,16 +1239,6 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
     for name, a, e, t in zip(("x", "w", "b" if not is_rms else "r", "r"), ours, expected, own):
         assert e.abs().max() > 0
         assert_close_to_reference(a, t, e, name=f"d{name}")
-
-
-@pytest.mark.usefixtures("requires_triton")
-@pytest.mark.parametrize("form, n", [("ln-pre", 12800), ("ln-pre", 14336), ("rms-pre-dropout", 14336)])
-def test_pre_backward_three_pieces_knob_matches_the_reference(form, n, device, monkeypatch):
-    """The pre-residual forms in three pieces (norm.BWD_THREE_PIECES_PRE, a knob for the GPU's A/B, off by default):
-    the gradients of test_backward_in_pieces_matches_the_reference (float64 reference, the padded tile's)."""
-    monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)
-    assert norm.backward_rule(n, pre=True, is_rms=form.startswith("rms")).block_u > 1
-    test_backward_in_pieces_matches_the_reference(form, n, device)
 
 
 def test_scalar_rows_rule(monkeypatch):
@@ -1308,8 +1304,11 @@ def test_scalar_rows_rule(monkeypatch):
     for n in (9999, 12345, 15001):  # (the one-row chunks off: pieces, or one padded tile)
         assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
     assert norm.backward_rule(9999, 0, True, scalar=True) == norm.backward_rule(9999, 0, True)  # (wide pieces)
-    for n in (12345, 15001):  # (the pre-residual form's padded tile: chunks instead)
-        assert norm.backward_rule(n, 0, True, scalar=True).num_chunks > 1 == norm.backward_rule(n, 0, True).num_chunks
+    # (the pre-residual form's padded tile: chunks instead; at 12345 its three pieces, BWD_THREE_PIECES_PRE)
+    padded = norm.backward_rule(15001, 0, True)
+    assert norm.backward_rule(15001, 0, True, scalar=True).num_chunks > 1 == padded.num_chunks
+    assert norm.backward_rule(12345, 0, True, scalar=True) == norm.backward_rule(12345, 0, True)
+    assert norm.backward_rule(12345, 0, True).block_u > 1
     assert not any(norm.weight_kernel_rule(norm.backward_rule(n, 0, pre, scalar=True), n, True)
                    for n in (9999, 12345) for pre in (False, True))
     monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 1)

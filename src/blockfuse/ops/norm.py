@@ -264,8 +264,9 @@ BWD_WIDE_PIECE_WARPS = 16
 # once, pipelined by the depth rule, the weight read again each row (RELOAD in pieces: _bwd_reload; its registers
 # freed, 26 a thread at 13312, the 26 KiB of it staying in cache), where the padded 16384-lane tile reads each row
 # twice and leaves a fifth of its lanes idle. Only where BWD_THREE_PIECES_MIN_STAGES stages of z and dy fit
-# BWD_SMEM_BYTES: bf16 rows of up to 13312 lanes; never the pre-residual forms (their third stream leaves two stages:
-# LayerNorm 0.58 -> 0.44) nor the GELU form (ACT_BWD_THREE_PIECES; 13312 0.35 -> 0.37 unpipelined, 0.15 pipelined).
+# BWD_SMEM_BYTES: bf16 rows of up to 13312 lanes; not the pre-residual forms (their third stream leaves two stages:
+# LayerNorm 0.58 -> 0.44; since, BWD_THREE_PIECES_PRE) nor the GELU form (ACT_BWD_THREE_PIECES; 13312 0.35 -> 0.37
+# unpipelined, 0.15 pipelined).
 # Measured on an H200 (benchmarks/norm_tiles.py --bwd-setting, the backward launcher in alternating rounds of one
 # process, [16384, n] bf16, fraction of a same-size copy;
 # benchmarks/results/launch-rules/24-three-pieces-2026-12-03-h200/), padded -> three pieces: 13312 LayerNorm 0.58 ->
@@ -288,9 +289,18 @@ BWD_WIDE_PIECE_WARPS = 16
 BWD_THREE_PIECES_MAX_LANES = 14336
 BWD_THREE_PIECES_MIN_STAGES = 3
 BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
-# (A knob for an A/B, off: the pre-residual forms' backward in three pieces too, where the rule above fits them; their
-# padded tile past 12288 lanes is unpipelined and spills, benchmarks/results/sweep/2026-12-06-h100-norms/.)
-BWD_THREE_PIECES_PRE = False
+# NOTE: the pre-residual forms (LayerNorm and RMSNorm with ds, a third stream) take those three pieces too where z and
+# dy are bf16 and the rule above fits them (12289-14336 lanes), pipelined by the depth rule with their three streams
+# (two stages, 107-115 KB of shared memory as built for sm_90), where they kept the padded 16384-lane tile read twice,
+# unpipelined (LayerNorm's sm_90 build: 168 bytes of spill a thread, 56-72 in pieces). They had lost there before the
+# rows were held (the NOTE above: LayerNorm 0.58 -> 0.44, H200, 24-*). Measured on an H200 (benchmarks/norm_tiles.py
+# --bwd-setting through `PHASES=pre scripts/issue22_row_cap_gpu.sh`, the backward launcher, the rule then three
+# pieces then three pieces unpipelined in two alternating rounds of one process, fraction of a same-size copy;
+# benchmarks/results/launch-rules/39-pre-three-pieces-2026-12-06-h200/): [16384, 14336] LayerNorm 0.62 -> 0.75
+# (1.21x), RMSNorm 0.86 -> 0.93 (1.08x); [2048, 14336] 1.13x / 1.04x; [16384, 12800] 1.06x / 1.03x (unpipelined:
+# LayerNorm 1.07-1.10x, RMSNorm 0.87-0.88x). fp16 rows keep the padded tile (not measured; odd widths' rows take
+# their own whole-row tiles first: the NOTE above BWD_SCALAR_WHOLE_ROW_WARPS); the H100 not yet. False: off.
+BWD_THREE_PIECES_PRE = True
 # NOTE: the GELU form's backward takes three pieces too, past BWD_PIECES_MAX_LANES to BWD_THREE_PIECES_MAX_LANES, where
 # they hold fewer lanes than its other tile (two pieces, or the padded 16384-lane tile) and z and dy are bf16 (its
 # rows held: ACT_BWD_HOLD): 11008 as 8192 + 2048 + 1024 lanes (11264, not 8192 + 4096), 12289-14336 as 8192 + 4096 +
@@ -1973,11 +1983,12 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
                   scalar: bool = False, bf16: bool = True) -> Tile:
     """The backward's tile for rows of ``n`` (``activation``: the GELU form's warps; ``pre``: the pre-residual form's
     width limit; ``element_size``: of z and dy; ``is_rms``: RMSNorm's wide tails, BWD_WIDE_PIECES_RMS_MAX_TAIL): the
-    three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (not in the
-    pre-residual form; within BWD_THREE_PIECES_SMEM_BYTES where z and dy are ``bf16``, held across the row sums,
-    else BWD_SMEM_BYTES: the NOTE above BWD_THREE_PIECES_SMEM_BYTES), the two pieces of :func:`_one_row_pieces`
-    where they apply, else one padded tile (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses,
-    the NOTE above BWD_SCALAR_WARPS. Module constants read at each call, so that a benchmark's knob takes effect."""
+    three pieces of :func:`_three_pieces` past BWD_WIDE_PIECES_MAX_LANES where three stages of them fit (in the
+    pre-residual form only where z and dy are ``bf16``: BWD_THREE_PIECES_PRE; within
+    BWD_THREE_PIECES_SMEM_BYTES where they are ``bf16``, held across the row sums, else BWD_SMEM_BYTES: the NOTE above
+    BWD_THREE_PIECES_SMEM_BYTES), the two pieces of :func:`_one_row_pieces` where they apply, else one padded tile
+    (:func:`_tile`, no tail); ``scalar``: 16-bit rows of one-element accesses, the NOTE above BWD_SCALAR_WARPS. Module
+    constants read at each call, so that a benchmark's knob takes effect."""
     row_chunks = _scalar_row_chunks(n, activation, scalar)
     if row_chunks:
         whole_row = (is_rms and not pre) or (not BWD_SCALAR_WHOLE_ROW_RMS_ONLY
@@ -1991,7 +2002,7 @@ def backward_rule(n: int, activation: int = 0, pre: bool = False, element_size: 
     tile_warps = BWD_SCALAR_TILE_WARPS if (scalar and not activation and BWD_SCALAR_TILE_WARPS
                                           and next_power_of_2(n) >= BWD_SCALAR_TILE_WARPS_FROM_LANES) else 1
     if (BWD_WIDE_PIECES_MAX_LANES < n <= BWD_THREE_PIECES_MAX_LANES and BWD_PIECES_FROM_LANES
-            and not activation and (BWD_THREE_PIECES_PRE or not pre)):
+            and not activation and (not pre or (BWD_THREE_PIECES_PRE and bf16))):
         pieces = _fitting_three_pieces(n, element_size, bf16)
         if pieces is not None:
             return pieces
