@@ -1184,8 +1184,8 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
     reference, rows read with a stride; and every gradient within a bf16 rounding of the padded tile's
     (with dropout: the same mask, regenerated from the seed; where the GELU form holds its rounded gradient across
     the row sums, norm.ACT_BWD_HOLD, within a rounding of it as a whole)."""
-    assert norm.backward_rule(n, form == "ln-gelu", "-pre" in form, is_rms=form.startswith("rms")).tail  # (3072,
-    # 6144: GELU's only)
+    # (3072, 6144: GELU's only)
+    assert norm.backward_rule(n, form == "ln-gelu", "-pre" in form, is_rms=form.startswith("rms")).tail
     m = 6 if n == 2560 else 15  # one program writing the weight gradients (DIRECT), or several programs' partials
     assert (m * n <= norm.DIRECT_MAX_ELEMENTS) == (n == 2560)
     is_rms = form.startswith("rms")
