@@ -299,7 +299,9 @@ BWD_THREE_PIECES_SMEM_BYTES = 172 * 1024
 # benchmarks/results/launch-rules/39-pre-three-pieces-2026-12-06-h200/): [16384, 14336] LayerNorm 0.62 -> 0.75
 # (1.21x), RMSNorm 0.86 -> 0.93 (1.08x); [2048, 14336] 1.13x / 1.04x; [16384, 12800] 1.06x / 1.03x (unpipelined:
 # LayerNorm 1.07-1.10x, RMSNorm 0.87-0.88x). fp16 rows keep the padded tile (not measured; odd widths' rows take
-# their own whole-row tiles first: the NOTE above BWD_SCALAR_WHOLE_ROW_WARPS); the H100 not yet. False: off.
+# their own whole-row tiles first: the NOTE above BWD_SCALAR_WHOLE_ROW_WARPS). On an H100 (the same phase, the padded
+# tile over the rule's time; launch-rules/40-pre-act32-2026-12-06-h100/): LayerNorm 1.12-1.21x (0.64-0.74 -> 0.73-0.90
+# of copy) at [2048 - 32768, 12800 - 14336], RMSNorm 1.03-1.06x. False: off.
 BWD_THREE_PIECES_PRE = True
 # NOTE: the GELU form's backward takes three pieces too, past BWD_PIECES_MAX_LANES to BWD_THREE_PIECES_MAX_LANES, where
 # they hold fewer lanes than its other tile (two pieces, or the padded 16384-lane tile) and z and dy are bf16 (its
