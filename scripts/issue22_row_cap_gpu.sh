@@ -58,7 +58,8 @@ THREE=ACT_BWD_THREE_PIECES=True
     --bwd-setting "three-11008:$THREE,BWD_SMEM_BYTES=176128,BWD_WIDE_PIECES_MAX_LANES=8192"
 # (PHASES="act32": the GELU form's backward pieces past 8192 lanes on 32 warps at 64 registers, not 16 at 128: one
 # program of 16 warps a multiprocessor leaves its math's latency unhidden (benchmarks/NOTES.md, "What the H100 leaves");
-# the sm_90 builds spill 184-248 bytes a thread there, against 32-128 on 16 warps, with 13 barriers, not 18-22)
+# the sm_90 builds spill 184-248 bytes a thread there, against 32-128 on 16 warps, with 13 barriers, not 18-22; run on
+# an H100 in launch-rules/40-pre-act32-2026-12-06-h100/: 2.2-2.6x slower than the rule in every cell, not taken)
 [[ $PHASES == *" act32 "* ]] && ab act32 "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "w32:BWD_WIDE_PIECE_WARPS=32"
 # (PHASES="pre": the pre-residual forms' backward in three pieces at 12289-14336 lanes, BWD_THREE_PIECES_PRE (the
