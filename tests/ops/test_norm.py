@@ -1140,9 +1140,9 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
         if fits:
             assert norm._bwd_depth(pre, n, element_size, norm.BWD_PROGRAMS_PER_SM, 3, 0) == 2
         assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms, bf16=False).block_u == 1
-        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", False)
-        assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
-        monkeypatch.setattr(norm, "BWD_THREE_PIECES_PRE", True)
+        with monkeypatch.context() as off:
+            off.setattr(norm, "BWD_THREE_PIECES_PRE", False)
+            assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert (gelu.block_u > 1) == fits and (not fits or gelu == three)
     assert norm.backward_rule(n, 1, element_size=element_size, bf16=False).block_u == 1
