@@ -178,6 +178,8 @@ def rule_stats(n: int, form: str) -> dict:
         early["WB_EVICT"] = norm.forward_weight_hint(activation)
     elif hasattr(norm, "FWD_WB_EVICT"):
         early["WB_EVICT"] = norm.FWD_WB_EVICT
+    if hasattr(norm, "FWD_JOINT_SUMS"):  # (the pieces' statistics reduced jointly, as the launcher decides it)
+        early["THREADS"] = norm.joint_sums_threads(tile, launch.row_units(n) == 1) if norm.FWD_JOINT_SUMS else 0
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
                                                                **persistence["constexprs"], **early},
@@ -226,7 +228,10 @@ def rule_stats(n: int, form: str) -> dict:
                                 if hasattr(norm, "weight_kernel_rule") else {}),
                              # (the bf16 row held rather than read again, as the launcher decides it)
                              **({"HOLD": norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, activation, mode)}
-                                if hasattr(norm, "_bwd_hold") else {})},
+                                if hasattr(norm, "_bwd_hold") else {}),
+                             # (the pieces' row sums reduced jointly, where the code has it)
+                             **({"THREADS": norm.joint_sums_threads(tile, launch.row_units(n) == 1)}
+                                if hasattr(norm, "joint_sums_threads") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
     registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
     out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,

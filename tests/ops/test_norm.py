@@ -1241,6 +1241,64 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
         assert_close_to_reference(a, t, e, name=f"d{name}")
 
 
+def test_joint_row_sums_rule(monkeypatch):
+    """The pieces' row sums are reduced across the program once (norm.joint_sums_threads: the NOTE above
+    JOINT_SUMS) where every piece spans the program's threads, never for scalar rows or one-tile rows; off with
+    JOINT_SUMS."""
+    for n, activation in ((2304, 0), (4304, 0), (4304, 1), (11008, 0), (11008, 1), (14336, 0), (14336, 1), (13313, 0)):
+        tile = norm.backward_rule(n, activation)
+        assert tile.tail
+        pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
+        assert norm.joint_sums_threads(tile) == 32 * tile.num_warps <= min(pieces)
+        assert norm.joint_sums_threads(tile, scalar=True) == 0
+    assert norm.joint_sums_threads(norm.backward_rule(4096)) == 0  # (one tile: one reduction already)
+    narrow = norm.Tile(1, 2048, 1, 16, True, 256)  # (a 256-lane tail on 512 threads)
+    assert norm.joint_sums_threads(narrow) == 0
+    monkeypatch.setattr(norm, "JOINT_SUMS", False)
+    assert norm.joint_sums_threads(norm.backward_rule(14336)) == 0
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form, n, dtype", [
+    ("ln", 1152, torch.bfloat16), ("rms", 1536, torch.float32),
+    ("ln", 2304, torch.bfloat16), ("rms", 4304, torch.float16), ("ln-pre", 2560, torch.float32),
+    ("ln-gelu", 4304, torch.bfloat16), ("ln", 11008, torch.float32), ("ln-gelu", 14336, torch.bfloat16),
+    ("rms-pre", 13312, torch.bfloat16)])
+def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device, monkeypatch):
+    """Rows in pieces with their sums reduced jointly (the forward's statistics, the backward's row sums) give the
+    outputs and gradients of the sums reduced piece by piece (the same elements added in another order: within a few
+    ulps of their dtype), 16-bit and fp32 rows (a thread's vector of 8 / 4 elements: _thread_partials), rows read with
+    a stride. (1152, 1536: the forward's pieces only; 13312-14336 the backward's only.)"""
+    m, is_rms = 7, form.startswith("rms")
+    backward = norm.backward_rule(n, form == "ln-gelu", "-pre" in form, dtype.itemsize, is_rms=is_rms,
+                                  bf16=dtype == torch.bfloat16)
+    forward = norm.forward_rule(n, is_rms, "-pre" in form, "-pre" in form)
+    assert forward.tail == (n <= 11008) and norm.joint_sums_threads(forward) == 32 * forward.num_warps * forward.tail
+    assert (norm.joint_sums_threads(backward) > 0) == (n > 1536)
+    x = random_tensor((m, n + 32), dtype, device, scale=2.0, offset=0.5, seed=41)[:, :n]
+    w = random_tensor((n,), dtype, device, scale=0.5, offset=1.0, seed=42)
+    b = None if is_rms else random_tensor((n,), dtype, device, scale=0.5, seed=43)
+    r = random_tensor((m, n), dtype, device, seed=44) if "-pre" in form else None
+
+    def grads(joint):
+        monkeypatch.setattr(norm, "JOINT_SUMS", joint)
+        leaves = [t.detach().requires_grad_() for t in (x, w, b, r) if t is not None]
+        xx, ww, bb, rr = leaves[0], leaves[1], None if is_rms else leaves[2], leaves[-1] if r is not None else None
+        if form == "ln-gelu":
+            outs = blockfuse.layer_norm_gelu(xx, ww, bb)
+        elif is_rms:
+            outs = blockfuse.rms_norm(xx, ww, residual=rr)
+        else:
+            outs = blockfuse.layer_norm(xx, ww, bb, residual=rr)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return outs + torch.autograd.grad(outs, leaves, [random_tensor(o.shape, o.dtype, device, seed=50 + i)
+                                                         for i, o in enumerate(outs)])
+
+    for one, two in zip(grads(True), grads(False)):
+        assert two.float().abs().max() > 0
+        torch.testing.assert_close(one.float(), two.float(), rtol=4 * torch.finfo(dtype).eps, atol=1e-5)
+
+
 def test_scalar_rows_rule(monkeypatch):
     """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
     twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was

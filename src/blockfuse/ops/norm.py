@@ -523,6 +523,14 @@ ACT_BWD_WARPS_PER_SM = None  # None: as many warps as the register cap lets a mu
 ACT_BWD_MAXNREG = 128
 SM_REGISTERS = 65536  # 32-bit registers a multiprocessor (sm_80 - sm_90)
 ACT_BWD_STAGES = 3
+# NOTE: a row in pieces (_norm_bwd_pieces) reduces its two row sums across the program once rather than once a
+# piece: each piece is first summed within its threads to one partial a thread (_thread_partials: the reshape names
+# the load's layout, so no value moves), the pieces' partials are added, and the row's threads exchange those.
+# JOINT_SUMS: on; a piece narrower than the program's threads or JOINT_SUMS_MIN_PIECE_LANES keeps the sums piece by
+# piece. (Measured: to be filled in.)
+JOINT_SUMS = True
+JOINT_SUMS_MIN_PIECE_LANES = 0
+FWD_JOINT_SUMS = True  # (the forward's statistics of a row in pieces alike: _row_statistics_of_pieces)
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
 # the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
 # host time than the whole kernel takes on the GPU.
@@ -613,6 +621,8 @@ def _norm_fwd_kernel(
     EARLY_RESIDUAL: tl.constexpr = False,  # (post mode, STAGES = 0, one chunk) the residual loaded with x, before
     #                                        the statistics (the NOTE above FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES)
     WB_EVICT: tl.constexpr = tl.constexpr(""),  # the weight's and bias's loads' hint (the NOTE above FWD_WB_EVICT)
+    THREADS: tl.constexpr = 0,  # TAIL: the program's threads, where the pieces' sums are reduced jointly
+    #                             (joint_sums_threads; 0: piece by piece)
 ):
     N, stride_x, stride_res = N * VEC, stride_x * VEC, stride_res * VEC
     stride_y, stride_s = stride_y * VEC, stride_s * VEC
@@ -621,7 +631,8 @@ def _norm_fwd_kernel(
         _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, tl.program_id(0), stride_x,
                        stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE, HAS_W,
                        HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS,
-                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL, WB_EVICT=WB_EVICT)
+                       EVEN_N, TAIL, BLOCK_T, 0, 1, EARLY_RESIDUAL=EARLY_RESIDUAL, WB_EVICT=WB_EVICT,
+                       THREADS=THREADS)
     else:
         # (the weight and bias in registers across the rows: the NOTE above FWD_PERSIST_STAGES)
         wh, bh, wt, bt = _weight_and_bias_values(W, B, N, HAS_W, HAS_B, BLOCK_N, EVEN_N, TAIL, BLOCK_T, WB_EVICT)
@@ -629,7 +640,7 @@ def _norm_fwd_kernel(
             _norm_fwd_body(X, RES, W, B, Y, S, MEAN, RSTD, SEED, None, None, None, None, block, stride_x,
                            stride_res, stride_y, stride_s, M, N, eps, dropout_p, dropout_scale, 0, IS_RMS, MODE,
                            HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N,
-                           NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True)
+                           NUM_CHUNKS, EVEN_N, TAIL, BLOCK_T, 0, 1, wh, bh, wt, bt, True, THREADS=THREADS)
 
 
 @triton.jit
@@ -689,6 +700,7 @@ def _norm_fwd_fp8_kernel(
     BLOCK_H: tl.constexpr,  # tensorwise: H rounded up to a power of two
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
     PDL: tl.constexpr,  # tensorwise: the history's roll may be placed from now (a programmatic dependent launch)
+    THREADS: tl.constexpr = 0,  # as in _norm_fwd_kernel: the plain output's arithmetic, so its scale is the same
 ):
     if PDL:
         gdc_launch_dependents()  # (the roll waits for this kernel's end before it reads: fp8.roll_amax_history)
@@ -699,7 +711,7 @@ def _norm_fwd_fp8_kernel(
                    stride_res, stride_y,
                    stride_s, M, N, eps, dropout_p, dropout_scale, history_len, IS_RMS, MODE, HAS_W, HAS_B,
                    HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, STATS, BLOCK_M, BLOCK_N, NUM_CHUNKS, EVEN_N, TAIL,
-                   BLOCK_T, FP8, BLOCK_H)
+                   BLOCK_T, FP8, BLOCK_H, THREADS=THREADS)
 
 
 @triton.jit
@@ -717,6 +729,7 @@ def _norm_fwd_body(
     WB_VALUES: tl.constexpr = False,  # (FP8 = 0, one chunk) W and B given as values, loaded once a program
     EARLY_RESIDUAL: tl.constexpr = False,  # (the plain kernel's)
     WB_EVICT: tl.constexpr = tl.constexpr(""),  # (the plain kernel's)
+    THREADS: tl.constexpr = 0,  # (the plain kernel's)
 ):
     """The norms' forward, one program's BLOCK_M rows. NOTE: one body, two kernels: the kernel without an FP8
     output keeps its signature (benchmarks/kernel_stats.py and the host-path benchmark launch it by name), and
@@ -749,8 +762,9 @@ def _norm_fwd_body(
             if TAIL:
                 r_t = tl.load(RES + rows[:, None] * stride_res + cols_t[None, :], mask=mask_t, other=0.0
                               ).to(tl.float32)
-        if TAIL and BLOCK_M == 1 and (FP8 != 0 or BLOCK_T < LAYOUT_TAIL_LANES):
-            mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M)
+        if TAIL and BLOCK_M == 1 and (FP8 != 0 or BLOCK_T < LAYOUT_TAIL_LANES or THREADS > 0):
+            mean, var = _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS, BLOCK_M, BLOCK_N, BLOCK_T, THREADS,
+                                                  128 // X.dtype.element_ty.primitive_bitwidth)
         elif IS_RMS:
             mean = tl.zeros([BLOCK_M], dtype=tl.float32)
             sq = tl.sum(z * z, axis=1)
@@ -956,26 +970,45 @@ def _rows_amax(y, mask, row_mask, EVEN_N: tl.constexpr):
 
 
 @triton.jit
-def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLOCK_M: tl.constexpr):
+def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr = 0, BLOCK_T: tl.constexpr = 0, THREADS: tl.constexpr = 0,
+                              UNIT: tl.constexpr = 0):
     """(mean, var) of one row (BLOCK_M = 1) held as a head ``z`` and a tail ``z_t``: each piece's sums reduced to
     scalars before they are added, the results (BLOCK_M,) vectors made from the scalars. NOTE: (FP8 forward only)
     the head's and the tail's row sums otherwise carry their pieces' layouts, and adding them made the compiler
     move the head to the tail's layout; the FP8 output's amax then read y in that layout too, computed a second
     time beside the store's (sm_90, a row of 4096 + 256 lanes: 212-226 registers a thread, against 80-96 this way
-    and the plain kernel's 80)."""
+    and the plain kernel's 80). THREADS > 0: each sum of the two pieces reduced across the program once, from the
+    pieces' partial sums a thread (_thread_partials; the NOTE above JOINT_SUMS)."""
     if IS_RMS:
         mean = 0.0
-        var = (tl.sum(tl.sum(z * z, axis=1), axis=0) + tl.sum(tl.sum(z_t * z_t, axis=1), axis=0)) / N
+        if THREADS > 0:
+            var = tl.sum(_thread_partials(z * z, BLOCK_N, THREADS, UNIT)
+                         + _thread_partials(z_t * z_t, BLOCK_T, THREADS, UNIT), axis=0) / N
+        else:
+            var = (tl.sum(tl.sum(z * z, axis=1), axis=0) + tl.sum(tl.sum(z_t * z_t, axis=1), axis=0)) / N
     else:
-        mean = (tl.sum(tl.sum(z, axis=1), axis=0) + tl.sum(tl.sum(z_t, axis=1), axis=0)) / N
+        if THREADS > 0:
+            mean = tl.sum(_thread_partials(z, BLOCK_N, THREADS, UNIT) + _thread_partials(z_t, BLOCK_T, THREADS, UNIT),
+                          axis=0) / N
+        else:
+            mean = (tl.sum(tl.sum(z, axis=1), axis=0) + tl.sum(tl.sum(z_t, axis=1), axis=0)) / N
         diff = tl.where(mask, z - mean, 0.0)
         diff_t = tl.where(mask_t, z_t - mean, 0.0)
         # the deviations' mean corrects the mean (see the NOTE in _norm_fwd_body), with each piece's two sums in
         # one reduction and the same arithmetic as there: the FP8 output's scale is that of the plain output
-        sq, shift = _row_sums(diff * diff, diff)
-        sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
-        shift = (tl.sum(shift, axis=0) + tl.sum(shift_t, axis=0)) / N
-        sq = tl.sum(sq, axis=0) + tl.sum(sq_t, axis=0)
+        if THREADS > 0:
+            sq = _thread_partials(diff * diff, BLOCK_N, THREADS, UNIT) + _thread_partials(diff_t * diff_t, BLOCK_T,
+                                                                                          THREADS, UNIT)
+            shift = _thread_partials(diff, BLOCK_N, THREADS, UNIT) + _thread_partials(diff_t, BLOCK_T, THREADS, UNIT)
+            sq, shift = _row_sums(sq[None, :], shift[None, :])
+        else:
+            sq, shift = _row_sums(diff * diff, diff)
+            sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
+            shift += shift_t
+            sq += sq_t
+        shift = tl.sum(shift, axis=0) / N
+        sq = tl.sum(sq, axis=0)
         sq -= shift * shift * N
         var = sq / N
         mean += shift
@@ -1368,6 +1401,37 @@ def _piece_row_sums(xhat, wdy, IS_RMS: tl.constexpr):
 
 
 @triton.jit
+def _thread_partials(t, PIECE: tl.constexpr, THREADS: tl.constexpr, UNIT: tl.constexpr):
+    """A (1, PIECE) tile of one row summed to (THREADS,): each thread's own elements added, nothing exchanged. The
+    load's layout gives thread j the UNIT-element vectors at j * UNIT + k * THREADS * UNIT (fewer a vector where the
+    piece is narrower: PIECE // THREADS); the reshape names that order, so it moves no value (sm_90 builds: no
+    shuffle, no shared memory). Any other order would still add the same elements, only through shared memory."""
+    V: tl.constexpr = UNIT if PIECE >= THREADS * UNIT else PIECE // THREADS
+    return tl.sum(tl.sum(tl.reshape(t, [PIECE // (THREADS * V), THREADS, V]), axis=2), axis=0)
+
+
+@triton.jit
+def _joint_row_sums(xhat, wdy, xhat_t, wdy_t, xhat_u, wdy_u, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                    BLOCK_U: tl.constexpr, THREADS: tl.constexpr, UNIT: tl.constexpr, IS_RMS: tl.constexpr):
+    """The backward's two row sums of a row in pieces (``s2`` is ``s1`` for RMSNorm) in one reduction across the
+    program: each piece summed within its threads first (_thread_partials), the pieces' partials added, then one
+    exchange between the threads for the row (the NOTE above JOINT_SUMS_MIN_PIECE_LANES)."""
+    p1 = _thread_partials(xhat * wdy, BLOCK_N, THREADS, UNIT) + _thread_partials(xhat_t * wdy_t, BLOCK_T, THREADS, UNIT)
+    if BLOCK_U > 1:
+        p1 += _thread_partials(xhat_u * wdy_u, BLOCK_U, THREADS, UNIT)
+    if IS_RMS:
+        s1 = tl.sum(p1, axis=0)
+        s2 = s1
+    else:
+        p2 = _thread_partials(wdy, BLOCK_N, THREADS, UNIT) + _thread_partials(wdy_t, BLOCK_T, THREADS, UNIT)
+        if BLOCK_U > 1:
+            p2 += _thread_partials(wdy_u, BLOCK_U, THREADS, UNIT)
+        s1, s2 = _row_sums(p1[None, :], p2[None, :])
+        s1, s2 = tl.sum(s1, axis=0), tl.sum(s2, axis=0)
+    return s1, s2
+
+
+@triton.jit
 def _add_to_accumulators(dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u,
                          xhat_w_u, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_U: tl.constexpr):
     """The weight / bias gradients' accumulators of a row's pieces (the third one's only with HAS_U) with the row
@@ -1393,6 +1457,7 @@ def _norm_bwd_pieces(
     HAS_DROPOUT: tl.constexpr, CAST_BEFORE_WEIGHT: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_U: tl.constexpr, STAGES: tl.constexpr, DIRECT: tl.constexpr,
     TWO_FMA: tl.constexpr, RELOAD: tl.constexpr, EARLY_ACC: tl.constexpr, HOLD: tl.constexpr = 0,
+    THREADS: tl.constexpr = 0,
 ):
     """The backward of rows held in pieces (the launcher's rule: backward_rule), one row a block: the head's
     BLOCK_N columns (all in the row), the tail's BLOCK_T (masked at N) and, where BLOCK_U > 1, a third piece of
@@ -1452,7 +1517,8 @@ def _norm_bwd_pieces(
                 z_u, dy_u, w_u, b_u, mean, rstd, mask_u, seed, rows, cols_u, N, dropout_p, dropout_scale, MODE,
                 HAS_W, HAS_B, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, OUT_DTYPE)
         else:
-            dy_u, xhat_w_u = dw_acc_u, dw_acc_u  # (names for _add_to_accumulators, which leaves them unread)
+            # (names for _add_to_accumulators and _joint_row_sums, which leave them unread)
+            dy_u, xhat_w_u, xhat_u, wdy_u = dw_acc_u, dw_acc_u, dw_acc_u, dw_acc_u
         if HOLD == 2:
             dh_h, dy, wdy = _round_held_gradient(dy, w, HAS_W)
             dh_t_h, dy_t, wdy_t = _round_held_gradient(dy_t, w_t, HAS_W)
@@ -1462,14 +1528,18 @@ def _norm_bwd_pieces(
             dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u = _add_to_accumulators(
                 dw_acc, db_acc, dw_acc_t, db_acc_t, dw_acc_u, db_acc_u, dy, xhat_w, dy_t, xhat_w_t, dy_u, xhat_w_u,
                 HAS_W, HAS_B, BLOCK_U > 1)
-        s1, s2 = _piece_row_sums(xhat, wdy, IS_RMS)
-        s1_t, s2_t = _piece_row_sums(xhat_t, wdy_t, IS_RMS)
-        s1 += s1_t
-        s2 += s2_t
-        if BLOCK_U > 1:
-            s1_u, s2_u = _piece_row_sums(xhat_u, wdy_u, IS_RMS)
-            s1 += s1_u
-            s2 += s2_u
+        if THREADS > 0:
+            s1, s2 = _joint_row_sums(xhat, wdy, xhat_t, wdy_t, xhat_u, wdy_u, BLOCK_N, BLOCK_T, BLOCK_U, THREADS,
+                                     128 // Z.dtype.element_ty.primitive_bitwidth, IS_RMS)
+        else:
+            s1, s2 = _piece_row_sums(xhat, wdy, IS_RMS)
+            s1_t, s2_t = _piece_row_sums(xhat_t, wdy_t, IS_RMS)
+            s1 += s1_t
+            s2 += s2_t
+            if BLOCK_U > 1:
+                s1_u, s2_u = _piece_row_sums(xhat_u, wdy_u, IS_RMS)
+                s1 += s1_u
+                s2 += s2_u
         c1 = tl.zeros([BLOCK_M], dtype=tl.float32) + s1 / N
         c2 = tl.zeros([BLOCK_M], dtype=tl.float32) + s2 / N
         if HOLD == 2:
@@ -1558,6 +1628,8 @@ def _norm_bwd_kernel(
     # _norm_bwd_weight_kernel (weight_kernel_rule; not in pieces)
     HOLD: tl.constexpr = 0,  # bf16 rows (_bwd_hold): 1 held as loaded across the row sums, widened again (pieces,
     # or RELOAD's one tile instead of its second read); 2 (the GELU form's pieces) z and the rounded gradient held
+    THREADS: tl.constexpr = 0,  # TAIL: the program's threads, where the pieces' row sums are reduced jointly
+    # (joint_sums_threads; 0: piece by piece)
 ):
     N, stride_dy, stride_ds, stride_z = N * VEC, stride_dy * VEC, stride_ds * VEC, stride_z * VEC
     stride_dx, stride_dres = stride_dx * VEC, stride_dres * VEC
@@ -1579,7 +1651,7 @@ def _norm_bwd_kernel(
             DY, DS, Z, W, B, MEAN, RSTD, DX, DRES, PARTIAL, DW, DB, seed, pid, num_programs, num_blocks, M, N,
             stride_dy, stride_ds, stride_z, stride_dx, stride_dres, dropout_p, dropout_scale, IS_RMS, MODE, HAS_W,
             HAS_B, HAS_DS, HAS_DROPOUT, CAST_BEFORE_WEIGHT, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_T, BLOCK_U, STAGES,
-            DIRECT, TWO_FMA, RELOAD, EARLY_ACC, HOLD)
+            DIRECT, TWO_FMA, RELOAD, EARLY_ACC, HOLD, THREADS)
     elif NUM_CHUNKS == 1:
         col_mask = _column_mask(offs, offs, N, BLOCK_N, EVEN_N)
         w = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -2231,6 +2303,16 @@ def _act_bwd_maxnreg(tile: Tile) -> int:
     return min(ACT_BWD_MAXNREG, SM_REGISTERS // (32 * tile.num_warps))
 
 
+def joint_sums_threads(tile: Tile, scalar: bool = False) -> int:
+    """A row in pieces' THREADS (both passes' kernels): the program's threads where every piece spans them (the NOTE
+    above JOINT_SUMS), else 0 (the row's sums reduced piece by piece): never for rows of one-element accesses."""
+    threads = 32 * tile.num_warps
+    pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
+    joint = (JOINT_SUMS and tile.tail and tile.block_m == 1 and not scalar
+             and min(pieces) >= max(threads, JOINT_SUMS_MIN_PIECE_LANES))
+    return threads if joint else 0
+
+
 def _act_programs_per_sm(tile: Tile) -> int:
     """The GELU form's backward programs a multiprocessor: as many of the tile's as fit its registers under the
     ACT_BWD_MAXNREG cap (65536 a multiprocessor on sm_80-sm_90: 16 warps at 128 a thread), or ACT_BWD_WARPS_PER_SM
@@ -2301,7 +2383,7 @@ def _norm_fwd(
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
         EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
-        num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar) if FWD_JOINT_SUMS else 0, num_warps=tile.num_warps,
         maxnreg=_fwd_maxnreg(tile, stages, mode, x.element_size(), scalar),
     )
     return outputs
@@ -2587,7 +2669,9 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         IS_RMS=is_rms, MODE=mode, HAS_W=weight is not None, HAS_B=bias is not None,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
-        PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2), num_warps=tile.num_warps, maxnreg=FP8_FWD_MAXNREG,
+        PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2),
+        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2)) if FWD_JOINT_SUMS else 0, num_warps=tile.num_warps,
+        maxnreg=FP8_FWD_MAXNREG,
     )
 
 
@@ -2682,7 +2766,7 @@ def _norm_bwd(
         STAGES=stages, DIRECT=direct, TWO_FMA=_two_fma(tile, activation),
         RELOAD=_bwd_reload(tile), EARLY_ACC=_early_acc(tile, mode, stages), VEC=vec,
         WEIGHT_KERNEL=weight_kernel, HOLD=_bwd_hold(tile, n, z2.dtype, dy2.dtype, activation, mode),
-        num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar), num_warps=tile.num_warps,
         maxnreg=_act_bwd_maxnreg(tile) if activation and num_chunks == 1 else None,
     )
     if weight_kernel:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# (issue 22) The norms' rows in pieces with their sums reduced across the program once, against the sums reduced piece
+# by piece (norm.JOINT_SUMS: the backward's two row sums; norm.FWD_JOINT_SUMS: the forward's statistics; the NOTE
+# above JOINT_SUMS), one GPU, one call (~8 minutes; carry .whl for Liger-Kernel):
+#   1. (tests) tests/ops/test_norm.py's and test_layer_norm_gelu.py's tests of rows in pieces on CUDA;
+#   2. (bwd) the backward launcher (benchmarks/norm_tiles.py --bwd-setting) at BWD_SHAPES x BWD_FORMS, `joint` (the
+#      rule) against `pieces` (JOINT_SUMS=False);
+#   3. (fwd) the forward launcher alike (--fwd-setting, FWD_JOINT_SUMS=False) at FWD_SHAPES x FWD_FORMS;
+#      each with the settings alternating in two rounds of one process (CUDA-graph replays, the L2 flushed), after
+#      the kernels were built in parallel processes;
+#   4. (sweep) the op sweep at SWEEP_WIDTHS x SWEEP_ROWS (SWEEP_OPS; forward and forward + backward as users call
+#      them, with the peers; its compiles first in 8 processes).
+#
+#   [PHASES="tests bwd fwd sweep"] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] [FWD_SHAPES=...] [FWD_FORMS=...] \
+#       [SWEEP_WIDTHS=1152,...] [SWEEP_ROWS=2048] [SWEEP_OPS=...] bash scripts/issue22_joint_sums_gpu.sh PACK
+#                                                                               (writes PACK/results.tar.gz)
+set -u
+PACK=${1:?usage: bash scripts/issue22_joint_sums_gpu.sh PACK}
+OUT=$(mktemp -d)
+source "$(dirname "$0")/device_python.sh"
+export PYTHONUNBUFFERED=1
+write_env
+# ab NAME SHAPES FORMS SETTING...: the kernels built first (warm_norm_tiles), then one process times the settings in
+# two alternating rounds.
+ab() {
+    local name=$1 shapes=$2 forms=$3
+    shift 3
+    warm_norm_tiles "$OUT/warm-$name" "$shapes" "$forms" "$@"
+    wait
+    packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
+        --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
+}
+PHASES=" ${PHASES:-tests bwd fwd} "
+[[ $PHASES == *" tests "* ]] && packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 \
+    tests/ops/test_norm.py tests/ops/test_layer_norm_gelu.py -k "joint or pieces or statistics or wide_tails or hold"
+[[ $PHASES == *" bwd "* ]] && ab bwd \
+    "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
+    "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:" --bwd-setting "pieces:JOINT_SUMS=False"
+[[ $PHASES == *" fwd "* ]] && ab fwd \
+    "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
+    "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:" --fwd-setting "pieces:FWD_JOINT_SUMS=False"
+if [[ $PHASES == *" sweep "* ]]; then
+    # shellcheck disable=SC2086
+    packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
+        --op ${SWEEP_OPS:-layer_norm rms_norm layer_norm_gelu add_layer_norm} \
+        --widths "${SWEEP_WIDTHS:-1152,2304,4304,11008,14336}" --rows "${SWEEP_ROWS:-2048}" --budget "${BUDGET:-150}" \
+        --warm-jobs 8 --out "$OUT/sweep"
+fi
+pack "$PACK"
