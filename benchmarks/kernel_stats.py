@@ -386,8 +386,8 @@ def main() -> None:
                  "DX": "*bf16", "PARTIAL": "*fp32", "stride_dy": "i32", "stride_ds": "i32", "stride_z": "i32",
                  "stride_dx": "i32", "stride_dres": "i32", "M": "i32", "N": "i32", "dropout_p": "fp32",
                  "dropout_scale": "fp32"}
-    constexprs = dict(DS=None, SEED=None, DRES=None, DW=None, DB=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True, HAS_DS=False,
-                      HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
+    constexprs = dict(DS=None, SEED=None, DRES=None, DW=None, DB=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True,
+                      HAS_DS=False, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
                       BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
                       EVEN_N=args.even_n, **({"TAIL": False, "BLOCK_T": 1} if hasattr(norm, "backward_rule") else {}),

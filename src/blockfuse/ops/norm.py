@@ -526,10 +526,9 @@ ACT_BWD_STAGES = 3
 # NOTE: a row in pieces (_norm_bwd_pieces) reduces its two row sums across the program once rather than once a
 # piece: each piece is first summed within its threads to one partial a thread (_thread_partials: the reshape names
 # the load's layout, so no value moves), the pieces' partials are added, and the row's threads exchange those.
-# JOINT_SUMS: on; a piece narrower than the program's threads or JOINT_SUMS_MIN_PIECE_LANES keeps the sums piece by
-# piece. (Measured: to be filled in.)
+# JOINT_SUMS: on; a piece narrower than the program's threads keeps the sums piece by piece. (Measured: to be filled
+# in.)
 JOINT_SUMS = True
-JOINT_SUMS_MIN_PIECE_LANES = 0
 FWD_JOINT_SUMS = True  # (the forward's statistics of a row in pieces alike: _row_statistics_of_pieces)
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
 # the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
@@ -1415,7 +1414,7 @@ def _joint_row_sums(xhat, wdy, xhat_t, wdy_t, xhat_u, wdy_u, BLOCK_N: tl.constex
                     BLOCK_U: tl.constexpr, THREADS: tl.constexpr, UNIT: tl.constexpr, IS_RMS: tl.constexpr):
     """The backward's two row sums of a row in pieces (``s2`` is ``s1`` for RMSNorm) in one reduction across the
     program: each piece summed within its threads first (_thread_partials), the pieces' partials added, then one
-    exchange between the threads for the row (the NOTE above JOINT_SUMS_MIN_PIECE_LANES)."""
+    exchange between the threads for the row (the NOTE above JOINT_SUMS)."""
     p1 = _thread_partials(xhat * wdy, BLOCK_N, THREADS, UNIT) + _thread_partials(xhat_t * wdy_t, BLOCK_T, THREADS, UNIT)
     if BLOCK_U > 1:
         p1 += _thread_partials(xhat_u * wdy_u, BLOCK_U, THREADS, UNIT)
@@ -2309,7 +2308,7 @@ def joint_sums_threads(tile: Tile, scalar: bool = False) -> int:
     threads = 32 * tile.num_warps
     pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
     joint = (JOINT_SUMS and tile.tail and tile.block_m == 1 and not scalar
-             and min(pieces) >= max(threads, JOINT_SUMS_MIN_PIECE_LANES))
+             and min(pieces) >= threads)
     return threads if joint else 0
 
 
