@@ -269,16 +269,18 @@ def loop_main(widths, forms) -> None:
     (z, dy, dx in bf16) arrive at about 3 elements a multiprocessor a cycle, so past about 43 instructions an
     element the issue rate, not memory, bounds the kernel."""
     print("| width | form | backward tile (m x n, warps) | loop instructions a thread | a useful element | "
-          "most frequent |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "barriers / shuffles / local loads + stores in the loop | registers, spill bytes | most frequent |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
         for form in forms:
             stats = rule_stats(n, form)["bwd"]
             tile, body = stats["tile"], loop_body(stats["sass"])
             per_element = len(body) * tile["num_warps"] * 32 / (tile["block_m"] * n)
-            common = ", ".join(f"{op} {count}" for op, count in collections.Counter(body).most_common(4))
+            counts = collections.Counter(body)
+            common = ", ".join(f"{op} {count}" for op, count in counts.most_common(4))
             print(f"| {n} | {form} | {tile['block_m']} x {tile['block_n']}, {tile['num_warps']} | {len(body)} | "
-                  f"{per_element:.1f} | {common} |", flush=True)
+                  f"{per_element:.1f} | {counts['BAR']} / {counts['SHFL']} / {counts['LDL'] + counts['STL']} | "
+                  f"{stats['registers']}, {stats['stack']} | {common} |", flush=True)
 
 
 def amax_main(widths) -> None:

@@ -402,7 +402,8 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     """``benchmarks/kernel_stats.py --loop`` finds the norm backward's loop in the sm_90 SASS and counts its
     instructions per useful row element: a padded tile (4160 in 8192 lanes: its 64-lane tail keeps the padded tile,
     norm.backward_rule) runs its padded lanes too, so it issues far more an element than the tile that fits (4096);
-    two pieces (4304 = 4096 + 256) about as many as the tile that fits."""
+    two pieces (4304 = 4096 + 256) about as many as the tile that fits, and with their row sums reduced jointly
+    (norm.JOINT_SUMS) as few barriers and shuffles as that one tile."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
                                                       env.get("PYTHONPATH")]))
@@ -411,12 +412,14 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
         [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--loop", "--widths", "4096,4160,4304",
          "--forms", "ln"], env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = {int(m.group(1)): (int(m.group(2)), float(m.group(3)))
-            for m in re.finditer(r"^\| (\d+) \| ln \| [^|]+ \| (\d+) \| ([\d.]+) \|", result.stdout, re.M)}
+    rows = {int(m.group(1)): (int(m.group(2)), float(m.group(3)), (int(m.group(4)), int(m.group(5))))
+            for m in re.finditer(r"^\| (\d+) \| ln \| [^|]+ \| (\d+) \| ([\d.]+) \| (\d+) / (\d+) / \d+ \|",
+                                 result.stdout, re.M)}
     assert set(rows) == {4096, 4160, 4304}, result.stdout
-    assert all(count > 50 for count, _ in rows.values()), rows  # a loop body, not an empty match
+    assert all(count > 50 for count, _, _ in rows.values()), rows  # a loop body, not an empty match
     assert rows[4160][1] > 1.5 * rows[4096][1], rows
     assert rows[4304][1] < 1.25 * rows[4096][1], rows
+    assert rows[4304][2] == rows[4096][2] and rows[4096][2][0] > 0, rows  # (barriers, shuffles)
 
 
 DELAYED_TILES_SCRIPT = r"""
