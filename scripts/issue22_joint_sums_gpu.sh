@@ -11,8 +11,9 @@
 #   4. (sweep) the op sweep at SWEEP_WIDTHS x SWEEP_ROWS (SWEEP_OPS; forward and forward + backward as users call
 #      them, with the peers; its compiles first in 8 processes).
 #
-#   [PHASES="tests bwd fwd sweep"] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] [FWD_SHAPES=...] [FWD_FORMS=...] \
-#       [SWEEP_WIDTHS=1152,...] [SWEEP_ROWS=2048] [SWEEP_OPS=...] bash scripts/issue22_joint_sums_gpu.sh PACK
+#   [PHASES="tests bwd fwd sweep": run in that order] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] \
+#       [FWD_SHAPES=...] [FWD_FORMS=...] [SWEEP_WIDTHS=1152,...] [SWEEP_ROWS=2048] [SWEEP_OPS=...] \
+#       bash scripts/issue22_joint_sums_gpu.sh PACK
 #                                                                               (writes PACK/results.tar.gz)
 set -u
 PACK=${1:?usage: bash scripts/issue22_joint_sums_gpu.sh PACK}
@@ -30,20 +31,21 @@ ab() {
     packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
         --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
 }
-PHASES=" ${PHASES:-tests bwd fwd} "
-[[ $PHASES == *" tests "* ]] && packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 \
-    tests/ops/test_norm.py tests/ops/test_layer_norm_gelu.py -k "joint or pieces or statistics or wide_tails or hold"
-[[ $PHASES == *" bwd "* ]] && ab bwd \
-    "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
-    "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:" --bwd-setting "pieces:JOINT_SUMS=False"
-[[ $PHASES == *" fwd "* ]] && ab fwd \
-    "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
-    "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:" --fwd-setting "pieces:FWD_JOINT_SUMS=False"
-if [[ $PHASES == *" sweep "* ]]; then
-    # shellcheck disable=SC2086
-    packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
-        --op ${SWEEP_OPS:-layer_norm rms_norm layer_norm_gelu add_layer_norm} \
-        --widths "${SWEEP_WIDTHS:-1152,2304,4304,11008,14336}" --rows "${SWEEP_ROWS:-2048}" --budget "${BUDGET:-150}" \
-        --warm-jobs 8 --out "$OUT/sweep"
-fi
+for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
+    case $phase in
+    tests) packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_norm.py \
+        tests/ops/test_layer_norm_gelu.py -k "joint or pieces or statistics or wide_tails or hold" ;;
+    bwd) ab bwd "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
+        "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:" --bwd-setting "pieces:JOINT_SUMS=False" ;;
+    fwd) ab fwd "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
+        "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:" --fwd-setting "pieces:FWD_JOINT_SUMS=False" ;;
+    sweep)
+        # shellcheck disable=SC2086
+        packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
+            --op ${SWEEP_OPS:-layer_norm rms_norm layer_norm_gelu add_layer_norm} \
+            --widths "${SWEEP_WIDTHS:-1152,2304,4304,11008,14336}" --rows "${SWEEP_ROWS:-2048}" \
+            --budget "${BUDGET:-150}" --warm-jobs 8 --out "$OUT/sweep" ;;
+    *) echo "unknown phase $phase" ;;
+    esac
+done
 pack "$PACK"
