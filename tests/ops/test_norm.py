@@ -1245,6 +1245,7 @@ def test_joint_row_sums_rule(monkeypatch):
     """The pieces' row sums are reduced across the program once (norm.joint_sums_threads: the NOTE above
     JOINT_SUMS) where every piece spans the program's threads, never for scalar rows or one-tile rows; off with
     JOINT_SUMS."""
+    monkeypatch.setattr(norm, "JOINT_SUMS", True)
     for n, activation in ((2304, 0), (4304, 0), (4304, 1), (11008, 0), (11008, 1), (14336, 0), (14336, 1), (13313, 0)):
         tile = norm.backward_rule(n, activation)
         assert tile.tail
@@ -1273,6 +1274,7 @@ def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device, mo
     backward = norm.backward_rule(n, form == "ln-gelu", "-pre" in form, dtype.itemsize, is_rms=is_rms,
                                   bf16=dtype == torch.bfloat16)
     forward = norm.forward_rule(n, is_rms, "-pre" in form, "-pre" in form)
+    monkeypatch.setattr(norm, "JOINT_SUMS", True)
     assert forward.tail == (n <= 11008) and norm.joint_sums_threads(forward) == 32 * forward.num_warps * forward.tail
     assert (norm.joint_sums_threads(backward) > 0) == (n > 1536)
     x = random_tensor((m, n + 32), dtype, device, scale=2.0, offset=0.5, seed=41)[:, :n]
@@ -1282,6 +1284,7 @@ def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device, mo
 
     def grads(joint):
         monkeypatch.setattr(norm, "JOINT_SUMS", joint)
+        monkeypatch.setattr(norm, "FWD_JOINT_SUMS", joint)
         leaves = [t.detach().requires_grad_() for t in (x, w, b, r) if t is not None]
         xx, ww, bb, rr = leaves[0], leaves[1], None if is_rms else leaves[2], leaves[-1] if r is not None else None
         if form == "ln-gelu":

@@ -410,7 +410,7 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--loop", "--widths", "4096,4160,4304",
-         "--forms", "ln"], env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
+         "--forms", "ln", "--set", "JOINT_SUMS=True"], env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {int(m.group(1)): (int(m.group(2)), float(m.group(3)), (int(m.group(4)), int(m.group(5))))
             for m in re.finditer(r"^\| (\d+) \| ln \| [^|]+ \| (\d+) \| ([\d.]+) \| (\d+) / (\d+) / \d+ \|",
