@@ -3,9 +3,9 @@
 # by piece (norm.JOINT_SUMS: the backward's two row sums; norm.FWD_JOINT_SUMS: the forward's statistics; the NOTE
 # above JOINT_SUMS), one GPU, one call (~8 minutes; carry .whl for Liger-Kernel):
 #   1. (tests) tests/ops/test_norm.py's and test_layer_norm_gelu.py's tests of rows in pieces on CUDA;
-#   2. (bwd) the backward launcher (benchmarks/norm_tiles.py --bwd-setting) at BWD_SHAPES x BWD_FORMS, `joint` (the
-#      rule) against `pieces` (JOINT_SUMS=False);
-#   3. (fwd) the forward launcher alike (--fwd-setting, FWD_JOINT_SUMS=False) at FWD_SHAPES x FWD_FORMS;
+#   2. (bwd) the backward launcher (benchmarks/norm_tiles.py --bwd-setting) at BWD_SHAPES x BWD_FORMS, `joint`
+#      (JOINT_SUMS=True) against `pieces` (JOINT_SUMS=False; the default until this A/B has run);
+#   3. (fwd) the forward launcher alike (--fwd-setting: FWD_JOINT_SUMS=False for `pieces`) at FWD_SHAPES x FWD_FORMS;
 #      each with the settings alternating in two rounds of one process (CUDA-graph replays, the L2 flushed), after
 #      the kernels were built in parallel processes;
 #   4. (sweep) the op sweep at SWEEP_WIDTHS x SWEEP_ROWS (SWEEP_OPS; forward and forward + backward as users call
@@ -36,9 +36,11 @@ for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
     tests) packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_norm.py \
         tests/ops/test_layer_norm_gelu.py -k "joint or pieces or statistics or wide_tails or hold" ;;
     bwd) ab bwd "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
-        "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:" --bwd-setting "pieces:JOINT_SUMS=False" ;;
+        "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:JOINT_SUMS=True" \
+        --bwd-setting "pieces:JOINT_SUMS=False" ;;
     fwd) ab fwd "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
-        "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:" --fwd-setting "pieces:FWD_JOINT_SUMS=False" ;;
+        "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:JOINT_SUMS=True" \
+        --fwd-setting "pieces:JOINT_SUMS=True,FWD_JOINT_SUMS=False" ;;
     sweep)
         # shellcheck disable=SC2086
         packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \

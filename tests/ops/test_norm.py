@@ -1242,9 +1242,9 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
 
 
 def test_joint_row_sums_rule(monkeypatch):
-    """The pieces' row sums are reduced across the program once (norm.joint_sums_threads: the NOTE above
-    JOINT_SUMS) where every piece spans the program's threads, never for scalar rows or one-tile rows; off with
-    JOINT_SUMS."""
+    """With norm.JOINT_SUMS the pieces' row sums are reduced across the program once (norm.joint_sums_threads: the
+    NOTE above JOINT_SUMS) where every piece spans the program's threads, never for scalar rows or one-tile rows;
+    without it, never."""
     monkeypatch.setattr(norm, "JOINT_SUMS", True)
     for n, activation in ((2304, 0), (4304, 0), (4304, 1), (11008, 0), (11008, 1), (14336, 0), (14336, 1), (13313, 0)):
         tile = norm.backward_rule(n, activation)

@@ -324,6 +324,21 @@ def _exercise_every_op(device: str) -> None:
     w, b = torch.randn(6144, dtype=torch.bfloat16, device=device), torch.randn(6144, dtype=torch.bfloat16, device=device)
     assert norm.backward_rule(6144, 1).tail and norm.backward_rule(6144, 1).num_warps == 16
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
+    # rows in pieces with their sums reduced jointly, both passes (norm.JOINT_SUMS, FWD_JOINT_SUMS), whatever the
+    # defaults: LayerNorm and + GELU at 2304 and 6144, RMSNorm's pre-residual form with dropout at 2304
+    saved = norm.JOINT_SUMS, norm.FWD_JOINT_SUMS
+    norm.JOINT_SUMS = norm.FWD_JOINT_SUMS = True
+    try:
+        for n in (2304, 6144):
+            pieces = torch.randn(3, n, dtype=torch.bfloat16, device=device)
+            w = torch.randn(n, dtype=torch.bfloat16, device=device)
+            b = torch.randn(n, dtype=torch.bfloat16, device=device)
+            run(lambda x, w, b: blockfuse.layer_norm(x, w, b), pieces, w, b)
+            run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
+        narrow = pieces[:, :2304]
+        run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, dropout_p=0.1), narrow, narrow.flip(0), w[:2304])
+    finally:
+        norm.JOINT_SUMS, norm.FWD_JOINT_SUMS = saved
 
 
 @pytest.mark.long
@@ -338,6 +353,8 @@ def test_every_launch_compiles_for_sm90(request, device):
     assert {1, 3} <= stages, stages
     assert any(record["constexprs"].get("TAIL") for record in launches.values()
                if record["kernel"] == "_norm_bwd_kernel"), "no backward in two pieces was built"
+    for kernel in ("_norm_fwd_kernel", "_norm_bwd_kernel"):  # (rows in pieces with their sums reduced jointly)
+        assert any(record["constexprs"].get("THREADS") for record in launches.values() if record["kernel"] == kernel)
     assert {record["kernel"] for record in launches.values() if record["launch_pdl"]} == {
         "_fp8_roll_kernel", "_norm_fwd_fp8_kernel"}
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",

@@ -530,9 +530,10 @@ ACT_BWD_STAGES = 3
 # program's threads keeps the sums piece by piece (joint_sums_threads). sm_90 builds with Triton 3.6: the backward's
 # loop 3 barriers where 6-9, a third to a half of the shuffles, 3-12% fewer instructions a useful element (LayerNorm
 # + GELU at 14336 41.7 -> 38.4); the forward's one-row programs 5 barriers where 11
-# (benchmarks/results/launch-rules/41-joint-sums-2026-12-07/).
-JOINT_SUMS = True
-FWD_JOINT_SUMS = True  # (the forward's statistics of a row in pieces alike: _row_statistics_of_pieces)
+# (benchmarks/results/launch-rules/41-joint-sums-2026-12-07/). Off until timed on a card against the sums piece by
+# piece (no machine came on 2026-12-07): `PHASES="bwd fwd tests" bash scripts/issue22_joint_sums_gpu.sh PACK`.
+JOINT_SUMS = False
+FWD_JOINT_SUMS = True  # (with JOINT_SUMS: the forward's statistics of a row in pieces alike)
 # A backward of at most this many elements (rows in one tile each) runs as one program that writes
 # the weight / bias gradients itself (one launch, no partial sums): at such sizes a launch costs more
 # host time than the whole kernel takes on the GPU.
