@@ -52,6 +52,18 @@ warm_norm_tiles() {
     done
 }
 
+# norm_tiles_ab NAME SHAPES FORMS SETTING...: benchmarks/norm_tiles.py's settings (--fwd-setting / --bwd-setting) at
+# SHAPES x FORMS, the kernels built first (warm_norm_tiles), then one process times the settings in two alternating
+# rounds (TIME_S seconds at most; results under $OUT/NAME, packed).
+norm_tiles_ab() {
+    local name=$1 shapes=$2 forms=$3
+    shift 3
+    warm_norm_tiles "$OUT/warm-$name" "$shapes" "$forms" "$@"
+    wait
+    packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
+        --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
+}
+
 # pack PACK: everything under $OUT into PACK/results.tar.gz (the device tool returns a few files only).
 pack() {
     mkdir -p "$1" && tar czf "$1/results.tar.gz" -C "$OUT" .

@@ -21,24 +21,14 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-# ab NAME SHAPES FORMS SETTING...: the kernels built first (warm_norm_tiles), then one process times the settings in
-# two alternating rounds.
-ab() {
-    local name=$1 shapes=$2 forms=$3
-    shift 3
-    warm_norm_tiles "$OUT/warm-$name" "$shapes" "$forms" "$@"
-    wait
-    packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
-        --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
-}
 for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
     case $phase in
     tests) packed "${TESTS_S:-150}" tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_norm.py \
         tests/ops/test_layer_norm_gelu.py -k "joint or pieces or statistics or wide_tails or hold" ;;
-    bwd) ab bwd "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
+    bwd) norm_tiles_ab bwd "${BWD_SHAPES:-16384x2304,16384x4304,16384x11008,16384x14336,2048x14336,2048x4304}" \
         "${BWD_FORMS:-ln,rms,ln-pre,ln-gelu}" --bwd-setting "joint:JOINT_SUMS=True" \
         --bwd-setting "pieces:JOINT_SUMS=False" ;;
-    fwd) ab fwd "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
+    fwd) norm_tiles_ab fwd "${FWD_SHAPES:-2048x1152,2048x2304,2048x4304,16384x1152,16384x2560,16384x4304,16384x11008}" \
         "${FWD_FORMS:-ln,rms,ln-post,ln-gelu}" --fwd-setting "joint:JOINT_SUMS=True" \
         --fwd-setting "pieces:JOINT_SUMS=True,FWD_JOINT_SUMS=False" ;;
     sweep)

@@ -28,45 +28,39 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-# ab NAME SHAPES FORMS SETTING...: the kernels built first (warm_norm_tiles), then one process times the settings in
-# two alternating rounds.
-ab() {
-    local name=$1 shapes=$2 forms=$3
-    shift 3
-    warm_norm_tiles "$OUT/warm-$name" "$shapes" "$forms" "$@"
-    wait
-    packed "${TIME_S:-200}" "$name" python3 benchmarks/norm_tiles.py --shapes "$shapes" --forms "$forms" --fwd "" \
-        --bwd "" "$@" --setting-rounds 2 --no-check --out "$OUT/$name"
-}
 FWD=(--fwd-setting "rule:")
 for wps in ${WPS:-20 24 32}; do
     FWD+=(--fwd-setting "w$wps:FWD_ROW_WARPS_PER_SM=$wps")
 done
 PHASES=" ${PHASES:-fwd bwd} "
-[[ $PHASES == *" fwd "* ]] && ab fwd \
+[[ $PHASES == *" fwd "* ]] && norm_tiles_ab fwd \
     "${SHAPES:-16384x8960,16384x9216,16384x10240,16384x11008,16384x12288,4096x11008,32768x11008,16384x11007}" \
     "${FORMS:-ln,ln-post,ln-pre,ln-gelu}" "${FWD[@]}"
-[[ $PHASES == *" bwd "* ]] && ab bwd "${BWD_SHAPES:-16384x13312,16384x13824,16384x14336,4096x14336,32768x14336}" \
+[[ $PHASES == *" bwd "* ]] && norm_tiles_ab bwd \
+    "${BWD_SHAPES:-16384x13312,16384x13824,16384x14336,4096x14336,32768x14336}" \
     "${BWD_FORMS:-ln,ln-post,rms}" --bwd-setting "rule:" --bwd-setting "smem172:BWD_SMEM_BYTES=176128"
 # (PHASES="act": the GELU form's backward in three pieces, ACT_BWD_THREE_PIECES, at 13313-14336 lanes where its rule
 # has the padded tile (184 bytes of spill a thread in the sm_90 build, 128 in three pieces): `three` unpipelined there
 # (its own stage check counts 168 KiB against BWD_SMEM_BYTES), `three-172` with that budget at 172 KiB (three stages);
 # and at 11008 (8192 + 2048 + 1024 lanes instead of 8192 + 4096: 32 bytes of spill, not 64), `three-11008`)
 THREE=ACT_BWD_THREE_PIECES=True
-[[ $PHASES == *" act "* ]] && ab act "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
+[[ $PHASES == *" act "* ]] && norm_tiles_ab act \
+    "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "three:$THREE" --bwd-setting "three-172:$THREE,BWD_SMEM_BYTES=176128" \
     --bwd-setting "three-11008:$THREE,BWD_SMEM_BYTES=176128,BWD_WIDE_PIECES_MAX_LANES=8192"
 # (PHASES="act32": the GELU form's backward pieces past 8192 lanes on 32 warps at 64 registers, not 16 at 128: one
 # program of 16 warps a multiprocessor leaves its math's latency unhidden (benchmarks/NOTES.md, "What the H100 leaves");
 # the sm_90 builds spill 184-248 bytes a thread there, against 32-128 on 16 warps, with 13 barriers, not 18-22; run on
 # an H100 in launch-rules/40-pre-act32-2026-12-06-h100/: 2.2-2.6x slower than the rule in every cell, not taken)
-[[ $PHASES == *" act32 "* ]] && ab act32 "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
+[[ $PHASES == *" act32 "* ]] && norm_tiles_ab act32 \
+    "${ACT_SHAPES:-16384x11008,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-gelu --bwd-setting "rule:" --bwd-setting "w32:BWD_WIDE_PIECE_WARPS=32"
 # (PHASES="pre": the pre-residual forms' backward in three pieces at 12289-14336 lanes, BWD_THREE_PIECES_PRE (the
 # rule since launch-rules/39-*, which ran this phase with the knob off: then `rule` was the padded tile), against the
 # padded 16384-lane tile it replaced (`padded`: unpipelined, 168 bytes of spill a thread in LayerNorm's sm_90 build;
 # three pieces 56-72, two stages of z, dy and ds) and the pieces unpipelined (`three-1`))
-[[ $PHASES == *" pre "* ]] && ab pre "${PRE_SHAPES:-16384x12800,16384x13312,16384x14336,2048x14336,32768x14336}" \
+[[ $PHASES == *" pre "* ]] && norm_tiles_ab pre \
+    "${PRE_SHAPES:-16384x12800,16384x13312,16384x14336,2048x14336,32768x14336}" \
     ln-pre,rms-pre --bwd-setting "rule:" --bwd-setting "padded:BWD_THREE_PIECES_PRE=False" \
     --bwd-setting "three-1:BWD_STAGES=1"
 if [ -n "${SWEEP_WIDTHS:-}" ]; then
