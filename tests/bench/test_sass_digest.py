@@ -33,6 +33,24 @@ def test_compare_names_the_launches_whose_code_changed(tmp_path):
     assert result.returncode == 1 and "1 with other code" in result.stdout and "'BLOCK': 128" in result.stdout
 
 
+def test_compare_matches_launches_across_an_added_constexpr(tmp_path):
+    """--added NAME=DEFAULT: a launch with the added constexpr at its default is the old launch (same code: 0 with
+    other code), one with another value a new launch; without --added every launch is in one file only."""
+    launch = {"kernel": "_k", "constexprs": {"BLOCK": 64}, "signature": {"X": "*bf16"}}
+    at_default = {"kernel": "_k", "constexprs": {"BLOCK": 64, "THREADS": 0}, "signature": {"X": "*bf16"}}
+    other = {"kernel": "_k", "constexprs": {"BLOCK": 64, "THREADS": 256}, "signature": {"X": "*bf16"}}
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps({"3.9.0": {json.dumps(launch): "aaaa"}}))
+    after.write_text(json.dumps({"3.9.0": {json.dumps(at_default): "aaaa", json.dumps(other): "bbbb"}}))
+    result = run("--compare", str(before), str(after), "--added", "THREADS=0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 with other code, 0 in one file only; 1 new launches" in result.stdout, result.stdout
+    after.write_text(json.dumps({"3.9.0": {json.dumps(at_default): "cccc"}}))
+    result = run("--compare", str(before), str(after), "--added", "THREADS=0")
+    assert result.returncode == 1 and "1 with other code" in result.stdout, result.stdout
+    assert "2 in one file only" in run("--compare", str(before), str(after)).stdout
+
+
 @pytest.mark.usefixtures("requires_triton")
 def test_digests_the_launches_of_a_kernel(tmp_path):
     """One small kernel's recorded launches built for sm_90 with this machine's Triton: a digest each, and the SASS

@@ -1005,13 +1005,13 @@ def _row_statistics_of_pieces(z, z_t, mask, mask_t, N, IS_RMS: tl.constexpr, BLO
                                                                                           THREADS, UNIT)
             shift = _thread_partials(diff, BLOCK_N, THREADS, UNIT) + _thread_partials(diff_t, BLOCK_T, THREADS, UNIT)
             sq, shift = _row_sums(sq[None, :], shift[None, :])
+            shift = tl.sum(shift, axis=0) / N
+            sq = tl.sum(sq, axis=0)
         else:
             sq, shift = _row_sums(diff * diff, diff)
             sq_t, shift_t = _row_sums(diff_t * diff_t, diff_t)
-            shift += shift_t
-            sq += sq_t
-        shift = tl.sum(shift, axis=0) / N
-        sq = tl.sum(sq, axis=0)
+            shift = (tl.sum(shift, axis=0) + tl.sum(shift_t, axis=0)) / N
+            sq = tl.sum(sq, axis=0) + tl.sum(sq_t, axis=0)
         sq -= shift * shift * N
         var = sq / N
         mean += shift
