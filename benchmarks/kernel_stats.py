@@ -179,7 +179,7 @@ def rule_stats(n: int, form: str) -> dict:
     elif hasattr(norm, "FWD_WB_EVICT"):
         early["WB_EVICT"] = norm.FWD_WB_EVICT
     if hasattr(norm, "FWD_JOINT_SUMS"):  # (the pieces' statistics reduced jointly, as the launcher decides it)
-        early["THREADS"] = norm.joint_sums_threads(tile, launch.row_units(n) == 1) if norm.FWD_JOINT_SUMS else 0
+        early["THREADS"] = norm.joint_sums_threads(tile, launch.row_units(n) == 1, forward=True)
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
                                                                **persistence["constexprs"], **early},

@@ -2306,14 +2306,14 @@ def _act_bwd_maxnreg(tile: Tile) -> int:
     return min(ACT_BWD_MAXNREG, SM_REGISTERS // (32 * tile.num_warps))
 
 
-def joint_sums_threads(tile: Tile, scalar: bool = False) -> int:
-    """A row in pieces' THREADS (both passes' kernels): the program's threads where every piece spans them (the NOTE
-    above JOINT_SUMS), else 0 (the row's sums reduced piece by piece): never for rows of one-element accesses."""
+def joint_sums_threads(tile: Tile, scalar: bool = False, forward: bool = False) -> int:
+    """A row in pieces' THREADS (both passes' kernels; ``forward``: also FWD_JOINT_SUMS): the program's threads where
+    every piece spans them (the NOTE above JOINT_SUMS), else 0 (the row's sums reduced piece by piece): never for rows
+    of one-element accesses."""
+    if not (JOINT_SUMS and (FWD_JOINT_SUMS or not forward) and tile.tail and tile.block_m == 1 and not scalar):
+        return 0
     threads = 32 * tile.num_warps
-    pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
-    joint = (JOINT_SUMS and tile.tail and tile.block_m == 1 and not scalar
-             and min(pieces) >= threads)
-    return threads if joint else 0
+    return threads if min(tile.block_n, tile.block_t, tile.block_u if tile.block_u > 1 else threads) >= threads else 0
 
 
 def _act_programs_per_sm(tile: Tile) -> int:
@@ -2386,7 +2386,7 @@ def _norm_fwd(
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), VEC=vec, STAGES=stages,
         EARLY_RESIDUAL=early_residual(tile, n, mode, stages), WB_EVICT=forward_weight_hint(activation),
-        THREADS=joint_sums_threads(tile, scalar) if FWD_JOINT_SUMS else 0, num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar, forward=True), num_warps=tile.num_warps,
         maxnreg=_fwd_maxnreg(tile, stages, mode, x.element_size(), scalar),
     )
     return outputs
@@ -2673,7 +2673,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
         PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2),
-        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2)) if FWD_JOINT_SUMS else 0, num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2), forward=True), num_warps=tile.num_warps,
         maxnreg=FP8_FWD_MAXNREG,
     )
 
