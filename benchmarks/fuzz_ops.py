@@ -1339,8 +1339,9 @@ def run_case(group, params):
 
 def takes_reference(group, params) -> bool:
     """A call the op sends to its reference by design: a pre-residual norm (with or without its FP8 output) on rows
-    narrower than ``norm.PRE_MIN_LANES`` in a 16-bit dtype (the NOTE above it; the fuzz of 2026-12-04 found those rows)."""
-    return (group in ("norm", "fp8") and params.get("mode") == "pre" and params["n"] < norm_mod.PRE_MIN_LANES
+    narrower than ops/norm.py's PRE_MIN_LANES in a 16-bit dtype (the NOTE above it; the fuzz of 2026-12-04 found those
+    rows)."""
+    return (group in ("norm", "fp8") and params.get("mode") == "pre" and params["n"] < norm_mod.TUNING.pre_min_lanes
             and params["dtype"] != "fp32")
 
 

@@ -36,6 +36,7 @@ import inspect
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -45,6 +46,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from blockfuse.ops import launch, norm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from norm_knobs import has_knob, knob, rule_constants  # noqa: E402 (benchmarks/ is no package)
 
 _BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -119,10 +123,10 @@ def _depth(tile, n: int, mode: int, activation: int) -> int:
     streams = 3 if mode == norm.PRE else 2
     if hasattr(norm, "_bwd_depth"):
         # (the GELU form's depth does not read the programs a multiprocessor)
-        return norm._bwd_depth(tile, n, 2, norm.BWD_PROGRAMS_PER_SM, streams, activation)
+        return norm._bwd_depth(tile, n, 2, knob("BWD_PROGRAMS_PER_SM"), streams, activation)
     if activation:
-        return norm.ACT_BWD_STAGES
-    return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM), streams)
+        return knob("ACT_BWD_STAGES")
+    return norm._bwd_stages(tile, n, 2, norm._programs_per_sm(tile.block_n, knob("BWD_PROGRAMS_PER_SM")), streams)
 
 
 def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
@@ -147,7 +151,7 @@ def rule_stats(n: int, form: str) -> dict:
     common = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                   ACTIVATION=activation)
     out = {}
-    if hasattr(norm, "FWD_RMS_CHUNKS_FROM_LANES"):  # (the launcher's rule, by form)
+    if has_knob("FWD_RMS_CHUNKS_FROM_LANES"):  # (the launcher's rule, by form)
         try:  # (the launcher's pre mode and scalar rows, where the code has them)
             extra = _accepted(norm.forward_rule, pre=mode == norm.PRE, scalar=launch.row_units(n) == 1)
             tile = norm.forward_rule(n, is_rms, mode != norm.NONE, **extra)
@@ -156,8 +160,8 @@ def rule_stats(n: int, form: str) -> dict:
     elif hasattr(norm, "forward_rule"):  # (older code: the width's rule; before it, the tile without its tails)
         tile = norm.forward_rule(n)
     else:
-        tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                          norm.TAIL_FROM_LANES)
+        tile = norm._tile(n, knob("FWD_TILE_ELEMENTS"), knob("FWD_ELEMENTS_PER_WARP"), knob("FWD_MAX_LANES"),
+                          knob("TAIL_FROM_LANES"))
     signature = {"X": bf, "W": bf, "Y": bf, "RSTD": f32, "stride_x": "i32", "stride_res": "i32", "stride_y": "i32",
                  "stride_s": "i32", "M": "i32", "N": "i32", "eps": "fp32", "dropout_p": "fp32",
                  "dropout_scale": "fp32"}
@@ -176,9 +180,9 @@ def rule_stats(n: int, form: str) -> dict:
         early["EARLY_RESIDUAL"] = norm.early_residual(tile, n, mode, persistence["constexprs"].get("STAGES", 0))
     if hasattr(norm, "forward_weight_hint"):  # (the weight's and bias's loads' hint, as the launcher's)
         early["WB_EVICT"] = norm.forward_weight_hint(activation)
-    elif hasattr(norm, "FWD_WB_EVICT"):
-        early["WB_EVICT"] = norm.FWD_WB_EVICT
-    if hasattr(norm, "FWD_JOINT_SUMS"):  # (the pieces' statistics reduced jointly, as the launcher decides it)
+    elif has_knob("FWD_WB_EVICT"):
+        early["WB_EVICT"] = knob("FWD_WB_EVICT")
+    if has_knob("FWD_JOINT_SUMS"):  # (the pieces' statistics reduced jointly, as the launcher decides it)
         early["THREADS"] = norm.joint_sums_threads(tile, launch.row_units(n) == 1, forward=True)
     compiled = compile_sm90(norm._norm_fwd_kernel, signature, {**nones, **common, "STATS": True,
                                                                **tile.constexprs(n), "VEC": launch.row_units(n),
@@ -194,9 +198,9 @@ def rule_stats(n: int, form: str) -> dict:
         extra = _accepted(norm.backward_rule, is_rms=is_rms, scalar=launch.row_units(n) == 1)
         tile = norm.backward_rule(n, activation, mode == norm.PRE, **extra)
     else:
-        per_warp = norm.ACT_BWD_ELEMENTS_PER_WARP if activation else norm.BWD_ELEMENTS_PER_WARP
-        max_lanes = norm.BWD_MAX_LANES_PRE if mode == norm.PRE else norm.BWD_MAX_LANES
-        tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, max_lanes, float("inf"))
+        per_warp = knob("ACT_BWD_ELEMENTS_PER_WARP") if activation else knob("BWD_ELEMENTS_PER_WARP")
+        max_lanes = knob("BWD_MAX_LANES_PRE") if mode == norm.PRE else knob("BWD_MAX_LANES")
+        tile = norm._tile(n, knob("BWD_TILE_ELEMENTS"), per_warp, max_lanes, float("inf"))
     signature = {"DY": bf, "Z": bf, "W": bf, "RSTD": f32, "DX": bf, "PARTIAL": f32, "stride_dy": "i32",
                  "stride_ds": "i32", "stride_z": "i32", "stride_dx": "i32", "stride_dres": "i32", "M": "i32",
                  "N": "i32", "dropout_p": "fp32", "dropout_scale": "fp32"}
@@ -209,7 +213,8 @@ def rule_stats(n: int, form: str) -> dict:
     nones.update({} if mode == norm.PRE else {"DS": None})
     options = {"num_warps": tile.num_warps}
     if activation and tile.num_chunks == 1:
-        options["maxnreg"] = norm._act_bwd_maxnreg(tile) if hasattr(norm, "_act_bwd_maxnreg") else norm.ACT_BWD_MAXNREG
+        options["maxnreg"] = (norm._act_bwd_maxnreg(tile) if hasattr(norm, "_act_bwd_maxnreg")
+                              else knob("ACT_BWD_MAXNREG"))
     stages = _depth(tile, n, mode, activation)
     compiled = compile_sm90(norm._norm_bwd_kernel, signature,
                             {**nones, **common, "HAS_DS": mode == norm.PRE,
@@ -302,8 +307,8 @@ def amax_main(widths) -> None:
             parameters = {} if is_rms else {"B": bf, "MEAN": f32}
             absent = {"SEED": None, **({"B": None, "MEAN": None} if is_rms else {})}
             cells = []
-            tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                              norm.TAIL_FROM_LANES)
+            tile = norm._tile(n, knob("FWD_TILE_ELEMENTS"), knob("FWD_ELEMENTS_PER_WARP"), knob("FWD_MAX_LANES"),
+                              knob("TAIL_FROM_LANES"))
             signature = {**base, "Y": bf, **parameters}
             persistence = _forward_persistence(tile, n, norm.PRE, 0)
             plain = compile_sm90(norm._norm_fwd_kernel, signature,
@@ -315,7 +320,7 @@ def amax_main(widths) -> None:
                                   {**absent, "Y": None, "Q_SCALE": None, "HISTORY": None, **common,
                                    **fp8_tile.constexprs(n), "FP8": FP8_AMAX.value, "BLOCK_H": 1, "PDL": False},
                                   _aligned(signature, strides, n), num_warps=fp8_tile.num_warps,
-                                  maxnreg=norm.FP8_FWD_MAXNREG)
+                                  maxnreg=knob("FP8_FWD_MAXNREG"))
             for t, compiled in ((tile, plain), (fp8_tile, folded)):
                 registers, _, opcodes, _ = sass_stats(compiled.asm["cubin"])
                 per_element = sum(opcodes.values()) * 32 * t.num_warps / (t.block_m * n)
@@ -359,21 +364,25 @@ def main() -> None:
     parser.add_argument("--even-n", action="store_true", help="compile with EVEN_N (no column masks)")
     parser.add_argument("--dump", type=Path, help="write the disassembly here")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a launch rule's module constant in ops/norm.py (a Python literal; repeatable), e.g. "
-                        "ACT_BWD_PIECE_MAX_WARPS=16: the rules as a GPU A/B run would set them")
+                        help="one of ops/norm.py's knobs (its tuning table, by upper-case name; a Python literal; "
+                        "repeatable), e.g. ACT_BWD_PIECE_MAX_WARPS=16: the rules as a GPU A/B run would set them")
     parser.add_argument("--bwd-depth", type=int, metavar="STAGES",
                         help="--rule: the backward's pipeline depth instead of the launcher's (norm._bwd_depth)")
     args = parser.parse_args()
     if args.bwd_depth is not None:
         norm._bwd_depth = lambda *_, **__: args.bwd_depth
+    knobs = {}
     for item in args.set:
         name, value = item.split("=", 1)
-        if not hasattr(norm, name):
+        if not has_knob(name):
             raise SystemExit(f"--set: ops/norm.py has no {name}")
-        setattr(norm, name, ast.literal_eval(value))
-    for cached in vars(norm).values():  # the rules' caches read the constants, not only their arguments
-        if hasattr(cached, "cache_clear"):
-            cached.cache_clear()
+        knobs[name] = ast.literal_eval(value)
+    with rule_constants(knobs):
+        run(args)
+
+
+def run(args) -> None:
+    """What ``args`` ask for, with the knobs of ``--set`` in force."""
     if args.rule:
         rule_main([int(w) for w in args.widths.split(",")], args.forms.split(","))
         return
@@ -391,12 +400,12 @@ def main() -> None:
     constexprs = dict(DS=None, SEED=None, DRES=None, DW=None, DB=None, IS_RMS=False, MODE=0, HAS_W=True, HAS_B=True,
                       HAS_DS=False, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0 if args.activation == "off" else norm.GELU_CODES[args.activation],
-                      BLOCK_M=max(1, norm.BWD_TILE_ELEMENTS // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
+                      BLOCK_M=max(1, knob("BWD_TILE_ELEMENTS") // block_n), BLOCK_N=block_n, NUM_CHUNKS=1,
                       EVEN_N=args.even_n, **({"TAIL": False, "BLOCK_T": 1} if hasattr(norm, "backward_rule") else {}),
                       **({"BLOCK_U": 1} if "block_u" in norm.Tile._fields else {}),
                       STAGES=args.stages, DIRECT=False, RELOAD=False,
                       **({"EARLY_ACC": False} if hasattr(norm, "_early_acc") else {}), VEC=1,
-                      TWO_FMA=args.activation == "off" and args.warps <= norm.BWD_TWO_FMA_MAX_WARPS
+                      TWO_FMA=args.activation == "off" and args.warps <= knob("BWD_TWO_FMA_MAX_WARPS")
                       and not args.maxnreg)
     options = {"num_warps": args.warps, **({"maxnreg": args.maxnreg} if args.maxnreg else {})}
     compiled = compile_sm90(norm._norm_bwd_kernel, signature, constexprs,

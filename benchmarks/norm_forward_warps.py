@@ -10,7 +10,7 @@ lanes, 8 warps from 2048 (``_persistent_reduction_configs`` in ``torch/_inductor
 This times, for each form, row count and width, the forward launcher (inference: no statistics written, as the
 sweep's forward) on the rule's tile (``norm.forward_rule`` and ``norm.rows_for_count``) and on the same row pieces
 with other rows a program and warps: one row a program on 1-16 warps, two and four rows a program where a row has
-at most 2048 lanes (``--no-tiles``: not), and the rule's tile with ops/norm.py's module constants set as each
+at most 2048 lanes (``--no-tiles``: not), and the rule's tile with ops/norm.py's knobs (norm.tuned) set as each
 ``--setting`` says (the tile the rule gives under them, timed under them: a rule or kernel knob A/B'd in one
 process). Each tile's ``y`` is checked against the rule's (a launch that failed would differ). CUDA-graph
 replays with the L2 flushed before each call; the fraction is of a same-size device copy timed in the same process
@@ -41,7 +41,7 @@ from blockfuse.ops import norm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import norm_tiles  # noqa: E402 (benchmarks/ is no package)
-from norm_tiles import rule_constants  # noqa: E402
+from norm_knobs import has_knob, rule_constants  # noqa: E402
 
 WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 3072, 4096, 4304, 5120, 6144, 8192)
 ROWS = (2048, 8192, 32768)
@@ -66,16 +66,16 @@ def rule_tile(n: int, m: int, form: str) -> norm.Tile:
 def parse_setting(text: str) -> tuple[str, dict]:
     """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (``norm_tiles.parse_setting``), every NAME one of ops/norm.py's."""
     label, values = norm_tiles.parse_setting(text)
-    missing = [name for name in values if not hasattr(norm, name)]
+    missing = [name for name in values if not has_knob(name)]
     if missing:
         raise SystemExit(f"--setting {label}: ops/norm.py has no {missing}")
     return label, values
 
 
 def variants(n: int, m: int, form: str, settings=(), tiles: bool = True) -> dict[str, tuple[norm.Tile, dict]]:
-    """label -> (tile, module constants): the rule's; then one row a program on each warp count a row's lanes
+    """label -> (tile, knobs): the rule's; then one row a program on each warp count a row's lanes
     allow, and 2 / 4 rows a program for rows of at most 2048 lanes (not for rows in pieces: those are one row a
-    program), unless not ``tiles``; then the rule's tile under each of ``settings`` ((label, constants) pairs)."""
+    program), unless not ``tiles``; then the rule's tile under each of ``settings`` ((label, knobs) pairs)."""
     rule = rule_tile(n, m, form)
     out = {"rule": (rule, {})}
     for label, values in settings:
@@ -247,7 +247,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the tiles first (1: none)")
     ap.add_argument("--no-tiles", action="store_true", help="the rule's tile and the settings only")
     ap.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
-                    help="the rule's tile with these ops/norm.py constants (repeatable)")
+                    help="the rule's tile with these ops/norm.py knobs (repeatable)")
     ap.add_argument("--peers", action="store_true", help="time torch.compile's and Liger's forward of each cell too")
     args = ap.parse_args()
     settings = [parse_setting(text) for text in args.setting]

@@ -6,7 +6,7 @@ Run on the GPU (under a minute on an H100 or H200):
 Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed):
     PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8]
 
-``--warps``: the norms' FP8 forward with at least these many warps (``norm.FP8_FWD_MIN_WARPS``, default: its
+``--warps``: the norms' FP8 forward with at least these many warps (the knob ``FP8_FWD_MIN_WARPS``, default: its
 rule's warps, 2 at 4096): the first for the main figures, the others timed beside them (``rowwise_w8``, ...).
 
 For each width and form (``rms``, ``ln``: LayerNorm with a bias, ``rms-pre``: RMSNorm of residual + x, ``ln-post``:
@@ -199,8 +199,8 @@ def _no_roll(norm, active: bool):
 
 
 class Setting(NamedTuple):
-    """``--setting LABEL:NAME=V,...``: ops/norm.py's module constants set together for a timed call (parsed and set
-    as benchmarks/norm_tiles.py's ``--fwd-setting``)."""
+    """``--setting LABEL:NAME=V,...``: ops/norm.py's knobs set together for a timed call (parsed and set as
+    benchmarks/norm_tiles.py's ``--fwd-setting``)."""
 
     label: str
     values: dict
@@ -213,14 +213,16 @@ def parse_setting(text: str) -> Setting:
 
 
 def _constants(setting: Optional[Setting]):
-    """Within the block, ops/norm.py's constants of ``setting`` (none: as they are)."""
-    from norm_tiles import rule_constants
+    """Within the block, ops/norm.py's knobs of ``setting`` (none: as they are)."""
+    from norm_knobs import rule_constants
 
     return rule_constants(setting.values if setting else {})
 
 
 def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=(), settings=(),
           rounds: int = 1) -> list[dict]:
+    from norm_knobs import has_knob, knob, rule_constants
+
     import blockfuse.fp8
     from blockfuse.ops import launch as launch_ops
     from blockfuse.ops import norm
@@ -251,20 +253,20 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                 "unfused_tensorwise": (lambda: unfused("tensorwise"), x_bytes + y_bytes + extra + 2 * 2 + 1, None),
             }
             if form not in ("swiglu", "geglu"):
-                for w in warps[1:]:  # the norms' FP8 forward with other warp counts (norm.FP8_FWD_MIN_WARPS)
+                for w in warps[1:]:  # the norms' FP8 forward with other warp counts (FP8_FWD_MIN_WARPS)
                     calls[f"rowwise_w{w}"] = (calls["rowwise"][0], calls["rowwise"][1], w)
                     calls[f"tensorwise_w{w}"] = (calls["tensorwise"][0], calls["tensorwise"][1], w)
                 for tile in tiles:  # (rows a program, warps): the FP8 forward's tile replaced
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_t{tile[0]}x{tile[1]}"] = (calls[recipe][0], calls[recipe][1], tile)
-                for cap in caps:  # the FP8 forward's register cap (norm.FP8_FWD_MAXNREG), on the rule's tile
+                for cap in caps:  # the FP8 forward's register cap (FP8_FWD_MAXNREG), on the rule's tile
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_r{cap}"] = (calls[recipe][0], calls[recipe][1], f"r{cap}")
                 for lanes in lanes_per_warp:  # the FP8 forward's warps from its tile's lanes
                     for recipe in ("rowwise", "tensorwise"):
                         calls[f"{recipe}_l{lanes}"] = (calls[recipe][0], calls[recipe][1], f"l{lanes}")
-                for setting in settings:  # ops/norm.py's constants set (e.g. FP8_FWD_MIN_WARPS=2)
-                    missing = [name for name in setting.values if not hasattr(norm, name)]
+                for setting in settings:  # ops/norm.py's knobs set (e.g. FP8_FWD_MIN_WARPS=2)
+                    missing = [name for name in setting.values if not has_knob(name)]
                     if missing:  # (older code)
                         print(f"setting {setting.label}: {missing} not in this code, skipped", flush=True)
                         continue
@@ -276,7 +278,7 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                     calls["tensorwise_nopdl"] = (calls["tensorwise"][0], calls["tensorwise"][1], "nopdl")
             row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
             copies = {}
-            default_warps = norm.FP8_FWD_MIN_WARPS
+            default_warps = knob("FP8_FWD_MIN_WARPS")
             timed: dict = {}
             with torch.no_grad():
                 for _ in range(rounds):  # (--rounds: every call timed once a round, the calls alternating)
@@ -286,15 +288,15 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                         cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
                         lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
                         min_warps = variant if isinstance(variant, int) else None
-                        norm.FP8_FWD_MIN_WARPS = 1 if lanes else min_warps or warps[0] or default_warps
-                        norm.FP8_FWD_MAXNREG = cap
+                        own = {"FP8_FWD_MIN_WARPS": 1 if lanes else min_warps or warps[0] or default_warps,
+                               "FP8_FWD_MAXNREG": cap}
+                        own = {key: value for key, value in own.items() if has_knob(key)}  # (older code)
                         try:
                             launch_ops.PDL = variant != "nopdl"
-                            with _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), _constants(setting), \
-                                    _no_roll(norm, variant == "noroll"):
+                            with rule_constants(own), _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), \
+                                    _constants(setting), _no_roll(norm, variant == "noroll"):
                                 timed.setdefault(name, []).append(graph_ms(fn))
                         finally:
-                            norm.FP8_FWD_MIN_WARPS, norm.FP8_FWD_MAXNREG = default_warps, None
                             launch_ops.PDL = True
                         if per_element not in copies:
                             copies[per_element] = copy_ms(per_element * elements)
@@ -321,6 +323,7 @@ def register_stats(widths, warps_options=(4,)) -> None:
     it (the norms' warps: at least each of ``warps_options``), beside the plain norm forward's (no statistics)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from kernel_stats import compile_sm90, sass_stats
+    from norm_knobs import knob
 
     from blockfuse.ops import gated, norm
     from blockfuse.ops.fp8 import FP8_OUTPUT_CODES
@@ -331,8 +334,8 @@ def register_stats(widths, warps_options=(4,)) -> None:
           "row element | plain kernel regs | stack |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
-        tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                          norm.TAIL_FROM_LANES)  # the plain forward's
+        tile = norm._tile(n, knob("FWD_TILE_ELEMENTS"), knob("FWD_ELEMENTS_PER_WARP"), knob("FWD_MAX_LANES"),
+                          knob("TAIL_FROM_LANES"))  # the plain forward's
         tail = f" + {tile.block_t}" if tile.tail else ""
         for form, (is_rms, mode, activation) in norm_forms.items():
             plain = _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation)
@@ -368,13 +371,11 @@ BF16, F32, E4M3 = "*bf16", "*fp32", "*fp8e4nv"
 
 
 def _forward_tile(norm, n: int, min_warps: int, residual: bool):
-    """``norm.fp8_forward_tile(n, residual=residual)`` with ``norm.FP8_FWD_MIN_WARPS = min_warps``."""
-    saved = norm.FP8_FWD_MIN_WARPS
-    norm.FP8_FWD_MIN_WARPS = min_warps
-    try:
+    """``norm.fp8_forward_tile(n, residual=residual)`` with the knob ``FP8_FWD_MIN_WARPS`` at ``min_warps``."""
+    from norm_knobs import rule_constants
+
+    with rule_constants({"FP8_FWD_MIN_WARPS": min_warps}):
         return norm.fp8_forward_tile(n, residual=residual)
-    finally:
-        norm.FP8_FWD_MIN_WARPS = saved
 
 
 def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation, recipe, num_warps):
@@ -432,12 +433,12 @@ def main() -> None:
     parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"any of {', '.join(FORMS)}")
     parser.add_argument("--registers", action="store_true", help="registers / stack of the sm_90 build, no GPU")
     parser.add_argument("--warps", default=None,
-                        help="comma-separated minimum warps of the norms' FP8 forward (norm.FP8_FWD_MIN_WARPS): the "
+                        help="comma-separated minimum warps of the norms' FP8 forward (FP8_FWD_MIN_WARPS): the "
                              "first for the main figures, the others timed beside them as rowwise_wN / tensorwise_wN")
     parser.add_argument("--tiles", default="", help="comma-separated ROWSxWARPS (e.g. 2x8): the norms' FP8 forward "
                                                     "with that tile too, timed as rowwise_tROWSxWARPS, ...")
     parser.add_argument("--maxnreg", default="", help="comma-separated register caps of the norms' FP8 forward "
-                                                      "(norm.FP8_FWD_MAXNREG), timed as rowwise_rCAP, ...")
+                                                      "(FP8_FWD_MAXNREG), timed as rowwise_rCAP, ...")
     parser.add_argument("--lanes-per-warp", default="", help="comma-separated lanes a warp of the norms' FP8 forward "
                                                               "(its warps from its tile), timed as rowwise_lLANES, ...")
     parser.add_argument("--ablate", action="store_true",
@@ -445,7 +446,7 @@ def main() -> None:
                              "tensorwise_noroll, and with the roll a plain launch (no programmatic dependent launch), "
                              "as tensorwise_nopdl")
     parser.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
-                        help="ops/norm.py's constants set together, timed as rowwise_LABEL / tensorwise_LABEL beside "
+                        help="ops/norm.py's knobs set together, timed as rowwise_LABEL / tensorwise_LABEL beside "
                              "the others (repeatable), e.g. 'w2:FP8_FWD_MIN_WARPS=2'")
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every call this many times, the calls alternating; each figure the median")

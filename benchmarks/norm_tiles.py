@@ -5,9 +5,9 @@ Run on the GPU:  PYTHONPATH=src python3 benchmarks/norm_tiles.py [--out DIR] [--
     [--chunked "CHUNK_WIDTHS;CHUNK_TILE_ELEMENTS;EPW"] [--chunked-passes fwd,bwd] [--bwd-knob NAME=V1,V2 ...]
     [--fwd-knob NAME=V1,V2 ...] [--bwd-setting LABEL:NAME=V,NAME=V ...] [--fwd-setting ...] [--setting-rounds 2]
 
-``--bwd-knob`` / ``--fwd-knob`` vary one of ops/norm.py's rule constants on the rule's tile; ``--bwd-setting`` sets
-several together (a rule changed in more than one constant), each setting timed in turn, ``--setting-rounds`` times
-over, so that the settings alternate in one process.
+``--bwd-knob`` / ``--fwd-knob`` vary one of ops/norm.py's knobs (its tuning table, ops/norm_tuning.py, by upper-case
+name) on the rule's tile; ``--bwd-setting`` sets several together (a rule changed in more than one knob), each setting
+timed in turn, ``--setting-rounds`` times over, so that the settings alternate in one process.
 
 ``--chunked`` times every row read in chunks (the kernels' wide-row path, forced at any width: each chunk width
 alone as CHUNK_CHOICES, CHUNK_TILE_ELEMENTS lanes a program), forward and backward, against the rule's tile.
@@ -31,6 +31,9 @@ import triton
 
 from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import norm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from norm_knobs import has_knob, rule_constants  # noqa: E402 (benchmarks/ is no package)
 
 SHAPES = [(16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192)]
 
@@ -189,7 +192,7 @@ def forced_chunks(chunk: int, tile_elements: int, elements_per_warp: int):
     names = ("FWD_MAX_LANES", "BWD_MAX_LANES", "BWD_MAX_LANES_PRE", "CHUNK_CHOICES", "CHUNK_TILE_ELEMENTS",
              "FWD_ELEMENTS_PER_WARP", "BWD_ELEMENTS_PER_WARP", "BWD_PIECES_FROM_LANES")
     values = (1, 1, 1, (chunk,), tile_elements, elements_per_warp, elements_per_warp, 0)
-    with rule_constants({name: value for name, value in zip(names, values) if hasattr(norm, name)}):
+    with rule_constants({name: value for name, value in zip(names, values) if has_knob(name)}):
         yield
 
 
@@ -197,34 +200,12 @@ FORMS = {"ln": (False, "none"), "rms": (True, "none"), "ln-pre": (False, "pre"),
          "ln-post": (False, "post"), "ln-gelu": (False, "gelu")}
 
 
-def _clear_rule_caches():
-    """The launch rules' caches (they read module constants that a knob changes, not only their arguments)."""
-    for cached in vars(norm).values():
-        if hasattr(cached, "cache_clear"):
-            cached.cache_clear()
-
-
-@contextlib.contextmanager
-def rule_constants(values: dict):
-    """ops/norm.py's module constants set to ``values`` (name -> value) for the block, restored after it; the rules'
-    caches cleared on both sides."""
-    saved = {name: getattr(norm, name) for name in values}
-    try:
-        for name, value in values.items():
-            setattr(norm, name, value)
-        _clear_rule_caches()
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(norm, name, value)
-        _clear_rule_caches()
-
-
 def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
-    """``knob`` = 'NAME=V1,V2': the pass timed on the rule's tile with the module constant norm.NAME at each value
-    (a value the kernel cannot launch with, e.g. more shared memory than the card has, is reported, not fatal)."""
+    """``knob`` = 'NAME=V1,V2': the pass timed on the rule's tile with ops/norm.py's knob NAME (norm.tuned) at each
+    value (a value the kernel cannot launch with, e.g. more shared memory than the card has, is reported, not
+    fatal)."""
     name, values = knob.split("=", 1)
-    if not hasattr(norm, name):  # older code (an A/B run against the code before a knob)
+    if not has_knob(name):  # older code (an A/B run against the code before a knob)
         print(f"{shape} {op:7s} {pass_}, {name}: not in this code, skipped", flush=True)
         return []
     rows = []
@@ -253,11 +234,11 @@ def parse_setting(setting: str) -> tuple[str, dict]:
 
 
 def time_setting(setting, timer, shape, op, is_rms, mode, bw, pass_="bwd") -> list[dict]:
-    """``setting`` = 'LABEL:NAME=V,NAME=V': the pass (``timer``) timed on the rule's tile with those module constants
-    of norm set together (a rule changed in several constants at once; --bwd-knob / --fwd-knob vary one). A
+    """``setting`` = 'LABEL:NAME=V,NAME=V': the pass (``timer``) timed on the rule's tile with those knobs of
+    ops/norm.py set together (a rule changed in several knobs at once; --bwd-knob / --fwd-knob vary one). A
     setting the kernel cannot launch with (e.g. more shared memory than the card has) is reported, not fatal."""
     label, values = parse_setting(setting)
-    missing = [name for name in values if not hasattr(norm, name)]
+    missing = [name for name in values if not has_knob(name)]
     if missing:  # older code (an A/B run against the code before these constants)
         print(f"{shape} {op:7s} {pass_} setting {label}: {missing} not in this code, skipped", flush=True)
         return []
@@ -298,16 +279,16 @@ def main():
                     help="chunked grid, forward and backward: chunk widths ; tile elements ; elements a warp")
     ap.add_argument("--chunked-passes", default="fwd,bwd", help="the passes the chunked grid times: fwd, bwd or both")
     ap.add_argument("--fwd-maxnreg", default="",
-                    help="comma-separated register caps of the forward's 16-warp programs (norm.FWD_WIDE_MAXNREG; "
+                    help="comma-separated register caps of the forward's 16-warp programs (FWD_WIDE_MAXNREG; "
                     "0: none), each timed on the rule's tile")
     ap.add_argument("--bwd-knob", action="append", default=[], metavar="NAME=V1,V2",
-                    help="time the backward on the rule's tile with the module constant norm.NAME at each value "
+                    help="time the backward on the rule's tile with ops/norm.py's knob NAME at each value "
                     "(Python literals: 0, True, None, ...; repeatable; a name the code lacks is skipped), e.g. "
                     "BWD_RELOAD=False,True")
     ap.add_argument("--fwd-knob", action="append", default=[], metavar="NAME=V1,V2",
                     help="as --bwd-knob, for the forward (e.g. TAIL_VECTOR=8,10000)")
     ap.add_argument("--bwd-setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
-                    help="time the backward with several module constants of norm set together (repeatable; "
+                    help="time the backward with several of ops/norm.py's knobs set together (repeatable; "
                     "'LABEL:' alone: the rule as it is), e.g. "
                     "'wide:ACT_BWD_PIECE_MAX_WARPS=16,ACT_BWD_WARPS_PER_SM=16'")
     ap.add_argument("--fwd-setting", action="append", default=[], metavar="LABEL:NAME=V,NAME=V",
@@ -333,29 +314,26 @@ def main():
     chunked_configs = _parse_grid(args.chunked, 3) if args.chunked else []
     fwd_configs = _parse_grid(args.fwd, 2) if args.fwd else []
     bwd_configs = _parse_grid(args.bwd, 4) if args.bwd else []
-    defaults = (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
-                norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES)
     for shape in _parse_shapes(args.shapes):
         for op in args.forms.split(","):
             is_rms, mode = FORMS[op]
             for tile, epw in fwd_configs:
-                norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP = tile, epw
-                ms, nbytes = time_forward(shape, is_rms, mode)
+                with rule_constants({"FWD_TILE_ELEMENTS": tile, "FWD_ELEMENTS_PER_WARP": epw}):
+                    ms, nbytes = time_forward(shape, is_rms, mode)
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="fwd", tile=tile, epw=epw, pps=None,
                                  stages=None, ms=ms, frac=nbytes / ms / 1e6 / bw))
             for tile, epw, pps, stages in bwd_configs:
-                (norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM,
-                 norm.BWD_STAGES) = tile, epw, pps, stages or None  # stages 0: the rule (_bwd_stages)
                 try:
-                    ms, nbytes = time_backward(shape, is_rms, mode)
+                    with rule_constants({"BWD_TILE_ELEMENTS": tile, "BWD_ELEMENTS_PER_WARP": epw,
+                                         "BWD_PROGRAMS_PER_SM": pps,
+                                         "BWD_STAGES": stages or None}):  # stages 0: the rule (_bwd_stages)
+                        ms, nbytes = time_backward(shape, is_rms, mode)
                 except Exception as error:  # noqa: BLE001 (e.g. more stages than shared memory holds at this width)
                     print(f"{shape} {op:7s} bwd tile {tile} epw {epw} pps {pps} stages {stages}: failed: "
                           f"{type(error).__name__}: {error}"[:300], flush=True)
                     continue
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="bwd", tile=tile, epw=epw, pps=pps,
                                  stages=stages, ms=ms, frac=nbytes / ms / 1e6 / bw))
-            (norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.BWD_TILE_ELEMENTS,
-             norm.BWD_ELEMENTS_PER_WARP, norm.BWD_PROGRAMS_PER_SM, norm.BWD_STAGES) = defaults
             for chunk, tile, epw in chunked_configs:
                 if tile != chunk:  # (one row a program: several measured slower)
                     continue
@@ -368,16 +346,14 @@ def main():
                               f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
                         rows.append(dict(shape=shape, op=op, mode=mode, pass_=pass_, tile=tile, epw=epw, pps=None,
                                          stages=None, chunk=chunk, ms=ms, frac=nbytes / ms / 1e6 / bw))
-            default_cap = getattr(norm, "FWD_WIDE_MAXNREG", None)  # (None: code from before the cap)
             for cap in [int(c) for c in args.fwd_maxnreg.split(",") if c]:
-                norm.FWD_WIDE_MAXNREG = cap or None
-                ms, nbytes = time_forward(shape, is_rms, mode)
+                # (code from before the cap: the forward as it is)
+                with rule_constants({"FWD_WIDE_MAXNREG": cap or None} if has_knob("FWD_WIDE_MAXNREG") else {}):
+                    ms, nbytes = time_forward(shape, is_rms, mode)
                 rows.append(dict(shape=shape, op=op, mode=mode, pass_="fwd-maxnreg", maxnreg=cap, ms=ms,
                                  frac=nbytes / ms / 1e6 / bw))
                 print(f"{shape} {op:7s} forward, 16-warp register cap {cap or 'none'}: "
                       f"{nbytes / ms / 1e6 / bw:.2f} of copy", flush=True)
-            if args.fwd_maxnreg:
-                norm.FWD_WIDE_MAXNREG = default_cap
             for pass_, knobs, timer in (("fwd", args.fwd_knob, time_forward), ("bwd", args.bwd_knob, time_backward)):
                 for knob in knobs:
                     rows += time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw)

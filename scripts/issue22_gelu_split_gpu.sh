@@ -34,14 +34,15 @@ for run in ${SWEEPS:-rule split}; do  # SWEEPS=split: the knob only (the sweep's
 import ast
 import sys
 
-from blockfuse.ops import norm
+sys.path.insert(0, "benchmarks")
+from norm_knobs import rule_constants
 
-for item in sys.argv[1].split(","):
-    name, value = item.split("=")
-    setattr(norm, name, ast.literal_eval(value))
 from blockfuse.cli import main
 
-sys.exit(main(["bench", "ops", "--sweep", "--op", "layer_norm_gelu", "--widths", "9216,11008,12288,13824,14336,16384",
-               "--rows", "8192,32768", "--budget", "100", *sys.argv[2:]]))
+with rule_constants({name: ast.literal_eval(value) for name, value in
+                     (item.split("=") for item in sys.argv[1].split(","))}):
+    status = main(["bench", "ops", "--sweep", "--op", "layer_norm_gelu", "--widths",
+                   "9216,11008,12288,13824,14336,16384", "--rows", "8192,32768", "--budget", "100", *sys.argv[2:]])
+sys.exit(status)
 PY
 done

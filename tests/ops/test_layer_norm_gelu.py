@@ -189,32 +189,31 @@ def test_wide_rows_in_one_tile(approximate, device):
                                                (16383, True, torch.float16), (12345, False, torch.bfloat16)],
                          ids=["whole-row", "whole-row-tail", "whole-row-fp16-16383", "chunks"])
 def test_scalar_rows_in_the_plain_forms_tiles(n, whole_row, dtype, device, monkeypatch):
-    """Odd 16-bit rows past 8192 lanes in the plain forms' tiles (norm.BWD_SCALAR_ROW_CHUNKS_ACT): one whole row on 32
+    """Odd 16-bit rows past 8192 lanes in the plain forms' tiles (BWD_SCALAR_ROW_CHUNKS_ACT): one whole row on 32
     warps, its register cap 64 (at 12345 and, in fp16, 16383 in place of a padded tile; at 9999 of pieces with a
     2048-lane tail), or with the whole rows off one-row chunks of BWD_SCALAR_CHUNK_LANES, writing dx, the weight kernel
     the weight and bias gradients: within twice PyTorch's error of float64."""
     assert norm.backward_rule(n, 1).num_chunks == 1  # (its own: a padded tile, or pieces)
-    if not whole_row:
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", True)
-    tile = norm.backward_rule(n, 1, scalar=True)
-    assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(n)
-    assert norm.weight_kernel_rule(tile, n, True, 1)
-    assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.ACT_BWD_MAXNREG)
-    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    check_against_pytorch(make_inputs((3, n), dtype, device, seed=31), "tanh")
+    with norm.tuned(**({} if whole_row else {"BWD_SCALAR_WHOLE_ROW_RMS_ONLY": True})):
+        tile = norm.backward_rule(n, 1, scalar=True)
+        assert (tile.num_chunks == 1 and tile.num_warps == 32) if whole_row else tile == norm._scalar_chunk_tile(n)
+        assert norm.weight_kernel_rule(tile, n, True, 1)
+        assert norm._act_bwd_maxnreg(tile) == (64 if whole_row else norm.TUNING.act_bwd_maxnreg)
+        seen = record_results(monkeypatch, norm, "weight_kernel_rule")
+        check_against_pytorch(make_inputs((3, n), dtype, device, seed=31), "tanh")
     assert seen == [True], seen
 
 
 def test_scalar_rows_keep_narrow_tails_pieces(device, monkeypatch):
-    """Where the GELU form's own pieces have a tail of at most norm.ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes (8447 = 8192 +
+    """Where the GELU form's own pieces have a tail of at most ACT_BWD_SCALAR_PIECES_MAX_TAIL lanes (8447 = 8192 +
     255) scalar rows keep them, their gradients in the kernel; 0 sends them to the whole row."""
     tile = norm.backward_rule(8447, 1, scalar=True)
     assert tile == norm.backward_rule(8447, 1) and tile.tail and not norm.weight_kernel_rule(tile, 8447, True, 1)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
     check_against_pytorch(make_inputs((3, 8447), torch.bfloat16, device, seed=37), "tanh")
     assert seen == [False], seen
-    monkeypatch.setattr(norm, "ACT_BWD_SCALAR_PIECES_MAX_TAIL", 0)
-    assert norm.backward_rule(8447, 1, scalar=True).num_warps == 32
+    with norm.tuned(ACT_BWD_SCALAR_PIECES_MAX_TAIL=0):
+        assert norm.backward_rule(8447, 1, scalar=True).num_warps == 32
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)

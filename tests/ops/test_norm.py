@@ -387,17 +387,13 @@ def test_fp32_rows_with_large_mean_in_one_tile(width, device):
 
 
 @pytest.fixture
-def chunks_from_2049(monkeypatch):
+def chunks_from_2049():
     """The backward's chunks from 2049 lanes, 1024 lanes each (the GELU form's too), and the weight kernel with them,
     on more programs a multiprocessor than the rule's (so that the CPU's one gets several row groups): the chunked
-    path at widths the interpreter runs quickly. The width rule's cache is cleared on both sides."""
-    for name, value in (("BWD_MAX_LANES", 2048), ("BWD_MAX_LANES_PRE", 2048), ("CHUNK_CHOICES", (1024,)),
-                        ("BWD_WEIGHT_KERNEL_FROM_LANES", 2049), ("ACT_BWD_PIECES_FROM_LANES", 0),
-                        ("BWD_WEIGHT_PROGRAMS_PER_SM", 200)):
-        monkeypatch.setattr(norm, name, value)
-    norm._tile.cache_clear()
-    yield
-    norm._tile.cache_clear()
+    path at widths the interpreter runs quickly."""
+    with norm.tuned(BWD_MAX_LANES=2048, BWD_MAX_LANES_PRE=2048, CHUNK_CHOICES=(1024,),
+                    BWD_WEIGHT_KERNEL_FROM_LANES=2049, ACT_BWD_PIECES_FROM_LANES=0, BWD_WEIGHT_PROGRAMS_PER_SM=200):
+        yield
 
 
 @pytest.mark.parametrize("variant,mode,dtype", [("ln", "none", torch.bfloat16),
@@ -418,7 +414,7 @@ def test_wide_rows_weight_gradients_by_their_own_kernel(variant, mode, dtype, de
 
 @pytest.mark.parametrize("activation", [False, True])
 @pytest.mark.usefixtures("chunks_from_2049")
-def test_wide_rows_weight_kernel_matches_the_in_place_partials(activation, device, monkeypatch):
+def test_wide_rows_weight_kernel_matches_the_in_place_partials(activation, device):
     """The weight kernel against the chunked backward's own partial rows (BWD_WEIGHT_KERNEL_FROM_LANES = 0: read and
     written in place a row block), post-residual with dropout under one seed (the kernel draws the same mask as the
     backward), and LayerNorm + GELU (the activation's derivative): dx equal, dweight / dbias equal to fp32's
@@ -433,16 +429,16 @@ def test_wide_rows_weight_kernel_matches_the_in_place_partials(activation, devic
     assert norm.backward_rule(2100, norm.GELU_CODES["tanh"] if activation else 0).num_chunks == 3
 
     def grads(from_lanes):
-        monkeypatch.setattr(norm, "BWD_WEIGHT_KERNEL_FROM_LANES", from_lanes)
         leaves = [t.clone().requires_grad_() for t in (x, res, w, b)]
         torch.manual_seed(11)
-        if activation:
-            out = layer_norm_gelu(leaves[0], leaves[2], leaves[3])
-            leaves = [leaves[0], leaves[2], leaves[3]]
-        else:
-            out = blockfuse.layer_norm(leaves[0], leaves[2], leaves[3], residual=leaves[1], residual_mode="post",
-                                       dropout_p=0.25)
-        return torch.autograd.grad(out, leaves, dy)
+        with norm.tuned(BWD_WEIGHT_KERNEL_FROM_LANES=from_lanes):
+            if activation:
+                out = layer_norm_gelu(leaves[0], leaves[2], leaves[3])
+                leaves = [leaves[0], leaves[2], leaves[3]]
+            else:
+                out = blockfuse.layer_norm(leaves[0], leaves[2], leaves[3], residual=leaves[1], residual_mode="post",
+                                           dropout_p=0.25)
+            return torch.autograd.grad(out, leaves, dy)
 
     theirs, ours = grads(0), grads(2049)
     assert torch.equal(ours[0], theirs[0])
@@ -457,19 +453,20 @@ def test_weight_kernel_grid_rule():
     tile (the NOTE above BWD_CHUNK_WARPS): 16 warps, one row a block in 4096-lane chunks; the GELU form's unchanged."""
     for m, n, sms in ((37, 16400, 1), (16384, 28672, 132), (5, 20000, 132), (100000, 16385, 132), (16384, 18944, 78)):
         blocks, groups, rows = norm.weight_grid(m, n, sms)
-        assert blocks == -(-n // norm.BWD_WEIGHT_COLUMNS) and rows % norm.BWD_WEIGHT_ROWS == 0
+        assert blocks == -(-n // norm.TUNING.bwd_weight_columns) and rows % norm.TUNING.bwd_weight_rows == 0
         assert (groups - 1) * rows < m <= groups * rows
-        assert blocks * groups < norm.BWD_WEIGHT_PROGRAMS_PER_SM * sms + blocks  # (one group a column block at least)
+        # (one group a column block at least)
+        assert blocks * groups < norm.TUNING.bwd_weight_programs_per_sm * sms + blocks
     assert norm.weight_grid(16384, 28672, 132) == (112, 5, 3280)  # 560 programs for 528 wanted
     assert norm.weight_grid(5, 20000, 132) == (79, 1, 16)  # (5 rows: one group)
     assert norm.weight_grid(37, 16400, 1) == (65, 1, 48)
     for n in (16400, 18944, 28672, 65536):
         for is_rms in (False, True):
             tile = norm.backward_rule(n, is_rms=is_rms)
-            assert tile.num_chunks > 1 and tile.num_warps == norm.BWD_CHUNK_WARPS == 16
-            assert tile.block_m == (1 if tile.block_n >= 4096 else norm.CHUNK_TILE_ELEMENTS // tile.block_n)
+            assert tile.num_chunks > 1 and tile.num_warps == norm.TUNING.bwd_chunk_warps == 16
+            assert tile.block_m == (1 if tile.block_n >= 4096 else norm.TUNING.chunk_tile_elements // tile.block_n)
         gelu = norm.backward_rule(n, 1)
-        assert (gelu.block_m, gelu.num_warps) == (norm.CHUNK_TILE_ELEMENTS // gelu.block_n, 16)
+        assert (gelu.block_m, gelu.num_warps) == (norm.TUNING.chunk_tile_elements // gelu.block_n, 16)
 
 
 @pytest.mark.parametrize("variant", ["ln", "rms"])
@@ -616,6 +613,22 @@ def test_large_width(shape, dtype, mode, variant, device):
     check_against_pytorch(VARIANTS[variant], inputs, mode if mode != "none" else "pre")
 
 
+def forward_width_tile(n: int, *rule, **named) -> norm.Tile:
+    """norm._tile with the forward's knobs: the width's tile (``rule``, ``named``: _tile's min_warps, vector_tail)."""
+    tuning = norm.TUNING
+    return norm._tile(n, tuning.fwd_tile_elements, tuning.fwd_elements_per_warp, tuning.fwd_max_lanes,
+                      tuning.tail_from_lanes, *rule, **named)
+
+
+def backward_width_tile(n: int, pre: bool = False, activation: int = 0) -> norm.Tile:
+    """norm._tile with the backward's knobs: its padded tile (``pre``: the pre-residual form's width limit;
+    ``activation``: the GELU form's warps)."""
+    tuning = norm.TUNING
+    per_warp = tuning.act_bwd_elements_per_warp if activation else tuning.bwd_elements_per_warp
+    max_lanes = tuning.bwd_max_lanes_pre if pre else tuning.bwd_max_lanes
+    return norm._tile(n, tuning.bwd_tile_elements, per_warp, max_lanes, float("inf"))
+
+
 @pytest.mark.parametrize("n", [72, 760, 1024, 1152, 2048, 2560, 2880, 4096, 4304, 5120, 6144, 8192, 9000, 14336])
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_backward_pipeline_depth_rule(n, element_size):
@@ -623,27 +636,27 @@ def test_backward_pipeline_depth_rule(n, element_size):
     programs a multiprocessor); deeper where the tile pads (4304 in 8192 lanes: 5); never past the stage buffers'
     budget or BWD_MAX_STAGES; at least BWD_BYTES_IN_FLIGHT real bytes in flight a multiprocessor unless a limit
     stops it; none (1 stage) for rows past 8192 lanes (BWD_PIPELINE_MAX_LANES)."""
-    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    per_sm = norm._programs_per_sm(tile.block_n, norm.BWD_PROGRAMS_PER_SM)
+    tile = backward_width_tile(n)
+    per_sm = norm._programs_per_sm(tile.block_n, norm.TUNING.bwd_programs_per_sm)
     stages = norm._bwd_stages(tile, n, element_size, per_sm)
-    if tile.block_m * tile.block_n > norm.BWD_PIPELINE_MAX_LANES:  # one program of 16 warps: no pipeline
+    if tile.block_m * tile.block_n > norm.TUNING.bwd_pipeline_max_lanes:  # one program of 16 warps: no pipeline
         assert n > 8192 and stages == 1 and norm._bwd_stages(tile, n, element_size, per_sm, 3) == 1, (n, stages)
         return
     padded = 2 * tile.block_m * tile.block_n * element_size
     real = 2 * tile.block_m * n * element_size
-    assert 2 <= stages <= norm.BWD_MAX_STAGES
-    assert per_sm * stages * padded <= max(norm.BWD_SMEM_BYTES, 2 * per_sm * padded)
-    limited = stages in (norm.BWD_MAX_STAGES, norm.BWD_SMEM_BYTES // (per_sm * padded))
-    assert limited or per_sm * (stages - 1) * real >= norm.BWD_BYTES_IN_FLIGHT
-    assert per_sm * (stages - 2) * real < norm.BWD_BYTES_IN_FLIGHT  # the fewest that do
+    assert 2 <= stages <= norm.TUNING.bwd_max_stages
+    assert per_sm * stages * padded <= max(norm.TUNING.bwd_smem_bytes, 2 * per_sm * padded)
+    limited = stages in (norm.TUNING.bwd_max_stages, norm.TUNING.bwd_smem_bytes // (per_sm * padded))
+    assert limited or per_sm * (stages - 1) * real >= norm.TUNING.bwd_bytes_in_flight
+    assert per_sm * (stages - 2) * real < norm.TUNING.bwd_bytes_in_flight  # the fewest that do
     if element_size == 2:
         assert stages == {4096: 3, 2048: 3, 4304: 5, 8192: 3}.get(n, stages)
     # pre mode streams ds too: its buffers are counted, and it keeps the 3 stages measured there
-    pre = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))
+    pre = backward_width_tile(n, pre=True)
     if pre.num_chunks == 1:
-        per_sm = norm._programs_per_sm(pre.block_n, norm.BWD_PROGRAMS_PER_SM)
+        per_sm = norm._programs_per_sm(pre.block_n, norm.TUNING.bwd_programs_per_sm)
         pre_stages = norm._bwd_stages(pre, n, element_size, per_sm, 3)
-        assert (per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.BWD_SMEM_BYTES
+        assert (per_sm * pre_stages * 3 * pre.block_m * pre.block_n * element_size <= norm.TUNING.bwd_smem_bytes
                 or pre_stages == 2)
         if element_size == 2 and 1024 <= n <= 8192:  # (a 16384-lane tile's three streams fit 2 stages)
             assert pre_stages == 3, (n, pre_stages)
@@ -653,7 +666,7 @@ def test_backward_pipeline_depth_rule(n, element_size):
 def test_forward_register_cap_rule(n):
     """Forward programs of 16 warps (rows past 8192 lanes, one a program) are capped so that two fit a
     multiprocessor's 65536 registers; narrower tiles are not capped."""
-    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    tile = forward_width_tile(n)
     cap = norm._fwd_maxnreg(tile)
     if tile.num_warps >= 16:
         assert n > 8192 and cap is not None and 2 * tile.num_warps * 32 * cap <= 65536
@@ -662,7 +675,7 @@ def test_forward_register_cap_rule(n):
 
 
 @pytest.mark.parametrize("n", [4096, 8192, 8960, 9215, 9216, 10240, 11007, 11008, 12288, 12289, 14336, 20000])
-def test_forward_row_cap_rule(n, monkeypatch):
+def test_forward_row_cap_rule(n):
     """One-row forward programs past 8192 lanes on fewer than 16 warps (LayerNorm and its GELU form in two pieces) are
     capped so that FWD_ROW_WARPS_PER_SM warps of them share a multiprocessor's 65536 registers (the NOTE above it: 4
     warps at 96, 8 at 80), in 16-bit rows of vector accesses; the residual forms, fp32 rows, odd widths' rows of
@@ -675,17 +688,17 @@ def test_forward_row_cap_rule(n, monkeypatch):
     if row and scalar:  # (one-element accesses: not capped)
         assert cap is None and norm._fwd_maxnreg(tile, 0, norm.NONE, 2) is not None
     elif row:
-        programs = -(-norm.FWD_ROW_WARPS_PER_SM // tile.num_warps)
+        programs = -(-norm.TUNING.fwd_row_warps_per_sm // tile.num_warps)
         assert cap % 8 == 0 and programs * tile.num_warps * 32 * cap <= 65536
         assert {4: 96, 8: 80}[tile.num_warps] == cap
         assert {8960: 4, 9216: 4, 10240: 8, 11008: 8, 12288: 8}.get(n, tile.num_warps) == tile.num_warps
         for mode in (norm.PRE, norm.POST):
             assert norm._fwd_maxnreg(tile, 0, mode) is None
         assert norm._fwd_maxnreg(tile, 0, norm.NONE, 4) is None  # (fp32 rows: not measured)
-        monkeypatch.setattr(norm, "FWD_ROW_WARPS_PER_SM", 0)
-        assert norm._fwd_maxnreg(tile, 0, norm.NONE) is None
+        with norm.tuned(FWD_ROW_WARPS_PER_SM=0):
+            assert norm._fwd_maxnreg(tile, 0, norm.NONE) is None
     elif tile.num_warps >= 16:
-        assert cap == norm.FWD_WIDE_MAXNREG
+        assert cap == norm.TUNING.fwd_wide_maxnreg
     else:
         assert cap is None
     assert norm._fwd_maxnreg(tile._replace(num_warps=16), 3) == 65536 // 512
@@ -697,10 +710,10 @@ def test_backward_two_fma_rule(n):
     BWD_TWO_FMA_MAX_WARPS warps without the GELU form (its maxnreg); the 16-warp tile of rows past 8192 lanes
     keeps the three-instruction form, which spilled half as much there (ops/norm.py's NOTE). Both forms run in
     this file's accuracy tests (5 x 11008 takes the 16-warp tile)."""
-    tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    assert norm._two_fma(tile, 0) == (tile.num_warps <= norm.BWD_TWO_FMA_MAX_WARPS)
+    tile = backward_width_tile(n)
+    assert norm._two_fma(tile, 0) == (tile.num_warps <= norm.TUNING.bwd_two_fma_max_warps)
     assert not norm._two_fma(tile, norm.GELU_CODES["tanh"])
-    if 8192 < norm.next_power_of_2(n) <= norm.BWD_MAX_LANES:
+    if 8192 < norm.next_power_of_2(n) <= norm.TUNING.bwd_max_lanes:
         assert tile.num_warps == 16 and not norm._two_fma(tile, 0)
     if n <= 8192:
         assert norm._two_fma(tile, 0)
@@ -711,34 +724,33 @@ def test_forward_tail_warps_rule(n):
     """A row in two pieces takes at most one 16-byte vector (8 elements) of its tail a thread when the tail fills 4
     warps so (9000: 8192 + 1024 lanes in 4 warps, measured 1.7x the 16 before for LayerNorm); other tiles keep one
     warp a FWD_ELEMENTS_PER_WARP lanes."""
-    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    tile = forward_width_tile(n)
     lanes = tile.block_m * tile.block_n + (tile.block_t if tile.tail else 0)
-    whole_row = min(16, max(4, norm.next_power_of_2(-(-lanes // norm.FWD_ELEMENTS_PER_WARP))))
-    if tile.tail and tile.block_t >= 4 * 32 * norm.TAIL_VECTOR:
-        assert tile.num_warps == min(whole_row, tile.block_t // (32 * norm.TAIL_VECTOR))
-        assert tile.block_t // (tile.num_warps * 32) >= norm.TAIL_VECTOR
+    whole_row = min(16, max(4, norm.next_power_of_2(-(-lanes // norm.TUNING.fwd_elements_per_warp))))
+    if tile.tail and tile.block_t >= 4 * 32 * norm.TUNING.tail_vector:
+        assert tile.num_warps == min(whole_row, tile.block_t // (32 * norm.TUNING.tail_vector))
+        assert tile.block_t // (tile.num_warps * 32) >= norm.TUNING.tail_vector
     else:
         assert tile.num_warps == whole_row
     assert {9000: 4, 9216: 4, 10240: 8, 11008: 16, 8200: 16, 4300: 8}.get(n, tile.num_warps) == tile.num_warps
 
 
 @pytest.mark.parametrize("n", [2880, 5120, 5504, 6144, 8192, 9000, 10240, 11008, 12288, 14336])
-def test_forward_wide_tail_warps_rule(n, monkeypatch):
+def test_forward_wide_tail_warps_rule(n):
     """A LayerNorm forward row without a residual, in two pieces with a tail of FWD_VECTOR_TAIL_LANES or more, takes one
     warp per FWD_TAIL_PIECE_LANES_PER_WARP lanes (at least FWD_MIN_WARPS, never more than the width's tile gave), its
     tail still at least one 16-byte vector a thread; padded tiles, smaller tails, the residual forms and RMSNorm keep
     the width's tile."""
     tile = norm.forward_rule(n)
-    assert norm.forward_rule(n, residual=True) == norm._tile(
-        n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES,
-        norm.FWD_MIN_WARPS, norm.FWD_VECTOR_TAIL_LANES) or norm.forward_rule(n, residual=True).tail is False
-    if n < norm.FWD_RMS_CHUNKS_FROM_LANES:
+    width_tile = forward_width_tile(n, norm.TUNING.fwd_min_warps, norm.TUNING.fwd_vector_tail_lanes)
+    assert norm.forward_rule(n, residual=True) == width_tile or norm.forward_rule(n, residual=True).tail is False
+    if n < norm.TUNING.fwd_rms_chunks_from_lanes:
         assert norm.forward_rule(n, is_rms=True) == norm.forward_rule(n, residual=True)
-    monkeypatch.setattr(norm, "FWD_TAIL_PIECE_LANES_PER_WARP", 0)
-    before = norm.forward_rule(n)
+    with norm.tuned(FWD_TAIL_PIECE_LANES_PER_WARP=0):
+        before = norm.forward_rule(n)
     assert tile._replace(num_warps=before.num_warps) == before
-    if tile.tail and tile.block_t >= norm.FWD_VECTOR_TAIL_LANES:
-        assert tile.num_warps <= before.num_warps and tile.block_t // (tile.num_warps * 32) >= norm.TAIL_VECTOR
+    if tile.tail and tile.block_t >= norm.TUNING.fwd_vector_tail_lanes:
+        assert tile.num_warps <= before.num_warps and tile.block_t // (tile.num_warps * 32) >= norm.TUNING.tail_vector
     else:
         assert tile == before
     assert {5504: 4, 6144: 4, 9000: 4, 10240: 8, 11008: 8, 12288: 8, 14336: 16, 8192: 8}.get(n, before.num_warps) \
@@ -752,57 +764,53 @@ def test_forward_vector_tail_rule(n):
     where the tail fills 4 warps with 16-byte vectors (FWD_VECTOR_TAIL_LANES: 5120 = 4096 + 1024, not 8192; 2880 =
     2048 + 1024), at most one vector a thread of the tail; a smaller tail keeps the padded tile (4304 in 8192 lanes);
     the backward's tiles do not change, nor the FP8 forward's at these tails."""
-    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
-    fwd, padded = norm._tile(*rule, vector_tail=norm.FWD_VECTOR_TAIL_LANES), norm._tile(*rule)
+    fwd, padded = forward_width_tile(n, vector_tail=norm.TUNING.fwd_vector_tail_lanes), forward_width_tile(n)
     head, tail = norm.row_pieces(n)
-    if tail >= norm.FWD_VECTOR_TAIL_LANES:
+    if tail >= norm.TUNING.fwd_vector_tail_lanes:
         assert (fwd.block_n, fwd.tail, fwd.block_t) == (head, True, tail), fwd
-        assert fwd.block_t // (fwd.num_warps * 32) >= norm.TAIL_VECTOR, fwd
+        assert fwd.block_t // (fwd.num_warps * 32) >= norm.TUNING.tail_vector, fwd
     else:
         assert fwd == padded
     expected = {5120: (4096, 1024), 4864: (4096, 1024), 6144: (4096, 2048), 2880: (2048, 1024), 3072: (2048, 1024)}
     assert ((fwd.block_n, fwd.block_t) if fwd.tail else None) == expected.get(n), (n, fwd)
     assert fwd.num_warps in (4, 8), fwd
     fp8 = norm.fp8_forward_tile(n)  # the FP8 forward takes no vector tails (it takes the one-row pieces: below)
-    assert not fp8.tail or n > norm.TAIL_FROM_LANES or fp8.block_t < norm.LAYOUT_TAIL_LANES.value, fp8
+    assert not fp8.tail or n > norm.TUNING.tail_from_lanes or fp8.block_t < norm.LAYOUT_TAIL_LANES.value, fp8
 
 
 @pytest.mark.parametrize("n", [640, 768, 1024, 1152, 1280, 1536, 2048, 2304, 2560, 2880, 4096, 4160, 4304, 4608, 5120,
                                6656, 8192, 11008])
-def test_forward_one_row_pieces_rule(n, monkeypatch):
+def test_forward_one_row_pieces_rule(n):
     """From FWD_PIECES_FROM_LANES up to TAIL_FROM_LANES the forward takes two pieces at a tail of any size, one row a
     program, one warp per FWD_PIECE_LANES_PER_WARP lanes, at least FWD_PIECE_MIN_WARPS (1152 = 1024 + 128 on 2 warps,
     4304 = 4096 + 256 on 4, not one padded tile of 8192 lanes on 8); a tail of 4 warps' vectors keeps the vector
     tails' rule, rows without a tail and narrower rows keep their tiles, and 0 turns it off."""
-    monkeypatch.setattr(norm, "FWD_TAIL_PIECE_LANES_PER_WARP", 0)  # (the wide tails' warps: the test above)
-    tile = norm.forward_rule(n)
+    with norm.tuned(FWD_TAIL_PIECE_LANES_PER_WARP=0):  # (the wide tails' warps: the test above)
+        tile = norm.forward_rule(n)
+        with norm.tuned(FWD_PIECES_FROM_LANES=0):
+            off = norm.forward_rule(n)
     head, tail = norm.row_pieces(n)
     expected = {1152: (1024, 128, 2), 1280: (1024, 256, 2), 1536: (1024, 512, 2), 2304: (2048, 256, 2),
                 2560: (2048, 512, 2), 4160: (4096, 64, 4), 4304: (4096, 256, 4), 4608: (4096, 512, 4)}
     if n in expected:
         assert (tile.block_m, tile.block_n, tile.tail, tile.block_t, tile.num_warps) == (1, *expected[n][:1], True,
                                                                                          *expected[n][1:]), tile
-        assert tail < norm.LAYOUT_TAIL_LANES.value and norm.FWD_PIECES_FROM_LANES <= n <= norm.TAIL_FROM_LANES
+        assert tail < norm.LAYOUT_TAIL_LANES.value
+        assert norm.TUNING.fwd_pieces_from_lanes <= n <= norm.TUNING.tail_from_lanes
         lanes_a_warp = -(-(head + tail) // tile.num_warps)
-        assert lanes_a_warp <= norm.FWD_PIECE_LANES_PER_WARP < 2 * lanes_a_warp or tile.num_warps == 2
-    monkeypatch.setattr(norm, "FWD_PIECES_FROM_LANES", 0)
-    norm._tile.cache_clear()
-    off = norm.forward_rule(n)
-    norm._tile.cache_clear()
-    rule = (n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
-    assert off == norm._tile(*rule, norm.FWD_MIN_WARPS, norm.FWD_VECTOR_TAIL_LANES)
+        assert lanes_a_warp <= norm.TUNING.fwd_piece_lanes_per_warp < 2 * lanes_a_warp or tile.num_warps == 2
+    assert off == forward_width_tile(n, norm.TUNING.fwd_min_warps, norm.TUNING.fwd_vector_tail_lanes)
     assert (off == tile) == (n not in expected), (off, tile)
     if n in expected:
         assert not off.tail and off.block_n == norm.next_power_of_2(n)  # the padded tile it replaces
     # the FP8 forward takes the same pieces from FP8_FWD_PIECES_FROM_LANES (its statistics are then the plain
     # forward's arithmetic)
-    monkeypatch.undo()
     fp8 = norm.fp8_forward_tile(n)
-    if n in expected and n >= norm.FP8_FWD_PIECES_FROM_LANES:
+    if n in expected and n >= norm.TUNING.fp8_fwd_pieces_from_lanes:
         assert (fp8.block_m, fp8.block_n, fp8.tail, fp8.block_t, fp8.num_warps) == (
             tile.block_m, tile.block_n, True, tile.block_t, tile.num_warps), fp8
     else:
-        assert not fp8.tail or n > norm.TAIL_FROM_LANES, fp8
+        assert not fp8.tail or n > norm.TUNING.tail_from_lanes, fp8
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -845,7 +853,7 @@ def test_forward_persistent_rule(n):
         assert norm.forward_stages(tile, n, mode, activation, 4) == 0  # fp32: not measured
         if stages:
             streams = 2 if mode == norm.POST else 1
-            assert stages >= 3 and (stages - 1) * streams * tile.lanes * 2 <= norm.FWD_PERSIST_SMEM_BYTES
+            assert stages >= 3 and (stages - 1) * streams * tile.lanes * 2 <= norm.TUNING.fwd_persist_smem_bytes
             assert norm._fwd_maxnreg(tile, stages) == 65536 // (32 * tile.num_warps)
     # which widths take it: LayerNorm in one padded 16384-lane tile (not in pieces: 11008 / 12288 as 8192 + 4096 on 8
     # warps, 8200 as 8192 + 16 on 16; not 16384, no lane padded); the post-residual form in every 16-warp row
@@ -853,10 +861,11 @@ def test_forward_persistent_rule(n):
              for n_ in (8200, 11008, 12288, 13312, 14336, 16384)}
     assert takes == {8200: False, 11008: False, 12288: False, 13312: True, 14336: True, 16384: False}
     for n_ in (11008, 14336, 16384):
-        assert norm.forward_stages(norm.forward_rule(n_, False, True), n_, norm.POST, 0) == norm.FWD_PERSIST_STAGES
+        stages = norm.forward_stages(norm.forward_rule(n_, False, True), n_, norm.POST, 0)
+        assert stages == norm.TUNING.fwd_persist_stages
 
 
-def test_forward_persistent_rule_on_scalar_rows(monkeypatch):
+def test_forward_persistent_rule_on_scalar_rows():
     """On one-element rows (odd widths) the post-residual form's pieces take no persistent pipeline (the NOTE above
     FWD_PERSIST_SCALAR_PIECES), its padded tile and vector rows keep theirs, and the knob turns the pieces' back on."""
     def stages(n, scalar):
@@ -865,9 +874,9 @@ def test_forward_persistent_rule_on_scalar_rows(monkeypatch):
     for n in (8447, 8703, 11007, 12287):  # (pieces on 16 warps: pipelined on vector rows)
         assert norm.forward_rule(n, False, True, False, True).tail and stages(n - 1, False) > 0, n
         assert stages(n, True) == 0, n
-    assert stages(12345, True) == stages(12346, False) == norm.FWD_PERSIST_STAGES  # (the padded tile keeps it)
-    monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", True)
-    assert stages(8447, True) == norm.FWD_PERSIST_STAGES
+    assert stages(12345, True) == stages(12346, False) == norm.TUNING.fwd_persist_stages  # (the padded tile keeps it)
+    with norm.tuned(FWD_PERSIST_SCALAR_PIECES=True):
+        assert stages(8447, True) == norm.TUNING.fwd_persist_stages
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -883,33 +892,33 @@ def test_post_residual_scalar_pieces_forward_matches_the_reference(device, monke
     expected = norm.layer_norm_ref(x.double(), w.double(), b.double(), residual=r.double(), residual_mode="post")
     torch_out = norm.layer_norm_ref(x, w, b, residual=r, residual_mode="post")
     for pieces_persist in (False, True):
-        monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", pieces_persist)
-        out = blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post")
+        with norm.tuned(FWD_PERSIST_SCALAR_PIECES=pieces_persist):
+            out = blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post")
         assert seen and (seen[-1] > 0) == pieces_persist, seen
         for a, t, e in zip(*(o if isinstance(o, tuple) else (o,) for o in (out, torch_out, expected))):
             assert_close_to_reference(a, t, e)
-    monkeypatch.setattr(norm, "FWD_PERSIST_SCALAR_PIECES", False)
-    _odd_rows_match_the_reference("ln-post", n, 5, 95, device)
+    with norm.tuned(FWD_PERSIST_SCALAR_PIECES=False):
+        _odd_rows_match_the_reference("ln-post", n, 5, 95, device)
 
 
 @pytest.mark.parametrize("rows", [2, 40])
-def test_forward_persistent_rows(rows, monkeypatch):
+def test_forward_persistent_rows(rows):
     """A persistent launch needs FWD_PERSIST_STAGES rows a program; fewer rows keep a program a row."""
     tile = norm.forward_rule(14336)
     x = torch.empty(rows, 14336, dtype=torch.bfloat16)
     programs, stages = norm._forward_programs(x, rows, tile, norm.NONE, 0)
-    if rows >= norm.FWD_PERSIST_STAGES * 4:  # (4 programs on the CPU: _num_programs)
-        assert (programs, stages) == (4, norm.FWD_PERSIST_STAGES)
+    if rows >= norm.TUNING.fwd_persist_stages * 4:  # (4 programs on the CPU: _num_programs)
+        assert (programs, stages) == (4, norm.TUNING.fwd_persist_stages)
     else:
         assert (programs, stages) == (rows, 0)
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form,n", [("ln-post", 11008), ("ln", 14336)])
-def test_forward_persistent_equals_a_program_a_row(form, n, device, monkeypatch):
+def test_forward_persistent_equals_a_program_a_row(form, n, device):
     """Persistent programs compute each row as a program a row does, bit for bit: the same statistics, the weight and
     bias loaded once in the same fp32, the post form's dropout mask drawn from the row and column, not the program."""
-    m = 4 * norm.FWD_PERSIST_STAGES + 1 if torch.device(device).type == "cpu" else 2000
+    m = 4 * norm.TUNING.fwd_persist_stages + 1 if torch.device(device).type == "cpu" else 2000
     x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=31)
     w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=32)
     b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=33)
@@ -917,14 +926,14 @@ def test_forward_persistent_equals_a_program_a_row(form, n, device, monkeypatch)
     tile = norm.forward_rule(n, False, form == "ln-post")
     mode = norm.POST if form == "ln-post" else norm.NONE
     outs = []
-    for stages in (norm.FWD_PERSIST_STAGES, 0):
-        monkeypatch.setattr(norm, "FWD_PERSIST_STAGES", stages)
-        assert bool(norm._forward_programs(x, m, tile, mode, 0)[1]) == bool(stages)
-        torch.manual_seed(7)
-        if form == "ln-post":
-            outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
-        else:
-            outs.append(blockfuse.layer_norm(x, w, b))
+    for stages in (norm.TUNING.fwd_persist_stages, 0):
+        with norm.tuned(FWD_PERSIST_STAGES=stages):
+            assert bool(norm._forward_programs(x, m, tile, mode, 0)[1]) == bool(stages)
+            torch.manual_seed(7)
+            if form == "ln-post":
+                outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
+            else:
+                outs.append(blockfuse.layer_norm(x, w, b))
     assert torch.equal(outs[0], outs[1])
 
 
@@ -936,7 +945,7 @@ def test_forward_persistent_matches_the_reference(form, n, dtype, device):
     does: rows read with a stride (x a slice of a wider tensor), a residual of its own stride, a row count that does
     not divide among the programs; and its statistics feed the backward as the one-row programs' do."""
     dt = DTYPES[dtype]
-    m = 4 * norm.FWD_PERSIST_STAGES + 3 if torch.device(device).type == "cpu" else 4099
+    m = 4 * norm.TUNING.fwd_persist_stages + 3 if torch.device(device).type == "cpu" else 4099
     tile = norm.forward_rule(n, False, form == "ln-post")
     mode = norm.POST if form == "ln-post" else norm.NONE
     assert norm._forward_programs(torch.empty(m, n, dtype=dt, device=device), m, tile, mode, 0)[1]
@@ -977,18 +986,20 @@ def test_backward_pieces_rule(n, element_size):
     thread or fewer, within ACT_BWD_PIECE_MIN_WARPS-ACT_BWD_PIECE_MAX_WARPS, any tail, at most
     ACT_BWD_PIECES_MAX_LANES lanes), a power of two; other rows keep the padded tile (no tail) or chunks."""
     head, tail = norm.row_pieces(n)
-    assert norm.ACT_BWD_PIECES_ANY_TAIL
+    tuning = norm.TUNING
+    assert tuning.act_bwd_pieces_any_tail
     for activation, per_warp, least, most, max_lanes in (
-            (0, norm.BWD_PIECE_LANES_PER_WARP, norm.BWD_PIECE_MIN_WARPS, 16, norm.BWD_PIECES_MAX_LANES),
-            (1, norm.ACT_BWD_PIECE_LANES_PER_WARP, norm.ACT_BWD_PIECE_MIN_WARPS, norm.ACT_BWD_PIECE_MAX_WARPS,
-             norm.ACT_BWD_PIECES_MAX_LANES)):
-        if n > (max_lanes if activation else norm.BWD_PIECES_MAX_LANES):
+            (0, tuning.bwd_piece_lanes_per_warp, tuning.bwd_piece_min_warps, 16, tuning.bwd_pieces_max_lanes),
+            (1, tuning.act_bwd_piece_lanes_per_warp, tuning.act_bwd_piece_min_warps, tuning.act_bwd_piece_max_warps,
+             tuning.act_bwd_pieces_max_lanes)):
+        if n > (max_lanes if activation else norm.TUNING.bwd_pieces_max_lanes):
             continue  # (test_backward_wide_pieces_rule)
         tile = norm.backward_rule(n, activation, element_size=element_size)
         if activation:
-            fits = n >= norm.ACT_BWD_PIECES_FROM_LANES and tail > 0 and head + tail <= max_lanes
+            fits = n >= norm.TUNING.act_bwd_pieces_from_lanes and tail > 0 and head + tail <= max_lanes
         else:
-            fits = n >= norm.BWD_PIECES_FROM_LANES and 0 < tail < norm.LAYOUT_TAIL_LANES and head + tail <= max_lanes
+            fits = (n >= norm.TUNING.bwd_pieces_from_lanes and 0 < tail < norm.LAYOUT_TAIL_LANES
+                    and head + tail <= max_lanes)
         if tile.tail:
             assert fits
             assert (tile.block_m, tile.block_n, tile.block_t, tile.num_chunks) == (1, head, tail, 1)
@@ -996,13 +1007,12 @@ def test_backward_pieces_rule(n, element_size):
             warps = tile.num_warps
             assert warps & (warps - 1) == 0 and least <= warps <= most
             assert warps in (least, most) or (warps // 2) * per_warp < tile.lanes <= warps * per_warp
-            assert activation or tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * warps
-            assert not activation or tile.lanes <= warps * 32 * norm.ACT_BWD_PIECE_LANES_PER_THREAD
+            assert activation or tail * element_size >= norm.TUNING.bwd_piece_tail_bytes * 32 * warps
+            assert not activation or tile.lanes <= warps * 32 * norm.TUNING.act_bwd_piece_lanes_per_thread
             assert not norm._bwd_reload(tile)
         else:
-            assert not fits or (not activation and tail * element_size < norm.BWD_PIECE_TAIL_BYTES * 32 * 4)
-            assert tile == norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.ACT_BWD_ELEMENTS_PER_WARP if activation
-                                      else norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
+            assert not fits or (not activation and tail * element_size < norm.TUNING.bwd_piece_tail_bytes * 32 * 4)
+            assert tile == backward_width_tile(n, activation=activation)
     if n in (2304, 2560, 4304, 4608):  # 2048 + 256, 2048 + 512, 4096 + 256 / 512: 4 warps; with GELU 8 (4608: 16)
         assert norm.backward_rule(n).num_warps == 4 and norm.backward_rule(n).tail
         assert norm.backward_rule(n, 1).tail and norm.backward_rule(n, 1).num_warps == (16 if n == 4608 else 8)
@@ -1030,35 +1040,35 @@ def test_backward_wide_pieces_rule(n, element_size):
         tile = norm.backward_rule(n, element_size=element_size, is_rms=is_rms)
         if tile.block_u > 1:
             continue  # (three pieces: test_backward_three_pieces_rule)
-        thick = tail * element_size >= norm.BWD_PIECE_TAIL_BYTES * 32 * norm.BWD_WIDE_PIECE_WARPS
-        fits = (norm.BWD_PIECES_MAX_LANES < n and head + tail <= norm.BWD_WIDE_PIECES_MAX_LANES and thick
-                and (not is_rms or tail <= norm.BWD_WIDE_PIECES_RMS_MAX_TAIL))
+        thick = tail * element_size >= norm.TUNING.bwd_piece_tail_bytes * 32 * norm.TUNING.bwd_wide_piece_warps
+        fits = (norm.TUNING.bwd_pieces_max_lanes < n and head + tail <= norm.TUNING.bwd_wide_pieces_max_lanes and thick
+                and (not is_rms or tail <= norm.TUNING.bwd_wide_pieces_rms_max_tail))
         assert tile.tail == fits
         if fits:
             assert (tile.block_m, tile.block_n, tile.block_t, tile.num_warps) == (1, 8192, tail,
-                                                                                norm.BWD_WIDE_PIECE_WARPS)
-            assert tile.lanes <= 32 * norm.BWD_WIDE_PIECE_WARPS * 24 and not norm._bwd_reload(tile)
+                                                                                norm.TUNING.bwd_wide_piece_warps)
+            assert tile.lanes <= 32 * norm.TUNING.bwd_wide_piece_warps * 24 and not norm._bwd_reload(tile)
             for streams in (2, 3):
-                stages = norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, streams, 0)
+                stages = norm._bwd_depth(tile, n, element_size, norm.TUNING.bwd_programs_per_sm, streams, 0)
                 buffers = streams * tile.lanes * element_size
-                assert stages == 1 or norm.BWD_SMEM_BYTES >= stages * buffers
-                assert (stages > 1) == (element_size == 2 and 2 * buffers <= norm.BWD_SMEM_BYTES)
+                assert stages == 1 or norm.TUNING.bwd_smem_bytes >= stages * buffers
+                assert (stages > 1) == (element_size == 2 and 2 * buffers <= norm.TUNING.bwd_smem_bytes)
                 if element_size == 2:
                     assert stages == (3 if streams == 2 else 2)
         elif n > 8192:
             assert tile.block_n == 16384 and norm._bwd_reload(tile)
-            assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 1
+            assert norm._bwd_depth(tile, n, element_size, norm.TUNING.bwd_programs_per_sm, 2, 0) == 1
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert gelu == norm.backward_rule(n, 1, is_rms=True, element_size=element_size)
     three = element_size == 2 and n in (10752, 11008, 12300, 14336)  # (test_gelu_backward_three_pieces_rule)
-    assert gelu.tail == (8192 < n <= norm.BWD_WIDE_PIECES_MAX_LANES or three) and (gelu.block_u > 1) == three
+    assert gelu.tail == (8192 < n <= norm.TUNING.bwd_wide_pieces_max_lanes or three) and (gelu.block_u > 1) == three
     if gelu.tail and not three:
         assert gelu.block_n == 8192 and gelu.num_warps == 16 and gelu.lanes <= 16 * 32 * 24
         # pipelined where the tail gives a thread 8 bytes (2048 lanes of bf16) and the stages fit: not in fp32
-        thick = gelu.block_t * element_size >= norm.ACT_BWD_PIPELINE_TAIL_BYTES * 32 * 16
+        thick = gelu.block_t * element_size >= norm.TUNING.act_bwd_pipeline_tail_bytes * 32 * 16
         stages = norm._bwd_depth(gelu, n, element_size, 1, 2, 1)
-        assert stages == (norm.ACT_BWD_STAGES if thick and element_size == 2 else 1)
-        assert stages == 1 or stages * 2 * gelu.lanes * element_size <= norm.BWD_SMEM_BYTES
+        assert stages == (norm.TUNING.act_bwd_stages if thick and element_size == 2 else 1)
+        assert stages == 1 or stages * 2 * gelu.lanes * element_size <= norm.TUNING.bwd_smem_bytes
     # (the widths the rule was measured at)
     if element_size == 2 and n in (9216, 10240, 11008, 12288):
         assert norm.backward_rule(n).tail and norm.backward_rule(n, is_rms=True).tail
@@ -1069,21 +1079,21 @@ def test_backward_wide_pieces_rule(n, element_size):
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form,n", [("ln", 9000), ("ln-post-dropout", 11008), ("rms-pre", 10240), ("ln-gelu", 11008),
                                     ("ln", 13312), ("ln", 4304)])
-def test_backward_early_accumulators_match(form, n, device, monkeypatch):
+def test_backward_early_accumulators_match(form, n, device):
     """The pieces' weight / bias gradients added before the row sums (BWD_EARLY_ACC) or after the stores: the same
     sums in the same order, so the same bits in the interpreter (within an ulp of bf16 compiled), every gradient."""
     is_rms, activation = form.startswith("rms"), norm.GELU_CODES["tanh"] if form == "ln-gelu" else 0
     assert norm.backward_rule(n, activation, form == "rms-pre", is_rms=is_rms).tail
-    _backward_both_ways(form, (7, n), device, monkeypatch, "BWD_EARLY_ACC")
+    _backward_both_ways(form, (7, n), device, "BWD_EARLY_ACC")
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout"])
-def test_three_pieces_weight_read_each_row_matches(form, device, monkeypatch):
+def test_three_pieces_weight_read_each_row_matches(form, device):
     """Three pieces (13312 = 8192 + 4096 + 1024) with the weight read again each row (RELOAD: the rule there) or held
     in registers: the same gradients, bit for bit in the interpreter."""
     assert norm.backward_rule(13312, is_rms=form == "rms").block_u > 1
-    _backward_both_ways(form, (5, 13312), device, monkeypatch, "BWD_RELOAD")
+    _backward_both_ways(form, (5, 13312), device, "BWD_RELOAD")
 
 
 @pytest.mark.parametrize("n", [2304, 4304, 8200, 9000, 11008, 12288, 13312])
@@ -1095,7 +1105,7 @@ def test_backward_early_accumulators_rule(n):
         for activation in (0, norm.GELU_CODES["tanh"]):
             tile = norm.backward_rule(n, activation, mode == norm.PRE)
             for stages in (1, 3):
-                wanted = (tile.tail and tile.block_u == 1 and tile.lanes > norm.BWD_PIECES_MAX_LANES
+                wanted = (tile.tail and tile.block_u == 1 and tile.lanes > norm.TUNING.bwd_pieces_max_lanes
                           and mode != norm.PRE and stages > 1)
                 assert norm._early_acc(tile, mode, stages) == wanted
     assert norm._early_acc(norm.backward_rule(11008), norm.NONE, 3)
@@ -1104,7 +1114,7 @@ def test_backward_early_accumulators_rule(n):
 
 @pytest.mark.parametrize("n", [12288, 12289, 12800, 13312, 13313, 14336, 15360, 16384])
 @pytest.mark.parametrize("element_size", [2, 4])
-def test_backward_three_pieces_rule(n, element_size, monkeypatch):
+def test_backward_three_pieces_rule(n, element_size):
     """Rows past BWD_WIDE_PIECES_MAX_LANES in three pieces (the NOTE above BWD_THREE_PIECES_MAX_LANES): the largest
     power of two below the row, the largest in the rest and a power-of-two tail of BWD_PIECE_TAIL_BYTES a thread or
     more, on BWD_WIDE_PIECE_WARPS warps, fewer lanes than the padded tile; taken by LayerNorm, RMSNorm and the
@@ -1113,17 +1123,19 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
     weight again each row (RELOAD) and pipelined by the depth rule (three stages); by the GELU form in bf16 only
     (ACT_BWD_THREE_PIECES: the NOTE above it), with its own stages; by the pre-residual forms in bf16
     (BWD_THREE_PIECES_PRE: two stages of their three streams), whose fp16 rows keep the padded tile read twice."""
-    three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // element_size)
+    three = norm._three_pieces(n, norm.TUNING.bwd_piece_tail_bytes // element_size)
     if three is not None:
-        assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, norm.BWD_WIDE_PIECE_WARPS, True)
+        warps = norm.TUNING.bwd_wide_piece_warps
+        assert (three.block_m, three.num_chunks, three.num_warps, three.tail) == (1, 1, warps, True)
         head, mid, tail = three.block_n, three.block_t, three.block_u
         assert head > mid > 0 and tail > 1 and all(p & (p - 1) == 0 for p in (head, mid, tail))
         assert head + mid < n <= three.lanes < norm.next_power_of_2(n)
-        assert tail == max(norm.next_power_of_2(n - head - mid), norm.BWD_PIECE_TAIL_BYTES // element_size * 32 * 16)
+        thick = norm.TUNING.bwd_piece_tail_bytes // element_size * 32 * 16
+        assert tail == max(norm.next_power_of_2(n - head - mid), thick)
     assert (three is None) == (n in (12288, 15360, 16384))  # (12288: two pieces; 15360 would take 16384 lanes)
-    stage_bytes = norm.BWD_THREE_PIECES_MIN_STAGES * 2 * (three.lanes if three else 0) * element_size
-    fits = three is not None and stage_bytes <= norm.BWD_THREE_PIECES_SMEM_BYTES
-    fits_fp16 = three is not None and stage_bytes <= norm.BWD_SMEM_BYTES
+    stage_bytes = norm.TUNING.bwd_three_pieces_min_stages * 2 * (three.lanes if three else 0) * element_size
+    fits = three is not None and stage_bytes <= norm.TUNING.bwd_three_pieces_smem_bytes
+    fits_fp16 = three is not None and stage_bytes <= norm.TUNING.bwd_smem_bytes
     assert fits == (element_size == 2 and n in (12289, 12800, 13312, 13313, 14336))
     assert fits_fp16 == (element_size == 2 and n in (12289, 12800, 13312))
     for is_rms in (False, True):
@@ -1131,40 +1143,39 @@ def test_backward_three_pieces_rule(n, element_size, monkeypatch):
         assert (tile.block_u > 1) == fits
         if fits:
             assert tile == three and norm._bwd_reload(tile)
-            assert norm._bwd_depth(tile, n, element_size, norm.BWD_PROGRAMS_PER_SM, 2, 0) == 3
+            assert norm._bwd_depth(tile, n, element_size, norm.TUNING.bwd_programs_per_sm, 2, 0) == 3
             assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, norm.NONE)
         assert (norm.backward_rule(n, element_size=element_size, is_rms=is_rms, bf16=False).block_u > 1) == fits_fp16
         # the pre-residual forms: the same pieces in bf16 (BWD_THREE_PIECES_PRE), pipelined with their third stream
         pre = norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms)
         assert (pre.block_u > 1) == fits and (not fits or pre == tile)
         if fits:
-            assert norm._bwd_depth(pre, n, element_size, norm.BWD_PROGRAMS_PER_SM, 3, 0) == 2
+            assert norm._bwd_depth(pre, n, element_size, norm.TUNING.bwd_programs_per_sm, 3, 0) == 2
         assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms, bf16=False).block_u == 1
-        with monkeypatch.context() as off:
-            off.setattr(norm, "BWD_THREE_PIECES_PRE", False)
+        with norm.tuned(BWD_THREE_PIECES_PRE=False):
             assert norm.backward_rule(n, pre=True, element_size=element_size, is_rms=is_rms).block_u == 1
     gelu = norm.backward_rule(n, 1, element_size=element_size)
     assert (gelu.block_u > 1) == fits and (not fits or gelu == three)
     assert norm.backward_rule(n, 1, element_size=element_size, bf16=False).block_u == 1
     if fits:  # (pipelined where ACT_BWD_STAGES of them fit BWD_SMEM_BYTES: 13312, not 14336)
         stages = norm._bwd_depth(gelu, n, element_size, norm._act_programs_per_sm(gelu), 2, 1)
-        assert stages == (norm.ACT_BWD_STAGES if n <= 13312 else 1)
-    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", False)
-    assert norm.backward_rule(n, 1, element_size=element_size).block_u == 1
-    monkeypatch.setattr(norm, "BWD_THREE_PIECES_MAX_LANES", 0)
-    assert norm.backward_rule(n, element_size=element_size).block_u == 1
+        assert stages == (norm.TUNING.act_bwd_stages if n <= 13312 else 1)
+    with norm.tuned(ACT_BWD_THREE_PIECES=False):
+        assert norm.backward_rule(n, 1, element_size=element_size).block_u == 1
+        with norm.tuned(BWD_THREE_PIECES_MAX_LANES=0):
+            assert norm.backward_rule(n, element_size=element_size).block_u == 1
 
 
 @pytest.mark.parametrize("n", [8704, 9000, 9216, 10240, 10752, 11008, 11264, 11520, 12288, 12289, 14336, 15000])
-def test_gelu_backward_three_pieces_rule(n, monkeypatch):
+def test_gelu_backward_three_pieces_rule(n):
     """The GELU form's backward takes three pieces past 8192 lanes (up to BWD_THREE_PIECES_MAX_LANES) only where they
     hold fewer lanes than the tile it takes without them (the NOTE above ACT_BWD_THREE_PIECES): 10241-11264 as 8192 +
     2048 + 1024 (not 8192 + 4096), 12289-14336 as 8192 + 4096 + up to 2048 (not 16384); bf16 only."""
     tile = norm.backward_rule(n, 1)
-    monkeypatch.setattr(norm, "ACT_BWD_THREE_PIECES", False)
-    other = norm.backward_rule(n, 1)
-    assert norm.backward_rule(n, 1, bf16=False) == other and other.block_u == 1
-    three = norm._three_pieces(n, norm.BWD_PIECE_TAIL_BYTES // 2)
+    with norm.tuned(ACT_BWD_THREE_PIECES=False):
+        other = norm.backward_rule(n, 1)
+        assert norm.backward_rule(n, 1, bf16=False) == other and other.block_u == 1
+    three = norm._three_pieces(n, norm.TUNING.bwd_piece_tail_bytes // 2)
     takes = three is not None and three.lanes < other.lanes
     assert (tile == three) == takes and (tile == other) == (not takes)
     assert takes == (10240 < n <= 11264 or 12288 < n <= 14336)
@@ -1183,11 +1194,11 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
     + 2048 at 14336) gives every gradient (x, the residual, weight, bias) within twice PyTorch's error of a float64
     reference, rows read with a stride; and every gradient within a bf16 rounding of the padded tile's
     (with dropout: the same mask, regenerated from the seed; where the GELU form holds its rounded gradient across
-    the row sums, norm.ACT_BWD_HOLD, within a rounding of it as a whole)."""
+    the row sums, ACT_BWD_HOLD, within a rounding of it as a whole)."""
     # (3072, 6144: GELU's only)
     assert norm.backward_rule(n, form == "ln-gelu", "-pre" in form, is_rms=form.startswith("rms")).tail
     m = 6 if n == 2560 else 15  # one program writing the weight gradients (DIRECT), or several programs' partials
-    assert (m * n <= norm.DIRECT_MAX_ELEMENTS) == (n == 2560)
+    assert (m * n <= norm.TUNING.direct_max_elements) == (n == 2560)
     is_rms = form.startswith("rms")
     mode = "pre" if "-pre" in form else "post" if "-post" in form else None
     p = 0.25 if form.endswith("dropout") else 0.0
@@ -1202,11 +1213,9 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
         bb = None if is_rms else leaves[2]
         rr = leaves[-1] if mode else None
         kw = dict(residual=rr, residual_mode=mode or "pre", dropout_p=p, training=True) if mode else {}
-        saved = norm.BWD_PIECES_FROM_LANES, norm.ACT_BWD_PIECES_FROM_LANES
-        if not pieces:
-            norm.BWD_PIECES_FROM_LANES = norm.ACT_BWD_PIECES_FROM_LANES = 0
-            assert not norm.backward_rule(n, form == "ln-gelu").tail
-        try:
+        no_pieces = dict(BWD_PIECES_FROM_LANES=0, ACT_BWD_PIECES_FROM_LANES=0)
+        with norm.tuned(**({} if pieces else no_pieces)):
+            assert pieces or not norm.backward_rule(n, form == "ln-gelu").tail
             torch.manual_seed(5)
             if form == "ln-gelu":
                 op = norm.layer_norm_gelu_ref if reference else blockfuse.layer_norm_gelu
@@ -1218,8 +1227,6 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
             outs = outs if isinstance(outs, tuple) else (outs,)
             grads = [random_tensor(o.shape, o.dtype, device, seed=30 + i) for i, o in enumerate(outs)]
             return list(torch.autograd.grad(outs, leaves, grads))
-        finally:
-            norm.BWD_PIECES_FROM_LANES, norm.ACT_BWD_PIECES_FROM_LANES = saved
 
     ours = run(False)
     # the padded tile (its kernels checked by the other tests): the same arithmetic summed in another order, and with
@@ -1241,22 +1248,23 @@ def test_backward_in_pieces_matches_the_reference(form, n, device):
         assert_close_to_reference(a, t, e, name=f"d{name}")
 
 
-def test_joint_row_sums_rule(monkeypatch):
-    """With norm.JOINT_SUMS the pieces' row sums are reduced across the program once (norm.joint_sums_threads: the
+def test_joint_row_sums_rule():
+    """With JOINT_SUMS the pieces' row sums are reduced across the program once (norm.joint_sums_threads: the
     NOTE above JOINT_SUMS) where every piece spans the program's threads, never for scalar rows or one-tile rows;
     without it, never."""
-    monkeypatch.setattr(norm, "JOINT_SUMS", True)
-    for n, activation in ((2304, 0), (4304, 0), (4304, 1), (11008, 0), (11008, 1), (14336, 0), (14336, 1), (13313, 0)):
-        tile = norm.backward_rule(n, activation)
-        assert tile.tail
-        pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
-        assert norm.joint_sums_threads(tile) == 32 * tile.num_warps <= min(pieces)
-        assert norm.joint_sums_threads(tile, scalar=True) == 0
-    assert norm.joint_sums_threads(norm.backward_rule(4096)) == 0  # (one tile: one reduction already)
-    narrow = norm.Tile(1, 2048, 1, 16, True, 256)  # (a 256-lane tail on 512 threads)
-    assert norm.joint_sums_threads(narrow) == 0
-    monkeypatch.setattr(norm, "JOINT_SUMS", False)
-    assert norm.joint_sums_threads(norm.backward_rule(14336)) == 0
+    with norm.tuned(JOINT_SUMS=True):
+        for n, activation in ((2304, 0), (4304, 0), (4304, 1), (11008, 0), (11008, 1), (14336, 0), (14336, 1),
+                              (13313, 0)):
+            tile = norm.backward_rule(n, activation)
+            assert tile.tail
+            pieces = (tile.block_n, tile.block_t) + ((tile.block_u,) if tile.block_u > 1 else ())
+            assert norm.joint_sums_threads(tile) == 32 * tile.num_warps <= min(pieces)
+            assert norm.joint_sums_threads(tile, scalar=True) == 0
+        assert norm.joint_sums_threads(norm.backward_rule(4096)) == 0  # (one tile: one reduction already)
+        narrow = norm.Tile(1, 2048, 1, 16, True, 256)  # (a 256-lane tail on 512 threads)
+        assert norm.joint_sums_threads(narrow) == 0
+    with norm.tuned(JOINT_SUMS=False):
+        assert norm.joint_sums_threads(norm.backward_rule(14336)) == 0
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1265,7 +1273,7 @@ def test_joint_row_sums_rule(monkeypatch):
     ("ln", 2304, torch.bfloat16), ("rms", 4304, torch.float16), ("ln-pre", 2560, torch.float32),
     ("ln-gelu", 4304, torch.bfloat16), ("ln", 11008, torch.float32), ("ln-gelu", 14336, torch.bfloat16),
     ("rms-pre", 13312, torch.bfloat16)])
-def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device, monkeypatch):
+def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device):
     """Rows in pieces with their sums reduced jointly (the forward's statistics, the backward's row sums) give the
     outputs and gradients of the sums reduced piece by piece (the same elements added in another order: within a few
     ulps of their dtype), 16-bit and fp32 rows (a thread's vector of 8 / 4 elements: _thread_partials), rows read with
@@ -1274,36 +1282,36 @@ def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device, mo
     backward = norm.backward_rule(n, form == "ln-gelu", "-pre" in form, dtype.itemsize, is_rms=is_rms,
                                   bf16=dtype == torch.bfloat16)
     forward = norm.forward_rule(n, is_rms, "-pre" in form, "-pre" in form)
-    monkeypatch.setattr(norm, "JOINT_SUMS", True)
-    assert forward.tail == (n <= 11008) and norm.joint_sums_threads(forward) == 32 * forward.num_warps * forward.tail
-    assert (norm.joint_sums_threads(backward) > 0) == (n > 1536)
+    with norm.tuned(JOINT_SUMS=True):
+        assert forward.tail == (n <= 11008)
+        assert norm.joint_sums_threads(forward) == 32 * forward.num_warps * forward.tail
+        assert (norm.joint_sums_threads(backward) > 0) == (n > 1536)
     x = random_tensor((m, n + 32), dtype, device, scale=2.0, offset=0.5, seed=41)[:, :n]
     w = random_tensor((n,), dtype, device, scale=0.5, offset=1.0, seed=42)
     b = None if is_rms else random_tensor((n,), dtype, device, scale=0.5, seed=43)
     r = random_tensor((m, n), dtype, device, seed=44) if "-pre" in form else None
 
     def grads(joint):
-        monkeypatch.setattr(norm, "JOINT_SUMS", joint)
-        monkeypatch.setattr(norm, "FWD_JOINT_SUMS", joint)
         leaves = [t.detach().requires_grad_() for t in (x, w, b, r) if t is not None]
         xx, ww, bb, rr = leaves[0], leaves[1], None if is_rms else leaves[2], leaves[-1] if r is not None else None
-        if form == "ln-gelu":
-            outs = blockfuse.layer_norm_gelu(xx, ww, bb)
-        elif is_rms:
-            outs = blockfuse.rms_norm(xx, ww, residual=rr)
-        else:
-            outs = blockfuse.layer_norm(xx, ww, bb, residual=rr)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        return outs + torch.autograd.grad(outs, leaves, [random_tensor(o.shape, o.dtype, device, seed=50 + i)
-                                                         for i, o in enumerate(outs)])
+        with norm.tuned(JOINT_SUMS=joint, FWD_JOINT_SUMS=joint):
+            if form == "ln-gelu":
+                outs = blockfuse.layer_norm_gelu(xx, ww, bb)
+            elif is_rms:
+                outs = blockfuse.rms_norm(xx, ww, residual=rr)
+            else:
+                outs = blockfuse.layer_norm(xx, ww, bb, residual=rr)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            return outs + torch.autograd.grad(outs, leaves, [random_tensor(o.shape, o.dtype, device, seed=50 + i)
+                                                             for i, o in enumerate(outs)])
 
     for one, two in zip(grads(True), grads(False)):
         assert two.float().abs().max() > 0
         torch.testing.assert_close(one.float(), two.float(), rtol=4 * torch.finfo(dtype).eps, atol=1e-5)
 
 
-def test_scalar_rows_rule(monkeypatch):
-    """16-bit rows of one-element accesses (odd widths: the NOTE above norm.BWD_SCALAR_WARPS) in one-row pieces take
+def test_scalar_rows_rule():
+    """16-bit rows of one-element accesses (odd widths: the NOTE above BWD_SCALAR_WARPS) in one-row pieces take
     twice the warps, and so do they in padded tiles of 8192 lanes or more (not in narrower ones, where that was
     slower); rows past 8192 lanes go in one whole row on 32 warps (the weight gradients from the weight kernel but
     plain RMSNorm's, in the kernel; with the whole rows off, one-row chunks with the weight kernel, or the pre-residual
@@ -1325,24 +1333,23 @@ def test_scalar_rows_rule(monkeypatch):
         plain = norm.backward_rule(n, 0, pre, is_rms=is_rms)
         tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
         # (one whole row on 32 warps, read once)
-        whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.BWD_SCALAR_WHOLE_ROW_WARPS, False, 1)
+        whole = norm.Tile(1, norm.next_power_of_2(n), 1, norm.TUNING.bwd_scalar_whole_row_warps, False, 1)
         assert tile == whole and whole.num_warps == 32 and not norm._bwd_reload(tile), (n, pre, is_rms)
         assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms, pre=pre) == (pre or not is_rms)
         assert not norm.weight_kernel_rule(tile, n, False, is_rms=is_rms, pre=pre)  # (vector rows: not theirs)
         assert not norm.weight_kernel_rule(plain, n, is_rms=is_rms, pre=pre)
-        with monkeypatch.context() as patch:  # (the whole rows off: chunks with the weight kernel, RMSNorm's pieces)
-            patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WARPS", 0)
+        # (the whole rows off: chunks with the weight kernel, RMSNorm's pieces)
+        with norm.tuned(BWD_SCALAR_WHOLE_ROW_WARPS=0):
             tile = norm.backward_rule(n, 0, pre, is_rms=is_rms, scalar=True)
             if is_rms and plain.tail:
                 assert tile == plain and not norm.weight_kernel_rule(tile, n, True, is_rms=True, pre=pre)
             else:
-                lanes = norm.BWD_SCALAR_CHUNK_LANES
+                lanes = norm.TUNING.bwd_scalar_chunk_lanes
                 assert (tile.block_m, tile.block_n, tile.num_chunks) == (1, lanes, norm.cdiv(n, lanes)), (n, pre)
                 assert norm.weight_kernel_rule(tile, n, True, is_rms=is_rms, pre=pre)
     assert norm.backward_rule(9999, 0, True, is_rms=True).tail  # (pieces, which the pre-residual RMSNorm kept)
     assert not norm.backward_rule(8447, 0, True, is_rms=True).tail
-    with monkeypatch.context() as patch:  # (the pre-residual RMSNorm's rule before: pieces, or chunks)
-        patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_PRE", False)
+    with norm.tuned(BWD_SCALAR_WHOLE_ROW_RMS_PRE=False):  # (the pre-residual RMSNorm's rule before: pieces, or chunks)
         rule = norm.backward_rule(9999, 0, True, is_rms=True)
         assert norm.backward_rule(9999, 0, True, is_rms=True, scalar=True) == rule and rule.tail
         assert norm.backward_rule(8447, 0, True, is_rms=True, scalar=True) == norm._scalar_chunk_tile(8447)
@@ -1355,28 +1362,26 @@ def test_scalar_rows_rule(monkeypatch):
         assert (tile.num_chunks, tile.num_warps, tile.tail) == (1, 32, False), n
         assert norm.weight_kernel_rule(tile, n, True, 1)
     for n in (9999, 12345):  # (the whole rows off: one-row chunks, the GELU form's too; LayerNorm's rule before)
-        with monkeypatch.context() as patch:
-            patch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_RMS_ONLY", True)
+        with norm.tuned(BWD_SCALAR_WHOLE_ROW_RMS_ONLY=True):
             for pre, activation in ((False, 0), (True, 0), (False, 1)):
                 assert norm.backward_rule(n, activation, pre, scalar=True) == norm._scalar_chunk_tile(n)
-            patch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_ACT", False)
-            assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
-    monkeypatch.setattr(norm, "BWD_SCALAR_ROW_CHUNKS_FROM_LANES", 0)
-    for n in (9999, 12345, 15001):  # (the one-row chunks off: pieces, or one padded tile)
-        assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
-    assert norm.backward_rule(9999, 0, True, scalar=True) == norm.backward_rule(9999, 0, True)  # (wide pieces)
-    # (the pre-residual form's padded tile: chunks instead; at 12345 its three pieces, BWD_THREE_PIECES_PRE)
-    padded = norm.backward_rule(15001, 0, True)
-    assert norm.backward_rule(15001, 0, True, scalar=True).num_chunks > 1 == padded.num_chunks
-    assert norm.backward_rule(12345, 0, True, scalar=True) == norm.backward_rule(12345, 0, True)
-    assert norm.backward_rule(12345, 0, True).block_u > 1
-    assert not any(norm.weight_kernel_rule(norm.backward_rule(n, 0, pre, scalar=True), n, True)
-                   for n in (9999, 12345) for pre in (False, True))
-    monkeypatch.setattr(norm, "BWD_SCALAR_TILE_WARPS", 1)
-    monkeypatch.setattr(norm, "BWD_SCALAR_MAX_LANES_PRE", 0)
-    for n in (7777, 12345):  # (the knobs off)
-        assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
-    assert norm.backward_rule(12345, 1, scalar=True) == norm.backward_rule(12345, 1)  # (the GELU form's own)
+            with norm.tuned(BWD_SCALAR_ROW_CHUNKS_ACT=False):
+                assert norm.backward_rule(n, 1, scalar=True) == norm.backward_rule(n, 1)
+    with norm.tuned(BWD_SCALAR_ROW_CHUNKS_FROM_LANES=0):
+        for n in (9999, 12345, 15001):  # (the one-row chunks off: pieces, or one padded tile)
+            assert norm.backward_rule(n, scalar=True) == norm.backward_rule(n)
+        assert norm.backward_rule(9999, 0, True, scalar=True) == norm.backward_rule(9999, 0, True)  # (wide pieces)
+        # (the pre-residual form's padded tile: chunks instead; at 12345 its three pieces, BWD_THREE_PIECES_PRE)
+        padded = norm.backward_rule(15001, 0, True)
+        assert norm.backward_rule(15001, 0, True, scalar=True).num_chunks > 1 == padded.num_chunks
+        assert norm.backward_rule(12345, 0, True, scalar=True) == norm.backward_rule(12345, 0, True)
+        assert norm.backward_rule(12345, 0, True).block_u > 1
+        assert not any(norm.weight_kernel_rule(norm.backward_rule(n, 0, pre, scalar=True), n, True)
+                       for n in (9999, 12345) for pre in (False, True))
+        with norm.tuned(BWD_SCALAR_TILE_WARPS=1, BWD_SCALAR_MAX_LANES_PRE=0):
+            for n in (7777, 12345):  # (the knobs off)
+                assert norm.backward_rule(n, 0, True, scalar=True) == norm.backward_rule(n, 0, True)
+            assert norm.backward_rule(12345, 1, scalar=True) == norm.backward_rule(12345, 1)  # (the GELU form's own)
 
 
 def _odd_rows_match_the_reference(form: str, n: int, rows: int, seed: int, device) -> None:
@@ -1422,53 +1427,51 @@ def test_scalar_rows_take_their_rule_and_match_the_reference(form, n, device, mo
 @pytest.mark.parametrize("n", [9999, 12345])
 def test_scalar_row_chunks_match_the_reference(form, n, device, monkeypatch):
     """Odd bf16 rows past 8192 lanes in one-row chunks with the weight gradients from their own kernel
-    (norm.BWD_SCALAR_ROW_CHUNKS_FROM_LANES; RMSNorm's here too, its whole rows and pieces off): every gradient within
+    (BWD_SCALAR_ROW_CHUNKS_FROM_LANES; RMSNorm's here too, its whole rows and pieces off): every gradient within
     twice PyTorch's error of float64."""
-    monkeypatch.setattr(norm, "BWD_SCALAR_RMS_KEEPS_PIECES", False)
-    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WARPS", 0)
     seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    _odd_rows_match_the_reference(form, n, 5, 61, device)
+    with norm.tuned(BWD_SCALAR_RMS_KEEPS_PIECES=False, BWD_SCALAR_WHOLE_ROW_WARPS=0):
+        _odd_rows_match_the_reference(form, n, 5, 61, device)
     assert seen == [True], seen  # (the launcher took the one-row chunks' weight kernel)
 
 
-def test_scalar_pre_chunks_rule(monkeypatch):
+def test_scalar_pre_chunks_rule():
     """The pre-residual LayerNorm's forward on scalar rows in a padded tile past 8192 lanes takes one-row chunks of
     FWD_SCALAR_PRE_CHUNK_LANES on FWD_SCALAR_PRE_CHUNK_WARPS warps; pieces (8193-12288), vector rows, the post-residual
     and plain forms and RMSNorm keep the rule's tiles; 0 turns it off."""
-    chunks = norm.Tile(1, norm.FWD_SCALAR_PRE_CHUNK_LANES, 0, norm.FWD_SCALAR_PRE_CHUNK_WARPS, False, 1)
+    chunks = norm.Tile(1, norm.TUNING.fwd_scalar_pre_chunk_lanes, 0, norm.TUNING.fwd_scalar_pre_chunk_warps, False, 1)
     for n in (12289, 12345, 15001, 16383, 16384):
         tile = norm.forward_rule(n, False, True, pre=True, scalar=True)
-        assert tile == chunks._replace(num_chunks=norm.cdiv(n, norm.FWD_SCALAR_PRE_CHUNK_LANES)), (n, tile)
+        assert tile == chunks._replace(num_chunks=norm.cdiv(n, norm.TUNING.fwd_scalar_pre_chunk_lanes)), (n, tile)
         assert norm.forward_rule(n, False, True) == norm.forward_rule(n, False, True, pre=True) != tile
         assert norm.forward_rule(n, False, True, scalar=True) == norm.forward_rule(n, False, True)  # (post)
         assert norm.forward_rule(n, True, True, pre=True, scalar=True) == norm.forward_rule(n, True, True)
         assert norm.forward_rule(n, False, False, scalar=True) == norm.forward_rule(n)
     for n in (4567, 8193, 8447, 9999, 12288, 20001):  # (pieces, or past FWD_MAX_LANES: the chunks' own rule)
         assert norm.forward_rule(n, False, True, pre=True, scalar=True) == norm.forward_rule(n, False, True), n
-    monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", 0)
-    assert norm.forward_rule(12345, False, True, pre=True, scalar=True) == norm.forward_rule(12345, False, True)
+    with norm.tuned(FWD_SCALAR_PRE_CHUNK_LANES=0):
+        assert norm.forward_rule(12345, False, True, pre=True, scalar=True) == norm.forward_rule(12345, False, True)
 
 
-def test_scalar_rms_chunks_rule(monkeypatch):
+def test_scalar_rms_chunks_rule():
     """RMSNorm's plain forward on scalar rows from FWD_SCALAR_RMS_CHUNKS_FROM_LANES lanes up to FWD_MAX_LANES takes
     one-row chunks of FWD_SCALAR_RMS_CHUNK_LANES on FWD_SCALAR_RMS_CHUNK_WARPS warps; narrower or wider rows, vector
     rows, the pre-residual RMSNorm and LayerNorm keep the rule's tiles; FWD_CHUNK_LANES (an A/B's knob) and 0 turn it
     off."""
-    lanes, warps = norm.FWD_SCALAR_RMS_CHUNK_LANES, norm.FWD_SCALAR_RMS_CHUNK_WARPS
-    assert warps < norm.FWD_CHUNK_WARPS  # (else the rule changes nothing but the width)
+    lanes, warps = norm.TUNING.fwd_scalar_rms_chunk_lanes, norm.TUNING.fwd_scalar_rms_chunk_warps
+    assert warps < norm.TUNING.fwd_chunk_warps  # (else the rule changes nothing but the width)
     for n in (12289, 12345, 15001, 16383):
         tile = norm.forward_rule(n, True, False, False, True)
         assert tile == norm.Tile(1, lanes, norm.cdiv(n, lanes), warps, False, 1), (n, tile)
-        assert norm.forward_rule(n, True).num_warps == norm.FWD_CHUNK_WARPS != tile.num_warps  # (vector rows)
+        assert norm.forward_rule(n, True).num_warps == norm.TUNING.fwd_chunk_warps != tile.num_warps  # (vector rows)
         assert norm.forward_rule(n, True, True, True, True) == norm.forward_rule(n, True, True, True)  # (pre)
         assert norm.forward_rule(n, False, False, False, True) == norm.forward_rule(n)  # (LayerNorm)
     for n in (8193, 8447, 9999, 12287, 20001):
         assert norm.forward_rule(n, True, False, False, True) == norm.forward_rule(n, True), n
-    monkeypatch.setattr(norm, "FWD_CHUNK_LANES", 4096)
-    assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
-    monkeypatch.setattr(norm, "FWD_CHUNK_LANES", 0)
-    monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", 0)
-    assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
+    with norm.tuned(FWD_CHUNK_LANES=4096):
+        assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
+    with norm.tuned(FWD_CHUNK_LANES=0, FWD_SCALAR_RMS_CHUNKS_FROM_LANES=0):
+        assert norm.forward_rule(12345, True, False, False, True) == norm.forward_rule(12345, True)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1480,13 +1483,13 @@ def test_scalar_rms_chunks_match_the_reference(n, device, monkeypatch):
     x = random_tensor((3, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=81)
     w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=82)
     expected, torch_out = norm.rms_norm_ref(x.double(), w.double()), norm.rms_norm_ref(x, w)
-    for start in (norm.FWD_SCALAR_RMS_CHUNKS_FROM_LANES, 0):
-        monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", start)
-        y = blockfuse.rms_norm(x, w)
-        assert (seen[-1].num_warps == norm.FWD_SCALAR_RMS_CHUNK_WARPS) == bool(start), seen[-1]
+    for start in (norm.TUNING.fwd_scalar_rms_chunks_from_lanes, 0):
+        with norm.tuned(FWD_SCALAR_RMS_CHUNKS_FROM_LANES=start):
+            y = blockfuse.rms_norm(x, w)
+        assert (seen[-1].num_warps == norm.TUNING.fwd_scalar_rms_chunk_warps) == bool(start), seen[-1]
         assert_close_to_reference(y, torch_out, expected)
-    monkeypatch.setattr(norm, "FWD_SCALAR_RMS_CHUNKS_FROM_LANES", 12289)
-    _odd_rows_match_the_reference("rms", n, 3, 85, device)
+    with norm.tuned(FWD_SCALAR_RMS_CHUNKS_FROM_LANES=12289):
+        _odd_rows_match_the_reference("rms", n, 3, 85, device)
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -1501,31 +1504,31 @@ def test_scalar_pre_chunks_match_the_reference(n, device, monkeypatch):
     b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=74)
     expected = norm.layer_norm_ref(x.double(), w.double(), b.double(), residual=r.double())
     torch_out = norm.layer_norm_ref(x, w, b, residual=r)
-    for chunk_lanes in (norm.FWD_SCALAR_PRE_CHUNK_LANES, 0):
-        monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", chunk_lanes)
-        y, s = blockfuse.layer_norm(x, w, b, residual=r)
+    for chunk_lanes in (norm.TUNING.fwd_scalar_pre_chunk_lanes, 0):
+        with norm.tuned(FWD_SCALAR_PRE_CHUNK_LANES=chunk_lanes):
+            y, s = blockfuse.layer_norm(x, w, b, residual=r)
         assert (seen[-1].num_chunks > 1) == bool(chunk_lanes), seen[-1]
         assert_close_to_reference(y, torch_out[0], expected[0])
         assert_close_to_reference(s, torch_out[1], expected[1])
-    monkeypatch.setattr(norm, "FWD_SCALAR_PRE_CHUNK_LANES", 2048)
-    _odd_rows_match_the_reference("ln-pre", n, 3, 75, device)
+    with norm.tuned(FWD_SCALAR_PRE_CHUNK_LANES=2048):
+        _odd_rows_match_the_reference("ln-pre", n, 3, 75, device)
 
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "rms"])
 def test_scalar_whole_row_in_kernel_weights_match_the_reference(form, device, monkeypatch):
-    """Odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once (norm.BWD_SCALAR_WHOLE_ROW_WARPS), the
+    """Odd bf16 rows past 8192 lanes in one padded row on 32 warps, read once (BWD_SCALAR_WHOLE_ROW_WARPS), the
     weight / bias gradients accumulated in the kernel (RMSNorm's rule; the LayerNorm forms' with
     BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL off, the A/B's `whole32`): the tile, and every gradient within twice PyTorch's
     error of float64."""
-    monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL", False)
-    is_rms = form == "rms"
-    tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms, scalar=True)
-    assert (tile.block_m, tile.block_n, tile.num_chunks, tile.num_warps) == (1, 16384, 1, 32)
-    assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms)
-    assert norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms) != tile  # (vector accesses: not it)
-    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    _odd_rows_match_the_reference(form, 9999, 3, 83, device)
+    with norm.tuned(BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL=False):
+        is_rms = form == "rms"
+        tile = norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms, scalar=True)
+        assert (tile.block_m, tile.block_n, tile.num_chunks, tile.num_warps) == (1, 16384, 1, 32)
+        assert not norm._bwd_reload(tile) and not norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms)
+        assert norm.backward_rule(9999, 0, form == "ln-pre", is_rms=is_rms) != tile  # (vector accesses: not it)
+        seen = record_results(monkeypatch, norm, "weight_kernel_rule")
+        _odd_rows_match_the_reference(form, 9999, 3, 83, device)
     assert seen == [False], seen
 
 
@@ -1533,21 +1536,21 @@ def test_scalar_whole_row_in_kernel_weights_match_the_reference(form, device, mo
 @pytest.mark.parametrize("form", ["ln", "ln-pre", "ln-post", "rms", "rms-pre"])
 def test_scalar_whole_row_weight_kernel_matches_the_reference(form, device, monkeypatch):
     """Odd bf16 rows past 8192 lanes in one whole row on 32 warps writing dx only, the weight / bias gradients from
-    the weight kernel (the rule but for plain RMSNorm, norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL; plain RMSNorm's with the
+    the weight kernel (the rule but for plain RMSNorm, BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL; plain RMSNorm's with the
     knob BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS); rows in pieces and vector rows keep their own; every gradient within
     twice PyTorch's error of float64, with 5 rows (more than one program: the weight kernel's row groups) and with 2."""
     is_rms, pre = form.startswith("rms"), form.endswith("pre")
-    assert norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL and not norm.BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS
-    if form == "rms":
-        monkeypatch.setattr(norm, "BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS", True)
-    tile = norm.backward_rule(9999, 0, pre, is_rms=is_rms, scalar=True)
-    assert tile.num_chunks == 1 and tile.num_warps == 32
-    assert norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms, pre=pre)
-    assert not norm.weight_kernel_rule(norm.backward_rule(9999, 0, pre, is_rms=is_rms), 9999, is_rms=is_rms, pre=pre)
-    assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
-    seen = record_results(monkeypatch, norm, "weight_kernel_rule")
-    for rows, seed in ((5, 91), (2, 95)):
-        _odd_rows_match_the_reference(form, 9999, rows, seed, device)
+    assert norm.TUNING.bwd_scalar_whole_row_weight_kernel and not norm.TUNING.bwd_scalar_whole_row_weight_kernel_rms
+    with norm.tuned(**({"BWD_SCALAR_WHOLE_ROW_WEIGHT_KERNEL_RMS": True} if form == "rms" else {})):
+        tile = norm.backward_rule(9999, 0, pre, is_rms=is_rms, scalar=True)
+        assert tile.num_chunks == 1 and tile.num_warps == 32
+        assert norm.weight_kernel_rule(tile, 9999, True, is_rms=is_rms, pre=pre)
+        vector_rows = norm.backward_rule(9999, 0, pre, is_rms=is_rms)
+        assert not norm.weight_kernel_rule(vector_rows, 9999, is_rms=is_rms, pre=pre)
+        assert not norm.weight_kernel_rule(norm.backward_rule(4567, 0, scalar=True), 4567, True)  # (pieces)
+        seen = record_results(monkeypatch, norm, "weight_kernel_rule")
+        for rows, seed in ((5, 91), (2, 95)):
+            _odd_rows_match_the_reference(form, 9999, rows, seed, device)
     assert seen == [True, True], seen
 
 
@@ -1555,23 +1558,23 @@ def test_scalar_whole_row_weight_kernel_matches_the_reference(form, device, monk
 def test_backward_reload_rule(n):
     """The backward reads a row twice (RELOAD) exactly where one program holds 16384 lanes or more in one tile (rows
     past 8192, 16 warps, every form; those tiles run without the pipeliner)."""
-    for per_warp in (norm.BWD_ELEMENTS_PER_WARP, norm.ACT_BWD_ELEMENTS_PER_WARP):
-        tile = norm._tile(n, norm.BWD_TILE_ELEMENTS, per_warp, norm.BWD_MAX_LANES, float("inf"))
+    for per_warp in (norm.TUNING.bwd_elements_per_warp, norm.TUNING.act_bwd_elements_per_warp):
+        tile = norm._tile(n, norm.TUNING.bwd_tile_elements, per_warp, norm.TUNING.bwd_max_lanes, float("inf"))
         wide = tile.num_chunks == 1 and norm.next_power_of_2(n) > 8192
         assert norm._bwd_reload(tile) == wide
         assert not wide or norm._bwd_stages(tile, n, 2, 1, 3) == 1
 
 
 @pytest.mark.parametrize("form", ["ln", "rms", "ln-post-dropout", "rms-pre", "ln-gelu"])
-def test_backward_reload_matches_one_read(form, device, monkeypatch):
+def test_backward_reload_matches_one_read(form, device):
     """The wide rows' backward that reads each row twice (RELOAD) computes what the one-read kernel does, in the same
     order: the same bits (in the interpreter) for dx and the weight / bias gradients (3 rows of 8200:
     a 16384-lane tile, masked past 8200; post-residual dropout regenerates its mask in both reads; pre-residual adds
     the residual stream's gradient; the GELU form recomputes its input from the bias in both)."""
     m, n = 3, 8200
-    monkeypatch.setattr(norm, "ACT_BWD_PIECES_FROM_LANES", 0)  # (the GELU form's rule would take 8192 + 16 in pieces)
-    assert not norm.backward_rule(n, form == "ln-gelu").tail
-    _backward_both_ways(form, (m, n), device, monkeypatch, "BWD_RELOAD")
+    with norm.tuned(ACT_BWD_PIECES_FROM_LANES=0):  # (the GELU form's rule would take 8192 + 16 in pieces)
+        assert not norm.backward_rule(n, form == "ln-gelu").tail
+        _backward_both_ways(form, (m, n), device, "BWD_RELOAD")
 
 
 @pytest.mark.parametrize("n", [4096, 5120, 8193, 11008])
@@ -1622,37 +1625,37 @@ def test_backward_hold_rule(n):
 
 @pytest.mark.parametrize("form, n", [(form, n) for form in ("ln", "rms", "ln-post-dropout", "rms-pre")
                                      for n in (11008, 13312, 16384) if form != "rms-pre" or n == 11008])
-def test_backward_hold_matches_fp32_rows(form, n, device, monkeypatch):
+def test_backward_hold_matches_fp32_rows(form, n, device):
     """The backward that holds its bf16 row across the row sums and widens it again computes what the one that keeps
     fp32 tiles (pieces, 11008 / 13312) or reads the row twice (the 16384-lane tile) does: the same bits in the
     interpreter, within an ulp of bf16 compiled (3 rows; dropout regenerates its mask, pre mode adds ds)."""
     mode = norm.PRE if form == "rms-pre" else norm.NONE
     tile = norm.backward_rule(n, 0, mode == norm.PRE, 2)
     knob = "BWD_HOLD_PIECES" if tile.tail else "BWD_HOLD"
-    monkeypatch.setattr(norm, knob, True)
-    assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, mode)
-    _backward_both_ways(form, (3, n), device, monkeypatch, knob)
+    with norm.tuned(**{knob: True}):
+        assert norm._bwd_hold(tile, n, torch.bfloat16, torch.bfloat16, 0, mode)
+        _backward_both_ways(form, (3, n), device, knob)
 
 
 @pytest.mark.parametrize("n", [4304, 11008])
-def test_gelu_backward_holding_its_rounded_gradient(n, device, monkeypatch):
-    """The GELU form's pieces holding z and d(affine output) rounded to bf16 across the row sums (norm.ACT_BWD_HOLD 2,
+def test_gelu_backward_holding_its_rounded_gradient(n, device):
+    """The GELU form's pieces holding z and d(affine output) rounded to bf16 across the row sums (ACT_BWD_HOLD 2,
     the NOTE above it): every gradient within twice PyTorch's bf16 error against float64 (PyTorch's GELU backward
     rounds that gradient to bf16 too)."""
-    monkeypatch.setattr(norm, "ACT_BWD_HOLD", 2)
-    gelu = norm.GELU_CODES["tanh"]
-    assert norm._bwd_hold(norm.backward_rule(n, gelu, False, 2), n, torch.bfloat16, torch.bfloat16, gelu,
-                          norm.NONE) == 2
-    x = random_tensor((7, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
-    w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
-    b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
-    dy = random_tensor((7, n), torch.bfloat16, device, seed=44)
+    with norm.tuned(ACT_BWD_HOLD=2):
+        gelu = norm.GELU_CODES["tanh"]
+        assert norm._bwd_hold(norm.backward_rule(n, gelu, False, 2), n, torch.bfloat16, torch.bfloat16, gelu,
+                              norm.NONE) == 2
+        x = random_tensor((7, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=41)
+        w = random_tensor((n,), torch.bfloat16, device, scale=0.5, offset=1.0, seed=42)
+        b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
+        dy = random_tensor((7, n), torch.bfloat16, device, seed=44)
 
-    def grads(op, dtype=torch.bfloat16):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in (x, w, b)]
-        return torch.autograd.grad(op(*leaves), leaves, dy.to(dtype))
+        def grads(op, dtype=torch.bfloat16):
+            leaves = [t.detach().to(dtype).requires_grad_() for t in (x, w, b)]
+            return torch.autograd.grad(op(*leaves), leaves, dy.to(dtype))
 
-    ours = grads(blockfuse.layer_norm_gelu)
+        ours = grads(blockfuse.layer_norm_gelu)
     eager = grads(lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b), approximate="tanh"))
     expected = grads(lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b), approximate="tanh"), torch.float64)
     for name, a, t, e in zip("xwb", ours, eager, expected):
@@ -1660,8 +1663,8 @@ def test_gelu_backward_holding_its_rounded_gradient(n, device, monkeypatch):
         assert_close_to_reference(a, t, e, name=f"d{name}")
 
 
-def _backward_both_ways(form, shape, device, monkeypatch, knob):
-    """The backward launcher's outputs (dx, dres, dw, db) with the boolean module constant ``knob`` off and on, for
+def _backward_both_ways(form, shape, device, knob):
+    """The backward launcher's outputs (dx, dres, dw, db) with the boolean knob ``knob`` (norm.tuned) off and on, for
     ``form`` (ln, rms, ln-post-dropout, rms-pre, ln-gelu) at ``shape``: the same bits in the interpreter (it runs both
     in the same fp32 operations), within an ulp of bf16 compiled (the multiply-adds may contract differently)."""
     m, n = shape
@@ -1679,9 +1682,9 @@ def _backward_both_ways(form, shape, device, monkeypatch, knob):
     seed = draw_seed(device) if p else None
     results = {}
     for value in (False, True):
-        monkeypatch.setattr(norm, knob, value)
-        results[value] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
-                                        mode, p, is_rms, False, activation)
+        with norm.tuned(**{knob: value}):
+            results[value] = norm._norm_bwd(dy, ds, x, w, b if activation else None, b is not None, mean, rstd, seed,
+                                            mode, p, is_rms, False, activation)
     for one, two in zip(results[False], results[True]):
         if device == "cpu":
             assert torch.equal(one, two)
@@ -1697,9 +1700,9 @@ def test_forward_rows_follow_the_row_count(n, m, sms):
     """The forward's rows a program come down (powers of two, at least one) until m rows make
     FWD_MIN_PROGRAMS_PER_SM programs a multiprocessor, and only then; the warps follow the lanes within 4 and
     the width's own."""
-    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    tile = forward_width_tile(n)
     ruled = norm.rows_for_count(tile, m, sms)
-    wanted = sms * norm.FWD_MIN_PROGRAMS_PER_SM
+    wanted = sms * norm.TUNING.fwd_min_programs_per_sm
     assert (ruled.block_n, ruled.tail, ruled.block_t, ruled.num_chunks) == \
         (tile.block_n, tile.tail, tile.block_t, tile.num_chunks)
     assert ruled.block_m & (ruled.block_m - 1) == 0 and 1 <= ruled.block_m <= tile.block_m
@@ -1721,7 +1724,7 @@ def test_forward_with_fewer_rows_a_program_matches_the_reference(form, device, m
     m, n = 37, 768
     x = random_tensor((m, n), torch.bfloat16, device, scale=2.0, offset=0.5, seed=1)
     w = random_tensor((n,), torch.bfloat16, device, seed=2)
-    tile = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
+    tile = forward_width_tile(n)
     assert tile.block_m > 1 and norm.rows_for_count(tile, m, 16).block_m == 1
     if form == "ln":
         b = random_tensor((n,), torch.bfloat16, device, seed=3)
@@ -1743,16 +1746,18 @@ def test_launch_rule(n):
     wider ones held in registers take two pieces that pad at most 1/5 (11008: 8192 + 4096, not 16384); the
     pre-residual backward takes rows past BWD_MAX_LANES_PRE in chunks, the others past BWD_MAX_LANES; chunks pad at
     most 1/4; warps are a power of two within 4-16."""
-    fwd = norm._tile(n, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES, norm.TAIL_FROM_LANES)
-    plain = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES, float("inf"))
-    extra = norm._tile(n, norm.BWD_TILE_ELEMENTS, norm.BWD_ELEMENTS_PER_WARP, norm.BWD_MAX_LANES_PRE, float("inf"))
+    fwd = forward_width_tile(n)
+    plain = backward_width_tile(n)
+    extra = backward_width_tile(n, pre=True)
     whole = 1 << (n - 1).bit_length()
-    for tile, max_lanes in ((fwd, norm.FWD_MAX_LANES), (plain, norm.BWD_MAX_LANES), (extra, norm.BWD_MAX_LANES_PRE)):
+    tuning = norm.TUNING
+    for tile, max_lanes in ((fwd, tuning.fwd_max_lanes), (plain, tuning.bwd_max_lanes),
+                            (extra, tuning.bwd_max_lanes_pre)):
         assert tile.num_warps in (4, 8, 16)
         if tile.num_chunks == 1:
             lanes = tile.block_n + (tile.block_t if tile.tail else 0)
             assert lanes <= max_lanes and lanes >= n
-            if whole <= norm.TAIL_FROM_LANES or tile is not fwd:
+            if whole <= norm.TUNING.tail_from_lanes or tile is not fwd:
                 assert (tile.block_n, tile.tail) == (whole, False), (n, tile)
             else:
                 assert lanes <= n * 6 // 5, (n, tile)
@@ -2145,21 +2150,17 @@ def test_forward_chunks_rule(n, is_rms):
     program of FWD_CHUNK_WARPS warps, chunks of the CHUNK_CHOICES width that pads least (never a quarter of the row),
     covering the row; narrower rows keep the tiles that hold them in registers, and 0 turns RMSNorm's off."""
     tile = norm.forward_rule(n, is_rms)
-    chunked = n > norm.FWD_MAX_LANES or (is_rms and n >= norm.FWD_RMS_CHUNKS_FROM_LANES)
+    chunked = n > norm.TUNING.fwd_max_lanes or (is_rms and n >= norm.TUNING.fwd_rms_chunks_from_lanes)
     assert (tile.num_chunks > 1) == chunked, tile
     if chunked:
-        assert (tile.block_m, tile.num_warps, tile.tail) == (1, norm.FWD_CHUNK_WARPS, False)
-        assert tile.block_n in norm.CHUNK_CHOICES
+        assert (tile.block_m, tile.num_warps, tile.tail) == (1, norm.TUNING.fwd_chunk_warps, False)
+        assert tile.block_n in norm.TUNING.chunk_choices
         assert n <= tile.num_chunks * tile.block_n < n + tile.block_n
         assert tile.num_chunks * tile.block_n <= n * 5 // 4, tile
     else:  # (the width's tile: LayerNorm's residual forms take it too)
         assert tile == norm.forward_rule(n, False, residual=is_rms)
-    old = norm.FWD_RMS_CHUNKS_FROM_LANES
-    try:
-        norm.FWD_RMS_CHUNKS_FROM_LANES = 0
+    with norm.tuned(FWD_RMS_CHUNKS_FROM_LANES=0):
         assert norm.forward_rule(n, is_rms) == norm.forward_rule(n, False, residual=is_rms)
-    finally:
-        norm.FWD_RMS_CHUNKS_FROM_LANES = old
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -2203,9 +2204,9 @@ def test_weight_hint_changes_no_value(n, mode, device, monkeypatch):
     kwargs = {} if mode is None else dict(residual=r, residual_mode=mode)
     hints = _record_weight_hints(monkeypatch)
     outs = []
-    for hint in (norm.FWD_WB_EVICT, ""):
-        monkeypatch.setattr(norm, "FWD_WB_EVICT", hint)
-        outs.append((blockfuse.layer_norm(x, w, b, **kwargs), blockfuse.rms_norm(x, w, **kwargs)))
+    for hint in (norm.TUNING.fwd_wb_evict, ""):
+        with norm.tuned(FWD_WB_EVICT=hint):
+            outs.append((blockfuse.layer_norm(x, w, b, **kwargs), blockfuse.rms_norm(x, w, **kwargs)))
     assert hints == ["evict_last", "evict_last", "", ""]
     for first, second in zip(*outs):
         for a, c in zip(*(t if isinstance(t, tuple) else (t,) for t in (first, second))):
@@ -2236,8 +2237,8 @@ def test_gelu_form_takes_its_own_weight_hint(n, device, monkeypatch):
     hints = _record_weight_hints(monkeypatch)
     outs = []
     for hint in ("", "evict_last"):
-        monkeypatch.setattr(norm, "ACT_FWD_WB_EVICT", hint)
-        outs.append(blockfuse.layer_norm_gelu(x, w, b))
+        with norm.tuned(ACT_FWD_WB_EVICT=hint):
+            outs.append(blockfuse.layer_norm_gelu(x, w, b))
     blockfuse.layer_norm(x, w, b)
     assert hints == ["", "evict_last", "evict_last"]
     assert torch.equal(outs[0], outs[1])
@@ -2254,7 +2255,7 @@ def test_early_residual_rule(n, early):
 
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("n", [760, 1152, 2048, 4304])
-def test_early_residual_equals_the_late_load(n, device, monkeypatch):
+def test_early_residual_equals_the_late_load(n, device):
     """The residual loaded with x gives the post-residual forward's output bit for bit as loaded after the
     statistics: the same sum in the same fp32, the dropout mask drawn from the row and column."""
     m = 37
@@ -2263,8 +2264,8 @@ def test_early_residual_equals_the_late_load(n, device, monkeypatch):
     b = random_tensor((n,), torch.bfloat16, device, scale=0.5, seed=43)
     r = random_tensor((m, n), torch.bfloat16, device, seed=44)
     outs = []
-    for whole_lanes in (norm.FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES, 1 << 20, 0):
-        monkeypatch.setattr(norm, "FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES", whole_lanes)
-        torch.manual_seed(7)
-        outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
+    for whole_lanes in (norm.TUNING.fwd_early_residual_max_whole_lanes, 1 << 20, 0):
+        with norm.tuned(FWD_EARLY_RESIDUAL_MAX_WHOLE_LANES=whole_lanes):
+            torch.manual_seed(7)
+            outs.append(blockfuse.layer_norm(x, w, b, residual=r, residual_mode="post", dropout_p=0.25))
     assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2])

@@ -65,8 +65,8 @@ def _width_with_a_tail() -> int:
 # Widths that are not powers of two, padded to one tile or held as a head and a tail.
 TAIL_WIDTH = _width_with_a_tail()
 WIDTHS = tuple(sorted({72, 760, 4304, TAIL_WIDTH}))
-# Past norm.FWD_MAX_LANES: rows in chunks, the rowwise scale from an extra pass.
-WIDE = norm.FWD_MAX_LANES + 16
+# Past FWD_MAX_LANES: rows in chunks, the rowwise scale from an extra pass.
+WIDE = norm.TUNING.fwd_max_lanes + 16
 
 
 def inputs(shape, dtype=torch.bfloat16, *, seed=0, layout="contiguous", device="cpu", residual=False):
@@ -447,7 +447,7 @@ def test_a_state_object_per_call_site(device):
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("form", ("ln", "rms", "ln-gelu"))
 def test_wide_rows_take_the_chunked_path(form, recipe, device):
-    """Rows past norm.FWD_MAX_LANES go in chunks; rowwise takes an extra pass for the row's amax."""
+    """Rows past FWD_MAX_LANES go in chunks; rowwise takes an extra pass for the row's amax."""
     assert norm.fp8_forward_tile(WIDE).num_chunks > 1
     x, w, b, _ = inputs((3, WIDE), torch.float32, seed=13, device=device)
     scaling = Float8Scaling.new(device=device) if recipe == "tensorwise" else None
@@ -635,11 +635,11 @@ def test_fp8_forward_warps_follow_the_lanes():
                 continue
             lanes = tile.block_m * tile.block_n
             assert 1 <= tile.num_warps <= 16 and tile.num_warps & (tile.num_warps - 1) == 0, (n, tile)
-            assert lanes <= tile.num_warps * norm.FP8_FWD_LANES_PER_WARP, (n, tile)
+            assert lanes <= tile.num_warps * norm.TUNING.fp8_fwd_lanes_per_warp, (n, tile)
             if residual:
                 assert tile.num_warps >= min(16, 2 * tile.block_m), (n, tile)
             if tile.num_warps > max(1, 2 * tile.block_m if residual else 1):
-                assert lanes > (tile.num_warps // 2) * norm.FP8_FWD_LANES_PER_WARP, (n, tile)  # no warp to spare
+                assert lanes > (tile.num_warps // 2) * norm.TUNING.fp8_fwd_lanes_per_warp, (n, tile)  # no warp to spare
 
 
 @pytest.mark.long

@@ -302,7 +302,7 @@ def _exercise_every_op(device: str) -> None:
     run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, residual_mode="post", dropout_p=0.1), wide, wide.flip(0), w)
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), wide, w, b)
     # bf16 rows of odd width: one-element accesses (VEC 1), the backward's pieces on twice the warps (the NOTE above
-    # norm.BWD_SCALAR_WARPS), plain and pre-residual
+    # BWD_SCALAR_WARPS), plain and pre-residual
     odd = torch.randn(2, 4567, dtype=torch.bfloat16, device=device)
     w, b = torch.randn(4567, dtype=torch.bfloat16, device=device), torch.randn(4567, dtype=torch.bfloat16, device=device)
     run(lambda x, w, b: blockfuse.layer_norm(x, w, b), odd, w, b)
@@ -324,11 +324,9 @@ def _exercise_every_op(device: str) -> None:
     w, b = torch.randn(6144, dtype=torch.bfloat16, device=device), torch.randn(6144, dtype=torch.bfloat16, device=device)
     assert norm.backward_rule(6144, 1).tail and norm.backward_rule(6144, 1).num_warps == 16
     run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
-    # rows in pieces with their sums reduced jointly, both passes (norm.JOINT_SUMS, FWD_JOINT_SUMS), whatever the
+    # rows in pieces with their sums reduced jointly, both passes (JOINT_SUMS, FWD_JOINT_SUMS), whatever the
     # defaults: LayerNorm and + GELU at 2304 and 6144, RMSNorm's pre-residual form with dropout at 2304
-    saved = norm.JOINT_SUMS, norm.FWD_JOINT_SUMS
-    norm.JOINT_SUMS = norm.FWD_JOINT_SUMS = True
-    try:
+    with norm.tuned(JOINT_SUMS=True, FWD_JOINT_SUMS=True):
         for n in (2304, 6144):
             pieces = torch.randn(3, n, dtype=torch.bfloat16, device=device)
             w = torch.randn(n, dtype=torch.bfloat16, device=device)
@@ -337,8 +335,6 @@ def _exercise_every_op(device: str) -> None:
             run(lambda x, w, b: blockfuse.layer_norm_gelu(x, w, b), pieces, w, b)
         narrow = pieces[:, :2304]
         run(lambda x, r, w: blockfuse.rms_norm(x, w, residual=r, dropout_p=0.1), narrow, narrow.flip(0), w[:2304])
-    finally:
-        norm.JOINT_SUMS, norm.FWD_JOINT_SUMS = saved
 
 
 @pytest.mark.long
@@ -402,17 +398,17 @@ def test_layer_norm_gelu_backward_fits_two_programs_per_multiprocessor(device):
         pytest.skip("compiles on the CPU machine; the GPU benchmarks time the kernel itself")
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[2]
-    warps = norm.BWD_TILE_ELEMENTS // norm.ACT_BWD_ELEMENTS_PER_WARP
+    warps = norm.TUNING.bwd_tile_elements // norm.TUNING.act_bwd_elements_per_warp
     result = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "kernel_stats.py"), "--warps", str(warps), "--maxnreg",
-         str(norm.ACT_BWD_MAXNREG), "--stages", str(norm.ACT_BWD_STAGES), "--even-n"],
+         str(norm.TUNING.act_bwd_maxnreg), "--stages", str(norm.TUNING.act_bwd_stages), "--even-n"],
         env=env, cwd=root, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     registers, stack = (int(v) for v in re.search(r"registers (\d+), stack (\d+) B", result.stdout).groups())
-    assert registers <= norm.ACT_BWD_MAXNREG and stack == 0, result.stdout
+    assert registers <= norm.TUNING.act_bwd_maxnreg and stack == 0, result.stdout
     tile = norm.backward_rule(4096, 1)
     assert tile.num_warps == warps and norm._act_programs_per_sm(tile) == 2
-    assert norm._act_programs_per_sm(tile) * warps * 32 * norm.ACT_BWD_MAXNREG <= 65536
+    assert norm._act_programs_per_sm(tile) * warps * 32 * norm.TUNING.act_bwd_maxnreg <= 65536
 
 
 def test_kernel_stats_counts_the_backward_loop_per_useful_element():
@@ -420,7 +416,7 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
     instructions per useful row element: a padded tile (4160 in 8192 lanes: its 64-lane tail keeps the padded tile,
     norm.backward_rule) runs its padded lanes too, so it issues far more an element than the tile that fits (4096);
     two pieces (4304 = 4096 + 256) about as many as the tile that fits, and with their row sums reduced jointly
-    (norm.JOINT_SUMS) as few barriers and shuffles as that one tile."""
+    (JOINT_SUMS) as few barriers and shuffles as that one tile."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(blockfuse.__file__).parents[1]),
                                                       env.get("PYTHONPATH")]))

@@ -249,13 +249,14 @@ def breakdown(device: torch.device, calls: int = 2000) -> list[dict]:
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     dy = torch.randn_like(x)
     y, rstd = torch.empty_like(x), torch.empty(64, dtype=torch.float32, device=device)
-    tile = norm._tile(256, norm.FWD_TILE_ELEMENTS, norm.FWD_ELEMENTS_PER_WARP, norm.FWD_MAX_LANES,
-                      norm.TAIL_FROM_LANES)
+    tuning = norm.TUNING
+    tile = norm._tile(256, tuning.fwd_tile_elements, tuning.fwd_elements_per_warp, tuning.fwd_max_lanes,
+                      tuning.tail_from_lanes)
     warps = tile.num_warps
     args = (x, None, w, None, y, None, None, rstd, None, 256, 0, 256, 0, 64, 256, 1e-6, 0.0, 1.0)
     constexprs = dict(IS_RMS=True, MODE=0, HAS_W=True, HAS_B=False, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=0, STATS=True, **tile.constexprs(256), VEC=1, STAGES=0, EARLY_RESIDUAL=False,
-                      WB_EVICT=norm.FWD_WB_EVICT, THREADS=0)
+                      WB_EVICT=tuning.fwd_wb_evict, THREADS=0)
     grid = (launch.cdiv(64, tile.block_m),)
     kernel = norm._fwd_kernel
     body_args = (x, w, None, None, None, 1e-6, 0, 0.0, True, False, 0, False)
