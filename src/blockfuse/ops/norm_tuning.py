@@ -494,16 +494,26 @@ class NormTuning:
     act_bwd_stages: int = 3
 
     # ---- Both passes: the sums of a row in pieces; the backward of a small input ----
-    # NOTE: a row in pieces reduces its sums across the program once rather than once a piece (the backward's two row
-    # sums in _norm_bwd_pieces; with FWD_JOINT_SUMS the forward's statistics, _row_statistics_of_pieces): each piece is
-    # first summed within its threads to one partial a thread (_thread_partials: the reshape names the load's layout, so
-    # no value moves), the pieces' partials are added, and the row's threads exchange those. A piece narrower than the
-    # program's threads keeps the sums piece by piece (joint_sums_threads). sm_90 builds with Triton 3.6: the backward's
-    # loop 3 barriers where 6-9, a third to a half of the shuffles, 3-12% fewer instructions a useful element (LayerNorm
-    # + GELU at 14336 41.7 -> 38.4); the forward's one-row programs 5 barriers where 11
-    # (benchmarks/results/launch-rules/41-joint-sums-2026-12-07/). Off until timed on a card against the sums piece by
-    # piece (no machine came on 2026-12-07): `PHASES="bwd fwd tests" bash scripts/issue22_joint_sums_gpu.sh PACK`.
-    joint_sums: bool = False
+    # NOTE: a row in pieces reduces its sums across the program once rather than once a piece (the backward's two
+    # row sums in _norm_bwd_pieces; with FWD_JOINT_SUMS the forward's statistics, _row_statistics_of_pieces): each
+    # piece is first summed within its threads to one partial a thread (_thread_partials: the reshape names the
+    # load's layout, so no value moves), the pieces' partials are added, and the row's threads exchange those. A
+    # piece narrower than the program's threads keeps the sums piece by piece (joint_sums_threads). sm_90 builds
+    # with Triton 3.6: the backward's loop 3 barriers where 6-9, a third to a half of the shuffles, 3-12% fewer
+    # instructions a useful element (LayerNorm + GELU at 14336 41.7 -> 38.4); the forward's one-row programs 5
+    # barriers where 11 (benchmarks/results/launch-rules/41-joint-sums-2026-12-07/). Timed on an H100 against the
+    # sums piece by piece (benchmarks/results/launch-rules/42-joint-sums-2026-12-07-h100/, two runs, fraction of a
+    # same-size copy), the backward: LayerNorm + GELU [16384, 4304] 0.79 -> 0.84, [2048, 4304] 0.51 -> 0.55, [16384,
+    # 11008] 0.79 -> 0.87, LayerNorm [16384, 14336] 0.87 -> 0.93, pre-residual [16384, 11008] 0.95 -> 0.97, the
+    # other cells 0.998-1.019x; the forward 0.99-1.06x, the lowest in 5-10 us cells ([2048, 1152] LayerNorm 0.52 ->
+    # 0.55, [2048, 4304] post-residual 0.81 -> 0.84; [2048, 2304] LayerNorm + GELU 0.991x / 0.994x, its 2048-row
+    # cells within 1-2% run to run). Slower, both runs: LayerNorm + GELU's backward at [16384, 2304] 0.98x (the
+    # build gives no reason: same registers, 45.2 -> 41.2 instructions an element) and at 14336 (8192 + 4096 + 2048
+    # lanes) [16384 / 2048 rows] 0.986x / 0.993x, where the joint partials spill more (112 -> 136 bytes, though with
+    # fewer local accesses, 53 -> 47). No rule found that parts them from the GELU form's wins: [16384, 11008] is in
+    # three pieces too (8192 + 2048 + 1024, 1.11x) and [16384, 4304] in two like 2304 (1.07x). So it is on for every
+    # form; the two cells' loss is in the results' README.
+    joint_sums: bool = True
     fwd_joint_sums: bool = True  # (with JOINT_SUMS: the forward's statistics of a row in pieces alike)
     # A backward of at most this many elements (rows in one tile each) runs as one program that writes the weight / bias
     # gradients itself (one launch, no partial sums): at such sizes a launch costs more host time than the whole kernel
