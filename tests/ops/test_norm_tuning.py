@@ -11,10 +11,11 @@ from blockfuse.ops.norm_tuning import FIELDS, NormTuning, field_name
 
 
 def test_knobs_are_named_in_either_case():
-    table = NormTuning().replace(JOINT_SUMS=True, bwd_reload=False)
-    assert table.joint_sums is True and table.bwd_reload is False
+    default = NormTuning()
+    table = default.replace(JOINT_SUMS=not default.joint_sums, bwd_reload=False)
+    assert table.joint_sums is not default.joint_sums and table.bwd_reload is False
     assert field_name("FWD_MAX_LANES") == field_name("fwd_max_lanes") == "fwd_max_lanes"
-    assert dataclasses.replace(table, joint_sums=False) == NormTuning().replace(BWD_RELOAD=False)
+    assert dataclasses.replace(table, joint_sums=default.joint_sums) == default.replace(BWD_RELOAD=False)
 
 
 def test_an_unknown_knob_names_the_nearest():

@@ -1480,14 +1480,16 @@ def _tile(n: int, target_elements: int, elements_per_warp: int, max_lanes: int, 
     return Tile(block_m, block_n, num_chunks, num_warps, tail > 0, max(tail, 1))
 
 
-def rows_for_count(tile: Tile, m: int, sms: int, elements_per_warp: int = TUNING.fwd_elements_per_warp) -> Tile:
+def rows_for_count(tile: Tile, m: int, sms: int, elements_per_warp: Optional[int] = None) -> Tile:
     """``tile`` (the width's, from :func:`_tile`) with fewer rows a program when ``m`` rows of it would make fewer
-    than ``FWD_MIN_PROGRAMS_PER_SM`` programs for each of ``sms`` multiprocessors (the NOTE above)."""
+    than ``FWD_MIN_PROGRAMS_PER_SM`` programs for each of ``sms`` multiprocessors (the NOTE above); its warps from
+    ``elements_per_warp`` (FWD_ELEMENTS_PER_WARP in force where None)."""
     tuning = TUNING
     wanted = sms * (tuning.fwd_min_programs_per_sm or 0)
     if tile.block_m == 1 or m >= tile.block_m * wanted or tile.num_chunks != 1:
         return tile
-    return _fewer_rows(tile, 1 << (max(1, m // wanted).bit_length() - 1), elements_per_warp)
+    per_warp = tuning.fwd_elements_per_warp if elements_per_warp is None else elements_per_warp
+    return _fewer_rows(tile, 1 << (max(1, m // wanted).bit_length() - 1), per_warp)
 
 
 @functools.lru_cache(maxsize=None)
