@@ -19,7 +19,7 @@ step 330 warps python3 benchmarks/norm_forward_warps.py --out "$OUT/warps" ${FOR
     ${WIDTHS:+--widths "$WIDTHS"} ${WARPS_ARGS:-}
 [ -z "${ROUND2_ARGS:-}" ] || step 330 warps-2 python3 benchmarks/norm_forward_warps.py --out "$OUT/warps-2" \
     ${FORMS:+--forms "$FORMS"} ${WIDTHS:+--widths "$WIDTHS"} ${ROUND2_ARGS}
-[ "${SWEEP:-1}" = 0 ] || step $((${BUDGET:-300} + 60)) sweep python3 -m blockfuse bench ops --sweep --modes fwd \
+[ "${SWEEP:-1}" = 0 ] || step $((${BUDGET:-300} + 150)) sweep python3 -m blockfuse bench ops --sweep --modes fwd \
     --op rms_norm layer_norm add_layer_norm layer_norm_post add_rms_norm --budget "${BUDGET:-300}" --warm-jobs 8 \
     --out "$OUT/sweep"
 pack "$PACK"

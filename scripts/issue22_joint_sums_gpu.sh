@@ -33,7 +33,7 @@ for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
         --fwd-setting "pieces:JOINT_SUMS=True,FWD_JOINT_SUMS=False" ;;
     sweep)
         # shellcheck disable=SC2086
-        packed $((${BUDGET:-150} + 90)) sweep python3 -m blockfuse bench ops --sweep \
+        packed $((${BUDGET:-150} + 150)) sweep python3 -m blockfuse bench ops --sweep \
             --op ${SWEEP_OPS:-layer_norm rms_norm layer_norm_gelu add_layer_norm} \
             --widths "${SWEEP_WIDTHS:-1152,2304,4304,11008,14336}" --rows "${SWEEP_ROWS:-2048}" \
             --budget "${BUDGET:-150}" --warm-jobs 8 --out "$OUT/sweep" ;;

@@ -253,6 +253,29 @@ def test_sweep_on_the_cpu_writes_json_markdown_and_heat_maps(tmp_path, capsys):
     assert "4 cells, 0 skipped" in capsys.readouterr().out
 
 
+def test_a_sweep_cut_short_keeps_the_heat_maps_of_the_ops_it_finished(tmp_path, monkeypatch):
+    """A run stopped mid-way (a device call's time limit) has sweep.json / sweep.md of every cell measured and the
+    heat map of each op whose cells were all in, not of the op it was in."""
+    out, measured = tmp_path / "sweep", sweep.run
+
+    def cut_short(*args, on_update, **kwargs):
+        def update(cells):
+            on_update(cells)
+            if len({cell["op"] for cell in cells}) == 2:
+                raise KeyboardInterrupt  # (the call's limit, in the second op's first cell)
+        return measured(*args, on_update=update, **kwargs)
+
+    monkeypatch.setattr(sweep, "run", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        main(["bench", "ops", "--sweep", "--quick", "--op", "rms_norm", "layer_norm", "--providers", "eager,blockfuse",
+              "--out", str(out)])
+    cells = json.loads((out / "sweep.json").read_text())["cells"]
+    ops = list(dict.fromkeys(cell["op"] for cell in cells))
+    assert len(ops) == 2 and [cell["op"] for cell in cells].count(ops[1]) == 1
+    assert (out / f"sweep-{ops[0]}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / f"sweep-{ops[1]}.png").exists()
+
+
 def test_sweep_command_line_checks(tmp_path, capsys):
     assert main(["bench", "ops", "--sweep", "--list"]) == 0
     listed = capsys.readouterr().out

@@ -593,8 +593,9 @@ def warm_up(benchmarks: list[OpBenchmark], settings: runner.Settings, grid: Grid
 def run_and_write(benchmarks: list[OpBenchmark], settings: runner.Settings, grid: Grid, meta: dict, out: Path, *,
                   budget_s: float | None = None, warm_jobs: int = 0,
                   show_progress: bool = True) -> tuple[list[dict], list[Path]]:
-    """``run``, writing ``sweep.json`` and ``sweep.md`` after every cell and the heat maps at the end; first,
-    with ``warm_jobs``, ``warm_up`` in that many processes (the budget counts from the first measurement).
+    """``run``, writing ``sweep.json`` and ``sweep.md`` after every cell, an op's heat map once its cells are done
+    and all of them again at the end; first, with ``warm_jobs``, ``warm_up`` in that many processes (the budget
+    counts from the first measurement).
     ``meta`` gains the grid, the warm-up's report (``warm_up``, None without), the compile cache hits and
     misses while measuring (``compile_cache``) and the elapsed time, the warm-up's included. Returns (cells,
     files written)."""
@@ -603,9 +604,17 @@ def run_and_write(benchmarks: list[OpBenchmark], settings: runner.Settings, grid
     meta["grid"] = {**dataclasses.asdict(grid), "text": describe(grid), "cells": plan, "budget_s": budget_s}
     meta["warm_up"] = warm_up(benchmarks, settings, grid, warm_jobs, show_progress=show_progress) if warm_jobs else None
 
+    drawn = set()
+
     def update(cells):
         meta["elapsed_s"] = round(time.perf_counter() - began, 1)
         write(out, meta, cells, heat_maps=False)
+        # An op's heat map once its last cell is in (a later op's first cell has come), so that a run cut short
+        # (a call's time limit) leaves the maps of the ops it finished.
+        for op in list(dict.fromkeys(cell["op"] for cell in cells))[:-1]:
+            if op not in drawn:
+                drawn.add(op)
+                write_heat_map(out / f"sweep-{op}.png", meta, cells, op)
 
     before = runner.cache_counts()
     cells = run(benchmarks, settings, grid, budget_s=budget_s, on_update=update, show_progress=show_progress)
