@@ -23,11 +23,15 @@ copies of q, k and the incoming gradients): each element within one bf16 ulp. Fo
 Run on the GPU (budget: under 90 s on an H200, most of it the 18 static torch.compile builds; the run prints
 its time; ``--variants old,new`` skips torch.compile):
     PYTHONPATH=src python3 benchmarks/rotary_head_dims.py --out DIR
+``--setting LABEL:NAME=V,...`` (repeatable) adds the shipped launcher with ops/rotary.py's settings changed
+(``h2:FLAT_HEADS_PER_PROGRAM=2``, ``t512:TILES.tile_elements=512``), timed beside the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import functools
 import itertools
 import time
@@ -101,6 +105,29 @@ def time_variant(fn, q, k, dq, dk, flush) -> tuple[float, float]:
     return time_cuda_graph(forward, flush).median, time_cuda_graph(forward_backward_, flush).median
 
 
+def parse_setting(text: str) -> tuple[str, dict]:
+    """``LABEL:NAME=V,...`` -> (LABEL, {NAME: value}) for ``_sweep.constants(rotary_module, ...)``: V a Python
+    literal; ``NAME.field=V`` replaces a field of the dataclass setting NAME (``TILES.tile_elements=512``). A
+    ValueError names an unknown setting or field."""
+    label, _, assignments = text.partition(":")
+    if not label or label in VARIANTS or not assignments:
+        raise ValueError(f"--setting {text!r}: expected LABEL:NAME=V,... with a label not in {list(VARIANTS)}")
+    values: dict = {}
+    for assignment in assignments.split(","):
+        name, _, literal = assignment.partition("=")
+        name, _, field = name.strip().partition(".")
+        if not hasattr(rotary_module, name) or not literal:
+            raise ValueError(f"--setting {text!r}: ops/rotary.py has no setting {name!r} (or no value given)")
+        value = ast.literal_eval(literal.strip())
+        if field:
+            current = values.get(name, getattr(rotary_module, name))
+            if field not in {f.name for f in dataclasses.fields(current)}:
+                raise ValueError(f"--setting {text!r}: {name} has no field {field!r}")
+            value = dataclasses.replace(current, **{field: value})
+        values[name] = value
+    return label, values
+
+
 def tile_of(shape, cos) -> str:
     """The tile the launcher picks under the current settings (q, k contiguous "bhsd"): the flat kernel's
     "G{BLOCK_G}/{head splits}", else BLOCK_P and ALIGN of the padded one."""
@@ -116,7 +143,7 @@ def tile_of(shape, cos) -> str:
     return f"{tile[3]} a{align}"
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)))
@@ -124,11 +151,21 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--seq", type=int, default=SEQ)
     parser.add_argument("--variants", default="padded,new,compile", help=f"from {','.join(VARIANTS)}")
-    args = parser.parse_args()
+    parser.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,...",
+                        help="one more variant: the launcher as shipped with ops/rotary.py's settings NAME (or a field "
+                             "of one, TILES.tile_elements) set to the Python literals V (e.g. "
+                             "h2:FLAT_HEADS_PER_PROGRAM=2); run after --variants, compared with compile too")
+    args = parser.parse_args(argv)
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    try:
+        settings_of = {**{variant: VARIANTS[variant] for variant in variants},
+                       **dict(parse_setting(text) for text in args.setting)}
+    except ValueError as error:
+        parser.error(str(error))
+    variants = list(settings_of)
     head_dims = [int(d) for d in args.head_dims.split(",")]
     heads = [tuple(int(n) for n in pair.split(":")) for pair in args.heads.split(",")]
     began = time.perf_counter()
@@ -152,7 +189,7 @@ def main() -> None:
         torch.compiler.reset()  # NOTE: a fresh, static-shape compile per shape, as the op benchmark's runner does
         rows = {}
         for variant in variants:
-            settings = VARIANTS[variant]
+            settings = settings_of[variant]
             fn = functools.partial(compiled if settings is None else blockfuse_bhsd, cos=cos, sin=sin)
             with _sweep.constants(rotary_module, **(settings or {})):
                 tile = "-" if settings is None else tile_of(shape, cos)

@@ -146,3 +146,26 @@ def test_layout_script_ways_give_the_same_attention():
         assert out.shape == (2, 3, 7, 16)
         assert script.relative_error(out, reference) < 1e-5, name
     assert script.relative_error(outs["bshd-views"], outs["out-bhsd"]) < 1e-6
+
+
+# ---------------------------------------------------------------- benchmarks/rotary_head_dims.py --setting
+
+
+def test_head_dims_settings_parse_names_fields_and_reject_unknowns(monkeypatch):
+    """``--setting LABEL:NAME=V,...``: ops/rotary.py's settings, a dataclass setting's field by ``NAME.field`` (several
+    fields combined), and a clear error for an unknown setting or field or a label that names a built-in variant."""
+    from pathlib import Path
+
+    from blockfuse.ops import rotary
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # (its `import _sweep`)
+    head_dims = load_benchmark("rotary_head_dims")
+    assert head_dims.parse_setting("h2:FLAT_HEADS_PER_PROGRAM=2") == ("h2", {"FLAT_HEADS_PER_PROGRAM": 2})
+    label, values = head_dims.parse_setting("t:TILES.tile_elements=512,TILES.max_warps=4,FLAT_TILE=2048")
+    assert label == "t" and values["FLAT_TILE"] == 2048
+    assert values["TILES"] == rotary.Tiles(tile_elements=512, elements_per_warp=rotary.TILES.elements_per_warp,
+                                           max_warps=4)
+    for text, message in (("x:NOPE=1", "no setting 'NOPE'"), ("x:TILES.nope=1", "no field 'nope'"),
+                          ("new:FLAT_TILE=1", "label not in"), ("x:FLAT_TILE=", "no value")):
+        with pytest.raises(ValueError, match=message):
+            head_dims.parse_setting(text)
