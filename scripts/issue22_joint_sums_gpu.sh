@@ -9,9 +9,12 @@
 #      each with the settings alternating in two rounds of one process (CUDA-graph replays, the L2 flushed), after
 #      the kernels were built in parallel processes;
 #   4. (sweep) the op sweep at SWEEP_WIDTHS x SWEEP_ROWS (SWEEP_OPS; forward and forward + backward as users call
-#      them, with the peers; its compiles first in 8 processes).
+#      them, with the peers; its compiles first in 8 processes);
+#   5. (fp8) the norms' forward into FP8 (benchmarks/norm_fp8.py), which takes the forward's joint statistics with
+#      the plain forward (its scale must be the plain output's bit for bit), at FP8_WIDTHS: the default (joint since
+#      2026-12-07) and `pieces` (FWD_JOINT_SUMS=False) in two alternating rounds; then tests/ops/test_norm_fp8.py.
 #
-#   [PHASES="tests bwd fwd sweep": run in that order] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] \
+#   [PHASES="tests bwd fwd sweep fp8": run in that order] [FP8_WIDTHS=...] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] \
 #       [FWD_SHAPES=...] [FWD_FORMS=...] [SWEEP_WIDTHS=1152,...] [SWEEP_ROWS=2048] [SWEEP_OPS=...] \
 #       bash scripts/issue22_joint_sums_gpu.sh PACK
 #                                                                               (writes PACK/results.tar.gz)
@@ -37,6 +40,10 @@ for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
             --op ${SWEEP_OPS:-layer_norm rms_norm layer_norm_gelu add_layer_norm} \
             --widths "${SWEEP_WIDTHS:-1152,2304,4304,11008,14336}" --rows "${SWEEP_ROWS:-2048}" \
             --budget "${BUDGET:-150}" --warm-jobs 8 --out "$OUT/sweep" ;;
+    fp8)
+        packed 240 fp8 python3 benchmarks/norm_fp8.py --widths "${FP8_WIDTHS:-2304,2560,4304,11008}" \
+            --setting "pieces:FWD_JOINT_SUMS=False" --rounds 2 --out "$OUT/fp8"
+        packed 150 fp8-tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_norm_fp8.py ;;
     *) echo "unknown phase $phase" ;;
     esac
 done
