@@ -1,8 +1,10 @@
 """What the tile sweeps (benchmarks/*_tiles.py) share: the run's header, module constants set for one
-variant, a forward / backward timing as a row, and the JSON they write. GPU only."""
+variant (and the ``LABEL:NAME=V,...`` settings that name them), a forward / backward timing as a row, and the JSON
+they write. GPU only."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 from pathlib import Path
@@ -20,6 +22,20 @@ def header(copy_gbps: Optional[float] = None) -> dict:
     if copy_gbps is not None:
         results["copy_gbps"] = copy_gbps
     return {**results, "rows": []}
+
+
+def parse_setting(setting: str) -> tuple[str, dict]:
+    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (values as Python literals; a list becomes a tuple, as the rules'
+    caches need and a comma cannot be written: CHUNK_CHOICES=[2048]); a ValueError for an assignment with no value."""
+    label, _, assignments = setting.partition(":")
+    values = {}
+    for item in filter(None, assignments.split(",")):
+        name, _, literal = item.partition("=")
+        if not literal.strip():
+            raise ValueError(f"--setting {setting!r}: {name.strip()!r} has no value (NAME=V)")
+        value = ast.literal_eval(literal.strip())
+        values[name.strip()] = tuple(value) if isinstance(value, list) else value
+    return label, values
 
 
 @contextlib.contextmanager

@@ -33,7 +33,8 @@ from blockfuse.bench.timing import l2_flush, time_cuda_graph
 from blockfuse.ops import norm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from norm_knobs import has_knob, rule_constants  # noqa: E402 (benchmarks/ is no package)
+import _sweep  # noqa: E402 (benchmarks/ is no package)
+from norm_knobs import has_knob, rule_constants  # noqa: E402
 
 SHAPES = [(16384, 4096), (8192, 1024), (2048, 1024), (4096, 8192)]
 
@@ -224,13 +225,7 @@ def time_knob(knob, pass_, timer, shape, op, is_rms, mode, bw) -> list[dict]:
     return rows
 
 
-def parse_setting(setting: str) -> tuple[str, dict]:
-    """'LABEL:NAME=V,NAME=V' -> (LABEL, {NAME: V}) (values as Python literals; a list becomes a tuple, as the rules'
-    caches need and a comma cannot be written: CHUNK_CHOICES=[2048])."""
-    label, _, assignments = setting.partition(":")
-    pairs = (item.split("=", 1) for item in filter(None, assignments.split(",")))
-    values = {name: ast.literal_eval(value) for name, value in pairs}
-    return label, {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
+parse_setting = _sweep.parse_setting  # (the tools' one LABEL:NAME=V,... syntax)
 
 
 def time_setting(setting, timer, shape, op, is_rms, mode, bw, pass_="bwd") -> list[dict]:

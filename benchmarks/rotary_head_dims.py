@@ -30,7 +30,6 @@ its time; ``--variants old,new`` skips torch.compile):
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import functools
 import itertools
@@ -109,16 +108,14 @@ def parse_setting(text: str) -> tuple[str, dict]:
     """``LABEL:NAME=V,...`` -> (LABEL, {NAME: value}) for ``_sweep.constants(rotary_module, ...)``: V a Python
     literal; ``NAME.field=V`` replaces a field of the dataclass setting NAME (``TILES.tile_elements=512``). A
     ValueError names an unknown setting or field."""
-    label, _, assignments = text.partition(":")
+    label, assignments = _sweep.parse_setting(text)
     if not label or label in VARIANTS or not assignments:
         raise ValueError(f"--setting {text!r}: expected LABEL:NAME=V,... with a label not in {list(VARIANTS)}")
     values: dict = {}
-    for assignment in assignments.split(","):
-        name, _, literal = assignment.partition("=")
-        name, _, field = name.strip().partition(".")
-        if not hasattr(rotary_module, name) or not literal:
-            raise ValueError(f"--setting {text!r}: ops/rotary.py has no setting {name!r} (or no value given)")
-        value = ast.literal_eval(literal.strip())
+    for dotted, value in assignments.items():
+        name, _, field = dotted.partition(".")
+        if not hasattr(rotary_module, name):
+            raise ValueError(f"--setting {text!r}: ops/rotary.py has no setting {name!r}")
         if field:
             current = values.get(name, getattr(rotary_module, name))
             if field not in {f.name for f in dataclasses.fields(current)}:
