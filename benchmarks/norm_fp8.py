@@ -3,6 +3,9 @@
 Run on the GPU (under a minute on an H100 or H200):
     PYTHONPATH=src python benchmarks/norm_fp8.py [--rows 16384] [--widths 4096] [--forms rms,ln,...] \
         [--warps 4,8] [--out DIR]
+The speed-ups of ``--setting`` (and the other) variants over their recipe's default, from the JSON of one or more
+runs, as a chart (no GPU needed):
+    PYTHONPATH=src python benchmarks/norm_fp8.py --chart-from RUN1/norm-fp8.json [RUN2/norm-fp8.json ...] --out DIR
 Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed):
     PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8]
 
@@ -426,6 +429,61 @@ def _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, act
     return registers, stack
 
 
+def variants(rows: list[dict]) -> list[str]:
+    """The timed calls beside PROVIDERS (``rowwise_LABEL`` / ``tensorwise_LABEL``: --setting, --warps, --tiles, ...),
+    in the order first seen."""
+    seen: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if key not in PROVIDERS and key not in seen and isinstance(value, dict) and "ms" in value:
+                seen.append(key)
+    return seen
+
+
+def variants_chart(payloads: list[dict], path: Path) -> None:
+    """Each variant's speed-up over its recipe's default call (``rowwise_LABEL``: rowwise's time over its own), a
+    point a run, one panel a recipe, the cells along x: from the norm-fp8.json of several runs (a variant A/B
+    repeated across calls)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recipes = ("rowwise", "tensorwise")
+    labels = sorted({name.split("_", 1)[1] for payload in payloads for name in variants(payload["rows"])
+                     if name.split("_", 1)[0] in recipes})
+    if not labels:
+        raise ValueError("no rowwise_LABEL / tensorwise_LABEL variant in these runs to chart")
+    cells = list(dict.fromkeys((row["rows"], row["width"], row["form"]) for p in payloads for row in p["rows"]
+                               if any(f"{recipe}_{label}" in row for recipe in recipes for label in labels)))
+    figure, axes = plt.subplots(1, len(recipes), figsize=(max(8.0, 0.45 * len(cells) * len(recipes)), 4.5),
+                                sharey=True, squeeze=False)
+    for axis, recipe in zip(axes[0], recipes):
+        for k, label in enumerate(labels):
+            for run, payload in enumerate(payloads):
+                by_cell = {(row["rows"], row["width"], row["form"]): row for row in payload["rows"]}
+                xs, ys = [], []
+                for x, cell in enumerate(cells):
+                    row = by_cell.get(cell)
+                    if row and f"{recipe}_{label}" in row and recipe in row:
+                        xs.append(x + 0.15 * (k - (len(labels) - 1) / 2))
+                        ys.append(row[recipe]["ms"] / row[f"{recipe}_{label}"]["ms"])
+                axis.plot(xs, ys, "o" if run == 0 else "x", color=f"C{k}",
+                          label=f"{label} (run {run + 1})" if recipe == recipes[0] else None)
+        axis.axhline(1.0, color="0.5", lw=0.8)
+        axis.set_title(f"{recipe}: default time / variant time")
+        axis.set_xticks(range(len(cells)), [f"{w} {f}" for _, w, f in cells], rotation=60, ha="right", fontsize=8)
+        axis.grid(axis="y", alpha=0.3)
+    first = payloads[0]
+    figure.suptitle(f"Norm + FP8 forward variants ({first['card']}; torch {first['torch']}, triton {first['triton']};"
+                    f" {len(payloads)} run(s))", fontsize=10)
+    axes[0][0].set_ylabel("speed-up (above 1: the variant is faster)")
+    axes[0][0].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16384)
@@ -451,7 +509,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every call this many times, the calls alternating; each figure the median")
     parser.add_argument("--out", type=Path, help="write norm-fp8.json and norm-fp8.md here")
+    parser.add_argument("--chart-from", type=Path, nargs="+", metavar="JSON",
+                        help="no GPU: draw the variants' speed-ups over their recipe's default from these runs' "
+                             "norm-fp8.json into --out/norm-fp8-variants.png")
     args = parser.parse_args()
+    if args.chart_from:
+        if args.out is None:
+            parser.error("--chart-from needs --out")
+        os.makedirs(args.out, exist_ok=True)
+        variants_chart([json.loads(path.read_text()) for path in args.chart_from], args.out / "norm-fp8-variants.png")
+        return
     if args.registers:
         register_stats([int(w) for w in (args.widths or "4096,4304,20000").split(",")],
                        [int(w) for w in (args.warps or "4").split(",")])
@@ -475,12 +542,13 @@ def main() -> None:
     (args.out / "norm-fp8.json").write_text(json.dumps(
         {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
          "command": command, "rows": rows}, indent=1))
+    columns = list(PROVIDERS) + variants(rows)
     lines = [f"# Norm + FP8 quantize against a copy of the same bytes ({head})", "", f"Command: `{command}`", "",
              "Time (CUDA-graph replays, L2 flushed) and fraction of a same-size device copy timed in the same run.", "",
-             "| rows x width | form | " + " | ".join(PROVIDERS) + " | max FP8 steps (row / tensor) |",
-             "| --- | --- | " + " | ".join("---" for _ in PROVIDERS) + " | --- |"]
+             "| rows x width | form | " + " | ".join(columns) + " | max FP8 steps (row / tensor) |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |"]
     for r in rows:
-        cells = " | ".join(f"{r[p]['ms'] * 1e3:.1f} us ({r[p]['fraction']:.2f})" for p in PROVIDERS)
+        cells = " | ".join(f"{r[p]['ms'] * 1e3:.1f} us ({r[p]['fraction']:.2f})" if p in r else "-" for p in columns)
         steps = f"{r['check']['rowwise']['max_fp8_steps']} / {r['check']['tensorwise']['max_fp8_steps']}"
         lines.append(f"| {r['rows']}x{r['width']} | {r['form']} | {cells} | {steps} |")
     (args.out / "norm-fp8.md").write_text("\n".join(lines) + "\n")

@@ -10,9 +10,10 @@
 #      the kernels were built in parallel processes;
 #   4. (sweep) the op sweep at SWEEP_WIDTHS x SWEEP_ROWS (SWEEP_OPS; forward and forward + backward as users call
 #      them, with the peers; its compiles first in 8 processes);
-#   5. (fp8) the norms' forward into FP8 (benchmarks/norm_fp8.py), which takes the forward's joint statistics with
-#      the plain forward (its scale must be the plain output's bit for bit), at FP8_WIDTHS: the default (joint since
-#      2026-12-07) and `pieces` (FWD_JOINT_SUMS=False) in two alternating rounds; then tests/ops/test_norm_fp8.py.
+#   5. (fp8) the norms' forward into FP8 (benchmarks/norm_fp8.py) at FP8_WIDTHS: the default (its sums piece by
+#      piece since fp8/36-joint-sums-2026-12-07-h200/; the NOTE above FP8_FWD_JOINT_SUMS) and `joint`
+#      (FP8_FWD_JOINT_SUMS=True) in two alternating rounds; then tests/ops/test_norm_fp8.py. (That run, before the
+#      change, timed the joint default against `pieces:FWD_JOINT_SUMS=False`.)
 #
 #   [PHASES="tests bwd fwd sweep fp8": run in that order] [FP8_WIDTHS=...] [BWD_SHAPES=16384x4304,...] [BWD_FORMS=ln,...] \
 #       [FWD_SHAPES=...] [FWD_FORMS=...] [SWEEP_WIDTHS=1152,...] [SWEEP_ROWS=2048] [SWEEP_OPS=...] \
@@ -42,7 +43,7 @@ for phase in ${PHASES:-tests bwd fwd}; do  # (in the order given)
             --budget "${BUDGET:-150}" --warm-jobs 8 --out "$OUT/sweep" ;;
     fp8)
         packed 240 fp8 python3 benchmarks/norm_fp8.py --widths "${FP8_WIDTHS:-2304,2560,4304,11008}" \
-            --setting "pieces:FWD_JOINT_SUMS=False" --rounds 2 --out "$OUT/fp8"
+            --setting "joint:FP8_FWD_JOINT_SUMS=True" --rounds 2 --out "$OUT/fp8"
         packed 150 fp8-tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_norm_fp8.py ;;
     *) echo "unknown phase $phase" ;;
     esac

@@ -169,6 +169,15 @@ def captured_reference(monkeypatch):
     return run
 
 
+@pytest.fixture(autouse=True)
+def plain_forward_sums_like_the_fp8_one():
+    """The op without FP8 sums a row in pieces in the FP8 forward's order (FWD_JOINT_SUMS = FP8_FWD_JOINT_SUMS, the
+    NOTE above the latter): the exact comparisons here need the same arithmetic in both (module docstring);
+    test_joint_sums_in_both_forwards covers the FP8 forward's joint sums."""
+    with norm.tuned(FWD_JOINT_SUMS=norm.TUNING.fp8_fwd_joint_sums):
+        yield
+
+
 # ---------------------------------------------------------------------------------------------
 # Every form, against the op's own output (float32: exact) and against the reference (bf16)
 # ---------------------------------------------------------------------------------------------
@@ -197,6 +206,27 @@ def test_fp32_input_quantizes_its_own_output_exactly(form, n, device):
         q2, scale2 = call(form, x, w, b, fp8="tensorwise", fp8_scaling=scaling)
         assert_same(scale2, amax_scale(y), device, "scale")
         assert_quantized(q2, scale2, y, device)
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("form", ("rms", "ln"))
+def test_joint_sums_in_both_forwards(form, device):
+    """FP8_FWD_JOINT_SUMS (off by default: the NOTE above it) with FWD_JOINT_SUMS: both forwards sum a row in pieces
+    jointly, and the FP8 one's scale and values are again the plain output's, exactly (the interpreter's sums of
+    the two orders differ in the last bits for these rows, so an FP8 forward summing piece by piece fails here)."""
+    n = TAIL_WIDTH
+    x, w, b, _ = inputs((8, n), torch.float32, seed=n + 2, device=device)
+    assert not norm.joint_sums_threads(norm.fp8_forward_tile(n, 8), forward=True, fp8=True)  # the default: pieces
+    with torch.no_grad():
+        y_pieces = call(form, x, w, b)
+    with norm.tuned(FWD_JOINT_SUMS=True, FP8_FWD_JOINT_SUMS=True), torch.no_grad():
+        assert norm.joint_sums_threads(norm.fp8_forward_tile(n, 8), forward=True, fp8=True) > 0
+        y = call(form, x, w, b)
+        q, scale = call(form, x, w, b, fp8="rowwise")
+    if device == "cpu":
+        assert not torch.equal(y, y_pieces), "inputs whose two summation orders agree test nothing here"
+    assert_same(scale, amax_scale(y, -1), device, "scale")
+    assert_quantized(q, scale, y, device)
 
 
 @pytest.mark.usefixtures("requires_triton")

@@ -1825,13 +1825,13 @@ def _act_bwd_maxnreg(tile: Tile) -> int:
     return min(TUNING.act_bwd_maxnreg, SM_REGISTERS // (32 * tile.num_warps))
 
 
-def joint_sums_threads(tile: Tile, scalar: bool = False, forward: bool = False) -> int:
-    """A row in pieces' THREADS (both passes' kernels; ``forward``: also FWD_JOINT_SUMS): the program's threads where
-    every piece spans them (the NOTE above JOINT_SUMS), else 0 (the row's sums reduced piece by piece): never for rows
-    of one-element accesses."""
+def joint_sums_threads(tile: Tile, scalar: bool = False, forward: bool = False, fp8: bool = False) -> int:
+    """A row in pieces' THREADS (both passes' kernels; ``forward``: also FWD_JOINT_SUMS; ``fp8``, the FP8 forward:
+    also FP8_FWD_JOINT_SUMS): the program's threads where every piece spans them (the NOTE above JOINT_SUMS), else 0
+    (the row's sums reduced piece by piece): never for rows of one-element accesses."""
     tuning = TUNING
-    if not (tuning.joint_sums and (tuning.fwd_joint_sums or not forward) and tile.tail and tile.block_m == 1
-            and not scalar):
+    wanted = tuning.joint_sums and (tuning.fwd_joint_sums or not forward) and (tuning.fp8_fwd_joint_sums or not fp8)
+    if not (wanted and tile.tail and tile.block_m == 1 and not scalar):
         return 0
     threads = 32 * tile.num_warps
     return threads if min(tile.block_n, tile.block_t, tile.block_u if tile.block_u > 1 else threads) >= threads else 0
@@ -2067,7 +2067,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
         PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2),
-        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2), forward=True), num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2), forward=True, fp8=True), num_warps=tile.num_warps,
         maxnreg=TUNING.fp8_fwd_maxnreg,
     )
 

@@ -512,7 +512,7 @@ class NormTuning:
     # lanes) [16384 / 2048 rows] 0.986x / 0.993x, where the joint partials spill more (112 -> 136 bytes, though with
     # fewer local accesses, 53 -> 47). No rule found that parts them from the GELU form's wins: [16384, 11008] is in
     # three pieces too (8192 + 2048 + 1024, 1.11x) and [16384, 4304] in two like 2304 (1.07x). So it is on for every
-    # form; the two cells' loss is in the results' README.
+    # form; the two cells' loss is in the results' README. (Not the FP8 forward: the NOTE above FP8_FWD_JOINT_SUMS.)
     joint_sums: bool = True
     fwd_joint_sums: bool = True  # (with JOINT_SUMS: the forward's statistics of a row in pieces alike)
     # A backward of at most this many elements (rows in one tile each) runs as one program that writes the weight / bias
@@ -723,6 +723,14 @@ class NormTuning:
     fp8_fwd_min_warps: int = 1  # a floor for benchmarks/norm_fp8.py --warps
     # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
     fp8_fwd_maxnreg: Optional[int] = None
+    # NOTE: the FP8 forward sums a row in pieces piece by piece, where the plain forward takes the joint sums (the NOTE
+    # above JOINT_SUMS). Timed on an H200 against the joint sums, [16384, n] bf16, two calls, each two alternating
+    # rounds within 0.012 (benchmarks/results/fp8/36-joint-sums-2026-12-07-h200/), rowwise, fraction of copy, joint ->
+    # pieces: LayerNorm 2304 0.62 -> 0.82, 4304 0.51 -> 0.72, 11008 0.43 -> 0.50; RMSNorm 2304 0.82 -> 0.97, 4304
+    # 0.75 -> 0.96; post-residual 4304 0.79 -> 0.88, 11008 0.66 -> 0.72 (tensorwise alike); pre-residual RMSNorm
+    # within 0.01 either way. So its statistics may differ from the plain forward's in the last fp32 bits at these
+    # widths (a different summation order), as they do where it takes a tile of its own (tests/ops/test_norm_fp8.py).
+    fp8_fwd_joint_sums: bool = False
 
     # ---- Numerics: pre mode's narrow rows ----
     # NOTE: pre mode normalizes the fp32 sum s = residual + dropout(x) and returns s in x's dtype, as flash-attn's fused
