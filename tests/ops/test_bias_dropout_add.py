@@ -10,6 +10,7 @@ kernels (``bias_dropout_add_ref``) is checked against the same oracle in ``test_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 
@@ -141,14 +142,28 @@ def test_bias_dropout_add(shape, dtype, bias, p, device, request):
 @pytest.mark.parametrize("shape", [(199, 72), (9, 4304)], ids=shape_id)
 def test_forward_and_backward_tiles_differ(shape, monkeypatch, device, request):
     """The forward and backward kernels take different tiles; each draws the mask of its elements from
-    their flat indices, so the backward drops exactly what the forward dropped whatever the tiles."""
+    their flat indices, so the backward drops exactly what the forward dropped whatever the tiles. The
+    tiles come from the table swapped in (``TILES``), not from the cached rule's earlier calls."""
     import blockfuse.ops.bias_dropout_add as bda
 
     needs_kernel_mask(0.3, request)
-    monkeypatch.setattr(bda, "FWD_TILE_ELEMENTS", 256)
-    monkeypatch.setattr(bda, "FWD_ELEMENTS_PER_WARP", 128)
-    monkeypatch.setattr(bda, "MIN_BLOCK_N", 64)
+    launched = {}
+
+    def spy(name, kernel):
+        def call(grid, *args, **constexprs):
+            launched[name] = (constexprs["BLOCK_M"], constexprs["BLOCK_N"], constexprs["num_warps"])
+            return kernel(grid, *args, **constexprs)
+        return call
+
+    monkeypatch.setattr(bda, "_fwd_kernel", spy("forward", bda._fwd_kernel))
+    monkeypatch.setattr(bda, "_bwd_kernel", spy("backward", bda._bwd_kernel))
+    bda._tile(shape[-1], 2048, 256, 256)  # (the shipped forward tile, cached before the swap)
+    tiles = dataclasses.replace(bda.TILES, forward=256, forward_per_warp=128, min_block_n=64)
+    monkeypatch.setattr(bda, "TILES", tiles)
     check_against_pytorch(make_inputs(shape, torch.float32, device, bias=True), 0.3)
+    assert launched == {"forward": bda._tile(shape[-1], 256, 128, 64),
+                        "backward": bda._tile(shape[-1], tiles.backward, tiles.backward_per_warp, 64)}, launched
+    assert launched["forward"] != launched["backward"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])

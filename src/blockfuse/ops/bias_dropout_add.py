@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -32,21 +33,30 @@ from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
-# NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
-# hide memory latency). The forward takes 2048 elements and a warp for every 256 of them: on an
-# H200 (benchmarks/NOTES.md, "Dropout") that moved 0.98 of the copy bandwidth at
-# [16384, 4096] against 0.94 for 4096 / 1024, and was the fastest at [2048, 1024] too (5.2 against
-# 5.8 us). The backward, which also sums the bias gradient's partials in registers, was fastest at
-# 4096 / 1024 (0.77 of copy against 0.60-0.75). The column block is halved (down to MIN_BLOCK_N)
-# while more than 1/8 of a row's lanes would be masked off, e.g. 4304 wide -> 9 blocks of 512
-# rather than 2 of 4096.
-FWD_TILE_ELEMENTS = 2048
-FWD_ELEMENTS_PER_WARP = 256
-BWD_TILE_ELEMENTS = 4096
-BWD_ELEMENTS_PER_WARP = 1024
-MIN_BLOCK_N = 256
-# Backward programs per multiprocessor when d bias is reduced (each keeps a partial sum).
-BWD_PROGRAMS_PER_SM = 4
+
+@dataclass(frozen=True)
+class Tiles:
+    """The launch rule's tuning: elements per program tile and per warp of each kernel (``_tile``), the narrowest
+    column block, and the backward's programs per multiprocessor."""
+
+    # NOTE: elementwise and memory-bound: each program moves one tile (a few KB per tensor, enough to
+    # hide memory latency). The forward takes 2048 elements and a warp for every 256 of them: on an
+    # H200 (benchmarks/NOTES.md, "Dropout") that moved 0.98 of the copy bandwidth at
+    # [16384, 4096] against 0.94 for 4096 / 1024, and was the fastest at [2048, 1024] too (5.2 against
+    # 5.8 us). The backward, which also sums the bias gradient's partials in registers, was fastest at
+    # 4096 / 1024 (0.77 of copy against 0.60-0.75). The column block is halved (down to min_block_n)
+    # while more than 1/8 of a row's lanes would be masked off, e.g. 4304 wide -> 9 blocks of 512
+    # rather than 2 of 4096.
+    forward: int = 2048
+    forward_per_warp: int = 256
+    backward: int = 4096
+    backward_per_warp: int = 1024
+    min_block_n: int = 256
+    # Backward programs per multiprocessor when d bias is reduced (each keeps a partial sum).
+    backward_programs_per_sm: int = 4
+
+
+TILES = Tiles()
 
 
 # ----------------------------------------------------------------------------------------
@@ -151,7 +161,8 @@ _bwd_kernel = Kernel(_bias_dropout_add_bwd_kernel)
 
 @functools.lru_cache(maxsize=None)
 def _tile(n: int, tile_elements: int, elements_per_warp: int, min_block_n: int) -> tuple[int, int, int]:
-    """Block shape and warps: (BLOCK_M, BLOCK_N, num_warps)."""
+    """Block shape and warps: (BLOCK_M, BLOCK_N, num_warps). The launchers pass TILES' values, so the cache
+    follows a table swapped in (a sweep's, a test's)."""
     block_n = min(next_power_of_2(n), tile_elements)
     while block_n > min_block_n and cdiv(n, block_n) * block_n - n > n // 8:
         block_n //= 2
@@ -160,9 +171,9 @@ def _tile(n: int, tile_elements: int, elements_per_warp: int, min_block_n: int) 
     return block_m, block_n, num_warps
 
 
-def _backward_programs(dy: Tensor, row_blocks: int, col_blocks: int) -> int:
+def _backward_programs(dy: Tensor, row_blocks: int, col_blocks: int, tiles: Tiles) -> int:
     if dy.is_cuda:
-        return max(1, min(row_blocks, sm_count(dy.device) * BWD_PROGRAMS_PER_SM // col_blocks))
+        return max(1, min(row_blocks, sm_count(dy.device) * tiles.backward_programs_per_sm // col_blocks))
     return min(row_blocks, 4)  # the interpreter: a few programs, so that partials are summed
 
 
@@ -176,7 +187,8 @@ def _forward(x: Tensor, bias: Optional[Tensor], residual: Tensor, seed: Optional
     x2, res2, out2 = as_rows(x, n), as_rows(residual, n), out.view(-1, n)  # (M, N)
     m = x2.shape[0]
     has_dropout = p > 0
-    block_m, block_n, num_warps = _tile(n, FWD_TILE_ELEMENTS, FWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
+    tiles = TILES
+    block_m, block_n, num_warps = _tile(n, tiles.forward, tiles.forward_per_warp, tiles.min_block_n)
     vec, n_units, strides = in_row_units(n, x2.stride(0), res2.stride(0), out2.stride(0))
     _fwd_kernel(
         (cdiv(m, block_m), cdiv(n, block_n)),
@@ -209,9 +221,10 @@ def _backward(
     dy2 = as_rows(dy, n)  # (M, N)
     m = dy2.shape[0]
     dx2 = dx.view(-1, n) if write_dx else None
-    block_m, block_n, num_warps = _tile(n, BWD_TILE_ELEMENTS, BWD_ELEMENTS_PER_WARP, MIN_BLOCK_N)
+    tiles = TILES
+    block_m, block_n, num_warps = _tile(n, tiles.backward, tiles.backward_per_warp, tiles.min_block_n)
     row_blocks, col_blocks = cdiv(m, block_m), cdiv(n, block_n)
-    g = _backward_programs(dy, row_blocks, col_blocks) if has_bias else row_blocks
+    g = _backward_programs(dy, row_blocks, col_blocks, tiles) if has_bias else row_blocks
     partial = torch.empty((g, n), dtype=torch.float32, device=dy.device) if has_bias else None
     vec, n_units, strides = in_row_units(n, dy2.stride(0), row_stride(dx2))
     _bwd_kernel(
