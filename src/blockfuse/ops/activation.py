@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -281,10 +282,18 @@ def check_gelu_approximation(approximate) -> bool:
 # Shared by the activation / MLP ops: elementwise tiles and the bias gradient of a GEMM
 # ----------------------------------------------------------------------------------------
 
-# Widest column block of an elementwise pass, and the narrowest one tried to avoid wasted (masked)
-# columns.
-MAX_BLOCK_N = 4096
-MIN_BLOCK_N = 128
+
+@dataclass(frozen=True)
+class Tiles:
+    """The column block of an elementwise pass (``launch_shape``; the tile sizes are each op's own)."""
+
+    # Widest column block of an elementwise pass, and the narrowest one tried to avoid wasted (masked)
+    # columns.
+    max_block_n: int = 4096
+    min_block_n: int = 128
+
+
+TILES = Tiles()
 
 
 @triton.jit
@@ -301,16 +310,16 @@ def program_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return rows, cols, mask
 
 
-def _column_block(n: int) -> int:
-    """The column block: the widest power of two up to MAX_BLOCK_N that wastes at most an
+def _column_block(n: int, max_block_n: int, min_block_n: int) -> int:
+    """The column block: the widest power of two up to max_block_n that wastes at most an
     eighth of the columns in masked lanes (14336 -> 2048, 4304 -> 512, 760 -> 256). Comparisons
     only, so that n may be a symbolic size while torch.compile traces."""
     widest = 1
-    while widest < n and widest < MAX_BLOCK_N:
+    while widest < n and widest < max_block_n:
         widest *= 2
     best, best_waste = widest, None
     block = widest
-    while block >= min(MIN_BLOCK_N, widest):
+    while block >= min(min_block_n, widest):
         waste = cdiv(n, block) * block - n
         if 8 * waste <= n:
             return block
@@ -320,12 +329,15 @@ def _column_block(n: int) -> int:
     return best
 
 
+# (keyed on TILES' values too, so that a table swapped in is seen)
 _cached_column_block = functools.lru_cache(maxsize=None)(_column_block)
 
 
 def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
     """(programs, BLOCK_M, BLOCK_N, num_warps) of a (m, n) elementwise pass (:func:`program_tile`)."""
-    block_n = _cached_column_block(n) if n.__class__ is int else _column_block(n)
+    tiles = TILES
+    column_block = _cached_column_block if n.__class__ is int else _column_block
+    block_n = column_block(n, tiles.max_block_n, tiles.min_block_n)
     # NOTE: narrow rows are packed several to a program so that each program moves a few KB: BLOCK_M
     # is the smaller of tile_elements // BLOCK_N and the power of two that covers m, found by halving
     # (comparisons only, so that m may be a symbolic size while torch.compile traces).
