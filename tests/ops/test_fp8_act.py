@@ -13,6 +13,7 @@ sums): a few fp32 roundings.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -113,17 +114,40 @@ def test_kernels_on_empty_inputs(device):
 
 def test_tiles_follow_the_rule():
     """Tiles from the width: at most an eighth of a row's lanes masked, a thread holding at most
-    LANES_PER_THREAD input values, rows a program capped."""
+    lanes_per_thread input values, rows a program capped (the interpreter's table)."""
     cpu = torch.device("cpu")
+    tiles = fp8_act.INTERPRETED_TILES
     for n in (16, 48, 760, 1152, 2560, 4096, 4304, 5120, 14336):
         for inputs in (1, 2, 3):
             block_m, block_n, iters, warps = fp8_act.act_tile(8192, n, inputs, cpu)
-            assert block_n & (block_n - 1) == 0 and block_n <= fp8_act.MAX_BLOCK_N["interpreted"]
-            assert block_n <= fp8_act.MIN_BLOCK_N or (-(-n // block_n) * block_n - n) * 8 <= n
+            assert block_n & (block_n - 1) == 0 and block_n <= tiles.max_block_n
+            assert block_n <= tiles.min_block_n or (-(-n // block_n) * block_n - n) * 8 <= n
             lanes = max(1, block_n // (32 * warps))
-            assert block_m * lanes * inputs <= fp8_act.LANES_PER_THREAD["interpreted"]
-            assert block_m * iters <= fp8_act.MAX_ROWS_PER_PROGRAM
+            assert block_m * lanes * inputs <= tiles.lanes_per_thread
+            assert block_m * iters <= tiles.max_rows_per_program
     assert fp8_act.act_tile(3, 4096, 1, cpu)[0] <= 4  # no taller than the rows
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_tiles_follow_the_table(monkeypatch, device):
+    """The launchers read the table of the device's kernels (``TILES`` compiled, ``INTERPRETED_TILES`` in the
+    interpreter) at each call: a table swapped in (benchmarks/fp8_delayed_tiles.py's) is the one launched."""
+    name = "TILES" if device == "cuda" else "INTERPRETED_TILES"
+    launched = []
+    kernel = fp8_act._bwd_delayed_kernel
+
+    def spy(grid, *args, **constexprs):
+        launched.append((constexprs["BLOCK_M"], constexprs["BLOCK_N"], constexprs["num_warps"]))
+        return kernel(grid, *args, **constexprs)
+
+    monkeypatch.setattr(fp8_act, "_bwd_delayed_kernel", spy)
+    monkeypatch.setattr(fp8_act, name, dataclasses.replace(getattr(fp8_act, name), max_block_n=64,
+                                                           bwd_delayed=(16, 32, 2)))
+    assert fp8_act.act_tile(8192, 4096, 1, torch.device(device))[1] == 64
+    pre = pre_activation(21, 80, torch.bfloat16, device, seed=1)
+    dy = pre_activation(21, 40, torch.bfloat16, device, seed=2)
+    fp8_act._act_backward_delayed(dy, pre, "swiglu", *fp8.Float8Scaling.new(4, device), True, True, 16, torch.float32)
+    assert launched == [(16, 32, 2)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -458,7 +458,7 @@ report["cast"] = stats(fp8._fp8_cast_kernel, {
     "stride_m": "i32", "M": "i32", "N": "i32", "MP": "i32", "history_len": "i32"},
     dict(FP8_MAX=57344.0, E5M2=True, ROWWISE=False, HAS_Y=True, HAS_YT=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_H=16,
          HAS_SUM=True, GIVEN_SCALE=False, stride_n=1), ["X", "Y", "YT", "stride_m", "N", "MP"], warps)
-bm, bn, warps = fp8_act.BWD_DELAYED_TILE["compiled"]
+bm, bn, warps = fp8_act.TILES.bwd_delayed
 report["activation backward"] = stats(fp8_act._fp8_act_bwd_delayed_kernel, {
     "DY": "*bf16", "G": "*bf16", "U": "*bf16", "HISTORY": "*fp32", "AMAX": "*fp32", "Q": "*fp8e5",
     "Q_SCALE": "*fp32", "QT": "*fp8e5", "QT_SCALE": "*fp32", "COL_SUM": "*fp32", "stride_dy": "i32",
@@ -471,7 +471,7 @@ print(json.dumps(report))
 
 def test_delayed_tiles_compile_for_sm90_without_spills():
     """The delayed cast with column sums at ``fp8.SUM_TILE`` (128 x 64 on 2 warps) and the gated delayed
-    activation backward at ``fp8_act.BWD_DELAYED_TILE`` (64 x 64 on 4 warps), compiled for sm_90 as a Hopper
+    activation backward at ``fp8_act.TILES.bwd_delayed`` (64 x 64 on 4 warps), compiled for sm_90 as a Hopper
     launches them (the interpreter's tiles are others): no spills. Both were timed best with these tiles on an
     H200 (fp8/14-delayed-2026-11-28-h200); a spill would be a slower kernel than the one measured. The cast's
     column stride is 1, a constant, as a launch specializes an int argument equal to 1 (Triton 3.6 and 3.9): compiled

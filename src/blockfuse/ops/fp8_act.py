@@ -24,9 +24,10 @@ tensorwise scale is its own tensor's amax.
 Tiles: a program takes ROW_ITERS row tiles of (BLOCK_M, BLOCK_N) one after the other, as the tensorwise
 amax pass of ``ops/fp8.py`` (``_fp8_tensor_amax_kernel``) does: the maxima and the column sums stay in
 each thread's registers across them, and the reductions across the program's warps (and its atomic,
-``fp8.fold_amax``) run once a program. A thread holds 8 columns of each row of a tile (one 16-byte bf16 vector), and the
-rows of a tile are set so that a thread holds at most ``LANES_PER_THREAD`` values of its inputs: the
-backward of a gated activation reads three tensors, so its tiles are one row tall.
+``fp8.fold_amax``) run once a program. A thread holds 8 columns of each row of a tile (one 16-byte bf16 vector:
+``Tiles.columns_per_thread``), and the rows of a tile are set so that a thread holds at most
+``Tiles.lanes_per_thread`` values of its inputs: the backward of a gated activation reads three tensors, so its tiles
+are one row tall.
 
 The file reads: kernels; launchers (ops ``blockfuse::fp8_act_fwd`` / ``fp8_act_bwd``, see ``ops/launch.py``)
 and their references; the autograd Function; the public functional.
@@ -34,6 +35,7 @@ and their references; the autograd Function; the public functional.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
@@ -56,22 +58,32 @@ from blockfuse.ops.reduce import sum_partials
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
-# Tiles (module docstring). NOTE: not yet timed on a GPU; the column block is the tensorwise amax pass's
-# (TENSOR_AMAX_TILE: up to 1024 columns, a warp for every 256), halved while more than an eighth of a row's
-# lanes would be masked; the interpreter pays per program and takes taller tiles.
-MAX_BLOCK_N = {"compiled": 1024, "interpreted": 256}
-MIN_BLOCK_N = 128
-LANES_PER_THREAD = {"compiled": 32, "interpreted": 256}  # input values a thread holds of one tile
-# _fp8_act_bwd_delayed_kernel's tile (BLOCK_M, BLOCK_N, num_warps): it holds two or three fp32 inputs and one or
-# two gradients a tile, then transposes them, where the cast kernel (fp8.TILE, 64 x 128, 8 warps) holds one. Half
-# the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
-# fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
-# (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
-BWD_DELAYED_TILE = {"compiled": (64, 64, 4), "interpreted": (128, 256, 4)}
-COLUMNS_PER_THREAD = 8
-# At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
-# many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
-MAX_ROWS_PER_PROGRAM = 64
+
+@dataclass(frozen=True)
+class Tiles:
+    """The tiles of the activation kernels (``act_tile``) and of the delayed backward: :data:`TILES` for the compiled
+    kernels (a GPU), :data:`INTERPRETED_TILES` for the interpreter's (``_tiles``)."""
+
+    # Tiles (module docstring). NOTE: not yet timed on a GPU; the column block is the tensorwise amax pass's
+    # (TENSOR_AMAX_TILE: up to 1024 columns, a warp for every 256), halved while more than an eighth of a row's
+    # lanes would be masked; the interpreter pays per program and takes taller tiles.
+    max_block_n: int
+    lanes_per_thread: int  # input values a thread holds of one tile
+    # _fp8_act_bwd_delayed_kernel's tile (BLOCK_M, BLOCK_N, num_warps): it holds two or three fp32 inputs and one or
+    # two gradients a tile, then transposes them, where the cast kernel (fp8.TILE, 64 x 128, 8 warps) holds one. Half
+    # the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
+    # fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
+    # (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+    bwd_delayed: tuple[int, int, int]
+    min_block_n: int = 128
+    columns_per_thread: int = 8
+    # At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
+    # many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
+    max_rows_per_program: int = 64
+
+
+TILES = Tiles(max_block_n=1024, lanes_per_thread=32, bwd_delayed=(64, 64, 4))
+INTERPRETED_TILES = Tiles(max_block_n=256, lanes_per_thread=256, bwd_delayed=(128, 256, 4))
 
 
 # ----------------------------------------------------------------------------------------
@@ -312,24 +324,29 @@ _cast_t_kernel = Kernel(_fp8_act_cast_t_kernel)
 _bwd_delayed_kernel = Kernel(_fp8_act_bwd_delayed_kernel)
 
 
+def _tiles(device: torch.device) -> Tiles:
+    """The table of the kernels that run on ``device``'s tensors: compiled (a GPU) or interpreted."""
+    return TILES if device.type == "cuda" else INTERPRETED_TILES
+
+
 def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, int, int, int]:
     """``(BLOCK_M, BLOCK_N, ROW_ITERS, num_warps)`` of a pass over (m, n) that reads ``inputs`` tensors
     (module docstring): the rule, from the width, the rows and the card's multiprocessors. Comparisons only
     on m and n, which may be symbolic sizes while torch.compile traces."""
-    mode = "compiled" if device.type == "cuda" else "interpreted"
-    block_n = MAX_BLOCK_N[mode]
+    tiles = _tiles(device)
+    block_n = tiles.max_block_n
     while block_n > 1 and block_n // 2 >= n:
         block_n //= 2
-    while block_n > MIN_BLOCK_N and (cdiv(n, block_n) * block_n - n) * 8 > n:
+    while block_n > tiles.min_block_n and (cdiv(n, block_n) * block_n - n) * 8 > n:
         block_n //= 2
-    num_warps = max(1, min(8, block_n // (32 * COLUMNS_PER_THREAD)))
+    num_warps = max(1, min(8, block_n // (32 * tiles.columns_per_thread)))
     lanes_per_row = max(1, block_n // (32 * num_warps))  # a thread's columns of one row
     block_m = 1
-    while (block_m * 2 * lanes_per_row * inputs <= LANES_PER_THREAD[mode] and block_m < m
-           and block_m * 2 <= MAX_ROWS_PER_PROGRAM):
+    while (block_m * 2 * lanes_per_row * inputs <= tiles.lanes_per_thread and block_m < m
+           and block_m * 2 <= tiles.max_rows_per_program):
         block_m *= 2
-    max_iters = max(1, MAX_ROWS_PER_PROGRAM // block_m)
-    if mode == "interpreted":
+    max_iters = max(1, tiles.max_rows_per_program // block_m)
+    if device.type != "cuda":
         return block_m, block_n, min(2, max_iters), num_warps  # the loop and its masked last tiles run in the tests
     wanted = cdiv(m, block_m) * cdiv(n, block_n) // (fp8.AMAX_PROGRAMS_PER_SM * sm_count(device))
     iters = 1
@@ -441,7 +458,7 @@ def _act_backward_delayed(dy: Tensor, pre: Tensor, activation: str, history: Ten
     width = pre.shape[1]
     mp = fp8.round_up(m, pad)
     q, q_scale, qt, qt_scale = fp8.tensorwise_outputs(pre, m, width, mp, torch.float8_e5m2, rows, transposed)
-    block_m, block_n, num_warps = BWD_DELAYED_TILE[fp8._mode(pre)]
+    block_m, block_n, num_warps = _tiles(pre.device).bwd_delayed
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(hidden, block_n)))
     col_sum, partial = fp8.column_partials(pre, grid[0], width, sum_dtype)
     h = int(history.shape[0])
