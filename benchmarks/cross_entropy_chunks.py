@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import statistics
 
@@ -91,6 +92,12 @@ def peers() -> dict:
 
 
 _fp32_reductions = cross_entropy.full_precision_reductions
+_tuning = cross_entropy.TUNING  # (as shipped: each run sets its low-memory loop on it)
+
+
+def _set_two_pass(two_pass) -> None:
+    """The low-memory loop of the runs after: None the rule's, False one pass, True two."""
+    cross_entropy.TUNING = dataclasses.replace(_tuning, low_memory_two_pass=two_pass)
 
 
 def _no_reductions_change():
@@ -152,7 +159,7 @@ def main() -> None:
                         help="also run each chunk with the op's fp32 split-K reductions off (see the docstring)")
     parser.add_argument("--both-low-memory-loops", action="store_true",
                         help="also run each low-memory chunk with the one-pass and with the two-pass loop "
-                        "(cross_entropy.LOW_MEMORY_TWO_PASS = False / True)")
+                        "(cross_entropy.TUNING.low_memory_two_pass = False / True)")
     parser.add_argument("--profile-loop", choices=("rule", "one", "two"), default="rule",
                         help="the low-memory loop that --profile runs: the rule's, one pass or two")
     parser.add_argument("--trace", metavar="PREFIX",
@@ -187,7 +194,7 @@ def main() -> None:
         # --rounds: the whole list again, in the same order, so a drift of the card's clocks falls on every run alike
         for (provider, chunk, strict, two_pass), round_ in ((run, k) for k in range(args.rounds) for run in runs):
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = not strict
-            cross_entropy.LOW_MEMORY_TWO_PASS = two_pass
+            _set_two_pass(two_pass)
             cross_entropy.full_precision_reductions = (_no_reductions_change if provider == "blockfuse-dtype-reductions"
                                                        else _fp32_reductions)
             hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
@@ -235,14 +242,14 @@ def main() -> None:
                 print(f"    {key[0]:<27} chunk {str(key[1]):>10}: {statistics.median(times):8.2f} ms "
                       f"({min(times):.2f}-{max(times):.2f})")
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
-        cross_entropy.LOW_MEMORY_TWO_PASS = None
+        _set_two_pass(None)
         cross_entropy.full_precision_reductions = _fp32_reductions
         for chunk in args.profile or ():
             name = text if len(args.profile) == 1 else f"{text}-{chunk}"
             trace = f"{args.trace}-{name}.json" if args.trace else None
-            cross_entropy.LOW_MEMORY_TWO_PASS = {"rule": None, "one": False, "two": True}[args.profile_loop]
+            _set_two_pass({"rule": None, "one": False, "two": True}[args.profile_loop])
             profile_step(h, w, t, chunk, trace)
-            cross_entropy.LOW_MEMORY_TWO_PASS = None
+            _set_two_pass(None)
         if args.profile_peers:
             for name, fn in found.items():
                 trace = f"{args.trace}-{text}-{name}.json" if args.trace else None

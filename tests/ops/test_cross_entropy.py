@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -303,7 +305,7 @@ def test_two_pass_loop_matches_float64_logits(form, dtype, device, monkeypatch):
     (8192, 4096, 128256, (256, 0)),  # 256-token chunks: one pass
     (16384, 2048, 32000, (1024, 0)),  # 1024-token chunks: one pass
     (300, 4096, 128256, (16, 0)),  # fewer tokens than 4 x 128: one pass
-    (4096, 256, 262144, (1024, 3072)),  # a narrow model: within the 16 tokens' logits (LOW_MEMORY_MIN_CHUNK)
+    (4096, 256, 262144, (1024, 3072)),  # a narrow model: within the 16 tokens' logits (low_memory_min_chunk)
 ])
 def test_low_memory_plan(tokens, width, vocab, plan):
     """The two-pass loop where a low-memory chunk would have fewer than 256 tokens, its logits block and fp32 d hidden
@@ -314,6 +316,46 @@ def test_low_memory_plan(tokens, width, vocab, plan):
         rows = cross_entropy.low_memory_chunk_size(tokens, width, vocab)
         assert chunk * block * 2 + chunk * width * 4 <= rows * vocab * 2
         assert cross_entropy.chunk_plan("low-memory", tokens, width, vocab, 2) == plan
+
+
+def test_chunk_rules_follow_the_table(monkeypatch):
+    """The chunk rules read TUNING at each call: a table swapped in (benchmarks/cross_entropy_chunks.py's
+    low_memory_two_pass) is the one they follow."""
+    shipped = cross_entropy.TUNING
+
+    def swap(**fields):
+        monkeypatch.setattr(cross_entropy, "TUNING", dataclasses.replace(shipped, **fields))
+
+    swap(min_chunk_bytes=256 << 20)
+    assert cross_entropy.default_chunk_size(16384, 2048, 32000, 2) == 4096  # (shipped, 64 MiB: 1024)
+    swap(low_memory_min_chunk=64)
+    assert cross_entropy.low_memory_chunk_size(100, 64, 256000) == 64  # (shipped: 16)
+    swap(low_memory_two_pass=True)
+    assert cross_entropy.low_memory_plan(8192, 4096, 128256, 2) == (1024, 23296)  # (shipped: one pass)
+    swap(low_memory_two_pass=False)
+    assert cross_entropy.low_memory_plan(4096, 4096, 262144, 2) == (64, 0)  # (shipped: two passes)
+    swap(low_memory_two_pass_below=128)
+    assert cross_entropy.low_memory_plan(8192, 4096, 151936, 2) == (128, 0)  # (shipped: two, under 256)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_kernel_blocks_follow_the_table(monkeypatch, device):
+    """The row kernel's block of classes and the gradients' scale's block come from TUNING at each call."""
+    launched = {}
+
+    def spy(name, kernel):
+        def call(grid, *args, **constexprs):
+            launched.setdefault(name, set()).add(constexprs["BLOCK_V" if name == "rows" else "BLOCK"])
+            return kernel(grid, *args, **constexprs)
+        return call
+
+    monkeypatch.setattr(cross_entropy, "_rows_kernel", spy("rows", cross_entropy._rows_kernel))
+    monkeypatch.setattr(cross_entropy, "_scale", spy("scale", cross_entropy._scale))
+    monkeypatch.setattr(cross_entropy, "TUNING", dataclasses.replace(cross_entropy.TUNING, max_block_v=64,
+                                                                     scale_block=128))
+    hidden, weight, target, bias = make_inputs((9,), torch.float32, device)
+    check_against_reference(hidden, weight, target, bias)
+    assert launched == {"rows": {64}, "scale": {128}}, launched  # (256 and 4096 shipped, at 203 classes)
 
 
 def liger_chunk(tokens, width, vocab):
@@ -335,7 +377,7 @@ def test_low_memory_chunks_hold_what_liger_holds(tokens, width, vocab):
 def test_low_memory_chunk_rule_bounds():
     rule = cross_entropy.low_memory_chunk_size
     assert rule(8192, 2560, 151936) == 128  # 137.9 -> a power of two under it (Liger's: 256, logits 1.9x hidden)
-    assert rule(100, 64, 256000) == 16  # never under LOW_MEMORY_MIN_CHUNK tokens
+    assert rule(100, 64, 256000) == 16  # never under TUNING.low_memory_min_chunk tokens
     assert rule(10, 64, 256000) == 10  # nor more than the tokens
     assert rule(300, 4096, 1000) == 300
     assert cross_entropy.chunk_rows("low-memory", 8192, 4096, 128256, 2) == 256

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
@@ -45,29 +46,63 @@ from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
 REDUCTIONS = ("mean", "sum", "none")
-# NOTE: how many tokens a chunk takes is a trade of memory for speed. Each chunk's GEMM adds its share
-# into the weight gradient, reading and writing all of it: 4 V d bytes (bf16) against the chunk's three
-# GEMMs' 6 chunk V d FLOPs, i.e. (2/3) (FLOP/s / bytes/s) / chunk of extra time, 95 / chunk on an H200
-# (687 TFLOP/s measured, 4.8 TB/s). Measured there at [8192 tokens, d 4096, vocab 128256], bf16,
-# forward + backward, as a fraction of the three GEMMs' own time (benchmarks/cross_entropy_chunks.py):
-# chunk 256 (64 MiB of logits, Liger-Kernel's memory) 0.67, 512 0.80, 1024 (250 MiB) 0.86, 2048 (500 MiB)
-# 0.89. The default keeps the chunk's logits within a quarter of the op's inputs (hidden and weight),
-# and never under 64 MiB: the op then holds at most 1.25x its inputs and gradients.
-MIN_CHUNK_BYTES = 64 << 20
-CHUNK_FRACTION_OF_INPUTS = 0.25
 # Chunks are a multiple of this many tokens (a GEMM tile's rows) and never fewer.
 CHUNK_ALIGN = 128
 # NOTE: chunk_size="low-memory" trades speed for the least memory that still runs the GEMMs on whole tiles: a chunk's
-# logits no larger than the hidden states (tokens x width), a power of two of at least LOW_MEMORY_MIN_CHUNK tokens.
-# That is Liger-Kernel's fused loss's memory (its chunk: next_power_of_2(cdiv(tokens, cdiv(vocab, width))), the same
-# at the issue's three shapes, 256 / 1024 / 64 tokens; rounded up, Liger's holds up to twice as much elsewhere:
-# 256 tokens where this takes 128 at [8192, 4096, 151936]); its cost is the weight gradient's read and write a chunk
-# (the NOTE above MIN_CHUNK_BYTES). Measured beside Liger and Cut Cross-Entropy:
+# logits no larger than the hidden states (tokens x width), a power of two of at least Tuning.low_memory_min_chunk
+# tokens. That is Liger-Kernel's fused loss's memory (its chunk: next_power_of_2(cdiv(tokens, cdiv(vocab, width))), the
+# same at the issue's three shapes, 256 / 1024 / 64 tokens; rounded up, Liger's holds up to twice as much elsewhere: 256
+# tokens where this takes 128 at [8192, 4096, 151936]); its cost is the weight gradient's read and write a chunk (the
+# NOTE above Tuning.min_chunk_bytes). Measured beside Liger and Cut Cross-Entropy:
 # benchmarks/results/cross-entropy/low-memory-2026-12-03-h200/.
 LOW_MEMORY = "low-memory"
-LOW_MEMORY_MIN_CHUNK = 16
-# The row kernel walks the vocabulary this many columns at a time (at most), 8 warps.
-MAX_BLOCK_V = 4096
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The launch rules' tuning: the tokens a chunk (``default_chunk_size``, ``low_memory_plan``), the row kernel's
+    block of classes (``launch_rows``) and the gradients' scale's block (``scale_gradients``)."""
+
+    # NOTE: how many tokens a chunk takes is a trade of memory for speed. Each chunk's GEMM adds its share
+    # into the weight gradient, reading and writing all of it: 4 V d bytes (bf16) against the chunk's three
+    # GEMMs' 6 chunk V d FLOPs, i.e. (2/3) (FLOP/s / bytes/s) / chunk of extra time, 95 / chunk on an H200
+    # (687 TFLOP/s measured, 4.8 TB/s). Measured there at [8192 tokens, d 4096, vocab 128256], bf16,
+    # forward + backward, as a fraction of the three GEMMs' own time (benchmarks/cross_entropy_chunks.py):
+    # chunk 256 (64 MiB of logits, Liger-Kernel's memory) 0.67, 512 0.80, 1024 (250 MiB) 0.86, 2048 (500 MiB)
+    # 0.89. The default keeps the chunk's logits within a quarter of the op's inputs (hidden and weight),
+    # and never under 64 MiB: the op then holds at most 1.25x its inputs and gradients.
+    min_chunk_bytes: int = 64 << 20
+    chunk_fraction_of_inputs: float = 0.25
+    # The low-memory chunk's floor, in tokens (the NOTE above LOW_MEMORY).
+    low_memory_min_chunk: int = 16
+    # NOTE: at Liger's memory the token-chunked loop pays the weight gradient's read and write a chunk, (2/3) (FLOP/s /
+    # bytes/s) / chunk of the GEMMs' time (the NOTE above min_chunk_bytes), and below a few hundred tokens a chunk its
+    # two weight GEMMs read the whole weight for few rows (memory-bound). The two-pass loop (_two_pass_loop) instead
+    # makes the logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the
+    # gradients, which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an
+    # fp32 d hidden of the chunk's rows: one GEMM more, a third of the floor. By that arithmetic the two meet at a chunk
+    # of 2 x the card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on an H200
+    # (torch 2.11, bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose low-memory
+    # chunk is 64 tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy 157.5, all at
+    # 32 MiB); [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two calls, though a
+    # profiled two-pass step's kernels took 48.8 ms (the GPU busy 48.8 of its 50.7: not its launches; 5-plan-trace/), a
+    # one-pass step's 52.0 in another call (1-rule/): perhaps a third more tensor work in a timed loop at the card's
+    # power limit, not shown. So the two-pass loop takes chunks of fewer than low_memory_two_pass_below tokens (the
+    # arithmetic's crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens.
+    # low_memory_two_pass: None follows that rule, True / False force a loop (a benchmark's knob).
+    low_memory_two_pass_below: int = 256
+    low_memory_two_pass: Optional[bool] = None
+    # The two-pass loop's chunk: at most this fraction of the tokens (a power of two), its fp32 d hidden rows at most
+    # half of the memory, the rest of it the logits of a block of classes.
+    two_pass_chunk_fraction: int = 4
+    two_pass_spare_bytes: int = 1 << 20
+    # The row kernel walks the vocabulary this many columns at a time (at most), 8 warps.
+    max_block_v: int = 4096
+    # Elements a program of the gradients' scale (_scale_kernel).
+    scale_block: int = 4096
+
+
+TUNING = Tuning()
 
 
 # ----------------------------------------------------------------------------------------
@@ -216,7 +251,6 @@ def _scale_kernel(
 
 _rows_kernel = Kernel(_cross_entropy_rows_kernel)
 _scale = Kernel(_scale_kernel)
-SCALE_BLOCK = 4096
 
 
 # ----------------------------------------------------------------------------------------
@@ -228,7 +262,8 @@ def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> in
     """Tokens per chunk: as many as keep the (chunk, vocab) logits within a quarter of the inputs' bytes
     (tokens x width hidden states, vocab x width weight) or 64 MiB if more, a multiple of CHUNK_ALIGN (at
     least one such block), and no more than the tokens."""
-    budget = max(MIN_CHUNK_BYTES, int(CHUNK_FRACTION_OF_INPUTS * (tokens + vocab) * width * itemsize))
+    tuning = TUNING
+    budget = max(tuning.min_chunk_bytes, int(tuning.chunk_fraction_of_inputs * (tokens + vocab) * width * itemsize))
     rows = budget // max(1, vocab * itemsize)
     rows = max(CHUNK_ALIGN, rows // CHUNK_ALIGN * CHUNK_ALIGN)
     return max(1, min(tokens, rows))
@@ -237,48 +272,28 @@ def default_chunk_size(tokens: int, width: int, vocab: int, itemsize: int) -> in
 def low_memory_chunk_size(tokens: int, width: int, vocab: int) -> int:
     """Tokens per chunk for ``chunk_size="low-memory"`` (the NOTE above LOW_MEMORY): the largest power of two whose
     (chunk, vocab) logits take no more elements than the (tokens, width) hidden states, at least
-    LOW_MEMORY_MIN_CHUNK, and no more than the tokens."""
-    rows = max(LOW_MEMORY_MIN_CHUNK, (tokens * width) // max(1, vocab))
+    ``Tuning.low_memory_min_chunk``, and no more than the tokens."""
+    rows = max(TUNING.low_memory_min_chunk, (tokens * width) // max(1, vocab))
     return max(1, min(tokens, 1 << (rows.bit_length() - 1)))
-
-
-# NOTE: at Liger's memory the token-chunked loop pays the weight gradient's read and write a chunk, (2/3) (FLOP/s /
-# bytes/s) / chunk of the GEMMs' time (the NOTE above MIN_CHUNK_BYTES), and below a few hundred tokens a chunk its two
-# weight GEMMs read the whole weight for few rows (memory-bound). The two-pass loop (_two_pass_loop) instead makes the
-# logits twice, block of classes by block: the first pass for the rows' log-sum-exp, the second for the gradients,
-# which then go straight into that block of d weight (a GEMM over a quarter of the tokens) and into an fp32 d hidden
-# of the chunk's rows: one GEMM more, a third of the floor. By that arithmetic the two meet at a chunk of 2 x the
-# card's FLOPs a byte (~286 tokens on an H200: 687 TFLOP/s measured over 4.8 TB/s). Measured on an H200 (torch 2.11,
-# bf16, cross-entropy/low-memory-2026-12-03-h200/4-two-pass/): [4096, 4096, 262144], whose low-memory chunk is 64
-# tokens, 180.8 ms one pass against 61.3 two passes (2.9x; Liger 180.0, Cut Cross-Entropy 157.5, all at 32 MiB);
-# [8192, 4096, 128256] at 256 tokens 53.7-56.2 one pass against 55.6-58.7 two passes in two calls, though a profiled
-# two-pass step's kernels took 48.8 ms (the GPU busy 48.8 of its 50.7: not its launches; 5-plan-trace/), a one-pass
-# step's 52.0 in another call (1-rule/): perhaps a third more tensor work in a timed loop at the card's power limit,
-# not shown. So the two-pass loop takes chunks of fewer than LOW_MEMORY_TWO_PASS_BELOW tokens (the arithmetic's
-# crossover moved to what was measured), and only with at least 4 x CHUNK_ALIGN tokens. LOW_MEMORY_TWO_PASS: None
-# follows that rule, True / False force a loop (a benchmark's knob).
-LOW_MEMORY_TWO_PASS_BELOW = 256
-LOW_MEMORY_TWO_PASS: Optional[bool] = None
-# The two-pass loop's chunk: at most this fraction of the tokens (a power of two), its fp32 d hidden rows at most
-# half of the memory, the rest of it the logits of a block of classes.
-TWO_PASS_CHUNK_FRACTION = 4
-TWO_PASS_SPARE_BYTES = 1 << 20
 
 
 def low_memory_plan(tokens: int, width: int, vocab: int, itemsize: int) -> tuple[int, int]:
     """``(tokens a chunk, classes a block)`` for ``chunk_size="low-memory"``: ``(low_memory_chunk_size, 0)``, the
-    token-chunked loop, unless the rule above LOW_MEMORY_TWO_PASS_BELOW picks the two-pass loop. Its memory is the
-    token-chunked loop's logits: chunks of a power of two tokens, at most ``tokens / TWO_PASS_CHUNK_FRACTION``,
+    token-chunked loop, unless the rule above ``Tuning.low_memory_two_pass_below`` picks the two-pass loop. Its memory
+    is the token-chunked loop's logits: chunks of a power of two tokens, at most ``tokens / two_pass_chunk_fraction``,
     whose fp32 d hidden takes at most half of it, and blocks of classes (a multiple of CHUNK_ALIGN) whose logits
-    take the rest, less TWO_PASS_SPARE_BYTES for the rows' statistics; at least CHUNK_ALIGN tokens a chunk."""
+    take the rest, less ``two_pass_spare_bytes`` for the rows' statistics; at least CHUNK_ALIGN tokens a chunk."""
     rows = low_memory_chunk_size(tokens, width, vocab)
-    wanted = LOW_MEMORY_TWO_PASS if LOW_MEMORY_TWO_PASS is not None else rows < LOW_MEMORY_TWO_PASS_BELOW
+    tuning = TUNING
+    wanted = tuning.low_memory_two_pass
+    if wanted is None:
+        wanted = rows < tuning.low_memory_two_pass_below
     memory = rows * vocab * itemsize
-    most = min(tokens // TWO_PASS_CHUNK_FRACTION, memory // (2 * width * 4))
+    most = min(tokens // tuning.two_pass_chunk_fraction, memory // (2 * width * 4))
     if not wanted or most < CHUNK_ALIGN:
         return rows, 0
     chunk = 1 << (most.bit_length() - 1)
-    budget = memory - chunk * width * 4 - TWO_PASS_SPARE_BYTES
+    budget = memory - chunk * width * 4 - tuning.two_pass_spare_bytes
     block = max(CHUNK_ALIGN, budget // (chunk * itemsize) // CHUNK_ALIGN * CHUNK_ALIGN)
     return (rows, 0) if block >= vocab else (chunk, block)
 
@@ -310,7 +325,7 @@ def launch_rows(z: Tensor, target: Tensor, loss: Optional[Tensor], lse: Tensor, 
     if rows == 0:
         return
     vocab_start, vocab_total = shard if shard is not None else (0, vocab)
-    block_v = min(next_power_of_2(vocab), MAX_BLOCK_V)
+    block_v = min(next_power_of_2(vocab), TUNING.max_block_v)
     _rows_kernel(
         (rows,),
         z, target, loss, lse, scale,
@@ -467,10 +482,10 @@ def add_chunk_gradients(z: Tensor, h_rows: Tensor, weight: Tensor, rows: slice, 
 
 def _two_pass_loop(h2, weight, bias, target, loss, lse, scale, config, dh, dw, db, *, lse_given, scale_per_row,
                    write_grad, chunk, vocab_block):
-    """The two-pass loop (the NOTE above LOW_MEMORY_TWO_PASS_BELOW): for each chunk of tokens, the logits of each
-    block of classes made twice, first for the rows' log-sum-exp and loss (the row kernel's PARTIAL mode, the blocks'
-    shares combined as the vocabulary-parallel loss combines its ranks'), then for the gradients: the block's rows
-    of d weight (written by the first chunk, added to by the others), d bias, and the chunk's d hidden summed over
+    """The two-pass loop (the NOTE above ``Tuning.low_memory_two_pass_below``): for each chunk of tokens, the logits of
+    each block of classes made twice, first for the rows' log-sum-exp and loss (the row kernel's PARTIAL mode, the
+    blocks' shares combined as the vocabulary-parallel loss combines its ranks'), then for the gradients: the block's
+    rows of d weight (written by the first chunk, added to by the others), d bias, and the chunk's d hidden summed over
     the blocks in fp32 and rounded once."""
     ignore_index, smoothing, softcap, z_loss = config
     tokens, vocab = h2.shape[0], weight.shape[0]
@@ -621,9 +636,10 @@ def scale_gradients(dh: Tensor, dw: Tensor, db: Tensor, g: Tensor) -> None:
     NOTE: an op that declares the mutation, so that under torch.compile the weight-sized gradient is
     scaled where it lies: traced as a plain ``mul``, AOTAutograd made a second weight-sized tensor in
     the backward."""
+    block = TUNING.scale_block
     for t in (dh, dw, db):
         if t.numel():
-            _scale((cdiv(t.numel(), SCALE_BLOCK),), t.view(-1), g, t.numel(), BLOCK=SCALE_BLOCK, num_warps=8)
+            _scale((cdiv(t.numel(), block),), t.view(-1), g, t.numel(), BLOCK=block, num_warps=8)
 
 
 # ----------------------------------------------------------------------------------------
