@@ -24,7 +24,8 @@ Run on the GPU (budget: under 90 s on an H200, most of it the 18 static torch.co
 its time; ``--variants old,new`` skips torch.compile):
     PYTHONPATH=src python3 benchmarks/rotary_head_dims.py --out DIR
 ``--setting LABEL:NAME=V,...`` (repeatable) adds the shipped launcher with ops/rotary.py's settings changed
-(``h2:FLAT_HEADS_PER_PROGRAM=2``, ``t512:TILES.tile_elements=512``), timed beside the others.
+(fields of its table ``TILES``: ``h2:TILES.flat_heads_per_program=2``, ``t512:TILES.tile_elements=512``), timed
+beside the others.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def main(argv=None) -> None:
     parser.add_argument("--setting", action="append", default=[], metavar="LABEL:NAME=V,...",
                         help="one more variant: the launcher as shipped with ops/rotary.py's settings NAME (or a field "
                              "of one, TILES.tile_elements) set to the Python literals V (e.g. "
-                             "h2:FLAT_HEADS_PER_PROGRAM=2); run after --variants, compared with compile too")
+                             "h2:TILES.flat_heads_per_program=2); run after --variants, compared with compile too")
     args = parser.parse_args(argv)
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]

@@ -378,8 +378,10 @@ def test_flat_kernel(case, splits, device, monkeypatch):
     launched = []
     launch_flat = module._launch_flat
     monkeypatch.setattr(module, "_launch_flat", lambda *a: launched.append(a[-1]) or launch_flat(*a))
-    monkeypatch.setattr(module, "FLAT_PROGRAMS_PER_SM", 0 if splits == 1 else 4096)
-    monkeypatch.setattr(module, "FLAT_HEADS_PER_PROGRAM", 10**6 if splits == 1 else 1)
+    one_program = splits == 1
+    tiles = dataclasses.replace(module.TILES, flat_programs_per_sm=0 if one_program else 4096,
+                                flat_heads_per_program=10**6 if one_program else 1)
+    monkeypatch.setattr(module, "TILES", tiles)
     check_case(case, torch.bfloat16, device)
     if case.rot < case.head_dim:
         assert not launched, "a partial rotary with a pass-through part took the flat kernel"
@@ -390,28 +392,28 @@ def test_flat_kernel(case, splits, device, monkeypatch):
 
 def test_flat_tile_rule():
     """Where the flat kernel applies: pair counts that are not powers of two, in runs of 4 or more, with at
-    least FLAT_MIN_TILE (token, pair) elements a batch row; its tile shrinks for short rows, its heads split
-    until the grid fills the GPU and a program rotates at most FLAT_HEADS_PER_PROGRAM heads, never past the
-    heads there are."""
-    from blockfuse.ops.rotary import FLAT_HEADS_PER_PROGRAM, FLAT_MIN_TILE, FLAT_PROGRAMS_PER_SM, FLAT_TILE, _flat_tile
+    least flat_min_tile (token, pair) elements a batch row; its tile shrinks for short rows, its heads split
+    until the grid fills the GPU and a program rotates at most flat_heads_per_program heads, never past the
+    heads there are (rotary.TILES)."""
+    from blockfuse.ops.rotary import TILES, _flat_tile
 
     assert _flat_tile(4096, 64, 32, 8, 4, 132) is None  # head_dim 128: the padded kernel pads nothing
     assert _flat_tile(4096, 35, 32, 8, 4, 132) is None  # head_dim 70: pairs in runs of 1 (2-byte accesses)
     assert _flat_tile(1, 36, 32, 8, 4, 132) is None  # decoding: 36 elements a batch row
     for heads1, heads2 in ((32, 32), (32, 8), (16, 4), (2, 1)):
         block_g, splits, warps = _flat_tile(4096, 36, heads1, heads2, 4, 132)
-        assert block_g == FLAT_TILE and warps >= 1
+        assert block_g == TILES.flat_tile and warps >= 1
         blocks = -(-4096 * 36 // block_g) * 4
         per_program = -(-heads1 // splits) + -(-heads2 // splits)
         assert splits <= max(heads1, heads2)
         assert splits == max(heads1, heads2) or (
-            blocks * splits >= FLAT_PROGRAMS_PER_SM * 132 and per_program <= FLAT_HEADS_PER_PROGRAM)
+            blocks * splits >= TILES.flat_programs_per_sm * 132 and per_program <= TILES.flat_heads_per_program)
         half_splits = splits // 2
-        assert splits == 1 or blocks * half_splits < FLAT_PROGRAMS_PER_SM * 132 or (
-            -(-heads1 // half_splits) + -(-heads2 // half_splits) > FLAT_HEADS_PER_PROGRAM)
+        assert splits == 1 or blocks * half_splits < TILES.flat_programs_per_sm * 132 or (
+            -(-heads1 // half_splits) + -(-heads2 // half_splits) > TILES.flat_heads_per_program)
     assert _flat_tile(7, 36, 6, 2, 1, 132)[0] == 256  # 252 elements: the smallest power of two tile covering them
-    assert _flat_tile(FLAT_MIN_TILE // 36 + 1, 36, 2, 1, 1, 10**6)[1] == 2  # splits stop at the heads
-    assert _flat_tile(1000, 36, 32, 8, 4, 132)[0] == FLAT_TILE
+    assert _flat_tile(TILES.flat_min_tile // 36 + 1, 36, 2, 1, 1, 10**6)[1] == 2  # splits stop at the heads
+    assert _flat_tile(1000, 36, 32, 8, 4, 132)[0] == TILES.flat_tile
 
 
 def test_tables_get_no_gradient(device):

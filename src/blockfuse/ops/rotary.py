@@ -51,11 +51,33 @@ LAYOUTS = ("bshd", "bhsd")
 # [1, 128, 16, 64].
 @dataclass(frozen=True)
 class Tiles:
-    """The launch rule's tuning (``_tile``); benchmarks/rotary_tiles.py sweeps it."""
+    """The launch rules' tuning: the padded kernel's (``_tile``; benchmarks/rotary_tiles.py sweeps it), the flat
+    kernel's (``_flat_tile``) and the FP8 backward's (``_bwd_fp8_tile``). ``TILES`` is the table in force;
+    benchmarks/rotary_head_dims.py sets a field as ``--setting LABEL:TILES.field=V``."""
 
     tile_elements: int = 1024  # elements (tokens x heads x head_dim) a program tile
     elements_per_warp: int = 256
     max_warps: int = 8
+    # NOTE: the flat kernel's tile: flat_tile (token, pair) elements a program, flat_elements_per_warp a warp; at
+    # least flat_min_tile (shorter sequences take _rotary_kernel). Heads split over the grid until it has
+    # flat_programs_per_sm programs a multiprocessor (a full residency of 4-warp programs: each holds one head's loads
+    # in flight at a time, so the multiprocessor's bytes in flight come from its programs' count) and until a program
+    # rotates at most flat_heads_per_program heads of q and k together: a program's heads run one after the other,
+    # load, rotate, store, so a long walk leaves its multiprocessor waiting on one head's loads at a time. Measured on
+    # an H200 with 4 splits (benchmarks/results/launch-rules/8-flat-rope/, head_dim 72, [4, 4096]): 5 heads a program
+    # (16/4) 0.91 of copy forward, 10 (32/8) 0.81, 16 (32/32) 0.77.
+    flat_tile: int = 1024
+    flat_elements_per_warp: int = 256
+    flat_min_tile: int = 128
+    flat_programs_per_sm: int = 16
+    flat_heads_per_program: int = 4
+    # NOTE: the packed backward into FP8 operands (_rotary_bwd_fp8_kernel) takes a tile of BLOCK_M tokens x one head,
+    # about bwd_fp8_elements elements (both halves), on a warp for every 2048 of them: at head_dim 128 that is 64
+    # tokens on 4 warps, the two 64 x 64 halves of ops/fp8_act.py's delayed activation backward (BWD_DELAYED_TILE,
+    # the best of 17 tiles for the same writes: both e5m2 layouts and the column sums). At most bwd_fp8_max_tokens
+    # tokens, at least 16 (the transposed layout's rows take BLOCK_M bytes a store).
+    bwd_fp8_elements: int = 8192
+    bwd_fp8_max_tokens: int = 128
 
 
 TILES = Tiles()
@@ -424,34 +446,12 @@ _kernel = Kernel(_rotary_kernel)
 _bwd_fp8_kernel = Kernel(_rotary_bwd_fp8_kernel)
 _flat_kernel = Kernel(_rotary_flat_kernel)
 
-# The flat kernel's tile: FLAT_TILE (token, pair) elements a program, FLAT_ELEMENTS_PER_WARP a warp; at least
-# FLAT_MIN_TILE (shorter sequences take _rotary_kernel). Heads split over the grid until it has
-# FLAT_PROGRAMS_PER_SM programs a multiprocessor (a full residency of 4-warp programs: each holds one head's
-# loads in flight at a time, so the multiprocessor's bytes in flight come from its programs' count) and until a
-# program rotates at most FLAT_HEADS_PER_PROGRAM heads of q and k together: a program's heads run one after the
-# other, load, rotate, store, so a long walk leaves its multiprocessor waiting on one head's loads at a time.
-# Measured on an H200 with 4 splits (benchmarks/results/launch-rules/8-flat-rope/, head_dim 72, [4, 4096]): 5
-# heads a program (16/4) 0.91 of copy forward, 10 (32/8) 0.81, 16 (32/32) 0.77.
-FLAT_TILE = 1024
-FLAT_ELEMENTS_PER_WARP = 256
-FLAT_MIN_TILE = 128
-FLAT_PROGRAMS_PER_SM = 16
-FLAT_HEADS_PER_PROGRAM = 4
-
-
-# NOTE: the packed backward into FP8 operands (_rotary_bwd_fp8_kernel) takes a tile of BLOCK_M tokens x one head,
-# about BWD_FP8_ELEMENTS elements (both halves), on a warp for every 2048 of them: at head_dim 128 that is 64 tokens on
-# 4 warps, the two 64 x 64 halves of ops/fp8_act.py's delayed activation backward (BWD_DELAYED_TILE, the best of 17
-# tiles for the same writes: both e5m2 layouts and the column sums). At most BWD_FP8_MAX_TOKENS tokens, at least 16
-# (the transposed layout's rows take BLOCK_M bytes a store).
-BWD_FP8_ELEMENTS = 8192
-BWD_FP8_MAX_TOKENS = 128
-
-
 def _bwd_fp8_tile(head_size: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_P, num_warps) of :func:`_rotary_bwd_fp8` at ``head_size`` (the NOTE above)."""
+    """(BLOCK_M, BLOCK_P, num_warps) of :func:`_rotary_bwd_fp8` at ``head_size`` (the NOTE above
+    ``Tiles.bwd_fp8_elements``)."""
+    tiles = TILES
     block_p = next_power_of_2(head_size // 2)
-    block_m = max(16, min(BWD_FP8_MAX_TOKENS, BWD_FP8_ELEMENTS // (2 * block_p)))
+    block_m = max(16, min(tiles.bwd_fp8_max_tokens, tiles.bwd_fp8_elements // (2 * block_p)))
     return block_m, block_p, max(2, min(8, 2 * block_m * block_p // 2048))
 
 
@@ -459,11 +459,12 @@ def _flat_tile(seq, half: int, heads1: int, heads2: int, batch, min_programs: in
     """(BLOCK_G, head splits, warps) of the flat kernel for a batch row of ``seq`` tokens x ``half`` pairs and
     ``heads1`` + ``heads2`` heads (q and k), or None where it does not apply: a pair count that is a power of
     two (the pair axis of _rotary_kernel pads nothing there), pairs not in runs of at least 4 (2-byte
-    accesses), or fewer than FLAT_MIN_TILE (token, pair) elements a batch row. Comparisons only on ``seq`` and
-    ``batch`` (symbolic under torch.compile: range guards, no recompile per length); plain ints (eager calls)
-    take the cached rule, keyed on the FLAT_* settings too (a sweep or a test may set them)."""
-    args = (seq, half, heads1, heads2, batch, min_programs, FLAT_TILE, FLAT_ELEMENTS_PER_WARP, FLAT_MIN_TILE,
-            FLAT_PROGRAMS_PER_SM, FLAT_HEADS_PER_PROGRAM)
+    accesses), or fewer than ``TILES.flat_min_tile`` (token, pair) elements a batch row. Comparisons only on ``seq``
+    and ``batch`` (symbolic under torch.compile: range guards, no recompile per length); plain ints (eager calls)
+    take the cached rule, keyed on the flat_* settings too (a sweep or a test may replace TILES)."""
+    tiles = TILES
+    args = (seq, half, heads1, heads2, batch, min_programs, tiles.flat_tile, tiles.flat_elements_per_warp,
+            tiles.flat_min_tile, tiles.flat_programs_per_sm, tiles.flat_heads_per_program)
     if seq.__class__ is int and batch.__class__ is int:
         return _cached_flat_tile_rule(*args)
     return _flat_tile_rule(*args)
