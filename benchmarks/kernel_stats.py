@@ -80,21 +80,30 @@ def _constexpr_defaults(kernel) -> dict:
     return defaults
 
 
+def resource_usage(cubin: bytes) -> tuple[int, int]:
+    """(registers, stack bytes) of a cubin: cuobjdump's resource usage, without disassembling it."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "kernel.cubin")
+        Path(path).write_bytes(cubin)
+        usage = subprocess.run([_BIN / "cuobjdump", "--dump-resource-usage", path], capture_output=True, text=True,
+                               check=True).stdout
+    found = re.search(r"REG:(\d+).*?STACK:(\d+)", usage)
+    return int(found.group(1)), int(found.group(2))
+
+
 def sass_stats(cubin: bytes) -> tuple[int, int, collections.Counter, str]:
     """(registers, stack bytes, opcode counts, disassembly) of a cubin."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "kernel.cubin")
         Path(path).write_bytes(cubin)
         sass = subprocess.run([_BIN / "nvdisasm", "-c", path], capture_output=True, text=True, check=True).stdout
-        usage = subprocess.run([_BIN / "cuobjdump", "--dump-resource-usage", path], capture_output=True, text=True,
-                               check=True).stdout
-    found = re.search(r"REG:(\d+).*?STACK:(\d+)", usage)
+    registers, stack = resource_usage(cubin)
     opcodes = collections.Counter()
     for line in sass.splitlines():
         match = re.match(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)", line)
         if match:
             opcodes[match.group(2).split(".")[0]] += 1
-    return int(found.group(1)), int(found.group(2)), opcodes, sass
+    return registers, stack, opcodes, sass
 
 
 RULE_WIDTHS = (768, 1024, 1152, 1536, 2048, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336)
@@ -144,8 +153,10 @@ def _forward_persistence(tile, n: int, mode: int, activation: int) -> dict:
     return {"constexprs": {} if stages is None else {"STAGES": stages}, "options": {"maxnreg": cap} if cap else {}}
 
 
-def rule_stats(n: int, form: str) -> dict:
-    """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it."""
+def rule_stats(n: int, form: str, disassemble: bool = True) -> dict:
+    """Registers and stack of the forward and backward kernels for width ``n`` as the launchers tile it.
+    ``disassemble=False``: no SASS (barriers, instructions and the disassembly None), which is most of the time a
+    kernel takes here once compiled (nvdisasm: about 0.45 s a wide-row kernel; the resource usage: milliseconds)."""
     is_rms, mode, activation = FORMS[form]
     bf, f32 = "*bf16", "*fp32"
     common = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
@@ -189,10 +200,10 @@ def rule_stats(n: int, form: str) -> dict:
                                                                **persistence["constexprs"], **early},
                             _aligned(signature, ["stride_x", "stride_y", "N"], n), num_warps=tile.num_warps,
                             **persistence["options"])
-    registers, stack, opcodes, _ = sass_stats(compiled.asm["cubin"])
-    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"],
+    registers, stack, opcodes, _ = _stats(compiled.asm["cubin"], disassemble)
+    out["fwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=_count(opcodes, "BAR"),
                       stages=persistence["constexprs"].get("STAGES"), shared=compiled.metadata.shared,
-                      instructions=sum(opcodes.values()))
+                      instructions=_count(opcodes))
     if hasattr(norm, "backward_rule"):  # (the launcher's rule; older code: the padded tile)
         # RMSNorm's wide tails and the launcher's scalar rows (16-bit, one-element accesses), where the code has them
         extra = _accepted(norm.backward_rule, is_rms=is_rms, scalar=launch.row_units(n) == 1)
@@ -238,10 +249,22 @@ def rule_stats(n: int, form: str) -> dict:
                              **({"THREADS": norm.joint_sums_threads(tile, launch.row_units(n) == 1)}
                                 if hasattr(norm, "joint_sums_threads") else {})},
                             _aligned(signature, ["stride_dy", "stride_z", "stride_dx", "N"], n), **options)
-    registers, stack, opcodes, sass = sass_stats(compiled.asm["cubin"])
-    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=opcodes["BAR"], sass=sass,
-                      instructions=sum(opcodes.values()), stages=stages, shared=compiled.metadata.shared)
+    registers, stack, opcodes, sass = _stats(compiled.asm["cubin"], disassemble)
+    out["bwd"] = dict(tile=tile._asdict(), registers=registers, stack=stack, barriers=_count(opcodes, "BAR"),
+                      sass=sass, instructions=_count(opcodes), stages=stages, shared=compiled.metadata.shared)
     return out
+
+
+def _stats(cubin: bytes, disassemble: bool) -> tuple:
+    """``sass_stats``, or without the disassembly: (registers, stack, None, None)."""
+    return sass_stats(cubin) if disassemble else (*resource_usage(cubin), None, None)
+
+
+def _count(opcodes, name=None):
+    """How many ``name`` instructions (all of them: None) ``opcodes`` holds; None where it was not disassembled."""
+    if opcodes is None:
+        return None
+    return opcodes[name] if name else sum(opcodes.values())
 
 
 _ADDRESS = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)")

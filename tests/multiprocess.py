@@ -3,7 +3,8 @@
 ``run(worker, *args)`` starts ``worker(rank, *args)`` in every process with the process group initialized
 (``device`` is what the worker should put its tensors on: ``"cuda"`` or ``"cpu"``), waits for them with a time
 limit, and returns what the workers returned, by rank. A worker returns plain data (numbers, lists, numpy
-arrays): tensors would be shared through memory that is gone once its process ends.
+arrays): tensors would be shared through memory that is gone once its process ends. ``split(rank, computations)``
+inside a worker computes each of several one-process references on one rank and shares it with the other.
 """
 
 from __future__ import annotations
@@ -84,6 +85,21 @@ def run(worker, *args, timeout: float = 180.0) -> list:
             p.kill()
     assert all(p.exitcode == 0 for p in processes) and len(returned) == WORLD, [p.exitcode for p in processes]
     return [returned[rank] for rank in range(WORLD)]
+
+
+def split(rank: int, computations: dict) -> dict:
+    """``{key: computation()}`` for every entry of ``computations`` (the same keys, in the same order, on every rank),
+    each computed on one rank only (the i-th on rank i % WORLD) and sent to the others: for a one-process reference
+    that every rank would compute alike (the same model and seeds on the same batch), computed once a pair. The
+    results travel as CPU tensors (all_gather_object) and come back on ``device()``."""
+    from torch.utils._pytree import tree_map_only
+
+    mine = {key: tree_map_only(torch.Tensor, lambda t: t.detach().cpu(), compute())
+            for index, (key, compute) in enumerate(computations.items()) if index % WORLD == rank}
+    gathered = [None] * WORLD
+    dist.all_gather_object(gathered, mine)
+    results = {key: value for part in gathered for key, value in part.items()}
+    return {key: tree_map_only(torch.Tensor, lambda t: t.to(device()), results[key]) for key in computations}
 
 
 def _key(worker, args) -> str:

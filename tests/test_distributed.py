@@ -116,33 +116,56 @@ def _collectives(counts) -> dict:
     return totals
 
 
-def _case(rank, mesh, preset, overrides, impl, sequence_parallel):
+def _inputs(preset, overrides, impl):
+    """The case's model, its inputs and the probe its output is summed against."""
+    device = multiprocess.device()
+    model, (x, *mask) = _model(preset, overrides, impl, device)
+    probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).to(device)
+    return model, x, mask, probe
+
+
+def _step(module, x, mask, probe):
+    """(output, loss, x's gradient, the collectives run forward and backward) of one step of ``module``."""
+    x_ = x.clone().requires_grad_()
+    forward, backward = collective_counter(), collective_counter()
+    with forward:
+        out = module(x_, *mask)
+    loss = (out * probe).sum()
+    with backward:
+        loss.backward()
+    collectives = {"forward": _collectives(forward.counts), "backward": _collectives(backward.counts)}
+    return out.detach(), loss.detach(), x_.grad, collectives
+
+
+def _reference(preset, overrides, impl) -> tuple:
+    """One process's step of the case's model (the same with or without sequence parallelism): (output, loss, x's
+    gradient, every parameter's gradient by name)."""
+    model, x, mask, probe = _inputs(preset, overrides, impl)
+    out, loss, dx, _ = _step(model, x, mask, probe)
+    return out, loss, dx, {name: p.grad for name, p in model.named_parameters()}
+
+
+def references(rank, cases, impl) -> dict:
+    """``_reference`` of each distinct (preset, overrides) of ``cases`` (preset, overrides, ...), keyed by
+    ``repr((preset, overrides))``: each made on one rank (multiprocess.split), not on both, and once for the two
+    layouts of the residual stream."""
+    keys = {repr((preset, overrides)): (preset, overrides) for preset, overrides, *_ in cases}
+    return multiprocess.split(rank, {key: lambda case=case: _reference(*case, impl) for key, case in keys.items()})
+
+
+def _case(rank, mesh, preset, overrides, impl, sequence_parallel, reference):
+    """The sharded step against ``reference`` (``_reference``'s): errors, the output's type, the collectives."""
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
 
     from blockfuse.distributed import tp_plan
 
-    device = multiprocess.device()
-    model, (x, *mask) = _model(preset, overrides, impl, device)
-    probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).to(device)
-
-    def step(module):
-        x_ = x.clone().requires_grad_()
-        forward, backward = collective_counter(), collective_counter()
-        with forward:
-            out = module(x_, *mask)
-        loss = (out * probe).sum()
-        with backward:
-            loss.backward()
-        collectives = {"forward": _collectives(forward.counts), "backward": _collectives(backward.counts)}
-        return out.detach(), loss.detach(), x_.grad, collectives
-
-    reference = copy.deepcopy(model)
-    expected_out, expected_loss, expected_dx, _ = step(reference)
+    model, x, mask, probe = _inputs(preset, overrides, impl)
+    expected_out, expected_loss, expected_dx, expected_grads = reference
     sharded = copy.deepcopy(model)
     with gradient_reductions() as counted:
         parallelize_module(sharded, mesh, tp_plan(sharded, sequence_parallel=sequence_parallel))
-        out, loss, dx, collectives = step(sharded)
+        out, loss, dx, collectives = _step(sharded, x, mask, probe)
     collectives = without_gradient_reductions(collectives, counted)
 
     def error(a, b):  # relative to b's largest element, absolute below 1 (a k bias's gradient is zero but for noise)
@@ -150,10 +173,9 @@ def _case(rank, mesh, preset, overrides, impl, sequence_parallel):
 
     errors = {"output": error(out, expected_out), "loss": error(loss, expected_loss),
               "input grad": error(dx, expected_dx)}
-    expected_grads = dict(reference.named_parameters())
     for name, p in sharded.named_parameters():
         grad = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad  # a Partial() one is summed here
-        expected = expected_grads[name].grad
+        expected = expected_grads[name]
         rows = _packed_rows(name, model.config, multiprocess.WORLD)
         errors[name] = error(grad, expected if rows is None else expected[rows.to(expected.device)])
     return {"errors": errors, "output type": type(out).__name__, "collectives": collectives}
@@ -163,8 +185,11 @@ def _worker(rank, impl):
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
-    return {f"{preset} {overrides} sequence_parallel={sp}": _case(rank, mesh, preset, overrides, impl, sp)
-            for preset, overrides in CASES for sp in (True, False)}
+    cases = [(preset, overrides, sp) for preset, overrides in CASES for sp in (True, False)]
+    expected = references(rank, cases, impl)
+    return {f"{preset} {overrides} sequence_parallel={sp}": _case(rank, mesh, preset, overrides, impl, sp,
+                                                                  expected[repr((preset, overrides))])
+            for preset, overrides, sp in cases}
 
 
 @pytest.fixture(scope="module")

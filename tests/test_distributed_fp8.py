@@ -52,38 +52,53 @@ def runs(tmp_path_factory):
     return multiprocess.run_each(cases, timeout=600, once=("test_distributed_fp8", tmp_path_factory))
 
 
-def _case(rank, mesh, preset, overrides, impl, recipe, sequence_parallel):
+def _step(module, x, mask, probe, dtype, steps=1):
+    """Output and every gradient of ``steps`` forward + backward calls (delayed scaling: the second call scales by the
+    first's amaxes), the last call's."""
+    from torch.distributed.tensor import DTensor
+
+    for _ in range(steps):
+        module.zero_grad(set_to_none=True)
+        x_ = x.to(dtype).clone().requires_grad_()
+        out = module(x_, *mask)
+        (out.float() * probe).sum().backward()
+    grads = {"output": out.detach().float(), "input grad": x_.grad.float()}
+    for name, p in module.named_parameters():
+        grad = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+        grads[name] = grad.float()
+    return grads
+
+
+def _inputs(preset, overrides, impl, recipe):
+    """``_models``' (fp32 model, FP8 model, x, mask) on this process's device, and the probe."""
+    device = multiprocess.device()
+    fp32, fp8, x, mask = _models(preset, overrides, impl, recipe, device)
+    return fp32, fp8, x, mask, torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).to(device)
+
+
+def _reference(preset, overrides, impl, recipe) -> tuple:
+    """One process's runs of the case (the same with or without sequence parallelism): (the fp32 model's gradients,
+    the FP8 model's)."""
+    fp32, fp8, x, mask, probe = _inputs(preset, overrides, impl, recipe)
+    steps = 2 if recipe == "delayed" else 1
+    return _step(fp32, x, mask, probe, torch.float32), _step(fp8, x, mask, probe, torch.bfloat16, steps)
+
+
+def _case(rank, mesh, preset, overrides, impl, recipe, sequence_parallel, reference):
+    """The sharded FP8 run against ``reference`` (``_reference``'s)."""
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import parallelize_module
 
     from blockfuse.distributed import tp_plan
     from blockfuse.nn.fp8 import Float8Linear
 
-    device = multiprocess.device()
-    fp32, fp8, x, mask = _models(preset, overrides, impl, recipe, device)
-    probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).to(device)
-
-    def step(module, dtype, steps=1):
-        """Output and every gradient of ``steps`` forward + backward calls (delayed scaling: the second call scales
-        by the first's amaxes), the last call's."""
-        for _ in range(steps):
-            module.zero_grad(set_to_none=True)
-            x_ = x.to(dtype).clone().requires_grad_()
-            out = module(x_, *mask)
-            (out.float() * probe).sum().backward()
-        grads = {"output": out.detach().float(), "input grad": x_.grad.float()}
-        for name, p in module.named_parameters():
-            grad = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
-            grads[name] = grad.float()
-        return grads
-
+    _, fp8, x, mask, probe = _inputs(preset, overrides, impl, recipe)
     steps = 2 if recipe == "delayed" else 1
-    expected = step(fp32, torch.float32)
-    single = step(copy.deepcopy(fp8), torch.bfloat16, steps)
+    expected, single = reference
     sharded_model = copy.deepcopy(fp8)
     parallelize_module(sharded_model, mesh, tp_plan(sharded_model, sequence_parallel=sequence_parallel))
     layers = [m for m in sharded_model.modules() if isinstance(m, Float8Linear)]
-    sharded = step(sharded_model, torch.bfloat16, steps)
+    sharded = _step(sharded_model, x, mask, probe, torch.bfloat16, steps)
     tp = multiprocess.WORLD
 
     def rows_of(name, t):  # a fused packed gradient in the rank-major layout of the sharded one
@@ -114,11 +129,15 @@ def _worker(rank, impl):
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
+    # each combination's one-process runs on one rank, shared with the other (multiprocess.split)
+    references = multiprocess.split(rank, {
+        index: lambda case=case, recipe=recipe: _reference(*CASES[case], impl, recipe)
+        for index, (case, recipe, _) in enumerate(COMBOS[impl])})
     results = {}
-    for case, recipe, sp in COMBOS[impl]:
+    for index, (case, recipe, sp) in enumerate(COMBOS[impl]):
         preset, overrides = CASES[case]
         results[f"{preset} {overrides} {recipe} sequence_parallel={sp}"] = _case(rank, mesh, preset, overrides, impl,
-                                                                                recipe, sp)
+                                                                                recipe, sp, references[index])
     return results
 
 

@@ -22,7 +22,7 @@ from tests import multiprocess
 # (two processes a minute or more between them: started first, not left to the end of CI's run; tests/conftest.py)
 pytestmark = pytest.mark.long
 from tests.test_distributed import (
-    _case, _collectives, collective_counter, gradient_reductions, without_gradient_reductions,
+    _case, _collectives, collective_counter, gradient_reductions, references, without_gradient_reductions,
 )
 
 # (preset, overrides, sequence_parallel): OLMo-2's block (reordered, RMSNorm with the weight in fp32, QK-norm, no
@@ -79,7 +79,9 @@ def _qk_norm_worker(rank, impl):
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
-    results = {f"{preset} {overrides} sequence_parallel={sp}": _case(rank, mesh, preset, overrides, impl, sp)
+    expected = references(rank, QK_CASES, impl)
+    results = {f"{preset} {overrides} sequence_parallel={sp}": _case(rank, mesh, preset, overrides, impl, sp,
+                                                                     expected[repr((preset, overrides))])
                for preset, overrides, sp in QK_CASES}
     return results, _sharded_norm_errors(rank, mesh) if impl == "eager" else {}
 
@@ -154,12 +156,9 @@ def _hf_model(family: str, tied: bool = False):
     return model
 
 
-def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
+def _hf_inputs(family, patch, tied):
+    """The case's model (patched as the case says), its input ids and labels."""
     import blockfuse
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import parallelize_module
-
-    from blockfuse.distributed import HeadShardedRMSNorm, ReplicatedHeadNorm, tp_plan
 
     device = multiprocess.device()
     model = _hf_model(family, tied).to(device)
@@ -169,31 +168,48 @@ def _hf_case(rank, mesh, family, patch, tied, sequence_parallel) -> dict:
     ids = torch.randint(0, VOCAB, (2, 9), generator=g).to(device)  # 9 tokens: sequence shards of 5 and 4
     labels = ids.clone()
     labels[0, :3] = -100
+    return model, ids, labels
 
-    def step(m):
-        forward, backward = collective_counter(), collective_counter()
-        with forward:
-            out = m(input_ids=ids, labels=labels)
-        with backward:
-            out.loss.backward()
-        collectives = {"forward": _collectives(forward.counts), "backward": _collectives(backward.counts)}
-        return out.loss.detach(), None if out.logits is None else out.logits.detach(), collectives
 
-    reference = copy.deepcopy(model)
-    expected_loss, expected_logits, _ = step(reference)
+def _hf_step(m, ids, labels):
+    """(loss, logits or None, the collectives run forward and backward) of one step of ``m``."""
+    forward, backward = collective_counter(), collective_counter()
+    with forward:
+        out = m(input_ids=ids, labels=labels)
+    with backward:
+        out.loss.backward()
+    collectives = {"forward": _collectives(forward.counts), "backward": _collectives(backward.counts)}
+    return out.loss.detach(), None if out.logits is None else out.logits.detach(), collectives
+
+
+def _hf_reference(family, patch, tied) -> tuple:
+    """One process's step of the case's model (the same with or without sequence parallelism): (loss, logits or
+    None, every parameter's gradient by name)."""
+    model, ids, labels = _hf_inputs(family, patch, tied)
+    loss, logits, _ = _hf_step(model, ids, labels)
+    return loss, logits, {name: p.grad for name, p in model.named_parameters()}
+
+
+def _hf_case(rank, mesh, family, patch, tied, sequence_parallel, reference) -> dict:
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from blockfuse.distributed import HeadShardedRMSNorm, ReplicatedHeadNorm, tp_plan
+
+    model, ids, labels = _hf_inputs(family, patch, tied)
+    expected_loss, expected_logits, expected_grads = reference
     sharded = copy.deepcopy(model)
     with gradient_reductions() as counted:
         parallelize_module(sharded, mesh, tp_plan(sharded, sequence_parallel=sequence_parallel))
-        loss, logits, collectives = step(sharded)
+        loss, logits, collectives = _hf_step(sharded, ids, labels)
     collectives = without_gradient_reductions(collectives, counted)
     errors = {"loss": _error(loss, expected_loss)}
     if expected_logits is not None:
         errors["logits"] = _error(logits, expected_logits)
-    expected_grads = dict(reference.named_parameters())
     sharded_names = []
     for name, p in sharded.named_parameters():
         grad = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
-        errors[name] = _error(grad, expected_grads[name].grad)
+        errors[name] = _error(grad, expected_grads[name])
         if isinstance(p, DTensor) and p.placements[0].is_shard():
             sharded_names.append(name)
     qk_norms = sum(isinstance(m, HeadShardedRMSNorm) for m in sharded.modules())
@@ -230,7 +246,9 @@ def _hf_worker(rank):
         reduced_steps = _qwen3_steps(mesh)
     finally:
         distributed._BEFORE_2_13 = before
-    return [_hf_case(rank, mesh, *case) for case in HF_CASES], steps, reduced_steps, before
+    # each model's one-process step on one rank, once for both layouts of the residual stream (multiprocess.split)
+    expected = multiprocess.split(rank, {case[:3]: lambda case=case: _hf_reference(*case[:3]) for case in HF_CASES})
+    return [_hf_case(rank, mesh, *case, expected[case[:3]]) for case in HF_CASES], steps, reduced_steps, before
 
 
 def _expected_hf_collectives(family, patch, tied, sequence_parallel) -> dict:

@@ -438,7 +438,7 @@ def test_kernel_stats_counts_the_backward_loop_per_useful_element():
 DELAYED_TILES_SCRIPT = r"""
 import json, sys
 sys.path.insert(0, "benchmarks")
-from kernel_stats import compile_sm90, sass_stats
+from kernel_stats import compile_sm90, resource_usage
 from blockfuse.ops import fp8, fp8_act
 
 def stats(kernel, signature, constexprs, divisible, warps):
@@ -447,7 +447,7 @@ def stats(kernel, signature, constexprs, divisible, warps):
             del signature[name]
             constexprs[name] = None
     compiled = compile_sm90(kernel, signature, constexprs, divisible, num_warps=warps)
-    registers, stack, _, _ = sass_stats(compiled.asm["cubin"])
+    registers, stack = resource_usage(compiled.asm["cubin"])  # (no SASS needed)
     return {"registers": registers, "stack": stack}
 
 report = {}
@@ -507,7 +507,7 @@ widths = json.loads(sys.argv[1])
 report = {}
 for n in widths:
     for form in FORMS:
-        stats = rule_stats(n, form)
+        stats = rule_stats(n, form, disassemble=False)  # (registers, stack and shared memory: no SASS needed)
         report[f"{form} {n}"] = {kernel: {key: stats[kernel][key] for key in ("registers", "stack", "stages", "shared")}
                                  for kernel in ("fwd", "bwd")}
 print(json.dumps({"triton": triton.__version__, "report": report}))
