@@ -238,16 +238,18 @@ def _hf_worker(rank):
     import blockfuse.distributed as distributed
 
     mesh = init_device_mesh(multiprocess.device(), (multiprocess.WORLD,))
-    steps = _qwen3_steps(mesh)
+    # each model's one-process step on one rank, once for both layouts of the residual stream, and Qwen3's two
+    # one-process steps on one rank, once for both of _qwen3_steps' runs (multiprocess.split)
+    expected = multiprocess.split(rank, {"qwen3 steps": _qwen3_one_process,
+                                         **{case[:3]: lambda case=case: _hf_reference(*case[:3]) for case in HF_CASES}})
+    steps = _qwen3_steps(mesh, expected["qwen3 steps"])
     # torch before 2.13 (the lent GPU's 2.11): the replicated weights' gradients reduced in the backward
     # (distributed._replicated_gradients_reduced); forced here so that CI's torch runs that path too
     before, distributed._BEFORE_2_13 = distributed._BEFORE_2_13, True
     try:
-        reduced_steps = _qwen3_steps(mesh)
+        reduced_steps = _qwen3_steps(mesh, expected["qwen3 steps"])
     finally:
         distributed._BEFORE_2_13 = before
-    # each model's one-process step on one rank, once for both layouts of the residual stream (multiprocess.split)
-    expected = multiprocess.split(rank, {case[:3]: lambda case=case: _hf_reference(*case[:3]) for case in HF_CASES})
     return [_hf_case(rank, mesh, *case, expected[case[:3]]) for case in HF_CASES], steps, reduced_steps, before
 
 
@@ -338,31 +340,49 @@ def test_unsupported_models_raise():
         tp_plan(transformers.Phi3ForCausalLM(phi3))
 
 
-def _qwen3_steps(mesh):
-    """Two SGD steps with momentum (gradients clipped) of a patched Qwen3 planned over the ranks against one
-    process's. (Not Adam: it scales each element's step by its own gradient's size, so rounding noise in the tiniest
-    gradients moves a weight by a visible part of a step.)"""
+def _qwen3_model():
+    """The patched Qwen3 of :func:`_qwen3_steps` and its input ids."""
     import blockfuse
+
+    model = _hf_model("qwen3").to(multiprocess.device())
+    blockfuse.patch(model)
+    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1)).to(multiprocess.device())
+    return model, ids
+
+
+def _two_steps(m, ids):
+    """Two SGD steps with momentum (gradients clipped) of ``m``: every parameter after them (whole), and the first
+    QK-norm weight's gradient placements (a DTensor's) at the last step."""
     from torch.distributed.tensor import DTensor
+
+    optimizer = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    placements = None
+    for _ in range(2):
+        m(input_ids=ids, labels=ids).loss.backward()
+        grad = m.model.layers[0].self_attn.q_norm.weight.grad
+        placements = str(grad.placements) if isinstance(grad, DTensor) else None
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+    return {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach() for n, p in m.named_parameters()}, placements
+
+
+def _qwen3_one_process():
+    """One process's :func:`_two_steps` of the Qwen3 (the same whatever ``distributed._BEFORE_2_13``: it acts on
+    the sharded parameters only): every parameter after them."""
+    return _two_steps(*_qwen3_model())[0]
+
+
+def _qwen3_steps(mesh, one_process):
+    """Two SGD steps with momentum (gradients clipped) of a patched Qwen3 planned over the ranks against one
+    process's (``one_process``: :func:`_qwen3_one_process`'s). (Not Adam: it scales each element's step by its own
+    gradient's size, so rounding noise in the tiniest gradients moves a weight by a visible part of a step.)"""
     from torch.distributed.tensor.parallel import parallelize_module
 
     from blockfuse.distributed import tp_plan
 
-    model = _hf_model("qwen3").to(multiprocess.device())
-    blockfuse.patch(model)
-    sharded = copy.deepcopy(model)
+    sharded, ids = _qwen3_model()
     parallelize_module(sharded, mesh, tp_plan(sharded))
-    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1)).to(multiprocess.device())
-    weights, placements = {}, None
-    for name, m in (("one", model), ("tp", sharded)):
-        optimizer = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        for _ in range(2):
-            m(input_ids=ids, labels=ids).loss.backward()
-            if name == "tp":
-                placements = str(m.model.layers[0].self_attn.q_norm.weight.grad.placements)
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad()
-        weights[name] = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach() for n, p in m.named_parameters()}
-    return placements, {n: _error(weights["tp"][n], weights["one"][n]) for n in weights["one"]}
+    weights, placements = _two_steps(sharded, ids)
+    return placements, {n: _error(weights[n], one_process[n]) for n in one_process}
 

@@ -35,6 +35,16 @@ def _train(model, batches, probe, parameters):
     return losses
 
 
+def _one_process(model, batches, probe) -> tuple:
+    """A copy of ``model`` trained in one process on the whole batches: (its losses, its parameters by name after the
+    steps, the most any parameter moved)."""
+    reference = copy.deepcopy(model)
+    losses = _train(reference, batches, probe, reference.parameters())
+    initial = dict(model.named_parameters())
+    moved = max(float((p - initial[name]).abs().max()) for name, p in reference.named_parameters())
+    return losses, {name: p.detach() for name, p in reference.named_parameters()}, moved
+
+
 def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -49,15 +59,14 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
         import blockfuse.fp8
 
         blockfuse.fp8.convert(model, recipe=fp8)
-        probe_casts = CastProbe()
+        probe_casts = CastProbe()  # (on rank 0 the one-process run's casts too: split makes that run there)
     g = torch.Generator().manual_seed(5)
     batches = [torch.randn(4, 9, 64, generator=g).to(device) for _ in range(STEPS)]  # the global batch
     probe = torch.randn(4, 9, 64, generator=g).to(device)
 
-    reference = copy.deepcopy(model)
-    expected = _train(reference, batches, probe, reference.parameters())
-    initial = dict(model.named_parameters())
-    moved = max(float((p - initial[name]).abs().max()) for name, p in reference.named_parameters())
+    # the one-process run on one rank, shared with the other (multiprocess.split): both ranks made the same one
+    one_process = multiprocess.split(rank, {"one process": lambda: _one_process(model, batches, probe)})
+    expected, trained, moved = one_process["one process"]
 
     sharded = copy.deepcopy(model)
     # mixed: bf16 parameters in the forward and backward (the kernels in bf16), gradients reduced in fp32
@@ -72,8 +81,7 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
         losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
     views = sorted({str(w.message)[:80] for w in caught if "view" in str(w.message)})
     full = {name: p.full_tensor().detach() for name, p in sharded.named_parameters()}  # collectives
-    errors = {name: float((full[name] - p.detach()).abs().max() / p.detach().abs().max())
-              for name, p in reference.named_parameters()}
+    errors = {name: float((full[name] - p).abs().max() / p.abs().max()) for name, p in trained.items()}
     # the global loss is the mean of the ranks' (equal halves): compare their mean with the reference's
     local = torch.stack(losses)
     torch.distributed.all_reduce(local)
