@@ -6,8 +6,9 @@ Run on the GPU (under a minute on an H100 or H200):
 The speed-ups of ``--setting`` (and the other) variants over their recipe's default, from the JSON of one or more
 runs, as a chart (no GPU needed):
     PYTHONPATH=src python benchmarks/norm_fp8.py --chart-from RUN1/norm-fp8.json [RUN2/norm-fp8.json ...] --out DIR
-Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed):
-    PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8]
+Registers and stack (spills) of the FP8 kernels as compiled for sm_90, on any machine (no GPU needed), as shipped and
+under each ``--setting``:
+    PYTHONPATH=src python benchmarks/norm_fp8.py --registers [--widths 4096,4304,20000] [--warps 4,8] [--setting ...]
 
 ``--warps``: the norms' FP8 forward with at least these many warps (the knob ``FP8_FWD_MIN_WARPS``, default: its
 rule's warps, 2 at 4096): the first for the main figures, the others timed beside them (``rowwise_w8``, ...).
@@ -400,7 +401,8 @@ def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activ
     constexprs = dict(IS_RMS=is_rms, MODE=mode, HAS_W=True, HAS_B=not is_rms, HAS_DROPOUT=0, CAST_BEFORE_WEIGHT=False,
                       ACTIVATION=activation, STATS=False, **tile.constexprs(n), FP8=FP8_OUTPUT_CODES[recipe],
                       BLOCK_H=next_power_of_2(HISTORY_LEN) if recipe == "tensorwise" else 1, VEC=1,
-                      PDL=recipe == "tensorwise")  # (as the launcher on sm_90: fp8.roll_pdl)
+                      PDL=recipe == "tensorwise",  # (as the launcher on sm_90: fp8.roll_pdl)
+                      THREADS=norm.joint_sums_threads(tile, forward=True, fp8=True))  # (FP8_FWD_JOINT_SUMS)
     aligned = [name for name, kind in signature.items() if kind.startswith("*")] + ["stride_x", "N"]
     compiled = compile_sm90(norm._norm_fwd_fp8_kernel, signature, {**nones, **constexprs}, aligned,
                             num_warps=num_warps)
@@ -520,8 +522,13 @@ def main() -> None:
         variants_chart([json.loads(path.read_text()) for path in args.chart_from], args.out / "norm-fp8-variants.png")
         return
     if args.registers:
-        register_stats([int(w) for w in (args.widths or "4096,4304,20000").split(",")],
-                       [int(w) for w in (args.warps or "4").split(",")])
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # (norm_tiles / norm_knobs, for --setting)
+        for setting in [None] + [parse_setting(text) for text in args.setting]:  # as shipped, then each setting's
+            if args.setting:
+                print(f"\n{setting.label if setting else 'default'}:\n", flush=True)
+            with _constants(setting):
+                register_stats([int(w) for w in (args.widths or "4096,4304,20000").split(",")],
+                               [int(w) for w in (args.warps or "4").split(",")])
         return
     import triton
 

@@ -730,6 +730,7 @@ class NormTuning:
     # 0.75 -> 0.96; post-residual 4304 0.79 -> 0.88, 11008 0.66 -> 0.72 (tensorwise alike); pre-residual RMSNorm
     # within 0.01 either way. So its statistics may differ from the plain forward's in the last fp32 bits at these
     # widths (a different summation order), as they do where it takes a tile of its own (tests/ops/test_norm_fp8.py).
+    # Its sm_90 builds with the joint sums have more barriers (4304 LayerNorm 19 -> 33), the plain forward's fewer.
     fp8_fwd_joint_sums: bool = False
 
     # ---- Numerics: pre mode's narrow rows ----
