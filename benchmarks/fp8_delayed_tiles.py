@@ -9,7 +9,7 @@ Times, with CUDA-graph replays and the L2 flushed before each call (the kernels'
   then ``_fp8_quantize``'s cast of both layouts with that amax);
 - ``cast``: the one-pass delayed cast of x (both layouts, column sums: ``fp8._fp8_quantize_delayed``) against the
   tensorwise two-pass cast (``_fp8_quantize``: amax pass with the sums, then the cast);
-at each (BLOCK_M, BLOCK_N, num_warps) of ``TILES`` (set in ``fp8.TILE``, ``fp8.SUM_TILE`` and
+at each (BLOCK_M, BLOCK_N, num_warps) of ``TILES`` (set in ``fp8.TILES.tile``, ``fp8.TILES.sum_tile`` and
 ``fp8_act.TILES.bwd_delayed`` alike, which the launchers read at each call: :func:`tile_of`), with the bytes each must
 move and the GB/s that makes, beside an eager copy's. Errors: each variant's outputs are
 compared bit for bit with the first tile's (a tile changes no value).
@@ -36,28 +36,23 @@ CAST_SHAPES = [(16384, 2048), (16384, 4096), (8192, 1152)]
 E5M2, E4M3 = torch.float8_e5m2, torch.float8_e4m3fn
 
 
-TABLES = (fp8.TILE, fp8.SUM_TILE)  # ops/fp8.py's tables of the timed launchers; fp8_act's: TILES.bwd_delayed
-
-
 def own_tiles() -> list:
-    """The compiled tile of each timed launcher as shipped (fp8.TILE, fp8.SUM_TILE, fp8_act.TILES.bwd_delayed)."""
-    return [table["compiled"] for table in TABLES] + [fp8_act.TILES.bwd_delayed]
+    """The compiled tile of each timed launcher as shipped (fp8.TILES.tile, fp8.TILES.sum_tile,
+    fp8_act.TILES.bwd_delayed)."""
+    return [fp8.TILES.tile, fp8.TILES.sum_tile, fp8_act.TILES.bwd_delayed]
 
 
 @contextlib.contextmanager
 def tile_of(tile):
     """Every launcher timed here on ``tile`` (None: each on its own table's), restored after."""
-    saved = [table["compiled"] for table in TABLES]
-    saved_act = fp8_act.TILES
+    saved, saved_act = fp8.TILES, fp8_act.TILES
     try:
         if tile is not None:
-            for table in TABLES:
-                table["compiled"] = tile
+            fp8.TILES = dataclasses.replace(saved, tile=tile, sum_tile=tile)
             fp8_act.TILES = dataclasses.replace(saved_act, bwd_delayed=tile)
         yield
     finally:
-        for table, value in zip(TABLES, saved):
-            table["compiled"] = value
+        fp8.TILES = saved
         fp8_act.TILES = saved_act
 
 
@@ -177,7 +172,8 @@ def main() -> None:
 def ablate(out) -> None:
     """The delayed cast's cost by part: rows / transposed / both, column sums or not, against the tensorwise
     cast kernel alone (amax given: no amax pass) with the same outputs; at the launchers' own tiles (tile None:
-    the delayed cast with sums then on ``fp8.SUM_TILE``, the others on ``fp8.TILE``), then every one at each of
+    the delayed cast with sums then on ``fp8.TILES.sum_tile``, the others on ``fp8.TILES.tile``), then every one at
+    each of
     ``TILES``."""
     flush = l2_flush()
     gen = torch.Generator(device="cuda").manual_seed(0)

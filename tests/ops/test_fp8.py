@@ -23,6 +23,7 @@ of two quantized operands sums two such independent errors: about 0.037 for the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -218,6 +219,33 @@ def test_rowwise_rows_take_the_column_sum_apart(transposed, device):
         fp8._fp8_quantize(x, E4M3, True, True, transposed, 16, None, torch.float32)
     *_, col_sum = fp8._quantize_2d_sum(x, E4M3, True, True, transposed, 16, None, torch.float32)
     torch.testing.assert_close(col_sum, x.float().sum(0))
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_tiles_follow_the_table(monkeypatch, device):
+    """The launchers read the table of the device's kernels (``TILES`` compiled, ``INTERPRETED_TILES`` in the
+    interpreter) at each call: a table swapped in (benchmarks/fp8_delayed_tiles.py's) is the one launched."""
+    name = "TILES" if device == "cuda" else "INTERPRETED_TILES"
+    launched = []
+
+    def spy(kernel, key):
+        def launch(grid, *args, **constexprs):
+            launched.append((key, constexprs.get("BLOCK_M", constexprs.get("BLOCK")), constexprs.get("BLOCK_N"),
+                             constexprs["num_warps"]))
+            return kernel(grid, *args, **constexprs)
+        return launch
+
+    monkeypatch.setattr(fp8, "_cast_kernel", spy(fp8._cast_kernel, "cast"))
+    monkeypatch.setattr(fp8, "_transpose_kernel", spy(fp8._transpose_kernel, "transpose"))
+    monkeypatch.setattr(fp8, name, dataclasses.replace(getattr(fp8, name), tile=(16, 32, 2), sum_tile=(32, 16, 1),
+                                                       tensor_amax_tile=(4, 512), transpose_tile=(16, 2)))
+    assert fp8._tensor_amax_tile(torch.empty(0, device=device), 4096) == (4, 512)
+    x = wide_range((21, 48), torch.bfloat16, seed=3).to(device)
+    history, amax = fp8.Float8Scaling.new(4, device)
+    for sum_dtype in (None, torch.float32):
+        fp8._fp8_quantize_delayed(x, E5M2, True, True, 16, history, amax, sum_dtype)
+    fp8._fp8_transpose(torch.zeros(21, 48, dtype=torch.uint8, device=device), 16)
+    assert launched == [("cast", 16, 32, 2), ("cast", 32, 16, 1), ("transpose", 16, None, 2)]
 
 
 @pytest.mark.usefixtures("requires_triton")

@@ -451,7 +451,7 @@ def stats(kernel, signature, constexprs, divisible, warps):
     return {"registers": registers, "stack": stack}
 
 report = {}
-bm, bn, warps = fp8.SUM_TILE["compiled"]
+bm, bn, warps = fp8.TILES.sum_tile
 report["cast"] = stats(fp8._fp8_cast_kernel, {
     "X": "*bf16", "X_SCALE": None, "AMAX": "*fp32", "COL_AMAX": None, "RESET": None, "Y": "*fp8e5",
     "Y_SCALE": "*fp32", "YT": "*fp8e5", "YT_SCALE": "*fp32", "HISTORY": "*fp32", "COL_SUM": "*fp32",
@@ -470,7 +470,7 @@ print(json.dumps(report))
 
 
 def test_delayed_tiles_compile_for_sm90_without_spills():
-    """The delayed cast with column sums at ``fp8.SUM_TILE`` (128 x 64 on 2 warps) and the gated delayed
+    """The delayed cast with column sums at ``fp8.TILES.sum_tile`` (128 x 64 on 2 warps) and the gated delayed
     activation backward at ``fp8_act.TILES.bwd_delayed`` (64 x 64 on 4 warps), compiled for sm_90 as a Hopper
     launches them (the interpreter's tiles are others): no spills. Both were timed best with these tiles on an
     H200 (fp8/14-delayed-2026-11-28-h200); a spill would be a slower kernel than the one measured. The cast's

@@ -67,6 +67,7 @@ autograd Function; the public functionals; the references.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -110,30 +111,45 @@ HISTORY_LEN = 16
 # _scaled_mm on CUDA wants K and N multiples of 16, and the first operand's K too (its rows are free).
 GEMM_MULTIPLE = 16
 
-# Tiles. NOTE: not yet swept on a GPU; starting points sized like the other elementwise passes
-# (gated.py): the tile kernels (amax, cast) take 64 x 128 elements a program (16 KiB of bf16 read; the
-# cast's transposed tile, 32 KiB in fp32, goes through shared memory); the rowwise kernel takes whole
-# rows up to 8192 elements (two passes over chunks past that, the second from L2). The interpreter
-# pays per program, so it takes larger tiles.
-TILE = {"compiled": (64, 128, 8), "interpreted": (128, 256, 4)}  # (BLOCK_M, BLOCK_N, num_warps)
-# The one-pass delayed cast with the column sums (a gradient's cast, its layer's bias gradient): each program
-# reduces its tile across its rows, and that reduction, not the bytes, set the pace at TILE (H200, both layouts:
-# 148 us at [16384, 4096] where the cast without sums took 81 and a copy of the same bytes 64). Its cost falls
-# with fewer warps (a cheaper cross-warp step) and taller tiles (fewer partial rows a column): 128 x 64, 2 warps
-# (the same cast 90 us; 51 at [16384, 2048] against the two-pass tensorwise 78; 20 at [8192, 1152]), the best
-# of 17 tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
-SUM_TILE = {"compiled": (128, 64, 2), "interpreted": TILE["interpreted"]}
-# The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
-# keep AMAX_PROGRAMS_PER_SM programs a multiprocessor, at most AMAX_MAX_ROW_ITERS (the interpreter, which
-# counts no multiprocessors: 2, so the tests run the loop and its masked last tiles).
-AMAX_PROGRAMS_PER_SM = 8
-AMAX_MAX_ROW_ITERS = {"compiled": 8, "interpreted": 2}
-# The tensorwise amax pass (_fp8_tensor_amax_kernel): rows a tile, and its widest column block (a warp for every
-# 256 columns, 8 a thread); the column block halves while more than 1/8 of the row's lanes would be masked.
-TENSOR_AMAX_TILE = {"compiled": (8, 1024), "interpreted": (32, 256)}
-TENSOR_AMAX_MIN_BLOCK_N = 256
-ROW_TILE_ELEMENTS = {"compiled": 8192, "interpreted": 32768}
-ROW_CHUNK = {"compiled": 8192, "interpreted": 4096}
+@dataclass(frozen=True)
+class Tiles:
+    """The launch tiles of the cast, amax, rowwise and byte-transpose kernels: :data:`TILES` for the compiled kernels
+    (a GPU), :data:`INTERPRETED_TILES` for the interpreter's (``_tiles``)."""
+
+    # Tiles. NOTE: not yet swept on a GPU; starting points sized like the other elementwise passes
+    # (gated.py): the tile kernels (amax, cast) take 64 x 128 elements a program (16 KiB of bf16 read; the
+    # cast's transposed tile, 32 KiB in fp32, goes through shared memory); the rowwise kernel takes whole
+    # rows up to 8192 elements (two passes over chunks past that, the second from L2). The interpreter
+    # pays per program, so it takes larger tiles.
+    tile: tuple[int, int, int]  # (BLOCK_M, BLOCK_N, num_warps)
+    # The one-pass delayed cast with the column sums (a gradient's cast, its layer's bias gradient): each program
+    # reduces its tile across its rows, and that reduction, not the bytes, set the pace at tile (H200, both layouts:
+    # 148 us at [16384, 4096] where the cast without sums took 81 and a copy of the same bytes 64). Its cost falls
+    # with fewer warps (a cheaper cross-warp step) and taller tiles (fewer partial rows a column): 128 x 64, 2 warps
+    # (the same cast 90 us; 51 at [16384, 2048] against the two-pass tensorwise 78; 20 at [8192, 1152]), the best
+    # of 17 tiles at all three shapes (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+    sum_tile: tuple[int, int, int]
+    # The amax pass's row tiles a program (without row maxima, which need each tile's rows reduced): as many as
+    # keep amax_programs_per_sm programs a multiprocessor, at most amax_max_row_iters (the interpreter, which
+    # counts no multiprocessors: 2, so the tests run the loop and its masked last tiles).
+    amax_max_row_iters: int
+    # The tensorwise amax pass (_fp8_tensor_amax_kernel): rows a tile, and its widest column block (a warp for every
+    # 256 columns, 8 a thread); the column block halves while more than 1/8 of the row's lanes would be masked.
+    tensor_amax_tile: tuple[int, int]
+    row_tile_elements: int
+    row_chunk: int
+    amax_programs_per_sm: int = 8
+    tensor_amax_min_block_n: int = 256
+    # The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. H200: the
+    # 16 weight transposes of te-4layer's FP8 step in 0.084 ms
+    # (benchmarks/results/fp8/10-untimed-kernels-2026-11-28-h200/).
+    transpose_tile: tuple[int, int] = (64, 4)  # (BLOCK, num_warps)
+
+
+TILES = Tiles(tile=(64, 128, 8), sum_tile=(128, 64, 2), amax_max_row_iters=8, tensor_amax_tile=(8, 1024),
+              row_tile_elements=8192, row_chunk=8192)
+INTERPRETED_TILES = Tiles(tile=(128, 256, 4), sum_tile=(128, 256, 4), amax_max_row_iters=2,
+                          tensor_amax_tile=(32, 256), row_tile_elements=32768, row_chunk=4096)
 
 
 # ----------------------------------------------------------------------------------------
@@ -568,24 +584,22 @@ _tensor_amax_kernel = Kernel(_fp8_tensor_amax_kernel)
 _cast_kernel = Kernel(_fp8_cast_kernel)
 _roll_kernel = Kernel(_fp8_roll_kernel)
 _transpose_kernel = Kernel(_transpose_bytes_kernel)
-# The byte transpose's square tile: 64 x 64 bytes, 4 warps (32 bytes a thread), 4 KiB of shared memory. H200: the 16
-# weight transposes of te-4layer's FP8 step in 0.084 ms (benchmarks/results/fp8/10-untimed-kernels-2026-11-28-h200/).
-TRANSPOSE_TILE = (64, 4)  # (BLOCK, num_warps)
 
 
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def _mode(x: Tensor) -> str:
-    return "compiled" if x.is_cuda else "interpreted"
+def _tiles(device: torch.device) -> Tiles:
+    """The table of the kernels that run on ``device``'s tensors: compiled (a GPU) or interpreted."""
+    return TILES if device.type == "cuda" else INTERPRETED_TILES
 
 
 def _launch_rowwise(x: Tensor, y: Tensor, y_scale: Tensor, e5m2: bool) -> None:
     m, n = x.shape
-    chunk = ROW_CHUNK[_mode(x)]
-    block_n = min(next_power_of_2(n), chunk)
-    block_m = max(1, min(ROW_TILE_ELEMENTS[_mode(x)] // block_n, next_power_of_2(m)))
+    tiles = _tiles(x.device)
+    block_n = min(next_power_of_2(n), tiles.row_chunk)
+    block_m = max(1, min(tiles.row_tile_elements // block_n, next_power_of_2(m)))
     num_warps = min(8, max(1, block_m * block_n // 1024))
     _rowwise_kernel((cdiv(m, block_m),), x, y, y_scale, x.stride(0), x.stride(1), m, n,
                     FP8_MAX=FP8_MAX[y.dtype], E5M2=e5m2, BLOCK_M=block_m, BLOCK_N=block_n,
@@ -593,10 +607,11 @@ def _launch_rowwise(x: Tensor, y: Tensor, y_scale: Tensor, e5m2: bool) -> None:
 
 
 def _tensor_amax_tile(x: Tensor, n: int) -> tuple[int, int]:
-    """(rows, columns) of a tile of the tensorwise amax pass for rows ``n`` wide (TENSOR_AMAX_TILE)."""
-    rows, widest = TENSOR_AMAX_TILE[_mode(x)]
+    """(rows, columns) of a tile of the tensorwise amax pass for rows ``n`` wide (``Tiles.tensor_amax_tile``)."""
+    tiles = _tiles(x.device)
+    rows, widest = tiles.tensor_amax_tile
     block_n = min(next_power_of_2(n), widest)
-    while block_n > TENSOR_AMAX_MIN_BLOCK_N and (cdiv(n, block_n) * block_n - n) * 8 > n:
+    while block_n > tiles.tensor_amax_min_block_n and (cdiv(n, block_n) * block_n - n) * 8 > n:
         block_n //= 2
     return rows, block_n
 
@@ -665,13 +680,14 @@ def tensor_amax(x: Tensor) -> Tensor:
     return amax
 
 
-def _amax_row_iters(x: Tensor, tiles: int) -> int:
-    """Row tiles a program of the amax pass takes (a power of two): ``tiles`` tiles in all, spread so that
-    at least AMAX_PROGRAMS_PER_SM programs a multiprocessor remain (see AMAX_MAX_ROW_ITERS)."""
+def _amax_row_iters(x: Tensor, count: int) -> int:
+    """Row tiles a program of the amax pass takes (a power of two): ``count`` tiles in all, spread so that
+    at least ``Tiles.amax_programs_per_sm`` programs a multiprocessor remain (see ``Tiles.amax_max_row_iters``)."""
+    tiles = _tiles(x.device)
     if not x.is_cuda:
-        return AMAX_MAX_ROW_ITERS["interpreted"]
-    wanted = max(1, tiles // (AMAX_PROGRAMS_PER_SM * sm_count(x.device)))
-    return min(AMAX_MAX_ROW_ITERS["compiled"], 1 << (wanted.bit_length() - 1))
+        return tiles.amax_max_row_iters
+    wanted = max(1, count // (tiles.amax_programs_per_sm * sm_count(x.device)))
+    return min(tiles.amax_max_row_iters, 1 << (wanted.bit_length() - 1))
 
 
 @launcher_op("fp8_quantize")
@@ -709,7 +725,7 @@ def _fp8_quantize(x: Tensor, dtype: torch.dtype, rowwise: bool, rows: bool, tran
         if m > 0:
             _launch_rowwise(x, y, y_scale, e5m2)
     else:
-        block_m, block_n, num_warps = TILE[_mode(x)]
+        block_m, block_n, num_warps = _tiles(x.device).tile
         amax_m, amax_n = (block_m, block_n) if rowwise else _tensor_amax_tile(x, n)
         iters = 1 if rowwise and rows else _amax_row_iters(x, cdiv(m, amax_m) * cdiv(n, amax_n))
         partial = None
@@ -767,7 +783,8 @@ def _fp8_quantize_delayed(x: Tensor, dtype: torch.dtype, rows: bool, transposed:
     mp = round_up(m, pad)
     e5m2 = dtype == torch.float8_e5m2
     y, y_scale, yt, yt_scale = tensorwise_outputs(x, m, n, mp, dtype, rows, transposed)
-    block_m, block_n, num_warps = (TILE if sum_dtype is None else SUM_TILE)[_mode(x)]
+    tiles = _tiles(x.device)
+    block_m, block_n, num_warps = tiles.tile if sum_dtype is None else tiles.sum_tile
     # At least one program on each axis: an empty x still gets its scales.
     grid = (max(1, cdiv(mp if transposed else m, block_m)), max(1, cdiv(n, block_n)))
     col_sum, partial = column_partials(x, grid[0], n, sum_dtype)
@@ -840,7 +857,7 @@ def _fp8_cast_t_given(x: Tensor, scale: Tensor, pad: int) -> tuple[Tensor, Tenso
     mp = round_up(m, pad)
     yt = x.new_empty((n, mp), dtype=torch.float8_e4m3fn)
     yt_scale = empty_scalar(x)
-    block_m, block_n, num_warps = TILE[_mode(x)]
+    block_m, block_n, num_warps = _tiles(x.device).tile
     _cast_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), x, None, scale, None, None, None, None, yt,
                  yt_scale, None, None, x.stride(0), x.stride(1), m, n, mp, 0, FP8_MAX=FP8_MAX[torch.float8_e4m3fn],
                  E5M2=False, ROWWISE=False, HAS_Y=False, HAS_YT=True, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_H=1,
@@ -1187,7 +1204,7 @@ def _fp8_transpose(bits: Tensor, pad: int) -> Tensor:
     m, k = bits.shape
     mp = round_up(m, pad)
     out = bits.new_empty((k, mp))
-    block, num_warps = TRANSPOSE_TILE
+    block, num_warps = _tiles(bits.device).transpose_tile
     if k > 0 and mp > 0:
         _transpose_kernel((cdiv(mp, block), cdiv(k, block)), bits, out, bits.stride(0), m, k, mp,
                           BLOCK=block, num_warps=num_warps)

@@ -65,20 +65,21 @@ class Tiles:
     kernels (a GPU), :data:`INTERPRETED_TILES` for the interpreter's (``_tiles``)."""
 
     # Tiles (module docstring). NOTE: not yet timed on a GPU; the column block is the tensorwise amax pass's
-    # (TENSOR_AMAX_TILE: up to 1024 columns, a warp for every 256), halved while more than an eighth of a row's
-    # lanes would be masked; the interpreter pays per program and takes taller tiles.
+    # (fp8.Tiles.tensor_amax_tile: up to 1024 columns, a warp for every 256), halved while more than an eighth of a
+    # row's lanes would be masked; the interpreter pays per program and takes taller tiles.
     max_block_n: int
     lanes_per_thread: int  # input values a thread holds of one tile
     # _fp8_act_bwd_delayed_kernel's tile (BLOCK_M, BLOCK_N, num_warps): it holds two or three fp32 inputs and one or
-    # two gradients a tile, then transposes them, where the cast kernel (fp8.TILE, 64 x 128, 8 warps) holds one. Half
-    # the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU [16384, 2 x 4096] where
-    # fp8.TILE took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096] (178), 85 at [8192, 4304]
-    # (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py; fp8/14-delayed-2026-11-28-h200).
+    # two gradients a tile, then transposes them, where the cast kernel (fp8.TILES.tile, 64 x 128, 8 warps) holds
+    # one. Half the columns and 4 warps: H200, both e5m2 layouts with the column sums, 246 us at SwiGLU
+    # [16384, 2 x 4096] where fp8.TILES.tile took 324 (and the two tensorwise passes 335), GELU 142 at [16384, 4096]
+    # (178), 85 at [8192, 4304] (103); the best of 17 tiles at all three (benchmarks/fp8_delayed_tiles.py;
+    # fp8/14-delayed-2026-11-28-h200).
     bwd_delayed: tuple[int, int, int]
     min_block_n: int = 128
     columns_per_thread: int = 8
     # At most this many rows a program (its partial column sums: one row of fp32 per program's rows), and as
-    # many programs as keep fp8.AMAX_PROGRAMS_PER_SM of them on each multiprocessor.
+    # many programs as keep fp8.TILES.amax_programs_per_sm of them on each multiprocessor.
     max_rows_per_program: int = 64
 
 
@@ -348,7 +349,7 @@ def act_tile(m: int, n: int, inputs: int, device: torch.device) -> tuple[int, in
     max_iters = max(1, tiles.max_rows_per_program // block_m)
     if device.type != "cuda":
         return block_m, block_n, min(2, max_iters), num_warps  # the loop and its masked last tiles run in the tests
-    wanted = cdiv(m, block_m) * cdiv(n, block_n) // (fp8.AMAX_PROGRAMS_PER_SM * sm_count(device))
+    wanted = cdiv(m, block_m) * cdiv(n, block_n) // (fp8.TILES.amax_programs_per_sm * sm_count(device))
     iters = 1
     while iters * 2 <= max_iters and iters * 2 <= wanted:
         iters *= 2
@@ -515,7 +516,7 @@ def _act_transposed_cast(pre: Tensor, amax: Tensor, activation: str, given_scale
     mp = fp8.round_up(m, fp8.GEMM_MULTIPLE)
     yt = pre.new_empty((hidden, mp), dtype=torch.float8_e4m3fn)
     scale = empty_scalar(pre)
-    block_m, block_n, num_warps = fp8.TILE[fp8._mode(pre)]
+    block_m, block_n, num_warps = fp8._tiles(pre.device).tile
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(hidden, block_n))), g2, u2, amax, yt, scale,
                    g2.stride(0), pre.stride(0), m, hidden, mp, ACTIVATION=CODES[ACTIVATIONS[activation].pointwise],
                    GATED=gated, GIVEN_SCALE=given_scale, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)

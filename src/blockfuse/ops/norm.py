@@ -2397,7 +2397,7 @@ def _norm_transposed_cast(z: Tensor, mean: Optional[Tensor], rstd: Tensor, weigh
     mp = _fp8.round_up(m, _fp8.GEMM_MULTIPLE)
     yt = z.new_empty((n, mp), dtype=torch.float8_e4m3fn)
     scale = empty_scalar(z)
-    block_m, block_n, num_warps = _fp8.TILE[_fp8._mode(z)]
+    block_m, block_n, num_warps = _fp8._tiles(z.device).tile
     _cast_t_kernel((max(1, cdiv(mp, block_m)), max(1, cdiv(n, block_n))), z2, mean, rstd, vector(weight),
                    vector(bias), amax, yt, scale, z2.stride(0), m, n, mp, HAS_W=weight is not None,
                    HAS_B=bias is not None, CAST_BEFORE_WEIGHT=cast_before_weight, GIVEN_SCALE=given_scale,
