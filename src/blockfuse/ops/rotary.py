@@ -65,12 +65,16 @@ class Tiles:
     # rotates at most flat_heads_per_program heads of q and k together: a program's heads run one after the other,
     # load, rotate, store, so a long walk leaves its multiprocessor waiting on one head's loads at a time. Measured on
     # an H200 with 4 splits (benchmarks/results/launch-rules/8-flat-rope/, head_dim 72, [4, 4096]): 5 heads a program
-    # (16/4) 0.91 of copy forward, 10 (32/8) 0.81, 16 (32/32) 0.77.
+    # (16/4) 0.91 of copy forward, 10 (32/8) 0.81, 16 (32/32) 0.77. At most 2 heads (4 until 2026-12-07), forward +
+    # backward over the launcher with 4, [4, seq 1024 / 4096] x heads {32/32, 32/8, 16/4}: H100 1.008-1.053 /
+    # 1.031-1.061 at head_dim 72, 1.001-1.024 / 1.015-1.028 at 80, taking 72 with 32/32 heads from 0.95 / 0.97x
+    # torch.compile to 1.00 / 1.03x; H200 0.999-1.031 / 1.020-1.037 at 72, 0.995-1.026 / 0.991-1.034 at 80
+    # (launch-rules/45-rope-settings-2026-12-07-h100/, 44-*-h200/). 8 heads lost up to 6% (H200, seq 4096).
     flat_tile: int = 1024
     flat_elements_per_warp: int = 256
     flat_min_tile: int = 128
     flat_programs_per_sm: int = 16
-    flat_heads_per_program: int = 4
+    flat_heads_per_program: int = 2
     # NOTE: the packed backward into FP8 operands (_rotary_bwd_fp8_kernel) takes a tile of BLOCK_M tokens x one head,
     # about bwd_fp8_elements elements (both halves), on a warp for every 2048 of them: at head_dim 128 that is 64
     # tokens on 4 warps, the two 64 x 64 halves of ops/fp8_act.py's delayed activation backward (BWD_DELAYED_TILE,
