@@ -330,14 +330,13 @@ def amax_main(widths) -> None:
             parameters = {} if is_rms else {"B": bf, "MEAN": f32}
             absent = {"SEED": None, **({"B": None, "MEAN": None} if is_rms else {})}
             cells = []
-            tile = norm._tile(n, knob("FWD_TILE_ELEMENTS"), knob("FWD_ELEMENTS_PER_WARP"), knob("FWD_MAX_LANES"),
-                              knob("TAIL_FROM_LANES"))
+            tile = norm.forward_rule(n, is_rms, True, True)  # the plain pre-residual forward's
             signature = {**base, "Y": bf, **parameters}
             persistence = _forward_persistence(tile, n, norm.PRE, 0)
             plain = compile_sm90(norm._norm_fwd_kernel, signature,
                                  {**absent, **common, **tile.constexprs(n), **persistence["constexprs"]},
                                  _aligned(signature, strides, n), num_warps=tile.num_warps, **persistence["options"])
-            fp8_tile = norm.fp8_forward_tile(n)
+            fp8_tile = norm.fp8_forward_tile(n, residual=True, is_rms=is_rms, pre=True)
             signature = {**base, "Q": bf, "AMAX": f32, "history_len": "i32", **parameters}
             folded = compile_sm90(norm._norm_fwd_fp8_kernel, signature,
                                   {**absent, "Y": None, "Q_SCALE": None, "HISTORY": None, **common,

@@ -338,14 +338,12 @@ def register_stats(widths, warps_options=(4,)) -> None:
           "row element | plain kernel regs | stack |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in widths:
-        tile = norm._tile(n, knob("FWD_TILE_ELEMENTS"), knob("FWD_ELEMENTS_PER_WARP"), knob("FWD_MAX_LANES"),
-                          knob("TAIL_FROM_LANES"))  # the plain forward's
-        tail = f" + {tile.block_t}" if tile.tail else ""
         for form, (is_rms, mode, activation) in norm_forms.items():
+            tile = norm.forward_rule(n, is_rms, mode != norm.NONE, mode == norm.PRE)  # the plain forward's
             plain = _plain_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation)
             for recipe in FP8_OUTPUT_CODES:
                 for min_warps in warps_options:
-                    fp8_tile = _forward_tile(norm, n, min_warps, mode != norm.NONE)
+                    fp8_tile = _forward_tile(norm, n, min_warps, mode, is_rms)
                     registers, stack = _fp8_norm_stats(compile_sm90, sass_stats, norm, n, fp8_tile, is_rms, mode,
                                                        activation, recipe, fp8_tile.num_warps)
                     fp8_tail = f" + {fp8_tile.block_t}" if fp8_tile.tail else ""
@@ -374,12 +372,13 @@ def register_stats(widths, warps_options=(4,)) -> None:
 BF16, F32, E4M3 = "*bf16", "*fp32", "*fp8e4nv"
 
 
-def _forward_tile(norm, n: int, min_warps: int, residual: bool):
-    """``norm.fp8_forward_tile(n, residual=residual)`` with the knob ``FP8_FWD_MIN_WARPS`` at ``min_warps``."""
+def _forward_tile(norm, n: int, min_warps: int, mode: int, is_rms: bool):
+    """``norm.fp8_forward_tile`` for rows of ``n`` in residual form ``mode`` (as the launcher asks for it) with the
+    knob ``FP8_FWD_MIN_WARPS`` at ``min_warps``."""
     from norm_knobs import rule_constants
 
     with rule_constants({"FP8_FWD_MIN_WARPS": min_warps}):
-        return norm.fp8_forward_tile(n, residual=residual)
+        return norm.fp8_forward_tile(n, residual=mode != norm.NONE, is_rms=is_rms, pre=mode == norm.PRE)
 
 
 def _fp8_norm_stats(compile_sm90, sass_stats, norm, n, tile, is_rms, mode, activation, recipe, num_warps):
@@ -486,6 +485,51 @@ def variants_chart(payloads: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def width_chart(payloads: list[dict], path: Path) -> None:
+    """The variants' speed-ups (as :func:`variants_chart`) along the row width: a color a form, a marker a variant,
+    one panel a recipe; from the norm-fp8.json of several runs (widths split between calls)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recipes = ("rowwise", "tensorwise")
+    points = {}  # (label, form) -> [(width, speed-up)]
+    for payload in payloads:
+        for row in payload["rows"]:
+            for name in row:
+                recipe, _, label = name.partition("_")
+                if recipe == recipes[0] and label and f"{recipes[1]}_{label}" in row:
+                    points.setdefault((label, row["form"]), []).append(
+                        (row["width"], *(row[r]["ms"] / row[f"{r}_{label}"]["ms"] for r in recipes)))
+    if not points:
+        raise ValueError("no rowwise_LABEL / tensorwise_LABEL variant in these runs to chart")
+    widths = sorted({w for values in points.values() for w, *_ in values})
+    forms = list(dict.fromkeys(form for _, form in points))
+    labels = list(dict.fromkeys(label for label, _ in points))
+    figure, axes = plt.subplots(1, 2, figsize=(max(8.0, 0.7 * len(widths) * 2), 4.5), sharey=True)
+    for k, (axis, recipe) in enumerate(zip(axes, recipes)):
+        for (label, form), values in points.items():
+            values = sorted(values)
+            xs = [widths.index(w) + 0.08 * (forms.index(form) - (len(forms) - 1) / 2) for w, *_ in values]
+            axis.plot(xs, [v[1 + k] for v in values], "osx^Dv"[labels.index(label) % 6],
+                      color=f"C{forms.index(form)}", label=f"{form}, {label}" if k == 0 else None)
+        axis.axhline(1.0, color="0.5", lw=0.8)
+        axis.set_title(f"{recipe}: default time / variant time")
+        axis.set_xticks(range(len(widths)), [str(w) for w in widths], rotation=45)
+        axis.set_xlabel("row width")
+        axis.grid(axis="y", alpha=0.3)
+    first = payloads[0]
+    rows = sorted({row["rows"] for p in payloads for row in p["rows"]})
+    figure.suptitle(f"Norm + FP8 forward variants by width ({first['card']}; torch {first['torch']}, triton "
+                    f"{first['triton']}; {', '.join(map(str, rows))} rows, {len(payloads)} run(s))", fontsize=10)
+    axes[0].set_ylabel("speed-up (above 1: the variant is faster)")
+    axes[0].legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16384)
@@ -514,12 +558,19 @@ def main() -> None:
     parser.add_argument("--chart-from", type=Path, nargs="+", metavar="JSON",
                         help="no GPU: draw the variants' speed-ups over their recipe's default from these runs' "
                              "norm-fp8.json into --out/norm-fp8-variants.png")
+    parser.add_argument("--by-width", action="store_true",
+                        help="with --chart-from: the speed-ups along the row width, a color a form "
+                             "(norm-fp8-widths.png)")
     args = parser.parse_args()
     if args.chart_from:
         if args.out is None:
             parser.error("--chart-from needs --out")
         os.makedirs(args.out, exist_ok=True)
-        variants_chart([json.loads(path.read_text()) for path in args.chart_from], args.out / "norm-fp8-variants.png")
+        payloads = [json.loads(path.read_text()) for path in args.chart_from]
+        if args.by_width:
+            width_chart(payloads, args.out / "norm-fp8-widths.png")
+        else:
+            variants_chart(payloads, args.out / "norm-fp8-variants.png")
         return
     if args.registers:
         sys.path.insert(0, str(Path(__file__).resolve().parent))  # (norm_tiles / norm_knobs, for --setting)

@@ -41,3 +41,23 @@ def test_chart_from_runs_draws_the_speedups(tmp_path, monkeypatch):
         row.pop("rowwise_pieces", None), row.pop("tensorwise_pieces", None)
     with pytest.raises(ValueError, match="no rowwise_LABEL"):
         bench.variants_chart([plain], tmp_path / "none.png")
+
+
+def test_chart_by_width_draws_each_form_and_variant(tmp_path, monkeypatch):
+    """--by-width: one point a (variant, form, width) and recipe, the speed-ups those of the JSON."""
+    bench = load_benchmark("norm_fp8")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_payload(0.05)))
+    drawn = []
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot",
+                        lambda self, xs, ys, *a, **k: drawn.append(list(ys)) or original(self, xs, ys, *a, **k))
+    monkeypatch.setattr(sys, "argv", ["norm_fp8.py", "--chart-from", str(path), "--by-width", "--out",
+                                      str(tmp_path / "o")])
+    bench.main()
+    assert (tmp_path / "o" / "norm-fp8-widths.png").stat().st_size > 1000
+    assert drawn == [[pytest.approx(2.0)], [pytest.approx(0.5)]]  # rowwise 0.1 / 0.05, tensorwise 0.1 / 0.2
+    with pytest.raises(ValueError, match="no rowwise_LABEL"):
+        bench.width_chart([{"card": "c", "torch": "t", "triton": "t", "rows": []}], tmp_path / "none.png")

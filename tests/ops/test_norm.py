@@ -763,7 +763,8 @@ def test_forward_vector_tail_rule(n):
     """Below TAIL_FROM_LANES (and without the one-row pieces of the next test) the forward takes two pieces exactly
     where the tail fills 4 warps with 16-byte vectors (FWD_VECTOR_TAIL_LANES: 5120 = 4096 + 1024, not 8192; 2880 =
     2048 + 1024), at most one vector a thread of the tail; a smaller tail keeps the padded tile (4304 in 8192 lanes);
-    the backward's tiles do not change, nor the FP8 forward's at these tails."""
+    the backward's tiles do not change; the FP8 forward takes these tails from FP8_FWD_PIECES_FROM_LANES (the plain
+    forward's rows: the NOTE above FP8_FWD_PLAIN_ROWS), narrower rows keep its padded tile."""
     fwd, padded = forward_width_tile(n, vector_tail=norm.TUNING.fwd_vector_tail_lanes), forward_width_tile(n)
     head, tail = norm.row_pieces(n)
     if tail >= norm.TUNING.fwd_vector_tail_lanes:
@@ -774,8 +775,12 @@ def test_forward_vector_tail_rule(n):
     expected = {5120: (4096, 1024), 4864: (4096, 1024), 6144: (4096, 2048), 2880: (2048, 1024), 3072: (2048, 1024)}
     assert ((fwd.block_n, fwd.block_t) if fwd.tail else None) == expected.get(n), (n, fwd)
     assert fwd.num_warps in (4, 8), fwd
-    fp8 = norm.fp8_forward_tile(n)  # the FP8 forward takes no vector tails (it takes the one-row pieces: below)
-    assert not fp8.tail or n > norm.TUNING.tail_from_lanes or fp8.block_t < norm.LAYOUT_TAIL_LANES.value, fp8
+    fp8, plain = norm.fp8_forward_tile(n), norm.forward_rule(n)
+    if n >= norm.TUNING.fp8_fwd_pieces_from_lanes:
+        assert (fp8.block_m, fp8.block_n, fp8.tail, fp8.block_t) == (1, plain.block_n, plain.tail, plain.block_t), fp8
+        assert fp8.num_warps == plain.num_warps or not fp8.tail, fp8
+    else:
+        assert not fp8.tail, fp8
 
 
 @pytest.mark.parametrize("n", [640, 768, 1024, 1152, 1280, 1536, 2048, 2304, 2560, 2880, 4096, 4160, 4304, 4608, 5120,
@@ -809,8 +814,8 @@ def test_forward_one_row_pieces_rule(n):
     if n in expected and n >= norm.TUNING.fp8_fwd_pieces_from_lanes:
         assert (fp8.block_m, fp8.block_n, fp8.tail, fp8.block_t, fp8.num_warps) == (
             tile.block_m, tile.block_n, True, tile.block_t, tile.num_warps), fp8
-    else:
-        assert not fp8.tail or n > norm.TUNING.tail_from_lanes, fp8
+    elif n < norm.TUNING.fp8_fwd_pieces_from_lanes:
+        assert not fp8.tail, fp8
 
 
 @pytest.mark.usefixtures("requires_triton")

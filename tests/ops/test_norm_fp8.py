@@ -491,6 +491,52 @@ def test_wide_rows_take_the_chunked_path(form, recipe, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("plain_rows", (False, True), ids=("own-rows", "plain-rows"))
+@pytest.mark.parametrize("n", (2880, 5120, 11008))
+@pytest.mark.parametrize("form", ("ln", "rms", "ln-post", "rms-pre"))
+def test_both_rows_rules(form, n, plain_rows, device):
+    """The FP8 forward's rows from its own rule or from the plain forward's (FP8_FWD_PLAIN_ROWS: the vector tails
+    2880 = 2048 + 1024 and 5120 = 4096 + 1024, LayerNorm's 11008 on fewer warps, RMSNorm's chunks at 11008 with the
+    rowwise scale's extra pass), both recipes, the residual forms' streams too. On the plain rows (but LayerNorm's
+    where those are chunks: RMSNorm's at 11008) the FP8 output is the plain output's cast exactly (float32 inputs:
+    the same tile, the same arithmetic); on another tile, within an FP8 step and the scale within a few fp32 ulps
+    (another summation order: the module docstring)."""
+    variant, _, mode = form.partition("-")
+    residual = {"residual_mode": mode} if mode else {}
+    x, w, b, r = inputs((3, n), torch.float32, seed=n + 5, device=device, residual=bool(mode))
+    if mode:
+        residual["residual"] = r
+    with norm.tuned(FP8_FWD_PLAIN_ROWS=plain_rows):
+        tile = norm.fp8_forward_tile(n, residual=bool(mode), is_rms=variant == "rms", pre=mode == "pre")
+        plain_tile = norm.forward_rule(n, variant == "rms", bool(mode), mode == "pre")
+        if plain_rows:
+            chunks = plain_tile.num_chunks > 1
+            assert (tile == plain_tile) != chunks and tile.num_chunks == 1, (tile, plain_tile)
+        else:
+            own = norm.fp8_forward_rows(n)
+            assert (tile.block_m, tile.block_n, tile.tail, tile.block_t) == (own.block_m, own.block_n, own.tail,
+                                                                             own.block_t), (tile, own)
+        for recipe in RECIPES:
+            scaling = Float8Scaling.new(device=device) if recipe == "tensorwise" else None
+            with torch.no_grad():
+                plain = call(variant, x, w, b, **residual)
+                if scaling is not None:
+                    call(variant, x, w, b, fp8=recipe, fp8_scaling=scaling, **residual)
+                out = call(variant, x, w, b, fp8=recipe, fp8_scaling=scaling, **residual)
+            (q, scale), stream = out if mode else (out, None)
+            y = plain[0] if mode == "pre" else plain
+            if mode:
+                assert_same(stream, plain[1] if mode == "pre" else plain, device, "stream")
+            expected = amax_scale(y, -1 if recipe == "rowwise" else None)
+            if tile == plain_tile:
+                assert_same(scale, expected, device, "scale")
+                assert_quantized(q, scale, y, device)
+            else:
+                torch.testing.assert_close(scale, expected, rtol=1e-6, atol=0)
+                assert fp8_steps(q, cast(y, scale)).max().item() <= 1
+
+
+@pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("layout", ("contiguous", "transposed", "strided"))
 def test_higher_rank_and_non_contiguous_inputs(layout, device):
     x, w, b, r = inputs((2, 3, 760), torch.float32, seed=17, layout=layout, device=device, residual=True)
@@ -649,15 +695,18 @@ def test_the_launcher_passes_opcheck(device):
 def test_fp8_forward_warps_follow_the_lanes():
     """The FP8 forward's warps (norm.fp8_forward_tile's rule) at real models' widths and others: a warp per
     1024-2048 lanes of a one-piece tile (4 warps at 8192 lanes where the plain forward takes 8), the residual
-    forms at least 2 warps a row, at most 16; rows with a tail or in chunks keep the plain forward's warps (the
-    one-row pieces from FP8_FWD_PIECES_FROM_LANES: 2304, 4304 in pieces, 1152 in its padded tile)."""
+    forms at least 2 warps a row, at most 16; rows with a tail or in chunks keep the plain forward's warps (its rows
+    from FP8_FWD_PIECES_FROM_LANES: 2304, 4304 in one-row pieces, 5120 in a vector tail, 11008 a wide tail on one warp
+    per 2048 lanes without a residual; 1152 in its padded tile)."""
     widths = (64, 72, 768, 1000, 1152, 2048, 2304, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
     assert norm.fp8_forward_tile(4096).num_warps == 2 and norm.fp8_forward_tile(8192).num_warps == 4
     assert norm.fp8_forward_tile(4304).tail and norm.fp8_forward_tile(2304).tail
-    assert not norm.fp8_forward_tile(1152).tail and not norm.fp8_forward_tile(5120).tail
+    assert not norm.fp8_forward_tile(1152).tail and norm.fp8_forward_tile(5120).tail
+    assert norm.fp8_forward_tile(11008, is_rms=True).num_warps == 8  # (RMSNorm's plain chunks: LayerNorm's rows)
+    assert norm.fp8_forward_tile(11008, residual=True).num_warps == 16
     for n in widths:
-        plain = norm.fp8_forward_rows(n)
         for residual in (False, True):
+            plain = norm.fp8_forward_rows(n, residual=residual)
             tile = norm.fp8_forward_tile(n, residual=residual)
             assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces
             if plain.tail or plain.num_chunks > 1:

@@ -1978,22 +1978,34 @@ def _fwd_maxnreg(tile: Tile, stages: int = 0, mode: int = NONE, element_size: in
     return None
 
 
-def fp8_forward_rows(n: int) -> Tile:
-    """The FP8 forward's rows and pieces for rows of ``n``, before its warps (:func:`fp8_forward_tile`): the one-row
-    pieces from FP8_FWD_PIECES_FROM_LANES (the NOTE above it), else the forward's width tile."""
+def fp8_forward_rows(n: int, is_rms: bool = False, residual: bool = False, pre: bool = False,
+                     scalar: bool = False) -> Tile:
+    """The FP8 forward's rows and pieces for rows of ``n``, before its warps (:func:`fp8_forward_tile`): from
+    FP8_FWD_PIECES_FROM_LANES (the NOTEs above it and FP8_FWD_PLAIN_ROWS) the plain forward's tile for the form
+    given (:func:`forward_rule`, its warps too), but where that is a row in chunks below FWD_MAX_LANES (RMSNorm's)
+    the plain LayerNorm forward's: a chunked row takes one more pass for its rowwise scale. Narrower rows, and every
+    row with FP8_FWD_PLAIN_ROWS off: the one-row pieces from FP8_FWD_PIECES_FROM_LANES, else the forward's width
+    tile."""
     tuning = TUNING
+    if tuning.fp8_fwd_plain_rows and tuning.fp8_fwd_pieces_from_lanes and n >= tuning.fp8_fwd_pieces_from_lanes:
+        tile = forward_rule(n, is_rms, residual, pre, scalar)
+        if tile.num_chunks > 1 and n <= tuning.fwd_max_lanes:
+            tile = forward_rule(n, False, residual, pre, scalar)
+        return tile
     return (_one_row_pieces(n, tuning.fp8_fwd_pieces_from_lanes, tuning.tail_from_lanes,
                             tuning.fwd_piece_lanes_per_warp, tuning.fwd_piece_min_warps)
             or _tile(n, tuning.fwd_tile_elements, tuning.fwd_elements_per_warp, tuning.fwd_max_lanes,
                      tuning.tail_from_lanes))
 
 
-def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, residual: bool = False) -> Tile:
+def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, residual: bool = False,
+                     is_rms: bool = False, pre: bool = False, scalar: bool = False) -> Tile:
     """The tile of the forward with an FP8 output for rows of ``n`` (``m`` of them on ``device``, when given: the
-    forward's row-count rule), ``residual`` for the pre- and post-residual forms: the forward's rows, with warps
-    by the rule above (benchmarks/norm_fp8.py compiles and times it)."""
+    forward's row-count rule), ``residual`` for the pre- and post-residual forms (``pre``: the pre-residual one),
+    ``is_rms`` and ``scalar`` as :func:`forward_rule`'s: the forward's rows, with warps by the rule above
+    (benchmarks/norm_fp8.py compiles and times it)."""
     tuning = TUNING
-    tile = fp8_forward_rows(n)
+    tile = fp8_forward_rows(n, is_rms, residual, pre, scalar)
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
@@ -2056,8 +2068,9 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
     h = 0 if history is None else int(history.shape[0])
     s2 = None if s is None else s.view(-1, n)
     y2 = None if y is None else y.view(-1, n)
-    tile = fp8_forward_tile(n, m, x2.device, residual=mode != NONE)
     vec, n_units, strides = in_row_units(n, x2.stride(0), row_stride(res2), row_stride(y2), row_stride(s2))
+    scalar = scalar_rows(vec, x2)
+    tile = fp8_forward_tile(n, m, x2.device, residual=mode != NONE, is_rms=is_rms, pre=mode == PRE, scalar=scalar)
     _fwd_fp8_kernel(
         (cdiv(m, tile.block_m),),
         x2, res2, weight, bias, y2, s2, q.view(-1, n), scale, history, amax, seed if dropout_p > 0 else None,
@@ -2067,7 +2080,7 @@ def _launch_fwd_fp8(x2, res2, weight, bias, y, s, q, scale, history, amax, seed,
         HAS_DROPOUT=dropout_code(dropout_p, n), CAST_BEFORE_WEIGHT=cast_before_weight, ACTIVATION=activation,
         STATS=stats, **tile.constexprs(n), FP8=code, BLOCK_H=next_power_of_2(h), VEC=vec,
         PDL=code == FP8_TENSORWISE.value and _fp8.roll_pdl(x2),
-        THREADS=joint_sums_threads(tile, scalar_rows(vec, x2), forward=True, fp8=True), num_warps=tile.num_warps,
+        THREADS=joint_sums_threads(tile, scalar, forward=True, fp8=True), num_warps=tile.num_warps,
         maxnreg=TUNING.fp8_fwd_maxnreg,
     )
 

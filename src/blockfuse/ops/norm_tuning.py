@@ -69,9 +69,9 @@ class NormTuning:
     # copy, padded tile -> pieces: 5120 LayerNorm 0.79 -> 0.95, RMSNorm 0.89 -> 0.96; but 4304 (4096 + 256, a tail of 1
     # element a thread at 8 warps) LayerNorm 0.70 -> 0.58, RMSNorm 0.83 -> 0.88
     # (benchmarks/results/launch-rules/14-vector-tails-2026-11-29-h200/). The backward kept its tiles then (at 4304 the
-    # padded 8192 lanes ran 1.8x faster than 4096 + 256 with vector sums), and so does the FP8 forward at these tails
-    # (fp8_forward_tile): with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and
-    # 0.82x at 6144 (same folder, fp8/). 0: off.
+    # padded 8192 lanes ran 1.8x faster than 4096 + 256 with vector sums). The FP8 forward kept its padded tiles too
+    # (with these pieces it ran 1.20-1.36x faster at 5120 but LayerNorm rowwise 0.92x at 2880 and 0.82x at 6144, same
+    # folder, fp8/) until the kernel had changed enough to win with them (the NOTE above FP8_FWD_PLAIN_ROWS). 0: off.
     fwd_vector_tail_lanes: int = 4 * 32 * 8  # (4 * 32 * TAIL_VECTOR at import: setting TAIL_VECTOR does not move it)
     # NOTE: below TAIL_FROM_LANES, a row of at least FWD_PIECES_FROM_LANES with a tail of any size also goes in two
     # pieces, one row a program, one warp per FWD_PIECE_LANES_PER_WARP lanes and at least FWD_PIECE_MIN_WARPS: 1152 and
@@ -719,6 +719,19 @@ class NormTuning:
     # 128 on 2 warps) rowwise lost (RMSNorm 22.9 -> 25.2 us, LayerNorm 28.9 -> 30.9) where tensorwise and post-residual
     # gained 1.05-1.09x: 1152-1536 keep the padded tile.
     fp8_fwd_pieces_from_lanes: int = 2048
+    # NOTE: from FP8_FWD_PIECES_FROM_LANES the FP8 forward takes the plain forward's rows (forward_rule: its vector
+    # tails 2561-3072 and 4609-6144, and LayerNorm's wide tails on one warp per 2048 lanes, which RMSNorm takes too:
+    # its plain chunks would cost the rowwise scale a third pass), its own warps only where they are one padded tile.
+    # Its own rule had kept padded tiles at the vector tails (the NOTE above FWD_VECTOR_TAIL_LANES) and 16 warps for
+    # the wide tails. Measured on an H100 against that rule, [16384, n] bf16, two alternating rounds of one process,
+    # rowwise / tensorwise speed-up (benchmarks/results/fp8/38-plain-rows-2026-12-07-h100/): the wide tails RMSNorm
+    # 1.12-1.20x, LayerNorm 1.24-1.32x (11008 0.66 -> 0.87 of copy; residual forms unchanged: 16 warps); the vector
+    # tails at 4864-6144 LayerNorm 1.04-1.14x / 1.15-1.31x, RMSNorm 1.00-1.09x, post-residual tensorwise 1.03-1.12x and
+    # rowwise 1.02x at 4864 / 5120 but 0.94x / 0.96x at 5632 / 6144; at 2816-3072 RMSNorm 1.01-1.03x, post-residual
+    # 1.04-1.06x, LayerNorm tensorwise 1.05x but rowwise 0.96x; the pre-residual forms within 0.6%. Below 2048 lanes
+    # (1152, 1536) the plain pieces lost rowwise (RMSNorm 0.94x / 0.97x, LayerNorm 0.96x / 0.94x): those keep the
+    # padded tile. Off: the FP8 forward's own rows at every width.
+    fp8_fwd_plain_rows: bool = True
     fp8_fwd_residual_warps_per_row: int = 2
     fp8_fwd_min_warps: int = 1  # a floor for benchmarks/norm_fp8.py --warps
     # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
