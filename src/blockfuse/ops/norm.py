@@ -2009,8 +2009,8 @@ def fp8_forward_tile(n: int, m=None, device: Optional[torch.device] = None, resi
     if device is not None:
         tile = _forward_tile(tile, m, device)
     warps = tile.num_warps
-    if not tile.tail and tile.num_chunks == 1:
-        warps = next_power_of_2(cdiv(tile.block_m * tile.block_n, tuning.fp8_fwd_lanes_per_warp))
+    if tile.num_chunks == 1 and (not tile.tail or tuning.fp8_fwd_tail_warps):
+        warps = next_power_of_2(cdiv(tile.block_m * tile.lanes, tuning.fp8_fwd_lanes_per_warp))
         if residual:
             warps = max(warps, tile.block_m * tuning.fp8_fwd_residual_warps_per_row)
         warps = min(16, warps)

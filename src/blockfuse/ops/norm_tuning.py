@@ -699,9 +699,10 @@ class NormTuning:
     fwd_row_warps_per_sm: int = 20
 
     # ---- The FP8 forward ----
-    # The forward with an FP8 output (forward only) takes the forward's tiles (_tile) and rows a program, with its own
-    # warps: one per FP8_FWD_LANES_PER_WARP lanes of the tile, and at least FP8_FWD_RESIDUAL_WARPS_PER_ROW a row in the
-    # residual forms, which stream 4 more bytes an element (a row with a tail, or in chunks, keeps the forward's).
+    # The forward with an FP8 output (forward only) takes the forward's rows (FP8_FWD_PLAIN_ROWS) with its own warps:
+    # one per FP8_FWD_LANES_PER_WARP lanes of the tile (a row's head and tail together: FP8_FWD_TAIL_WARPS), and at
+    # least FP8_FWD_RESIDUAL_WARPS_PER_ROW a row in the residual forms, which stream 4 more bytes an element (a row in
+    # chunks keeps the forward's).
     # NOTE: measured against the forward's warps (one per 1024 lanes, at least 4), H200, [16384, n] bf16, old and new
     # code in one call (benchmarks/results/fp8/15-fp8-forward-2026-11-29-h200/): 2048 lanes a warp ran as fast or faster
     # in the plain forms from 1152 to 8192 wide, and in the residual forms from 4096 (best of two rounds, rowwise:
@@ -721,7 +722,7 @@ class NormTuning:
     fp8_fwd_pieces_from_lanes: int = 2048
     # NOTE: from FP8_FWD_PIECES_FROM_LANES the FP8 forward takes the plain forward's rows (forward_rule: its vector
     # tails 2561-3072 and 4609-6144, and LayerNorm's wide tails on one warp per 2048 lanes, which RMSNorm takes too:
-    # its plain chunks would cost the rowwise scale a third pass), its own warps only where they are one padded tile.
+    # its plain chunks would cost the rowwise scale a third pass), its warps its own (FP8_FWD_TAIL_WARPS).
     # Its own rule had kept padded tiles at the vector tails (the NOTE above FWD_VECTOR_TAIL_LANES) and 16 warps for
     # the wide tails. Measured on an H100 against that rule, [16384, n] bf16, two alternating rounds of one process,
     # rowwise / tensorwise speed-up (benchmarks/results/fp8/38-plain-rows-2026-12-07-h100/): the wide tails RMSNorm
@@ -732,6 +733,15 @@ class NormTuning:
     # (1152, 1536) the plain pieces lost rowwise (RMSNorm 0.94x / 0.97x, LayerNorm 0.96x / 0.94x): those keep the
     # padded tile. Off: the FP8 forward's own rows at every width.
     fp8_fwd_plain_rows: bool = True
+    # NOTE: the warps above (one per FP8_FWD_LANES_PER_WARP lanes, the residual forms' floor) for a row in two pieces
+    # too, its head and tail counted, where the plain forward's warps came with its rows: 2816-3072 on 2 warps (not 4),
+    # the residual forms and RMSNorm at 5121-6144 on 4 (not 8), the residual forms' wide tails on 8 (not 16). Measured
+    # on an H100 against the plain forward's warps, [16384, n] bf16, two alternating rounds (fp8/38-plain-rows-*/
+    # run5-tail-warps/; every warp count in run4-tiles/), rowwise / tensorwise: LayerNorm 2816 / 3072 1.11x / 1.09x and
+    # 1.09x / 1.08x (0.85 -> 0.94 of copy), post-residual 5632 / 6144 1.07x / 1.06x and 1.04x / 1.04x, RMSNorm 5632
+    # 1.04x / 1.03x, the wide tails within 1.3%; the cost: the post-residual form at 2816 / 3072 tensorwise 0.97x /
+    # 0.98x, the pre-residual RMSNorm within 0.8%. No spill in the sm_90 builds (sm90-builds/registers-tail-warps.md).
+    fp8_fwd_tail_warps: bool = True
     fp8_fwd_residual_warps_per_row: int = 2
     fp8_fwd_min_warps: int = 1  # a floor for benchmarks/norm_fp8.py --warps
     # a register cap for the FP8 forward (benchmarks/norm_fp8.py --maxnreg times it)
