@@ -224,7 +224,7 @@ def _constants(setting: Optional[Setting]):
 
 
 def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False, lanes_per_warp=(), settings=(),
-          rounds: int = 1) -> list[dict]:
+          rounds: int = 1, device: str = "cuda") -> list[dict]:
     from norm_knobs import has_knob, knob, rule_constants
 
     import blockfuse.fp8
@@ -236,10 +236,10 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
     for n in widths:
         elements = m * n
         for form in forms:
-            op, ref, extra = make_case(form, m, n, "cuda")
+            op, ref, extra = make_case(form, m, n, device)
             with torch.no_grad():
                 y_ref = ref()
-            scaling = Float8Scaling.new(device="cuda")
+            scaling = Float8Scaling.new(device=device)
 
             def unfused(recipe):
                 y, _ = split(form, op())
@@ -280,28 +280,42 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
                     # and the roll launched plainly, not as a programmatic dependent launch
                     calls["tensorwise_noroll"] = (calls["tensorwise"][0], calls["tensorwise"][1], "noroll")
                     calls["tensorwise_nopdl"] = (calls["tensorwise"][0], calls["tensorwise"][1], "nopdl")
-            row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
-            copies = {}
             default_warps = knob("FP8_FWD_MIN_WARPS")
+
+            @contextlib.contextmanager
+            def variant_of(variant):
+                """The FP8 forward as ``variant`` launches it: a setting, tile, register cap, lanes a warp or
+                minimum warps in force (None: the rule's); "noroll" / "nopdl": the ablations."""
+                setting = variant if isinstance(variant, Setting) else None
+                tile = variant if isinstance(variant, tuple) and setting is None else None
+                cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
+                lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
+                min_warps = variant if isinstance(variant, int) else None
+                own = {"FP8_FWD_MIN_WARPS": 1 if lanes else min_warps or warps[0] or default_warps,
+                       "FP8_FWD_MAXNREG": cap}
+                own = {key: value for key, value in own.items() if has_knob(key)}  # (older code)
+                try:
+                    launch_ops.PDL = variant != "nopdl"
+                    with rule_constants(own), _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), \
+                            _constants(setting), _no_roll(norm, variant == "noroll"):
+                        yield
+                finally:
+                    launch_ops.PDL = True
+
+            row = {"rows": m, "width": n, "form": form, "check": check(form, op, y_ref)}
+            # every variant's outputs checked as the default's (the ablations leave the history unrolled: not)
+            row["check_variants"] = {}
+            for name, (_, _, variant) in calls.items():
+                if name.startswith("rowwise_") and variant is not None and variant not in ("noroll", "nopdl"):
+                    with variant_of(variant):
+                        row["check_variants"][name.split("_", 1)[1]] = check(form, op, y_ref)
+            copies = {}
             timed: dict = {}
             with torch.no_grad():
                 for _ in range(rounds):  # (--rounds: every call timed once a round, the calls alternating)
                     for name, (fn, per_element, variant) in calls.items():
-                        setting = variant if isinstance(variant, Setting) else None
-                        tile = variant if isinstance(variant, tuple) and setting is None else None
-                        cap = int(variant[1:]) if isinstance(variant, str) and variant.startswith("r") else None
-                        lanes = int(variant[1:]) if isinstance(variant, str) and variant.startswith("l") else None
-                        min_warps = variant if isinstance(variant, int) else None
-                        own = {"FP8_FWD_MIN_WARPS": 1 if lanes else min_warps or warps[0] or default_warps,
-                               "FP8_FWD_MAXNREG": cap}
-                        own = {key: value for key, value in own.items() if has_knob(key)}  # (older code)
-                        try:
-                            launch_ops.PDL = variant != "nopdl"
-                            with rule_constants(own), _fp8_tile(norm, tile), _lanes_per_warp(norm, lanes), \
-                                    _constants(setting), _no_roll(norm, variant == "noroll"):
-                                timed.setdefault(name, []).append(graph_ms(fn))
-                        finally:
-                            launch_ops.PDL = True
+                        with variant_of(variant):
+                            timed.setdefault(name, []).append(graph_ms(fn))
                         if per_element not in copies:
                             copies[per_element] = copy_ms(per_element * elements)
             for name, (_, per_element, _) in calls.items():
@@ -313,7 +327,9 @@ def bench(forms, m: int, widths, warps=(None,), tiles=(), caps=(), ablate=False,
             cells = ", ".join(f"{name} {row[name]['ms'] * 1e3:.1f} us ({row[name]['fraction']:.2f}"
                               + (" in rounds " + "/".join(f"{r['fraction']:.2f}" for r in row[name]["rounds"])
                                  if rounds > 1 else "") + ")" for name in calls)
-            print(f"{m}x{n} {form}: {cells}; check {json.dumps(row['check'])}", flush=True)
+            print(f"{m}x{n} {form}: {cells}; check {json.dumps(row['check'])}"
+                  + (f"; variants' checks {json.dumps(row['check_variants'])}" if row["check_variants"] else ""),
+                  flush=True)
     return rows
 
 
@@ -603,12 +619,15 @@ def main() -> None:
     columns = list(PROVIDERS) + variants(rows)
     lines = [f"# Norm + FP8 quantize against a copy of the same bytes ({head})", "", f"Command: `{command}`", "",
              "Time (CUDA-graph replays, L2 flushed) and fraction of a same-size device copy timed in the same run.", "",
-             "| rows x width | form | " + " | ".join(columns) + " | max FP8 steps (row / tensor) |",
-             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |"]
+             "| rows x width | form | " + " | ".join(columns) + " | max FP8 steps (row / tensor) | the variants' |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- | --- |"]
     for r in rows:
         cells = " | ".join(f"{r[p]['ms'] * 1e3:.1f} us ({r[p]['fraction']:.2f})" if p in r else "-" for p in columns)
         steps = f"{r['check']['rowwise']['max_fp8_steps']} / {r['check']['tensorwise']['max_fp8_steps']}"
-        lines.append(f"| {r['rows']}x{r['width']} | {r['form']} | {cells} | {steps} |")
+        checked = r.get("check_variants") or {}
+        worst = " / ".join(str(max((c[recipe]["max_fp8_steps"] for c in checked.values()), default="-"))
+                           for recipe in ("rowwise", "tensorwise")) if checked else "-"
+        lines.append(f"| {r['rows']}x{r['width']} | {r['form']} | {cells} | {steps} | {worst} |")
     (args.out / "norm-fp8.md").write_text("\n".join(lines) + "\n")
 
 

@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+import torch
 
 from tests.helpers import load_benchmark
 
@@ -61,3 +62,38 @@ def test_chart_by_width_draws_each_form_and_variant(tmp_path, monkeypatch):
     assert drawn == [[pytest.approx(2.0)], [pytest.approx(0.5)]]  # rowwise 0.1 / 0.05, tensorwise 0.1 / 0.2
     with pytest.raises(ValueError, match="no rowwise_LABEL"):
         bench.width_chart([{"card": "c", "torch": "t", "triton": "t", "rows": []}], tmp_path / "none.png")
+
+
+def test_bench_checks_every_variant(monkeypatch):
+    """bench() checks each variant's outputs as it launches them (``check_variants``, by label), the ablations
+    excepted; here on the CPU with the timing stubbed (under TRITON_INTERPRET=1 the FP8 kernels run, their tiles
+    and settings in force; else the references)."""
+    bench = load_benchmark("norm_fp8")
+    sys.path.insert(0, str(bench.__file__).rsplit("/", 1)[0])  # (norm_knobs, norm_tiles beside it)
+    monkeypatch.setattr(bench, "graph_ms", lambda fn: (fn(), 1.0)[1])
+    monkeypatch.setattr(bench, "copy_ms", lambda nbytes: 1.0)
+    from blockfuse.ops import norm
+
+    seen, checking = [], []  # the warps of the FP8 launches each check made
+    kernel = norm._fwd_fp8_kernel
+    monkeypatch.setattr(norm, "_fwd_fp8_kernel", lambda *a, **k: (checking and checking[-1].add(k["num_warps"]),
+                                                                    kernel(*a, **k))[1])
+    check = bench.check
+
+    def checked(form, op, y_ref):
+        checking.append(set())
+        result = check(form, op, y_ref)
+        seen.append(checking.pop())
+        return result
+
+    monkeypatch.setattr(bench, "check", checked)
+    setting = bench.parse_setting("tw:FP8_FWD_TAIL_WARPS=False")  # 2880 = 2048 + 1024: 4 warps, not 2
+    rows = bench.bench(["ln"], 3, [2880], tiles=[(1, 8)], settings=[setting], ablate=True, device="cpu")
+    (row,) = rows
+    assert sorted(row["check_variants"]) == ["t1x8", "tw"]
+    if norm.use_triton(torch.empty(1)):  # (the interpreter: the kernels launch)
+        assert seen == [{2}, {8}, {4}], seen  # the default's check, then each variant's, as it launches them
+    for checked in (row["check"], *row["check_variants"].values()):
+        assert checked["rowwise"]["max_fp8_steps"] <= 1 and checked["tensorwise"]["max_fp8_steps"] <= 1
+        assert checked["rowwise"]["scale_rel_error"] < 1e-5
+    assert {"tensorwise_noroll", "tensorwise_nopdl", "rowwise_tw", "rowwise_t1x8"} <= set(row)
