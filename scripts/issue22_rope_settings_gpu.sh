@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # (issue 22) RoPE's launch settings on the card in hand, against torch.compile (one GPU, one call, ~4 minutes):
 # the H100 missed "RoPE >= compile" at head_dim 64-80 with as many kv heads as heads (sweep/2026-12-07-h100-*:
-# 0.95x at 72 32/32 seq 1024), where the H200 held it at every cell. benchmarks/rotary_head_dims.py at HEAD_DIMS x
-# (heads, kv heads) {32/32, 32/8, 16/4} x SEQS: the launcher as shipped, each SETTINGS variant (fields of
+# 0.95x at 72 32/32 seq 1024), where the H200 held it at every cell; two heads a flat program took 72 / 80
+# to 1.00-1.03x there (launch-rules/45-rope-settings-2026-12-07-h100/; h4 is the rule before it).
+# benchmarks/rotary_head_dims.py at HEAD_DIMS x (heads, kv heads)
+# {32/32, 32/8, 16/4} x SEQS: the launcher as shipped, each SETTINGS variant (fields of
 # ops/rotary.py's TILES changed: the flat kernel's heads a program, programs a multiprocessor, tile; the padded
 # kernel's tile, which head_dim 64 takes), and torch.compile, in one process per seq; every variant checked within
 # 1 bf16 ulp.
@@ -15,7 +17,7 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-SETTINGS=${SETTINGS:-"h2:TILES.flat_heads_per_program=2 h8:TILES.flat_heads_per_program=8
+SETTINGS=${SETTINGS:-"h4:TILES.flat_heads_per_program=4 h8:TILES.flat_heads_per_program=8
     p32:TILES.flat_programs_per_sm=32 t2048:TILES.flat_tile=2048 t512:TILES.flat_tile=512 pt512:TILES.tile_elements=512
     pt2048:TILES.tile_elements=2048"}
 ARGS=()
