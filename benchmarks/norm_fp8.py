@@ -343,7 +343,6 @@ def register_stats(widths, warps_options=(4,)) -> None:
     it (the norms' warps: at least each of ``warps_options``), beside the plain norm forward's (no statistics)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from kernel_stats import compile_sm90, sass_stats
-    from norm_knobs import knob
 
     from blockfuse.ops import gated, norm
     from blockfuse.ops.fp8 import FP8_OUTPUT_CODES
