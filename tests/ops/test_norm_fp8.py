@@ -694,25 +694,34 @@ def test_the_launcher_passes_opcheck(device):
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
-def test_fp8_forward_warps_follow_the_lanes():
+@pytest.mark.parametrize("tail_warps", (False, True))
+def test_fp8_forward_warps_follow_the_lanes(tail_warps):
     """The FP8 forward's warps (norm.fp8_forward_tile's rule) at real models' widths and others: a warp per
     1024-2048 lanes of a one-piece tile (4 warps at 8192 lanes where the plain forward takes 8), the residual
-    forms at least 2 warps a row, at most 16, a row's head and tail counted together (FP8_FWD_TAIL_WARPS); rows in
-    chunks keep the plain forward's warps. Its rows from FP8_FWD_PIECES_FROM_LANES are the plain forward's: 2304,
+    forms at least 2 warps a row, at most 16; a row in two pieces keeps the plain forward's warps, or with
+    FP8_FWD_TAIL_WARPS (off by default: the NOTE above it) counts its head and tail together by the same rule; rows
+    in chunks keep the plain forward's warps. Its rows from FP8_FWD_PIECES_FROM_LANES are the plain forward's: 2304,
     4304 in one-row pieces, 5120 in a vector tail, 11008 a wide tail; 1152 in its padded tile."""
     widths = (64, 72, 768, 1000, 1152, 2048, 2304, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
+    with norm.tuned(FP8_FWD_TAIL_WARPS=tail_warps):
+        _check_fp8_forward_warps(widths, tail_warps)
+
+
+def _check_fp8_forward_warps(widths, tail_warps):
+    """test_fp8_forward_warps_follow_the_lanes under the FP8_FWD_TAIL_WARPS given."""
     assert norm.fp8_forward_tile(4096).num_warps == 2 and norm.fp8_forward_tile(8192).num_warps == 4
     assert norm.fp8_forward_tile(4304).tail and norm.fp8_forward_tile(2304).tail
     assert not norm.fp8_forward_tile(1152).tail and norm.fp8_forward_tile(5120).tail
     assert norm.fp8_forward_tile(11008, is_rms=True).num_warps == 8  # (RMSNorm's plain chunks: LayerNorm's rows)
-    assert norm.fp8_forward_tile(11008, residual=True).num_warps == 8  # (the plain forward's: 16)
-    assert norm.fp8_forward_tile(3072).num_warps == 2 and norm.fp8_forward_tile(5632, residual=True).num_warps == 4
+    assert norm.fp8_forward_tile(11008, residual=True).num_warps == (8 if tail_warps else 16)  # (the plain: 16)
+    assert norm.fp8_forward_tile(3072).num_warps == (2 if tail_warps else 4)
+    assert norm.fp8_forward_tile(5632, residual=True).num_warps == (4 if tail_warps else 8)
     for n in widths:
         for residual in (False, True):
             plain = norm.fp8_forward_rows(n, residual=residual)
             tile = norm.fp8_forward_tile(n, residual=residual)
             assert tile._replace(num_warps=plain.num_warps) == plain, (n, residual)  # the same rows and pieces
-            if plain.num_chunks > 1:
+            if plain.num_chunks > 1 or (plain.tail and not tail_warps):
                 assert tile.num_warps == plain.num_warps, n
                 continue
             lanes = tile.block_m * tile.lanes
