@@ -87,13 +87,13 @@ def test_bench_checks_every_variant(monkeypatch):
         return result
 
     monkeypatch.setattr(bench, "check", checked)
-    setting = bench.parse_setting("tw:FP8_FWD_TAIL_WARPS=True")  # 2880 = 2048 + 1024: 2 warps, not 4
+    setting = bench.parse_setting("pw:FP8_FWD_TAIL_WARPS=False")  # 2880 = 2048 + 1024: the plain 4 warps, not 2
     rows = bench.bench(["ln"], 3, [2880], tiles=[(1, 8)], settings=[setting], ablate=True, device="cpu")
     (row,) = rows
-    assert sorted(row["check_variants"]) == ["t1x8", "tw"]
+    assert sorted(row["check_variants"]) == ["pw", "t1x8"]
     if norm.use_triton(torch.empty(1)):  # (the interpreter: the kernels launch)
-        assert seen == [{4}, {8}, {2}], seen  # the default's check, then each variant's, as it launches them
+        assert seen == [{2}, {8}, {4}], seen  # the default's check, then each variant's, as it launches them
     for checked in (row["check"], *row["check_variants"].values()):
         assert checked["rowwise"]["max_fp8_steps"] <= 1 and checked["tensorwise"]["max_fp8_steps"] <= 1
         assert checked["rowwise"]["scale_rel_error"] < 1e-5
-    assert {"tensorwise_noroll", "tensorwise_nopdl", "rowwise_tw", "rowwise_t1x8"} <= set(row)
+    assert {"tensorwise_noroll", "tensorwise_nopdl", "rowwise_pw", "rowwise_t1x8"} <= set(row)

@@ -699,7 +699,7 @@ def test_fp8_forward_warps_follow_the_lanes(tail_warps):
     """The FP8 forward's warps (norm.fp8_forward_tile's rule) at real models' widths and others: a warp per
     1024-2048 lanes of a one-piece tile (4 warps at 8192 lanes where the plain forward takes 8), the residual
     forms at least 2 warps a row, at most 16; a row in two pieces keeps the plain forward's warps, or with
-    FP8_FWD_TAIL_WARPS (off by default: the NOTE above it) counts its head and tail together by the same rule; rows
+    FP8_FWD_TAIL_WARPS (on by default: the NOTE above it) counts its head and tail together by the same rule; rows
     in chunks keep the plain forward's warps. Its rows from FP8_FWD_PIECES_FROM_LANES are the plain forward's: 2304,
     4304 in one-row pieces, 5120 in a vector tail, 11008 a wide tail; 1152 in its padded tile."""
     widths = (64, 72, 768, 1000, 1152, 2048, 2304, 2560, 2880, 3072, 4096, 4304, 5120, 6144, 8192, 11008, 14336, 20000)
