@@ -163,7 +163,7 @@ def test_fused_mlp_forward_and_backward_in_blocks(monkeypatch, device):
         whole = run((x, w1, b1, w2), activation)
         with monkeypatch.context() as patch:
             patch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, forward_min_rows=2, backward_min_rows=2,
-                                                             backward_min_columns=2))
+                                                             backward_min_columns=2, min_block_bytes=0))
             assert len(mlp.column_blocks(72, mlp.BLOCKS.backward, mlp.BLOCKS.backward_min_columns)) == 2
             blocked = run((x, w1, b1, w2), activation)
         for mine, one_block in zip(blocked, whole, strict=True):

@@ -317,7 +317,7 @@ def test_forward_and_backward_in_blocks(monkeypatch):
     import blockfuse.ops.mlp as mlp
 
     monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, forward_min_rows=2, backward_min_rows=2,
-                                                           backward_min_columns=2))
+                                                           backward_min_columns=2, min_block_bytes=0))
     assert len(mlp.column_blocks(199, mlp.BLOCKS.forward, mlp.BLOCKS.forward_min_rows)) == 4
     for separate in (False, True):
         inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True, separate=separate)
@@ -330,6 +330,52 @@ def test_forward_and_backward_in_blocks(monkeypatch):
         torch.testing.assert_close(out.double(), expected_out, rtol=1e-4, atol=1e-5)
         for mine, expected in zip(ours, ref):
             torch.testing.assert_close(mine.grad.double(), expected.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_block_count_by_the_activation_s_bytes(monkeypatch):
+    """With the rule on, one block per 32 MiB of the tokens x hidden activation at most, BLOCKS' count at most, one
+    at least: the presets' MLPs in bf16: standard / reordered (8192 x 4096, 64 MiB) 2, olmo2-1b and te-4layer
+    (128 MiB and more) 4, a small layer 1; 0 bytes (the default until a GPU has timed it): the count at any size."""
+    import dataclasses
+
+    import blockfuse.ops.mlp as mlp
+
+    assert mlp.BLOCKS.min_block_bytes == 0 and mlp.block_count(4, 64, 128, 2) == 4
+    assert mlp.BLOCK_BYTES_RULE == 32 << 20
+    monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, min_block_bytes=mlp.BLOCK_BYTES_RULE))
+    assert mlp.block_count(4, 8192, 4096, 2) == 2
+    assert mlp.block_count(4, 8192, 8192, 2) == 4 and mlp.block_count(4, 16384, 4096, 2) == 4
+    assert mlp.block_count(4, 65536, 4304, 2) == 4 and mlp.block_count(4, 8192, 4096, 4) == 4  # (fp32: 128 MiB)
+    assert mlp.block_count(4, 8192, 3072, 2) == 1 and mlp.block_count(4, 64, 128, 2) == 1
+    assert mlp.block_count(4, 8192, 6144, 2) == 3
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_blocks_follow_the_activation_s_bytes(monkeypatch):
+    """The forward, the backward's recompute and its hidden gradient each take block_count's blocks: with 1 KiB a
+    block, 199 x 27 fp32 (21 KiB) takes BLOCKS' four row blocks (min rows 2) where 64 KiB a block takes one; the
+    recompute's launches counted (one a block) and the results equal either way."""
+    import dataclasses
+
+    import blockfuse.ops.mlp as mlp
+
+    results, launches = {}, {}
+    real = mlp.launch_gated_forward
+    for block_bytes in (1024, 64 << 10):
+        monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, forward_min_rows=2, backward_min_rows=2,
+                                                               backward_min_columns=2, min_block_bytes=block_bytes))
+        calls = []
+        monkeypatch.setattr(mlp, "launch_gated_forward", lambda *a, real=real: (calls.append(a[0].shape), real(*a)))
+        inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True)
+        ours = leaves(*inputs)
+        out = _call(ours)
+        out.square().sum().backward()
+        results[block_bytes] = [out.detach(), *(t.grad for t in ours)]
+        launches[block_bytes] = calls
+    assert [shape[0] for shape in launches[1024][:4]] == [64, 64, 64, 7]  # the forward's four row blocks
+    assert len(launches[1024]) == 4 + 1 and len(launches[64 << 10]) == 1 + 1  # (+ the recompute: 27 columns, one)
+    for blocked, whole in zip(results[1024], results[64 << 10], strict=True):
+        torch.testing.assert_close(blocked, whole)
 
 
 def test_column_blocks_cover_the_columns_aligned():

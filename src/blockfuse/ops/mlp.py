@@ -54,9 +54,29 @@ class Blocks:
     backward: int = 4  # the backward recomputes the activation in this many blocks of hidden columns and makes
     backward_min_rows: int = 1024  # the hidden gradient in as many blocks of rows, none under these sizes
     backward_min_columns: int = 512
+    # NOTE: at most one block per MIN_BLOCK_BYTES of the whole tokens x hidden activation (block_count). Each block
+    # costs a step three launches and three GEMM calls (forward, recompute, hidden gradient), about 25-75 us of host
+    # time each on the lent GPUs' hosts (benchmarks/results/op-path/host-backward-2026-12-07-h100/), while what it
+    # saves is memory in proportion to the activation: a small layer's step is bound by its host (the `reordered`
+    # block without CUDA graphs), a large one's by its GPU, where the blocks cost nothing. 32 MiB keeps four blocks
+    # from 128 MiB (olmo2-1b, te-4layer, SigLIP-2: unchanged) and gives `reordered` / `standard` (64 MiB) two:
+    # 16 MiB more at their peak, 6 launches and 6 GEMM calls fewer a step. 0: the counts above at any size.
+    # Off (0) until a GPU has timed it (scripts/mlp_blocks_gpu.sh: the step without CUDA graphs and its peak under
+    # both settings, with the MLP's CUDA tests; the session that built it had no device time left): then
+    # BLOCK_BYTES_RULE.
+    min_block_bytes: int = 0
 
 
 BLOCKS = Blocks()
+BLOCK_BYTES_RULE = 32 << 20  # (Blocks.min_block_bytes's rule, when on)
+
+
+def block_count(blocks: int, tokens: int, hidden: int, itemsize: int) -> int:
+    """How many blocks a tokens x hidden activation of ``itemsize`` bytes an element is made in: ``blocks``
+    (a count of :data:`BLOCKS`), but none under BLOCKS.min_block_bytes (at least one)."""
+    if BLOCKS.min_block_bytes <= 0:
+        return blocks
+    return max(1, min(blocks, tokens * hidden * itemsize // BLOCKS.min_block_bytes))
 
 
 # ----------------------------------------------------------------------------------------
@@ -86,7 +106,8 @@ def down_projection(hidden_of_rows, tokens: int, down_weight: Tensor, down_bias:
         # into each row block of y would be traced as scatter copies).
         return F.linear(hidden_of_rows(slice(0, tokens)), down_weight, down_bias)
     y2 = like.new_empty((tokens, down_weight.shape[0]))
-    for rows in column_blocks(tokens, BLOCKS.forward, BLOCKS.forward_min_rows):
+    blocks = block_count(BLOCKS.forward, tokens, down_weight.shape[1], like.element_size())
+    for rows in column_blocks(tokens, blocks, BLOCKS.forward_min_rows):
         hidden = hidden_of_rows(rows)
         linear_into(hidden, down_weight, down_bias, y2[rows])
         del hidden
@@ -196,7 +217,8 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
     # whole step), and a block of hidden columns at a time: each block's down-weight gradient
     # columns are exact (no sum across blocks), and the step's peak holds a quarter of tokens x hidden.
     d_down_weight = torch.empty_like(down_weight)  # (d_out, hidden)
-    for cols in column_blocks(hidden_size, BLOCKS.backward, BLOCKS.backward_min_columns):
+    blocks = block_count(BLOCKS.backward, tokens, hidden_size, gate2.element_size())
+    for cols in column_blocks(hidden_size, blocks, BLOCKS.backward_min_columns):
         g2 = gate2[:, cols]
         hidden = g2.new_empty((tokens, g2.shape[1]))  # (tokens, block columns)
         launch_gated_forward(g2, None if up2 is None else up2[:, cols], hidden, pointwise)
@@ -207,7 +229,7 @@ def _down_backward(dy: Tensor, gate_pre: Tensor, up_pre: Optional[Tensor], down_
     # NOTE: the hidden gradient is made and consumed a block of rows at a time: each block's
     # (rows, hidden) GEMM output feeds the gated backward kernel at once, so the peak holds a
     # quarter of tokens x hidden instead of all of it (rows are independent: exact, same numbers).
-    for rows in column_blocks(tokens, BLOCKS.backward, BLOCKS.backward_min_rows, align=1):
+    for rows in column_blocks(tokens, blocks, BLOCKS.backward_min_rows, align=1):
         d_hidden = dy[rows].mm(down_weight)  # (rows, hidden)
         up_rows = _optional(up2, rows)
         launch_gated_backward(d_hidden, gate2[rows], up_rows, gate2[rows], up_rows, pointwise)
