@@ -4,7 +4,7 @@
         [--rounds 4] [--steps 30] [--out DIR]
 
 ``ops/mlp.py`` makes the activation in up to four blocks of rows (forward) and columns / rows (backward), for
-memory; each block costs the step launches and GEMM calls, which cost a GPU's host 25-75 us each
+memory; each block costs the step launches and GEMM calls, which cost a GPU's host 15-75 us each
 (``benchmarks/results/op-path/host-backward-2026-12-07-h100/``). ``BLOCKS.min_block_bytes`` (the NOTE there; off
 by default until this has run on a GPU) caps the count at one block per ``BLOCK_BYTES_RULE`` (32 MiB) of the
 activation. This times one layer of a preset, its training step (forward + backward, host-inclusive: ``--steps``
