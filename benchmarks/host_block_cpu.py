@@ -2,7 +2,7 @@
 with blockfuse's kernel launches stubbed out, fused against eager.
 
     TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25 [--sort cumtime]]
-        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm]
+        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm] [--tokens 2x16] [--mlp-block-bytes N] [--launches]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
@@ -13,6 +13,13 @@ block's PyTorch ops run for real on tiny fp32 tensors ([2, 16, 64], 4 heads, FFN
 is small beside the dispatch (bf16, ``--bf16``, runs this CPU's slow bf16 arithmetic: eager's step then costs
 several times more). So eager's number is an upper bound of its host cost and fused's holds no kernel
 time at all: the ratio understates what fused costs beyond eager.
+
+``--tokens BxS``: the input's batch and sequence (default 2x16; at 1024 tokens and more the gated MLP works in
+blocks, ``ops/mlp.py``); ``--mlp-block-bytes N``: ``mlp.BLOCKS.min_block_bytes`` for the run (the MLP's blocks by
+the activation's bytes; scale it with the tiny width here: 32 MiB at a real model's hidden is N at this one);
+``--launches``: also counts, for one training step of each block, blockfuse's kernel launches and the ATen GEMM
+calls (``mm``, ``addmm``, ``bmm``, ``linear``'s), where a GPU's host pays 15-75 us each
+(``benchmarks/results/op-path/host-backward-2026-12-07-h100/``).
 
 Prints the median microseconds of the forward and of the backward (gradients cleared outside the timing), and
 with ``--profile N`` cProfile's top N functions of the fused step by own time. Numbers depend on this CPU and
@@ -61,6 +68,33 @@ def time_steps(block, x, dy, steps: int) -> tuple[float, float]:
     return statistics.median(forward) * 1e6, statistics.median(backward) * 1e6
 
 
+_GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_mm")
+
+
+def count_launches(block, x, dy) -> dict:
+    """One training step's blockfuse kernel launches (the stubbed ``Kernel._launch_slow`` calls) and ATen GEMM
+    calls, autograd's own backward GEMMs included (counted by the profiler's op events: a dispatch mode would
+    count them too, but blockfuse's launchers take their traced path under one)."""
+    counts = {"blockfuse launches": 0, "GEMM calls": 0}
+    stub = launch.Kernel._launch_slow
+
+    def counted(self, *args, **kwargs):
+        counts["blockfuse launches"] += 1
+        return stub(self, *args, **kwargs)
+
+    launch.Kernel._launch_slow = counted
+    try:
+        with torch.autograd.profiler.profile() as profile:
+            block(x).backward(dy)
+    finally:
+        launch.Kernel._launch_slow = stub
+    counts["GEMM calls"] = sum(1 for event in profile.function_events if event.name in _GEMMS)
+    x.grad = None
+    for p in block.parameters():
+        p.grad = None
+    return counts
+
+
 def _empty_scaled_mm(a, b, scale_a=None, scale_b=None, bias=None, out_dtype=None, **_):
     """``torch._scaled_mm``'s output, unwritten (``--stub-fp8-gemm``)."""
     return torch.empty(a.shape[0], b.shape[1], dtype=out_dtype or a.dtype, device=a.device)
@@ -79,6 +113,11 @@ def main() -> None:
     parser.add_argument("--stub-fp8-gemm", action="store_true",
                         help="torch._scaled_mm returns an empty output at once: the CPU's FP8 GEMM is an emulation "
                              "(~90 us a call here at these shapes) where a GPU's costs its host a cuBLASLt call")
+    parser.add_argument("--tokens", default="2x16", help="batch x sequence of the input (default 2x16)")
+    parser.add_argument("--mlp-block-bytes", type=int, default=None,
+                        help="ops/mlp.py's BLOCKS.min_block_bytes for the run (default: as it is)")
+    parser.add_argument("--launches", action="store_true",
+                        help="count one step's blockfuse launches and ATen GEMM calls, eager and fused")
     args = parser.parse_args()
     if not interpreter_enabled():
         parser.error("set TRITON_INTERPRET=1: the fused block takes its kernel path only there on the CPU")
@@ -88,7 +127,9 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
+    batch, seq = (int(v) for v in args.tokens.split("x"))
     config = replace(PRESETS[args.preset].config, d_model=64, n_heads=4, ffn_hidden=128)
+    config = replace(config, max_seq_len=max(config.max_seq_len, seq))
     eager = TransformerBlock(config, "eager").to(dtype)
     fused = convert(eager, "fused")
     if args.linear != "bf16":
@@ -96,10 +137,18 @@ def main() -> None:
 
         recipe = args.linear.split(":")[1]
         eager, fused = (blockfuse.fp8.convert(block, recipe=recipe) for block in (eager, fused))
-    x = torch.randn(2, 16, 64, dtype=dtype, requires_grad=True)
-    dy = torch.randn(2, 16, 64, dtype=dtype)
-    print(f"{args.preset}, [2, 16, 64] {dtype}, {args.linear} Linear layers, torch {torch.__version__}, "
+    if args.mlp_block_bytes is not None:
+        import blockfuse.ops.mlp as mlp
+
+        mlp.BLOCKS = replace(mlp.BLOCKS, min_block_bytes=args.mlp_block_bytes)
+    x = torch.randn(batch, seq, 64, dtype=dtype, requires_grad=True)
+    dy = torch.randn(batch, seq, 64, dtype=dtype)
+    print(f"{args.preset}, [{batch}, {seq}, 64] {dtype}, {args.linear} Linear layers, torch {torch.__version__}, "
           f"{args.steps} steps, median us:")
+    if args.launches:
+        for label, block in (("eager", eager), ("fused", fused)):
+            counts = count_launches(block, x, dy)
+            print(f"  {label:6s} a step: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     results = {}
     for label, block in (("eager", eager), ("fused", fused)):
         results[label] = time_steps(block, x, dy, args.steps)

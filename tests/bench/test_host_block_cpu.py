@@ -46,3 +46,22 @@ def test_stub_fp8_gemm_takes_every_fp8_gemm():
     out = result.stdout
     assert "(_empty_scaled_mm)" in out and "torch._scaled_mm}" not in out
     assert "fused / eager, whole step:" in out
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_launches_counts_the_mlp_blocks():
+    """--launches: one step's blockfuse launches and ATen GEMM calls; at 2048 tokens the MLP works in two row blocks
+    (its 1024-row minimum), and with --mlp-block-bytes past the whole activation (2048 x 128 fp32: 1 MiB) in one:
+    one gated forward and one gated backward launch fewer, and one down GEMM and one hidden-gradient GEMM fewer.
+    Eager launches nothing of blockfuse's."""
+    counts = {}
+    for block_bytes in ("0", str(4 << 20)):
+        result = run("reordered", "--tokens", "2x1024", "--steps", "1", "--launches", "--mlp-block-bytes", block_bytes)
+        assert result.returncode == 0, result.stderr
+        lines = {line.split()[0]: line for line in result.stdout.splitlines() if "a step:" in line}
+        numbers = {label: [int(word) for word in line.replace(",", "").split() if word.isdigit()]
+                   for label, line in lines.items()}
+        assert numbers["eager"][0] == 0 and numbers["eager"][1] > 0
+        counts[block_bytes] = numbers["fused"]
+    assert counts["0"][0] - counts[str(4 << 20)][0] == 2, counts
+    assert counts["0"][1] - counts[str(4 << 20)][1] == 2, counts
