@@ -295,7 +295,7 @@ def main(argv=None) -> dict:
     clock = BackwardClock()
     samples = {name: [] for name in table}
     inside = {name: [] for name in table}
-    with clock.wrapping(norm._NormFunction, _Empty):
+    with clock.wrapping(norm._NormFunction, _Empty, _LaunchInBackward, _AtenInBackward):
         for r in range(args.rounds):
             order = list(table) if r % 2 == 0 else list(reversed(table))
             for name in order:

@@ -33,6 +33,7 @@ def test_every_row_is_timed_and_written(tmp_path):
     for row in result["rows"]:
         assert len(row["rounds"]) == 2 and all(v > 0 for v in row["rounds"]), row
     assert cases["empty Function fwd+bwd"]["backward_python_us"] > 0  # (its backward is wrapped)
+    assert cases["Function with an ATen clone in its backward, fwd+bwd"]["backward_python_us"] > 0
     assert cases["rms_norm eager fwd+bwd"]["backward_python_us"] == 0  # (PyTorch's own backward: not a Function)
     assert [t["work"] for t in result["threads"]] == ["F.rms_norm", "blockfuse.rms_norm",
                                                       "blockfuse.rms_norm, no launch", "torch.empty_like"]
