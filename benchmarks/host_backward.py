@@ -62,12 +62,8 @@ class _Empty(torch.autograd.Function):
         return dy
 
 
-class _LaunchInBackward(torch.autograd.Function):
+class _LaunchInBackward(_Empty):
     """:class:`_Empty` whose backward launches one blockfuse kernel (a row copy of dy) and returns its output."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.new_empty(x.shape)
 
     @staticmethod
     def backward(ctx, dy):
@@ -79,12 +75,8 @@ class _LaunchInBackward(torch.autograd.Function):
         return out
 
 
-class _AtenInBackward(torch.autograd.Function):
+class _AtenInBackward(_Empty):
     """:class:`_Empty` whose backward makes one ATen kernel (``dy.clone()``) and returns it."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.new_empty(x.shape)
 
     @staticmethod
     def backward(ctx, dy):

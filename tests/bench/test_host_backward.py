@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("host_backward", REPO_ROOT / "benchmarks" / "host_backward.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_benchmark
 
 
 def test_every_row_is_timed_and_written(tmp_path):
@@ -21,7 +12,7 @@ def test_every_row_is_timed_and_written(tmp_path):
     the backward clock counts time only where a wrapped Function's backward ran, and the launch stub is undone."""
     from blockfuse.ops import launch
 
-    module = _module()
+    module = load_benchmark("host_backward")
     call = launch.Kernel.__call__
     result = module.main(["--rounds", "2", "--calls", "3", "--shape", "8x32", "--device", "cpu",
                           "--out", str(tmp_path)])

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("mlp_blocks_ab", REPO_ROOT / "benchmarks" / "mlp_blocks_ab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_benchmark
 
 
 def test_both_settings_timed_and_the_knob_restored(tmp_path):
@@ -23,7 +14,7 @@ def test_both_settings_timed_and_the_knob_restored(tmp_path):
     import blockfuse.ops.mlp as mlp
 
     before = mlp.BLOCKS
-    result = _module().main(["reordered", "--shape", "1x16x64", "--providers", "eager,fused", "--rounds", "2",
+    result = load_benchmark("mlp_blocks_ab").main(["reordered", "--shape", "1x16x64", "--providers", "eager,fused", "--rounds", "2",
                              "--steps", "2", "--device", "cpu", "--out", str(tmp_path)])
     assert mlp.BLOCKS is before
     assert [(r["provider"], r["setting"]) for r in result["rows"]] == [
