@@ -103,7 +103,7 @@ def _empty_scaled_mm(a, b, scale_a=None, scale_b=None, bias=None, out_dtype=None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("preset", choices=sorted(PRESETS))
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=300, help="timed steps (0: none, for --launches alone)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N of the fused step")
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumtime"), help="the profile's order")
     parser.add_argument("--bf16", action="store_true", help="bf16 tensors (default fp32: see the docstring)")
@@ -149,6 +149,8 @@ def main() -> None:
         for label, block in (("eager", eager), ("fused", fused)):
             counts = count_launches(block, x, dy)
             print(f"  {label:6s} a step: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if args.steps == 0:  # (--launches alone: nothing timed)
+        return
     results = {}
     for label, block in (("eager", eager), ("fused", fused)):
         results[label] = time_steps(block, x, dy, args.steps)
