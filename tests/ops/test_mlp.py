@@ -351,7 +351,7 @@ def test_block_count_by_the_activation_s_bytes(monkeypatch):
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_blocks_follow_the_activation_s_bytes(monkeypatch):
+def test_blocks_follow_the_activation_s_bytes(monkeypatch, device):
     """The forward, the backward's recompute and its hidden gradient each take block_count's blocks: with 1 KiB a
     block, 199 x 27 fp32 (21 KiB) takes BLOCKS' four row blocks (min rows 2) where 64 KiB a block takes one; the
     recompute's launches counted (one a block) and the results equal either way."""
@@ -366,7 +366,7 @@ def test_blocks_follow_the_activation_s_bytes(monkeypatch):
                                                                backward_min_columns=2, min_block_bytes=block_bytes))
         calls = []
         monkeypatch.setattr(mlp, "launch_gated_forward", lambda *a, real=real: (calls.append(a[0].shape), real(*a)))
-        inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True)
+        inputs = _inputs((199,), 16, 27, 16, torch.float32, device, True)
         ours = leaves(*inputs)
         out = _call(ours)
         out.square().sum().backward()
