@@ -23,3 +23,18 @@ def test_both_settings_timed_and_the_knob_restored(tmp_path):
     assert result["blocks"] == {"fixed": 1, "by-bytes": 1} and result["gradient_difference"] == {"fused": 0.0}
     assert json.loads((tmp_path / "mlp-blocks-reordered.json").read_text())["rows"] == result["rows"]
     assert "| fused | by-bytes |" in (tmp_path / "mlp-blocks-reordered.md").read_text()
+
+
+def test_the_rotary_knob_timed_both_ways_and_restored(tmp_path):
+    """``--knob rotary-v-copy``: the fused provider under both settings of ``rotary.PACKED_COPY_IN_LAUNCH``, the same
+    gradients (the same kernels' bits; on the CPU both take the reference), the knob back after, its own files."""
+    import blockfuse.ops.rotary as rotary
+
+    before = rotary.PACKED_COPY_IN_LAUNCH
+    result = load_benchmark("mlp_blocks_ab").main(["reordered", "--knob", "rotary-v-copy", "--shape", "1x16x64",
+                                                    "--providers", "fused", "--rounds", "2", "--steps", "1",
+                                                    "--device", "cpu", "--out", str(tmp_path)])
+    assert rotary.PACKED_COPY_IN_LAUNCH is before
+    assert [(r["provider"], r["setting"]) for r in result["rows"]] == [("fused", "separate"), ("fused", "in-launch")]
+    assert result["knob"] == "rotary-v-copy" and result["gradient_difference"] == {"fused": 0.0}
+    assert "| fused | in-launch |" in (tmp_path / "rotary-v-copy-reordered.md").read_text()

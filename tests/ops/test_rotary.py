@@ -1290,6 +1290,72 @@ def test_packed_form_is_the_split_form(case, dv_layout, device):
 
 
 @pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("min_programs", [None, 64], ids=["default-grid", "heads-split"])
+@pytest.mark.parametrize("case", PACKED_CASES + [(2, 3, 4, 4, 128)], ids=lambda c: "x".join(map(str, c)))
+def test_packed_form_copies_v_in_the_rotation_s_launch(case, min_programs, monkeypatch, device):
+    """v's copy (forward) and its gradient's (backward) ride in the rotation's launch: one launch each way, on the
+    padded kernel and the flat one (head_size 80), with the heads in one program or split over the grid (forced:
+    a CPU has one "multiprocessor"). The copies are exact (infinities and -0.0 too) and q, k and qkv's gradient
+    are the float64 oracle's within bf16's rounding."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops import copy as copy_module
+    from blockfuse.ops import rotary as module
+
+    b, s, h, kvh, hd = case
+    monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", True)
+    if min_programs is not None:
+        monkeypatch.setattr(module, "_min_programs", lambda device: min_programs)
+    launches = []
+    for owner, name in ((module, "_kernel"), (module, "_flat_kernel"), (copy_module, "_kernel")):
+        kernel, label = getattr(owner, name), f"{owner.__name__.rsplit('.', 1)[-1]}.{name}"
+        monkeypatch.setattr(owner, name, lambda *a, _k=kernel, _n=label, **kw: launches.append(_n) or _k(*a, **kw))
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 64, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=b + s + hd).to(device)
+    qkv[0, -1, -1] = float("inf")  # (v's last column)
+    qkv[-1, 0, (h + kvh) * hd] = -0.0
+    grads = [random_tensor(shape, torch.bfloat16, seed=i).to(device)
+             for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
+    grads[2][0, 0, 0, 1] = float("-inf")
+    q_out, k_out, v_out, dqkv = _packed_run(lambda t: module.rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    # one forward, one backward, one kernel
+    kernel = "rotary." + ("_flat_kernel" if hd == 80 and s * 40 >= module.TILES.flat_min_tile else "_kernel")
+    assert launches == [kernel, kernel], launches
+    q, k, v = module._qkv_views(qkv, h, kvh, hd)
+    assert torch.equal(v_out, v) and v_out.is_contiguous() and torch.equal(v_out.signbit(), v.signbit())
+    dq, dk, dv = module._qkv_views(dqkv, h, kvh, hd)
+    assert torch.equal(dv, grads[2])
+    want_q, want_k = rotary_ref(q.double(), k.double(), cos, sin)
+    back_q, back_k = rotary_ref(grads[0].double(), grads[1].double(), cos, -sin)  # the inverse rotation
+    for got, want in ((q_out, want_q), (k_out, want_k), (dq, back_q), (dk, back_k)):
+        torch.testing.assert_close(got.double(), want, rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_packed_form_with_v_s_copies_launched_apart(monkeypatch, device):
+    """``rotary.PACKED_COPY_IN_LAUNCH = False`` (the A/B knob): v and its gradient copied by copy_rows' launches of
+    their own, the same bits."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops import copy as copy_module
+    from blockfuse.ops import rotary as module
+
+    b, s, h, kvh, hd = 2, 5, 4, 2, 32
+    cos, sin = (t.to(device) for t in rotary_half_tables(hd, 16, 10000.0))
+    qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=12).to(device)
+    grads = [random_tensor(shape, torch.bfloat16, seed=13 + i).to(device)
+             for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
+    monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", True)
+    together = _packed_run(lambda t: module.rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    copies = []
+    kernel = copy_module._kernel
+    monkeypatch.setattr(copy_module, "_kernel", lambda *a, **kw: copies.append(a[0]) or kernel(*a, **kw))
+    monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", False)
+    apart = _packed_run(lambda t: module.rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+    assert len(copies) == 2
+    for name, a, c in zip(("q", "k", "v", "dqkv"), together, apart):
+        assert torch.equal(a, c), name
+
+
+@pytest.mark.usefixtures("requires_triton")
 def test_packed_form_heads_first_is_the_same_memory_transposed_without_nodes_of_its_own(device):
     """``heads_first=True``: q, k, v as (batch, heads, seq, head_size) views of the same bytes, their gradients taken
     in that form; the same values and input gradient, and the outputs are the op's Function's own (no transposes of

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import blockfuse
-from blockfuse.ops import fp8_act, launch, norm
+from blockfuse.ops import fp8_act, launch, norm, rotary
 from blockfuse.ops.rotary import _rotary_bwd_fp8, rotary_copying_v, rotary_packed
 
 # More Triton installs to build every launch with besides the one imported here: folders (os.pathsep-separated) that
@@ -210,6 +210,15 @@ def _exercise_every_op(device: str) -> None:
         cos, sin = torch.randn(12, 12, device=device), torch.randn(12, 12, device=device)
         run(lambda q, k: blockfuse.rotary(q, k, cos, sin, layout="bhsd", out_layout="bshd"), q.transpose(1, 2),
             k.transpose(1, 2))
+        # the packed form with v (and its gradient) copied in the rotation's launch (HAS_COPY): the flat kernel at
+        # head_size 24, the padded one at 16
+        before, rotary.PACKED_COPY_IN_LAUNCH = rotary.PACKED_COPY_IN_LAUNCH, True
+        try:
+            run(lambda qkv: rotary_packed(qkv, 2, 1, 24, cos, sin), torch.randn(1, 12, 96, dtype=dtype, device=device))
+            run(lambda qkv: rotary_packed(qkv, 2, 1, 16, cos[:, :8], sin[:, :8]),
+                torch.randn(2, 5, 64, dtype=dtype, device=device))
+        finally:
+            rotary.PACKED_COPY_IN_LAUNCH = before
     # the MLP ops: packed and separate gated weights, the GELU MLP and linear_act
     x = torch.randn(6, 40, device=device)
     w_packed, w_down = torch.randn(48, 40, device=device) / 7, torch.randn(40, 24, device=device) / 5
@@ -351,6 +360,8 @@ def test_every_launch_compiles_for_sm90(request, device):
                if record["kernel"] == "_norm_bwd_kernel"), "no backward in two pieces was built"
     for kernel in ("_norm_fwd_kernel", "_norm_bwd_kernel"):  # (rows in pieces with their sums reduced jointly)
         assert any(record["constexprs"].get("THREADS") for record in launches.values() if record["kernel"] == kernel)
+    assert {record["kernel"] for record in launches.values() if record["constexprs"].get("HAS_COPY")} == {
+        "_rotary_kernel", "_rotary_flat_kernel"}
     assert {record["kernel"] for record in launches.values() if record["launch_pdl"]} == {
         "_fp8_roll_kernel", "_norm_fwd_fp8_kernel"}
     assert {"_norm_fwd_kernel", "_norm_bwd_kernel", "_sum_partials_kernel", "_gated_fwd_kernel",

@@ -104,6 +104,15 @@ TILES = Tiles()
 # grid"): one head block a program, and "bhsd" tiles spanning a head's consecutive tokens.
 
 
+# NOTE: the packed form (rotary_packed, the fused attention's) copies v out of the QKV output in the rotation's
+# launch (its forward) and v's gradient into the packed gradient in the rotation back (its backward): the
+# kernels copy a third tensor's heads beside the second's (HAS_COPY), one launch each way where copy_rows made a
+# second (a launch costs a GPU's host 15-75 us in a backward: benchmarks/NOTES.md, "The op path and host time").
+# False: copy_rows as before (an A/B knob for benchmarks/mlp_blocks_ab.py --knob rotary-v-copy and the tests).
+# Off until it has run on a GPU (its CUDA tests and the step's A/B: scripts/host_levers_gpu.sh); on the CPU under
+# the interpreter its tests pass and both kernels build for sm_90 (tests/ops/test_sm90_compile.py).
+PACKED_COPY_IN_LAUNCH = False
+
 # ----------------------------------------------------------------------------------------
 # Triton kernels
 # ----------------------------------------------------------------------------------------
@@ -130,8 +139,10 @@ def _rotate_heads(
     H, stride_xb, stride_xs, stride_xh, stride_xd, stride_yb, stride_ys, stride_yh, stride_yd,
     R: tl.constexpr, D: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, ALIGN: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr,
+    ROTATE: tl.constexpr = True,
 ):
-    """Rotates the H heads of one tensor for a tile of tokens, BLOCK_H heads a step.
+    """Rotates the H heads of one tensor for a tile of tokens, BLOCK_H heads a step (``ROTATE=False``: copies
+    them as they are, the packed forward's v).
 
     ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens; ``b``,
     ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
@@ -161,20 +172,26 @@ def _rotate_heads(
             # in registers, rather than two stride-2 loads that cannot be vectorized.
             c = tl.arange(0, 2 * BLOCK_P)
             mask = th_mask[:, :, None] & (c < R)[None, None, :]
-            x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
-            y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+            x = tl.load(X + x_head + c[None, None, :] * stride_xd, mask=mask, other=0.0)
+            if ROTATE:
+                x1, x2 = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_H, BLOCK_P, 2)))
+                y1 = x1 * cos - x2 * sin
+                y2 = x2 * cos + x1 * sin
+                y = tl.reshape(tl.join(y1, y2), (BLOCK_T, BLOCK_H, 2 * BLOCK_P))
+            else:
+                y = x
             tl.store(Y + y_head + c[None, None, :] * stride_yd, y.to(Y.dtype.element_ty), mask=mask)
         else:
             mask = th_mask[:, :, None] & (p < half)[None, None, :]
             first = p[None, None, :]
             second = (p + half)[None, None, :]
-            x1 = tl.load(X + x_head + first * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            x2 = tl.load(X + x_head + second * stride_xd, mask=mask, other=0.0).to(tl.float32)
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
+            x1 = tl.load(X + x_head + first * stride_xd, mask=mask, other=0.0)
+            x2 = tl.load(X + x_head + second * stride_xd, mask=mask, other=0.0)
+            if ROTATE:
+                y1 = x1.to(tl.float32) * cos - x2.to(tl.float32) * sin
+                y2 = x2.to(tl.float32) * cos + x1.to(tl.float32) * sin
+            else:
+                y1, y2 = x1, x2
             tl.store(Y + y_head + first * stride_yd, y1.to(Y.dtype.element_ty), mask=mask)
             tl.store(Y + y_head + second * stride_yd, y2.to(Y.dtype.element_ty), mask=mask)
         if COPY_PASS:
@@ -190,6 +207,8 @@ def _rotary_kernel(
     Y1,  # (B, S, H1, D) its output; may be X1 itself (in place)
     X2,  # (B, S, H2, D) second tensor (k / dk_out); X1 when H2 == 0 (never touched)
     Y2,  # (B, S, H2, D) its output
+    X3,  # (B, S, H3, D) a tensor copied as it is (v / dv), with X2's strides, or None (HAS_COPY)
+    Y3,  # (B, S, H3, D) its copy, with Y2's strides, or None
     COS,  # (B or 1, rows, *) or (rows, *) cosine table: the half table is read through strides
     SIN,  # same shape as COS: sine table
     POS,  # (B or 1, S) or (S,) int positions, or None (position = seq_offset + s)
@@ -200,7 +219,7 @@ def _rotary_kernel(
     stride_cos_b, stride_cos_r, stride_cos_c,  # batch (0: shared), row, column of the half table
     stride_sin_b, stride_sin_r, stride_sin_c,
     stride_pos_b, stride_pos_s,
-    num_tokens, S, H1, H2, seq_offset, table_rows, splits1,  # splits1: programs (axis 1) that rotate X1
+    num_tokens, S, H1, H2, H3, seq_offset, table_rows, splits1,  # splits1: programs (axis 1) that rotate X1
     R: tl.constexpr,  # rotary dim (even)
     D: tl.constexpr,  # head dim
     INTERLEAVED: tl.constexpr,
@@ -208,6 +227,7 @@ def _rotary_kernel(
     HAS_POS: tl.constexpr,
     COPY_PASS: tl.constexpr,
     QK_TOGETHER: tl.constexpr,  # one program rotates its heads of both tensors (else: separate programs)
+    HAS_COPY: tl.constexpr,  # X3 is copied to Y3 by the programs of X2
     WIDE_TOKENS: tl.constexpr,  # token indices need int64 (2**31 - BLOCK_T tokens or more)
     ALIGN: tl.constexpr,  # a power of two dividing every batch, seq and head stride of X1, Y1, X2, Y2 (1: no hint)
     TABLE_ALIGN: tl.constexpr,  # the same for the batch and row strides of COS and SIN
@@ -266,20 +286,31 @@ def _rotary_kernel(
             _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split, splits1, H2,
                           stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h,
                           stride_y2d, R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
+            if HAS_COPY:
+                _rotate_heads(X3, Y3, cos, sin, b, s, token_mask, split, splits1, H3,
+                              stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h,
+                              stride_y2d, R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS,
+                              ROTATE=False)
     else:
         _rotate_heads(X2, Y2, cos, sin, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H2,
                       stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h, stride_y2d,
                       R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS)
+        if HAS_COPY:
+            _rotate_heads(X3, Y3, cos, sin, b, s, token_mask, split - splits1, tl.num_programs(1) - splits1, H3,
+                          stride_x2b, stride_x2s, stride_x2h, stride_x2d, stride_y2b, stride_y2s, stride_y2h,
+                          stride_y2d, R, D, INTERLEAVED, COPY_PASS, ALIGN, BLOCK_T, BLOCK_H2, BLOCK_P, BLOCK_PASS,
+                          ROTATE=False)
 
 
 @triton.jit
 def _rotate_pairs_flat(
     X, Y, cos, sin, b, s, mask, pair, first, step, H, stride_xb, stride_xs, stride_xh, stride_yb, stride_ys,
-    stride_yh, HALF: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr,
+    stride_yh, HALF: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr, ROTATE: tl.constexpr = True,
 ):
     """Rotates heads ``first``, ``first + step``, ... of one tensor for this program's (token, pair) run:
     ``s`` and ``pair`` (BLOCK_G,) are each element's sequence index and pair, ``cos`` / ``sin`` their fp32
-    angles. The head's row of a token must be contiguous (unit stride along head_dim)."""
+    angles (``ROTATE=False``: copies them as they are). The head's row of a token must be contiguous (unit
+    stride along head_dim)."""
     x_s = s * stride_xs
     y_s = s * stride_ys
     if WIDE:
@@ -296,22 +327,28 @@ def _rotate_pairs_flat(
         if ALIGN > 1:
             x_head = tl.multiple_of(x_head, ALIGN)
             y_head = tl.multiple_of(y_head, ALIGN)
-        x1 = tl.load(X + x_head + x_first, mask=mask, other=0.0).to(tl.float32)
-        x2 = tl.load(X + x_head + (x_first + HALF), mask=mask, other=0.0).to(tl.float32)
-        tl.store(Y + y_head + y_first, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=mask)
-        tl.store(Y + y_head + (y_first + HALF), (x2 * cos + x1 * sin).to(Y.dtype.element_ty), mask=mask)
+        x1 = tl.load(X + x_head + x_first, mask=mask, other=0.0)
+        x2 = tl.load(X + x_head + (x_first + HALF), mask=mask, other=0.0)
+        if ROTATE:
+            y1 = x1.to(tl.float32) * cos - x2.to(tl.float32) * sin
+            y2 = x2.to(tl.float32) * cos + x1.to(tl.float32) * sin
+        else:
+            y1, y2 = x1, x2
+        tl.store(Y + y_head + y_first, y1.to(Y.dtype.element_ty), mask=mask)
+        tl.store(Y + y_head + (y_first + HALF), y2.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _rotary_flat_kernel(
-    X1, Y1, X2, Y2, COS, SIN, POS,  # as _rotary_kernel's; every head_dim and table column stride is 1
+    X1, Y1, X2, Y2, X3, Y3, COS, SIN, POS,  # as _rotary_kernel's; every head_dim and table column stride is 1
     stride_x1b, stride_x1s, stride_x1h, stride_y1b, stride_y1s, stride_y1h,
     stride_x2b, stride_x2s, stride_x2h, stride_y2b, stride_y2s, stride_y2h,
     stride_cos_b, stride_cos_r, stride_sin_b, stride_sin_r, stride_pos_b, stride_pos_s,
-    S, H1, H2, seq_offset, table_rows,
+    S, H1, H2, H3, seq_offset, table_rows,
     HALF: tl.constexpr,  # pairs a head: rotary_dim / 2
     BACKWARD: tl.constexpr,
     HAS_POS: tl.constexpr,
+    HAS_COPY: tl.constexpr,  # X3 (X2's strides) copied to Y3 (Y2's)
     WIDE: tl.constexpr,  # sequence offsets need int64
     ALIGN: tl.constexpr,
     TABLE_ALIGN: tl.constexpr,
@@ -352,6 +389,9 @@ def _rotary_flat_kernel(
                        stride_y1b, stride_y1s, stride_y1h, HALF, ALIGN, WIDE)
     _rotate_pairs_flat(X2, Y2, cos, sin, b, s, mask, pair, split, splits, H2, stride_x2b, stride_x2s, stride_x2h,
                        stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE)
+    if HAS_COPY:
+        _rotate_pairs_flat(X3, Y3, cos, sin, b, s, mask, pair, split, splits, H3, stride_x2b, stride_x2s,
+                           stride_x2h, stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE, ROTATE=False)
 
 
 @triton.jit
@@ -494,23 +534,24 @@ def _flat_tile_rule(seq, half, heads1, heads2, batch, min_programs, tile, per_wa
 _cached_flat_tile_rule = functools.lru_cache(maxsize=4096)(_flat_tile_rule)  # the rule on plain ints (eager calls)
 
 
-def _launch_flat(pairs, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
+def _launch_flat(pairs, copies, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
                  sin_strides, sizes, half, backward, align, table_align, tile) -> None:
-    """_rotary_flat_kernel over ``pairs`` (see :func:`_launch`): ``strides`` their (batch, seq, head, dim)
-    strides, x1, y1, x2, y2."""
-    (b, s, h1, h2), (block_g, splits, warps) = sizes, tile
+    """_rotary_flat_kernel over ``pairs`` and ``copies`` (see :func:`_launch`): ``strides`` their (batch, seq, head,
+    dim) strides, x1, y1, x2, y2."""
+    (b, s, h1, h2, h3), (block_g, splits, warps) = sizes, tile
     x1, y1 = pairs[0]
     x2, y2 = pairs[1] if len(pairs) > 1 else pairs[0]
+    x3, y3 = copies if copies is not None else (None, None)
     seq_strides = [abs(t[1]) for t in strides] + [abs(cos_strides[1]), abs(sin_strides[1])]
     wide = bool((s + seq_offset + 1) * (max(seq_strides) + 1) >= 2**31)
     _flat_kernel(
         (cdiv(s * half, block_g), b, splits),
-        x1, y1, x2, y2, cos, sin, position_ids,
+        x1, y1, x2, y2, x3, y3, cos, sin, position_ids,
         *strides[0][:3], *strides[1][:3], *strides[2][:3], *strides[3][:3],
         cos_strides[0], cos_strides[1], sin_strides[0], sin_strides[1], *pos_strides,
-        s, h1, h2, seq_offset, table_rows,
-        HALF=half, BACKWARD=backward, HAS_POS=position_ids is not None, WIDE=wide, ALIGN=align,
-        TABLE_ALIGN=table_align, BLOCK_G=block_g, num_warps=warps,
+        s, h1, h2, h3, seq_offset, table_rows,
+        HALF=half, BACKWARD=backward, HAS_POS=position_ids is not None, HAS_COPY=copies is not None, WIDE=wide,
+        ALIGN=align, TABLE_ALIGN=table_align, BLOCK_G=block_g, num_warps=warps,
     )
 
 
@@ -649,9 +690,12 @@ def _min_programs(device: torch.device) -> int:
 
 
 def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, in_layout, out_layout,
-            backward, copy_pass):
+            backward, copy_pass, copies=None):
     """Rotates each ``(x, y)`` of ``pairs`` (one or two; x read in ``in_layout``, y written in
-    ``out_layout``; y may be x) by the angles of ``cos`` / ``sin`` in one launch."""
+    ``out_layout``; y may be x) by the angles of ``cos`` / ``sin`` in one launch. ``copies``: an ``(x, y)`` whose
+    heads the same launch copies as they are (the packed QKV's v), with the second pair's strides (and the kernel
+    reads them with those); a launch of its own saved (15-75 us of a GPU's host in a backward, benchmarks/NOTES.md,
+    "The op path and host time")."""
     (b, s, h1, d), x1_strides = _logical(pairs[0][0], in_layout)
     y1_strides = _logical(pairs[0][1], out_layout)[1]
     if len(pairs) > 1:
@@ -661,10 +705,15 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     else:  # a second tensor that the kernel never touches (H2 = 0)
         h2, (x2, y2) = 0, pairs[0]
         x2_strides = y2_strides = (0, 0, 0, 0)
+    h3 = 0
+    if copies is not None:
+        if len(pairs) < 2 or copies[0].stride() != x2.stride() or copies[1].stride() != y2.stride():
+            raise ValueError("rotary: a copied pair needs the strides of the second rotated pair")
+        h3 = _logical(copies[0], in_layout)[0][2]
     # NOTE: under torch.compile the sizes may be symbolic. The heads, head_dim and rotary dim pick the
     # tile and the kernel's constants: they are specialized (a model has one or two of each); the token
     # count stays symbolic (the tile depends on it through comparisons only: range guards).
-    h1, h2, d, rotary_dim = int(h1), int(h2), int(d), int(rotary_dim)
+    h1, h2, h3, d, rotary_dim = int(h1), int(h2), int(h3), int(d), int(rotary_dim)
     num_tokens = b * s
     if num_tokens == 0:
         return
@@ -692,20 +741,24 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
     flat = None
     if not interleaved and pass_dim == 0 and cos_strides[2] == 1 and sin_strides[2] == 1 and all(
             t[3] == 1 for t in strides[:2 * len(pairs)]):
-        flat = _flat_tile(s, rotary_dim // 2, h1, h2, b, min_programs)
+        # (a program's heads: those it copies too)
+        flat = _flat_tile(s, rotary_dim // 2, h1, h2 + h3, b, min_programs)
+    x3, y3 = (None, None) if copies is None else copies
     if flat is not None:
-        _launch_flat(pairs, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows, cos_strides,
-                     sin_strides, (b, s, h1, h2), rotary_dim // 2, backward, align, table_align, flat)
+        _launch_flat(pairs, copies, strides, cos, sin, position_ids, pos_strides, seq_offset, table_rows,
+                     cos_strides, sin_strides, (b, s, h1, h2, h3), rotary_dim // 2, backward, align, table_align,
+                     flat)
         return
     _kernel(
         (cdiv(num_tokens, block_t), splits1 + splits2),
-        pairs[0][0], pairs[0][1], x2, y2, cos, sin, position_ids,
+        pairs[0][0], pairs[0][1], x2, y2, x3, y3, cos, sin, position_ids,
         *x1_strides, *y1_strides, *x2_strides, *y2_strides,
         *cos_strides, *sin_strides,
         *pos_strides,
-        num_tokens, s, h1, h2, seq_offset, table_rows, splits1,
+        num_tokens, s, h1, h2, h3, seq_offset, table_rows, splits1,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
-        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
+        COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, HAS_COPY=copies is not None,
+        WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
         ALIGN=align, TABLE_ALIGN=table_align,
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
         BLOCK_P=block_p,
@@ -766,6 +819,18 @@ def _rotary_fwd(
     _launch([(q, q_out), (k, k_out)], cos, sin, position_ids, seq_offset, rotary_dim, interleaved, layout,
             out_layout, backward=False, copy_pass=True)
     return q_out, k_out
+
+
+@launcher_op("rotary_packed_fwd")
+def _rotary_packed_fwd(qkv: Tensor, cos: Tensor, sin: Tensor, heads: int, kv_heads: int, head_size: int,
+                       rotary_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`rotary_packed`'s forward: (q, k, v) of the packed ``qkv``, new (batch, seq, heads, head_size)
+    tensors, q and k rotated (rotate-half, positions 0..seq-1), v copied, in one launch."""
+    q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
+    q_out, k_out, v_out = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    _launch([(q, q_out), (k, k_out)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd", backward=False,
+            copy_pass=True, copies=(v, v_out))
+    return q_out, k_out, v_out
 
 
 @launcher_op("rotary_fwd_", mutates_args=("q", "k"))
@@ -1104,14 +1169,16 @@ class _PackedRotaryFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv, cos, sin, config, heads_first=False, producer=None):
         heads, kv_heads, head_size, rotary_dim = config
-        q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
-        q_out, k_out = _rotary_fwd(q, k, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd")
+        if PACKED_COPY_IN_LAUNCH:
+            outputs = _rotary_packed_fwd(qkv, cos, sin, heads, kv_heads, head_size, rotary_dim)
+        else:
+            q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
+            outputs = (*_rotary_fwd(q, k, cos, sin, None, 0, rotary_dim, False, "bshd", "bshd"), copy_rows(v))
         ctx.save_for_backward(cos, sin)
         ctx.config, ctx.heads_first = config, heads_first
         # (the delayed FP8 layer whose output qkv is, when it hands qkv's gradient to nothing else: see backward)
         ctx.producer = producer
         ctx.set_materialize_grads(False)
-        outputs = q_out, k_out, copy_rows(v)
         if heads_first:  # (detached: a custom Function's output that is a view may not be written in place)
             return tuple(t.transpose(1, 2).detach() for t in outputs)
         return outputs
@@ -1145,6 +1212,11 @@ class _PackedRotaryFunction(torch.autograd.Function):
         # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
         dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
         dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
+        # (v's gradient laid out as k's: copied in the rotation's launch)
+        if PACKED_COPY_IN_LAUNCH and dv.stride() == dk_out.stride():
+            _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
+                    backward=True, copy_pass=True, copies=(dv, dv_in))
+            return dqkv, None, None, None, None, None
         _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
                 backward=True, copy_pass=True)
         if dv.is_contiguous():  # attention's gradient in v's layout (cuDNN, flash): whole rows
