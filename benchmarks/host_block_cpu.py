@@ -2,7 +2,8 @@
 with blockfuse's kernel launches stubbed out, fused against eager.
 
     TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25 [--sort cumtime]]
-        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm] [--tokens 2x16] [--mlp-block-bytes N] [--launches]
+        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm] [--tokens 2x16] [--mlp-block-bytes N] [--rotary-v-in-launch 0|1]
+        [--launches]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
@@ -17,6 +18,8 @@ time at all: the ratio understates what fused costs beyond eager.
 ``--tokens BxS``: the input's batch and sequence (default 2x16; at 1024 tokens and more the gated MLP works in
 blocks, ``ops/mlp.py``); ``--mlp-block-bytes N``: ``mlp.BLOCKS.min_block_bytes`` for the run (the MLP's blocks by
 the activation's bytes; scale it with the tiny width here: 32 MiB at a real model's hidden is N at this one);
+``--rotary-v-in-launch``: ``rotary.PACKED_COPY_IN_LAUNCH`` for the run (the attention's v copied in the rotation's
+launch);
 ``--launches``: also counts, for one training step of each block, blockfuse's kernel launches and the ATen GEMM
 calls (``mm``, ``addmm``, ``bmm``, ``linear``'s), where a GPU's host pays 15-75 us each
 (``benchmarks/results/op-path/host-backward-2026-12-07-h100/``).
@@ -116,6 +119,8 @@ def main() -> None:
     parser.add_argument("--tokens", default="2x16", help="batch x sequence of the input (default 2x16)")
     parser.add_argument("--mlp-block-bytes", type=int, default=None,
                         help="ops/mlp.py's BLOCKS.min_block_bytes for the run (default: as it is)")
+    parser.add_argument("--rotary-v-in-launch", type=int, choices=(0, 1), default=None,
+                        help="ops/rotary.py's PACKED_COPY_IN_LAUNCH for the run (default: as it is)")
     parser.add_argument("--launches", action="store_true",
                         help="count one step's blockfuse launches and ATen GEMM calls, eager and fused")
     args = parser.parse_args()
@@ -141,6 +146,10 @@ def main() -> None:
         import blockfuse.ops.mlp as mlp
 
         mlp.BLOCKS = replace(mlp.BLOCKS, min_block_bytes=args.mlp_block_bytes)
+    if args.rotary_v_in_launch is not None:
+        import blockfuse.ops.rotary as rotary
+
+        rotary.PACKED_COPY_IN_LAUNCH = bool(args.rotary_v_in_launch)
     x = torch.randn(batch, seq, 64, dtype=dtype, requires_grad=True)
     dy = torch.randn(batch, seq, 64, dtype=dtype)
     print(f"{args.preset}, [{batch}, {seq}, 64] {dtype}, {args.linear} Linear layers, torch {torch.__version__}, "

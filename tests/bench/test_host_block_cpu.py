@@ -53,16 +53,19 @@ def test_launches_counts_the_mlp_blocks():
     """--launches: one step's blockfuse launches and ATen GEMM calls; at 2048 tokens the MLP works in two row blocks
     (its 1024-row minimum), and with --mlp-block-bytes past the whole activation (2048 x 128 fp32: 1 MiB) in one:
     one gated forward and one gated backward launch fewer, and one down GEMM and one hidden-gradient GEMM fewer.
-    Eager launches nothing of blockfuse's."""
+    With --rotary-v-in-launch 1, the attention's v and its gradient copied in the rotation's launches: two launches
+    fewer, the same GEMMs. Eager launches nothing of blockfuse's."""
     counts = {}
-    for block_bytes in ("0", str(4 << 20)):
-        result = run("reordered", "--tokens", "2x1024", "--steps", "0", "--launches", "--mlp-block-bytes", block_bytes)
+    for block_bytes, in_launch in (("0", "0"), (str(4 << 20), "0"), ("0", "1")):
+        result = run("reordered", "--tokens", "2x1024", "--steps", "0", "--launches", "--mlp-block-bytes", block_bytes,
+                     "--rotary-v-in-launch", in_launch)
         assert result.returncode == 0, result.stderr
         lines = {line.split()[0]: line for line in result.stdout.splitlines() if "a step:" in line}
         numbers = {label: [int(word) for word in line.replace(",", "").split() if word.isdigit()]
                    for label, line in lines.items()}
         assert numbers["eager"][0] == 0 and numbers["eager"][1] > 0
         assert "whole step" not in result.stdout  # (--steps 0: nothing timed)
-        counts[block_bytes] = numbers["fused"]
-    assert counts["0"][0] - counts[str(4 << 20)][0] == 2, counts
-    assert counts["0"][1] - counts[str(4 << 20)][1] == 2, counts
+        counts[block_bytes, in_launch] = numbers["fused"]
+    base, by_bytes, in_launch = counts["0", "0"], counts[str(4 << 20), "0"], counts["0", "1"]
+    assert base[0] - by_bytes[0] == 2 and base[1] - by_bytes[1] == 2, counts
+    assert base[0] - in_launch[0] == 2 and base[1] == in_launch[1], counts

@@ -308,10 +308,11 @@ def test_eager_backward_is_two_nodes_sharing_the_pre_activation(separate, device
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_forward_and_backward_in_blocks(monkeypatch):
+def test_forward_and_backward_in_blocks(monkeypatch, device):
     """The forward makes the activation in blocks of rows for the down GEMM; the backward recomputes
     it in blocks of columns and makes the hidden gradient in blocks of rows: 199 tokens in blocks of
-    64 rows (the last one 7), 27 hidden in one block of columns (64-aligned), same result."""
+    64 rows (the last one 7), 27 hidden in one block of columns (64-aligned), same result (on the session's
+    device: on a GPU machine CPU tensors would take the reference and test nothing here)."""
     import dataclasses
 
     import blockfuse.ops.mlp as mlp
@@ -320,7 +321,7 @@ def test_forward_and_backward_in_blocks(monkeypatch):
                                                            backward_min_columns=2, min_block_bytes=0))
     assert len(mlp.column_blocks(199, mlp.BLOCKS.forward, mlp.BLOCKS.forward_min_rows)) == 4
     for separate in (False, True):
-        inputs = _inputs((199,), 16, 27, 16, torch.float32, "cpu", True, separate=separate)
+        inputs = _inputs((199,), 16, 27, 16, torch.float32, device, True, separate=separate)
         ours = leaves(*inputs)
         out = _call(ours)
         out.square().sum().backward()
