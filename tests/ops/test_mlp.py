@@ -336,13 +336,14 @@ def test_forward_and_backward_in_blocks(monkeypatch, device):
 def test_block_count_by_the_activation_s_bytes(monkeypatch):
     """With the rule on, one block per 32 MiB of the tokens x hidden activation at most, BLOCKS' count at most, one
     at least: the presets' MLPs in bf16: standard / reordered (8192 x 4096, 64 MiB) 2, olmo2-1b and te-4layer
-    (128 MiB and more) 4, a small layer 1; 0 bytes (the default until a GPU has timed it): the count at any size."""
+    (128 MiB and more) 4, a small layer 1 (the default since an H200 timed it); 0 bytes: the count at any size."""
     import dataclasses
 
     import blockfuse.ops.mlp as mlp
 
-    assert mlp.BLOCKS.min_block_bytes == 0 and mlp.block_count(4, 64, 128, 2) == 4
-    assert mlp.BLOCK_BYTES_RULE == 32 << 20
+    assert mlp.BLOCKS.min_block_bytes == mlp.BLOCK_BYTES_RULE == 32 << 20
+    monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, min_block_bytes=0))
+    assert mlp.block_count(4, 64, 128, 2) == 4
     monkeypatch.setattr(mlp, "BLOCKS", dataclasses.replace(mlp.BLOCKS, min_block_bytes=mlp.BLOCK_BYTES_RULE))
     assert mlp.block_count(4, 8192, 4096, 2) == 2
     assert mlp.block_count(4, 8192, 8192, 2) == 4 and mlp.block_count(4, 16384, 4096, 2) == 4

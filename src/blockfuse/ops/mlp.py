@@ -44,6 +44,9 @@ from blockfuse.ops.linear_act import (
 from blockfuse.runtime import use_triton
 
 
+BLOCK_BYTES_RULE = 32 << 20  # (Blocks.min_block_bytes's rule)
+
+
 @dataclass(frozen=True)
 class Blocks:
     """How the MLP splits its tokens x hidden intermediates (smaller GEMMs lose efficiency, so small inputs
@@ -61,14 +64,14 @@ class Blocks:
     # block without CUDA graphs), a large one's by its GPU, where the blocks cost nothing. 32 MiB keeps four blocks
     # from 128 MiB (olmo2-1b, te-4layer, SigLIP-2: unchanged) and gives `reordered` / `standard` (64 MiB) two:
     # 16 MiB more at their peak, 6 launches and 6 GEMM calls fewer a step. 0: the counts above at any size.
-    # Off (0) until a GPU has timed it (scripts/mlp_blocks_gpu.sh: the step without CUDA graphs and its peak under
-    # both settings, with the MLP's CUDA tests; the session that built it had no device time left): then
-    # BLOCK_BYTES_RULE.
-    min_block_bytes: int = 0
+    # Timed on an H200 (benchmarks/results/op-path/host-levers-2026-12-07-h200/, two calls, the two settings in
+    # alternating rounds of one process; the MLP's CUDA tests passed first): `reordered`'s fused step without CUDA
+    # graphs 1.065x and 1.079x the fixed counts' (5.238 -> 4.918, 5.511 -> 5.109 ms), fused + compile default within
+    # the spread (0.99x), peak 265 -> 281 MiB (0.72x compile's 393); olmo2-1b (4 blocks either way) 6.881 / 6.889.
+    min_block_bytes: int = BLOCK_BYTES_RULE
 
 
 BLOCKS = Blocks()
-BLOCK_BYTES_RULE = 32 << 20  # (Blocks.min_block_bytes's rule, when on)
 
 
 def block_count(blocks: int, tokens: int, hidden: int, itemsize: int) -> int:

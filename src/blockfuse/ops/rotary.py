@@ -305,12 +305,11 @@ def _rotary_kernel(
 @triton.jit
 def _rotate_pairs_flat(
     X, Y, cos, sin, b, s, mask, pair, first, step, H, stride_xb, stride_xs, stride_xh, stride_yb, stride_ys,
-    stride_yh, HALF: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr, ROTATE: tl.constexpr = True,
+    stride_yh, HALF: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr,
 ):
     """Rotates heads ``first``, ``first + step``, ... of one tensor for this program's (token, pair) run:
     ``s`` and ``pair`` (BLOCK_G,) are each element's sequence index and pair, ``cos`` / ``sin`` their fp32
-    angles (``ROTATE=False``: copies them as they are). The head's row of a token must be contiguous (unit
-    stride along head_dim)."""
+    angles. The head's row of a token must be contiguous (unit stride along head_dim)."""
     x_s = s * stride_xs
     y_s = s * stride_ys
     if WIDE:
@@ -327,15 +326,40 @@ def _rotate_pairs_flat(
         if ALIGN > 1:
             x_head = tl.multiple_of(x_head, ALIGN)
             y_head = tl.multiple_of(y_head, ALIGN)
-        x1 = tl.load(X + x_head + x_first, mask=mask, other=0.0)
-        x2 = tl.load(X + x_head + (x_first + HALF), mask=mask, other=0.0)
-        if ROTATE:
-            y1 = x1.to(tl.float32) * cos - x2.to(tl.float32) * sin
-            y2 = x2.to(tl.float32) * cos + x1.to(tl.float32) * sin
-        else:
-            y1, y2 = x1, x2
-        tl.store(Y + y_head + y_first, y1.to(Y.dtype.element_ty), mask=mask)
-        tl.store(Y + y_head + (y_first + HALF), y2.to(Y.dtype.element_ty), mask=mask)
+        x1 = tl.load(X + x_head + x_first, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(X + x_head + (x_first + HALF), mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + y_head + y_first, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=mask)
+        tl.store(Y + y_head + (y_first + HALF), (x2 * cos + x1 * sin).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _copy_heads_flat(
+    X, Y, b, first_element, S, first, step, H, stride_xb, stride_xs, stride_xh, stride_yb, stride_ys, stride_yh,
+    D: tl.constexpr, ALIGN: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """Copies heads ``first``, ``first + step``, ... of one tensor for BLOCK consecutive (token, column) elements of
+    a batch row from ``first_element`` (the tokens of the flat kernel's (token, pair) run, each row whole: runs of
+    gcd(D, 16) contiguous elements where the pairs' runs are half as long: 16-byte accesses at head_dim 72, which
+    the pairs' 8-byte ones had made 0.88-0.93x the separate copy's step in kernel time on an H100)."""
+    e = first_element + tl.arange(0, BLOCK)
+    s = e // D
+    column = e % D
+    mask = s < S
+    x_s = s * stride_xs
+    y_s = s * stride_ys
+    if WIDE:
+        x_s = s.to(tl.int64) * stride_xs
+        y_s = s.to(tl.int64) * stride_ys
+    if ALIGN > 1:
+        x_s = tl.multiple_of(x_s, ALIGN)
+        y_s = tl.multiple_of(y_s, ALIGN)
+    for h in range(first, H, step):
+        x_head = b * stride_xb + tl.cast(h, tl.int64) * stride_xh
+        y_head = b * stride_yb + tl.cast(h, tl.int64) * stride_yh
+        if ALIGN > 1:
+            x_head = tl.multiple_of(x_head, ALIGN)
+            y_head = tl.multiple_of(y_head, ALIGN)
+        tl.store(Y + y_head + y_s + column, tl.load(X + x_head + x_s + column, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -372,6 +396,10 @@ def _rotary_flat_kernel(
         row = s + seq_offset
     in_table = (row >= 0) & (row < table_rows)
     table_mask = mask & in_table
+    split = tl.program_id(2)
+    splits = tl.num_programs(2)
+    if HAS_COPY:  # (a split that only copies reads no angles)
+        table_mask = table_mask & (tl.zeros_like(s) + split < tl.maximum(H1, H2))  # (a tensor: the interpreter)
     cos_row = b * stride_cos_b + row * stride_cos_r
     sin_row = b * stride_sin_b + row * stride_sin_r
     if TABLE_ALIGN > 1:
@@ -383,15 +411,16 @@ def _rotary_flat_kernel(
     sin = tl.where(in_table, sin, float("nan"))
     if BACKWARD:
         sin = -sin
-    split = tl.program_id(2)
-    splits = tl.num_programs(2)
     _rotate_pairs_flat(X1, Y1, cos, sin, b, s, mask, pair, split, splits, H1, stride_x1b, stride_x1s, stride_x1h,
                        stride_y1b, stride_y1s, stride_y1h, HALF, ALIGN, WIDE)
     _rotate_pairs_flat(X2, Y2, cos, sin, b, s, mask, pair, split, splits, H2, stride_x2b, stride_x2s, stride_x2h,
                        stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE)
     if HAS_COPY:
-        _rotate_pairs_flat(X3, Y3, cos, sin, b, s, mask, pair, split, splits, H3, stride_x2b, stride_x2s,
-                           stride_x2h, stride_y2b, stride_y2s, stride_y2h, HALF, ALIGN, WIDE, ROTATE=False)
+        # X3's heads continue X2's over the splits (head H2 + j goes to split (H2 + j) % splits), so that a split
+        # left without a head of X2 takes one of X3 (the rule counts them together: _flat_tile's heads2)
+        first3 = ((split - H2) % splits + splits) % splits
+        _copy_heads_flat(X3, Y3, b, tl.program_id(0) * (2 * BLOCK_G), S, first3, splits, H3, stride_x2b, stride_x2s,
+                         stride_x2h, stride_y2b, stride_y2s, stride_y2h, 2 * HALF, ALIGN, WIDE, 2 * BLOCK_G)
 
 
 @triton.jit
