@@ -1303,6 +1303,7 @@ def test_packed_form_copies_v_in_the_rotation_s_launch(case, min_programs, monke
 
     b, s, h, kvh, hd = case
     monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", True)
+    monkeypatch.setattr(module, "FLAT_COPY_IN_LAUNCH", True)
     if min_programs is not None:
         monkeypatch.setattr(module, "_min_programs", lambda device: min_programs)
     launches = []
@@ -1328,6 +1329,33 @@ def test_packed_form_copies_v_in_the_rotation_s_launch(case, min_programs, monke
     back_q, back_k = rotary_ref(grads[0].double(), grads[1].double(), cos, -sin)  # the inverse rotation
     for got, want in ((q_out, want_q), (k_out, want_k), (dq, back_q), (dk, back_k)):
         torch.testing.assert_close(got.double(), want, rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.usefixtures("requires_triton")
+def test_the_flat_kernel_copies_v_only_with_its_own_knob(monkeypatch, device):
+    """By default (``FLAT_COPY_IN_LAUNCH = False``, untimed on a GPU) a head size that takes the flat kernel copies v
+    and its gradient by copy_rows' launches, one that takes the padded kernel in the rotation's; the same bits as
+    the split form either way."""
+    from blockfuse.models.eager import rotary_half_tables
+    from blockfuse.ops import copy as copy_module
+    from blockfuse.ops import rotary as module
+
+    monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", True)
+    monkeypatch.setattr(module, "FLAT_COPY_IN_LAUNCH", False)
+    copies = []
+    kernel = copy_module._kernel
+    monkeypatch.setattr(copy_module, "_kernel", lambda *a, **kw: copies.append(a[0]) or kernel(*a, **kw))
+    for hd, expected in ((80, 2), (64, 0)):
+        b, s, h, kvh = 2, 9, 4, 2
+        cos, sin = (t.to(device) for t in rotary_half_tables(hd, 16, 10000.0))
+        qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=hd).to(device)
+        grads = [random_tensor(shape, torch.bfloat16, seed=hd + i).to(device)
+                 for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
+        copies.clear()
+        packed = _packed_run(lambda t: module.rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
+        assert len(copies) == expected, (hd, len(copies))
+        split = _packed_run(_split_form(h, kvh, hd, cos, sin), qkv, grads)
+        assert all(torch.equal(a, c) for a, c in zip(packed, split)), hd
 
 
 @pytest.mark.usefixtures("requires_triton")

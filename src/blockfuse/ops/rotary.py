@@ -109,9 +109,14 @@ TILES = Tiles()
 # kernels copy a third tensor's heads beside the second's (HAS_COPY), one launch each way where copy_rows made a
 # second (a launch costs a GPU's host 15-75 us in a backward: benchmarks/NOTES.md, "The op path and host time").
 # False: copy_rows as before (an A/B knob for benchmarks/mlp_blocks_ab.py --knob rotary-v-copy and the tests).
-# Off until it has run on a GPU (its CUDA tests and the step's A/B: scripts/host_levers_gpu.sh); on the CPU under
-# the interpreter its tests pass and both kernels build for sm_90 (tests/ops/test_sm90_compile.py).
-PACKED_COPY_IN_LAUNCH = False
+# Timed (benchmarks/results/op-path/rotary-packed-2026-12-07-h100/, host-levers-2026-12-07-h200/): the padded kernel
+# (power-of-two pair counts: head_dim 64, 128, 256) with the copy 1.016-1.050x the two launches' kernel time on an
+# H100, the `reordered` step without CUDA graphs 0.99x / 1.02x on an H200 (its host's drift: 2.6%), its CUDA tests
+# passing. FLAT_COPY_IN_LAUNCH: the flat kernel's copy (head_dim 72, 80, 96...), whose first form (v through the
+# pairs' lanes: 8-byte runs at 72) was 0.88-0.93x at head_dim 72 (1.03-1.18x at 80 and 96); it now copies each row
+# whole (16-byte runs), built for sm_90 and tested under the interpreter, not yet timed or tested on a GPU: off.
+PACKED_COPY_IN_LAUNCH = True
+FLAT_COPY_IN_LAUNCH = False
 
 # ----------------------------------------------------------------------------------------
 # Triton kernels
@@ -543,10 +548,15 @@ def _flat_tile(seq, half: int, heads1: int, heads2: int, batch, min_programs: in
     return _flat_tile_rule(*args)
 
 
+def _flat_pairs(half: int) -> bool:
+    """The flat kernel takes ``half`` pairs a head (at long enough rows): not a power of two, in runs of 4 or more."""
+    return half & (half - 1) != 0 and half % 4 == 0
+
+
 def _flat_tile_rule(seq, half, heads1, heads2, batch, min_programs, tile, per_warp, min_tile, programs_per_sm,
                     heads_per_program) -> Optional[tuple[int, int, int]]:
     """:func:`_flat_tile` with its settings as arguments."""
-    if half & (half - 1) == 0 or half % 4 or seq * half < min_tile:
+    if not _flat_pairs(half) or seq * half < min_tile:
         return None
     block_g = tile
     while block_g > min_tile and block_g // 2 >= seq * half:
@@ -1196,9 +1206,16 @@ class _PackedRotaryFunction(torch.autograd.Function):
     backward writes whole. ``config``: (heads, kv_heads, head_size, rotary_dim)."""
 
     @staticmethod
+    def copy_in_launch(head_size: int, rotary_dim: int) -> bool:
+        """v (and its gradient) copied in the rotation's launch: PACKED_COPY_IN_LAUNCH, in the flat kernel only with
+        FLAT_COPY_IN_LAUNCH (the NOTE there)."""
+        return PACKED_COPY_IN_LAUNCH and (FLAT_COPY_IN_LAUNCH or rotary_dim < head_size
+                                          or not _flat_pairs(rotary_dim // 2))
+
+    @staticmethod
     def forward(ctx, qkv, cos, sin, config, heads_first=False, producer=None):
         heads, kv_heads, head_size, rotary_dim = config
-        if PACKED_COPY_IN_LAUNCH:
+        if _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim):
             outputs = _rotary_packed_fwd(qkv, cos, sin, heads, kv_heads, head_size, rotary_dim)
         else:
             q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
@@ -1242,7 +1259,7 @@ class _PackedRotaryFunction(torch.autograd.Function):
         dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
         dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
         # (v's gradient laid out as k's: copied in the rotation's launch)
-        if PACKED_COPY_IN_LAUNCH and dv.stride() == dk_out.stride():
+        if _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim) and dv.stride() == dk_out.stride():
             _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
                     backward=True, copy_pass=True, copies=(dv, dv_in))
             return dqkv, None, None, None, None, None
