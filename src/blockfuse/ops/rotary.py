@@ -346,6 +346,9 @@ def _copy_heads_flat(
     a batch row from ``first_element`` (the tokens of the flat kernel's (token, pair) run, each row whole: runs of
     gcd(D, 16) contiguous elements where the pairs' runs are half as long: 16-byte accesses at head_dim 72, which
     the pairs' 8-byte ones had made 0.88-0.93x the separate copy's step in kernel time on an H100)."""
+    # NOTE: the offsets are written out as in _rotate_pairs_flat: a jit helper returning both functions' offsets
+    # lost their multiple_of hints in Triton 3.6's sm_90 build (the rotation at head_dim 72: 54 -> 146 registers,
+    # 432 -> 880 instructions; 2026-12-07).
     e = first_element + tl.arange(0, BLOCK)
     s = e // D
     column = e % D
