@@ -2,8 +2,8 @@
 with blockfuse's kernel launches stubbed out, fused against eager.
 
     TRITON_INTERPRET=1 python benchmarks/host_block_cpu.py reordered [--steps 300] [--profile 25 [--sort cumtime]]
-        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm] [--tokens 2x16] [--mlp-block-bytes N] [--rotary-v-in-launch 0|1]
-        [--launches]
+        [--bf16] [--linear fp8:tensorwise] [--stub-fp8-gemm] [--tokens 2x16] [--mlp-block-bytes N]
+        [--rotary-v-in-launch 0|1] [--launches]
 
 Why: without CUDA graphs a small block is host-bound on a GPU (the enqueue takes longer than the kernels):
 on an H200 the fused `reordered` block's step measured 0.77-0.87x plain eager's while its kernels (under CUDA
