@@ -57,7 +57,7 @@ class Blocks:
     backward: int = 4  # the backward recomputes the activation in this many blocks of hidden columns and makes
     backward_min_rows: int = 1024  # the hidden gradient in as many blocks of rows, none under these sizes
     backward_min_columns: int = 512
-    # NOTE: at most one block per MIN_BLOCK_BYTES of the whole tokens x hidden activation (block_count). Each block
+    # NOTE: at most one block per min_block_bytes of the whole tokens x hidden activation (block_count). Each block
     # costs a step three launches and three GEMM calls (forward, recompute, hidden gradient), about 15-75 us of host
     # time each on the lent GPUs' hosts (benchmarks/results/op-path/host-backward-2026-12-07-h100/), while what it
     # saves is memory in proportion to the activation: a small layer's step is bound by its host (the `reordered`

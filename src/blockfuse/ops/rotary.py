@@ -1218,7 +1218,8 @@ class _PackedRotaryFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv, cos, sin, config, heads_first=False, producer=None):
         heads, kv_heads, head_size, rotary_dim = config
-        if _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim):
+        ctx.copy_in_launch = _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim)  # (the backward's too)
+        if ctx.copy_in_launch:
             outputs = _rotary_packed_fwd(qkv, cos, sin, heads, kv_heads, head_size, rotary_dim)
         else:
             q, k, v = _qkv_views(qkv, heads, kv_heads, head_size)
@@ -1261,13 +1262,11 @@ class _PackedRotaryFunction(torch.autograd.Function):
         # concatenation (autograd's for q, k and v split from one tensor), no rotated dq / dk in between.
         dqkv = like.new_empty((b, s, (heads + 2 * kv_heads) * head_size))
         dq, dk, dv_in = _qkv_views(dqkv, heads, kv_heads, head_size)
-        # (v's gradient laid out as k's: copied in the rotation's launch)
-        if _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim) and dv.stride() == dk_out.stride():
-            _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
-                    backward=True, copy_pass=True, copies=(dv, dv_in))
-            return dqkv, None, None, None, None, None
+        together = ctx.copy_in_launch and dv.stride() == dk_out.stride()  # (v's gradient laid out as k's)
         _launch([(dq_out, dq), (dk_out, dk)], cos, sin, None, 0, rotary_dim, False, "bshd", "bshd",
-                backward=True, copy_pass=True)
+                backward=True, copy_pass=True, copies=(dv, dv_in) if together else None)
+        if together:
+            return dqkv, None, None, None, None, None
         if dv.is_contiguous():  # attention's gradient in v's layout (cuDNN, flash): whole rows
             width = kv_heads * head_size
             launch_copy_rows(dv.view(b * s, width), dqkv.view(b * s, -1)[:, (heads + kv_heads) * head_size:])
