@@ -1,5 +1,6 @@
 """The packed rotary's kernel time with the attention's v copied in the rotation's launch against by a launch of its
-own (``rotary.PACKED_COPY_IN_LAUNCH``).
+own (``rotary.PACKED_COPY_IN_LAUNCH``; "in-launch" sets ``FLAT_COPY_IN_LAUNCH`` too, so the flat kernel's copy is
+timed whatever its default).
 
     PYTHONPATH=src python3 benchmarks/rotary_packed_ab.py [--rounds 3] [--shapes BxSxHxKVxD,...] [--out DIR]
 
@@ -27,7 +28,7 @@ from blockfuse.models.eager import rotary_half_tables
 
 SHAPES = [(4, 4096, 32, 32, 72), (4, 4096, 32, 8, 72), (4, 4096, 16, 4, 72), (4, 1024, 32, 32, 80),
           (4, 4096, 16, 4, 80), (4, 2048, 16, 16, 64), (4, 4096, 32, 8, 128), (1, 1024, 32, 8, 96)]
-SETTINGS = {"separate": False, "in-launch": True}
+SETTINGS = {"separate": (False, False), "in-launch": (True, True)}  # (PACKED_, FLAT_COPY_IN_LAUNCH)
 
 
 def _wall_ms(fn, _baseline) -> float:
@@ -53,15 +54,15 @@ def measure(shape, rounds: int, device: str = "cuda") -> dict:
         torch.autograd.backward(forward(), grads)
 
     samples = {label: {"fwd_us": [], "fwd_bwd_us": []} for label in SETTINGS}
-    before = rotary.PACKED_COPY_IN_LAUNCH
+    before = rotary.PACKED_COPY_IN_LAUNCH, rotary.FLAT_COPY_IN_LAUNCH
     try:
         for r in range(rounds):
             for label in (SETTINGS if r % 2 == 0 else reversed(SETTINGS)):
-                rotary.PACKED_COPY_IN_LAUNCH = SETTINGS[label]
+                rotary.PACKED_COPY_IN_LAUNCH, rotary.FLAT_COPY_IN_LAUNCH = SETTINGS[label]
                 samples[label]["fwd_us"].append(1e3 * timer(forward, lambda: None))
                 samples[label]["fwd_bwd_us"].append(1e3 * timer(forward_backward, lambda: None))
     finally:
-        rotary.PACKED_COPY_IN_LAUNCH = before
+        rotary.PACKED_COPY_IN_LAUNCH, rotary.FLAT_COPY_IN_LAUNCH = before
     fwd_bytes = 2 * b * s * (h + 2 * kv) * d * 2
     row = {"shape": [b, s, h, kv, d]}
     for label, times in samples.items():

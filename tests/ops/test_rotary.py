@@ -1332,30 +1332,34 @@ def test_packed_form_copies_v_in_the_rotation_s_launch(case, min_programs, monke
 
 
 @pytest.mark.usefixtures("requires_triton")
-def test_the_flat_kernel_copies_v_only_with_its_own_knob(monkeypatch, device):
-    """By default (``FLAT_COPY_IN_LAUNCH = False``, untimed on a GPU) a head size that takes the flat kernel copies v
-    and its gradient by copy_rows' launches, one that takes the padded kernel in the rotation's; the same bits as
-    the split form either way."""
+@pytest.mark.parametrize("knob", [None, False], ids=["by-the-rule", "off"])
+def test_the_flat_kernel_copies_v_in_launch_for_rows_of_whole_sectors(knob, monkeypatch, device):
+    """By default (``FLAT_COPY_IN_LAUNCH = None``) a head size that takes the flat kernel copies v and its gradient
+    in the rotation's launch when a head's row is a whole number of 32-byte sectors (bf16 80: 160 bytes; fp32 72:
+    288), by copy_rows' launches when it is not (bf16 72: 144 bytes); the padded kernel's head sizes always in the
+    launch; ``False``: the flat kernel's never. The same bits as the split form either way."""
     from blockfuse.models.eager import rotary_half_tables
     from blockfuse.ops import copy as copy_module
     from blockfuse.ops import rotary as module
 
     monkeypatch.setattr(module, "PACKED_COPY_IN_LAUNCH", True)
-    monkeypatch.setattr(module, "FLAT_COPY_IN_LAUNCH", False)
+    monkeypatch.setattr(module, "FLAT_COPY_IN_LAUNCH", knob)
     copies = []
     kernel = copy_module._kernel
     monkeypatch.setattr(copy_module, "_kernel", lambda *a, **kw: copies.append(a[0]) or kernel(*a, **kw))
-    for hd, expected in ((80, 2), (64, 0)):
+    cases = {None: ((72, torch.bfloat16, 2), (80, torch.bfloat16, 0), (72, torch.float32, 0), (64, torch.bfloat16, 0)),
+             False: ((80, torch.bfloat16, 2), (72, torch.float32, 2), (64, torch.bfloat16, 0))}[knob]
+    for hd, dtype, expected in cases:
         b, s, h, kvh = 2, 9, 4, 2
         cos, sin = (t.to(device) for t in rotary_half_tables(hd, 16, 10000.0))
-        qkv = random_tensor((b, s, (h + 2 * kvh) * hd), torch.bfloat16, seed=hd).to(device)
-        grads = [random_tensor(shape, torch.bfloat16, seed=hd + i).to(device)
+        qkv = random_tensor((b, s, (h + 2 * kvh) * hd), dtype, seed=hd).to(device)
+        grads = [random_tensor(shape, dtype, seed=hd + i).to(device)
                  for i, shape in enumerate(((b, s, h, hd), (b, s, kvh, hd), (b, s, kvh, hd)))]
         copies.clear()
         packed = _packed_run(lambda t: module.rotary_packed(t, h, kvh, hd, cos, sin), qkv, grads)
-        assert len(copies) == expected, (hd, len(copies))
+        assert len(copies) == expected, (hd, dtype, len(copies))
         split = _packed_run(_split_form(h, kvh, hd, cos, sin), qkv, grads)
-        assert all(torch.equal(a, c) for a, c in zip(packed, split)), hd
+        assert all(torch.equal(a, c) for a, c in zip(packed, split)), (hd, dtype)
 
 
 @pytest.mark.usefixtures("requires_triton")

@@ -112,11 +112,18 @@ TILES = Tiles()
 # Timed (benchmarks/results/op-path/rotary-packed-2026-12-07-h100/, host-levers-2026-12-07-h200/): the padded kernel
 # (power-of-two pair counts: head_dim 64, 128, 256) with the copy 1.016-1.050x the two launches' kernel time on an
 # H100, the `reordered` step without CUDA graphs 0.99x / 1.02x on an H200 (its host's drift: 2.6%), its CUDA tests
-# passing. FLAT_COPY_IN_LAUNCH: the flat kernel's copy (head_dim 72, 80, 96...), whose first form (v through the
-# pairs' lanes: 8-byte runs at 72) was 0.88-0.93x at head_dim 72 (1.03-1.18x at 80 and 96); it now copies each row
-# whole (16-byte runs), built for sm_90 and tested under the interpreter, not yet timed or tested on a GPU: off.
+# passing. FLAT_COPY_IN_LAUNCH: the flat kernel's copy (head_dim 40, 48, 72, 80, 96...), which copies each v row
+# whole (16-byte runs). None (the default): by the rule below; True / False: always / never (the A/B knob). The rule:
+# the copy joins the launch when a head's row is a whole number of 32-byte sectors. Timed on an H100 (kernel time
+# against the copy apart, bf16; benchmarks/results/op-path/rotary-packed-2026-12-07-h100/2-row-copy/, 3-sector-rule/,
+# GQA 32/8 at seq 4096 and the A/B's own shapes): rows of 32k bytes tie or win (48: 1.00x, 80: 1.00-1.05x,
+# 96: 1.00-1.28x, 112: 0.99-1.01x), rows of 32k + 16 bytes lose 4-8% every time (40, 72, 88, 104, 120: 0.92-0.96x);
+# the rule was written from 72, 80 and 96 and predicted the other six. (Why is a guess, untested: rows that end
+# mid-sector share sectors with the next, where copy_rows moves a token's kv heads as one aligned run.) Off the
+# rule, copy_rows' launch costs the host 15-75 us and the kernels 4-8% less time.
 PACKED_COPY_IN_LAUNCH = True
-FLAT_COPY_IN_LAUNCH = False
+FLAT_COPY_IN_LAUNCH: bool | None = None
+FLAT_COPY_SECTOR = 32  # bytes
 
 # ----------------------------------------------------------------------------------------
 # Triton kernels
@@ -1209,16 +1216,22 @@ class _PackedRotaryFunction(torch.autograd.Function):
     backward writes whole. ``config``: (heads, kv_heads, head_size, rotary_dim)."""
 
     @staticmethod
-    def copy_in_launch(head_size: int, rotary_dim: int) -> bool:
-        """v (and its gradient) copied in the rotation's launch: PACKED_COPY_IN_LAUNCH, in the flat kernel only with
-        FLAT_COPY_IN_LAUNCH (the NOTE there)."""
-        return PACKED_COPY_IN_LAUNCH and (FLAT_COPY_IN_LAUNCH or rotary_dim < head_size
-                                          or not _flat_pairs(rotary_dim // 2))
+    def copy_in_launch(head_size: int, rotary_dim: int, itemsize: int) -> bool:
+        """v (and its gradient) copied in the rotation's launch: PACKED_COPY_IN_LAUNCH, in the flat kernel by
+        FLAT_COPY_IN_LAUNCH or, when that is None, for rows of whole 32-byte sectors (the NOTE there)."""
+        if not PACKED_COPY_IN_LAUNCH:
+            return False
+        if rotary_dim < head_size or not _flat_pairs(rotary_dim // 2):  # (the padded kernel)
+            return True
+        if FLAT_COPY_IN_LAUNCH is None:
+            return head_size * itemsize % FLAT_COPY_SECTOR == 0
+        return FLAT_COPY_IN_LAUNCH
 
     @staticmethod
     def forward(ctx, qkv, cos, sin, config, heads_first=False, producer=None):
         heads, kv_heads, head_size, rotary_dim = config
-        ctx.copy_in_launch = _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim)  # (the backward's too)
+        # (the backward's choice too)
+        ctx.copy_in_launch = _PackedRotaryFunction.copy_in_launch(head_size, rotary_dim, qkv.element_size())
         if ctx.copy_in_launch:
             outputs = _rotary_packed_fwd(qkv, cos, sin, heads, kv_heads, head_size, rotary_dim)
         else:
