@@ -116,11 +116,11 @@ TILES = Tiles()
 # whole (16-byte runs). None (the default): by the rule below; True / False: always / never (the A/B knob). The rule:
 # the copy joins the launch when a head's row is a whole number of 32-byte sectors. Timed on an H100 (kernel time
 # against the copy apart, bf16; benchmarks/results/op-path/rotary-packed-2026-12-07-h100/2-row-copy/, 3-sector-rule/,
-# GQA 32/8 at seq 4096 and the A/B's own shapes): rows of 32k bytes tie or win (48: 1.00x, 80: 1.00-1.05x,
-# 96: 1.00-1.28x, 112: 0.99-1.01x), rows of 32k + 16 bytes lose 4-8% every time (40, 72, 88, 104, 120: 0.92-0.96x);
-# the rule was written from 72, 80 and 96 and predicted the other six. (Why is a guess, untested: rows that end
-# mid-sector share sectors with the next, where copy_rows moves a token's kv heads as one aligned run.) Off the
-# rule, copy_rows' launch costs the host 15-75 us and the kernels 4-8% less time.
+# GQA 32/8 at seq 4096 and the A/B's own shapes): rows of whole sectors tie or win (48: 1.00x, 80: 1.00-1.05x,
+# 96: 1.00-1.28x, 112: 0.99-1.01x), rows half a sector past one lose 4-8% every time (40, 72, 88, 104, 120:
+# 0.92-0.96x); the rule was written from 72, 80 and 96 and predicted the other six. (Why is a guess, untested:
+# rows that end mid-sector share sectors with the next, where copy_rows moves a token's kv heads as one aligned
+# run.) Off the rule, copy_rows' launch costs the host 15-75 us and the kernels 4-8% less time.
 PACKED_COPY_IN_LAUNCH = True
 FLAT_COPY_IN_LAUNCH: bool | None = None
 FLAT_COPY_SECTOR = 32  # bytes
