@@ -16,7 +16,9 @@ Variants, each timed as its backward alone (CUDA-graph replays, the L2 flushed b
 * ``in-place``: the same launch with ``dg = gate`` and ``du = up`` (each element read before it is written);
 * ``compile``: ``torch.compile`` of the backward's math in fp32 (the reference's), two fresh outputs;
 * ``liger``: Liger-Kernel's ``swiglu_backward`` (writes into gate and up), where it is installed.
-In-place variants overwrite their inputs on every replay; the times do not depend on the values. Before timing,
+``--tiles E:W,...`` adds ``tile-E-W``: the fresh launch with the backward's tile of E elements, W a warp
+(``gated.TILES.backward`` / ``backward_per_warp``; the default 4096 / 512). In-place variants overwrite their inputs
+on every replay; the times do not depend on the values. Before timing,
 each variant's gradients are checked against float64 math on the same inputs (max relative error a tensor, in the
 JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu`` (its test, under
 ``TRITON_INTERPRET=1``) runs the checks and one call's wall time instead.
@@ -25,6 +27,7 @@ JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -59,7 +62,21 @@ def _liger_backward():
     return swiglu_backward
 
 
-def variants(m: int, n: int, device: str) -> dict:
+def _with_tiles(call, elements: int, per_warp: int):
+    """``call`` with gated.TILES' backward tile set for its duration."""
+
+    def run(state):
+        before = gated.TILES
+        gated.TILES = dataclasses.replace(before, backward=elements, backward_per_warp=per_warp)
+        try:
+            return call(state)
+        finally:
+            gated.TILES = before
+
+    return run
+
+
+def variants(m: int, n: int, device: str, tiles=()) -> dict:
     """label -> (setup: () -> state, call: state -> (dg, du)); setup makes fresh inputs (in-place calls spend them)."""
     gen = torch.Generator(device="cpu").manual_seed(m + n)
 
@@ -79,6 +96,8 @@ def variants(m: int, n: int, device: str) -> dict:
     table = {"fresh": (lambda: inputs() + [torch.empty(m, n, device=device, dtype=torch.bfloat16) for _ in range(2)],
                        fresh),
              "in-place": (inputs, in_place)}
+    for elements, per_warp in tiles:
+        table[f"tile-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(fresh, elements, per_warp))
     if device == "cuda":
         compiled = _compiled_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))
@@ -97,11 +116,11 @@ def check(setup, call) -> float:
     return max(float((a.double() - b).norm() / b.norm()) for a, b in zip(got, want))
 
 
-def measure(shape, rounds: int, device: str) -> dict:
+def measure(shape, rounds: int, device: str, tiles=()) -> dict:
     from blockfuse.bench.timing import l2_flush, time_cuda_graph
 
     m, n = shape
-    table = variants(m, n, device)
+    table = variants(m, n, device, tiles)
     row = {"shape": [m, n], "error": {label: check(*entry) for label, entry in table.items()}, "us": {}}
     samples = {label: [] for label in table}
     states = {label: setup() for label, (setup, _) in table.items()}
@@ -131,14 +150,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--shapes", default=None, help="MxN,... (default: SHAPES)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--tiles", default="", help="E:W,... backward tiles to time beside the default")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     import triton
 
+    tiles = [tuple(int(v) for v in item.split(":")) for item in args.tiles.split(",") if item]
     shapes = SHAPES if args.shapes is None else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     result = {"card": card, "torch": torch.__version__, "triton": triton.__version__, "rounds": args.rounds,
-              "rows": [measure(shape, args.rounds, args.device) for shape in shapes]}
+              "rows": [measure(shape, args.rounds, args.device, tiles) for shape in shapes]}
     labels = list(result["rows"][0]["us"])
     timing = "CUDA-graph kernel time, L2 flushed" if args.device == "cuda" else "one call's wall time (CPU)"
     lines = [f"# SwiGLU's backward: fresh outputs against in place ({card}; torch {torch.__version__}, triton "
