@@ -483,8 +483,10 @@ print(json.dumps(report))
 def test_the_flat_rotary_copies_v_in_16_byte_accesses():
     """The flat kernel's copy of v (HAS_COPY) moves each row whole: at head_dim 72, whose 36 pairs run in 8-byte
     accesses, the copy adds 16-byte loads and stores (runs of gcd(72, 16) = 8 elements) and no 8-byte ones. Its first
-    form copied v through the pairs' lanes, 8-byte runs, 0.88-0.93x the separate copy's kernel time on an H100
-    (benchmarks/results/op-path/rotary-packed-2026-12-07-h100/). sm_90 builds with each Triton, no spill."""
+    form copied v through the pairs' lanes, 8-byte runs, 0.88-0.93x the separate copy's kernel time on an H100; this
+    one was 0.92-0.96x there at 72 and ties or wins at whole-sector rows, so 72 keeps the copy apart by default
+    (rotary.FLAT_COPY_SECTOR; benchmarks/results/op-path/rotary-packed-2026-12-07-h100/). This build forces it on.
+    sm_90 builds with each Triton, no spill."""
     for report in _with_each_triton(ROTARY_COPY_SCRIPT):
         plain, copying = report["False"], report["True"]
         assert plain["stack"] == copying["stack"] == 0, report
