@@ -25,24 +25,26 @@ def _train(model, batches, probe, parameters):
     # NOTE: SGD: its update is linear in the gradient, so the comparison measures the gradients (Adam
     # divides by their running size, which turns last-bit differences of near-zero ones into whole steps).
     optimizer = torch.optim.SGD(parameters, lr=0.5)
-    losses = []
+    losses, sizes = [], []
     for x in batches:
         optimizer.zero_grad(set_to_none=True)
-        loss = (model(x) * probe[: x.shape[0]]).mean()
+        terms = model(x) * probe[: x.shape[0]]
+        loss = terms.mean()
         loss.backward()
         optimizer.step()
         losses.append(loss.detach())
-    return losses
+        sizes.append(terms.detach().abs().mean())
+    return losses, sizes
 
 
 def _one_process(model, batches, probe) -> tuple:
-    """A copy of ``model`` trained in one process on the whole batches: (its losses, its parameters by name after the
-    steps, the most any parameter moved)."""
+    """A copy of ``model`` trained in one process on the whole batches: (its losses, the mean size of each loss's terms,
+    its parameters by name after the steps, the most any parameter moved)."""
     reference = copy.deepcopy(model)
-    losses = _train(reference, batches, probe, reference.parameters())
+    losses, sizes = _train(reference, batches, probe, reference.parameters())
     initial = dict(model.named_parameters())
     moved = max(float((p - initial[name]).abs().max()) for name, p in reference.named_parameters())
-    return losses, {name: p.detach() for name, p in reference.named_parameters()}, moved
+    return losses, sizes, {name: p.detach() for name, p in reference.named_parameters()}, moved
 
 
 def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
@@ -66,7 +68,7 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
 
     # the one-process run on one rank, shared with the other (multiprocess.split): both ranks made the same one
     one_process = multiprocess.split(rank, {"one process": lambda: _one_process(model, batches, probe)})
-    expected, trained, moved = one_process["one process"]
+    expected, sizes, trained, moved = one_process["one process"]
 
     sharded = copy.deepcopy(model)
     # mixed: bf16 parameters in the forward and backward (the kernels in bf16), gradients reduced in fp32
@@ -78,7 +80,7 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
     half = slice(2 * rank, 2 * rank + 2)  # each rank its half of every global batch
     with warnings.catch_warnings(record=True) as caught:  # (FSDP2, torch 2.13+: a sharded module's output a view)
         warnings.simplefilter("always")
-        losses = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
+        losses, _ = _train(sharded, [x[half] for x in batches], probe[half], sharded.parameters())
     views = sorted({str(w.message)[:80] for w in caught if "view" in str(w.message)})
     full = {name: p.full_tensor().detach() for name, p in sharded.named_parameters()}  # collectives
     errors = {name: float((full[name] - p).abs().max() / p.abs().max()) for name, p in trained.items()}
@@ -86,8 +88,14 @@ def _worker(rank, preset, mixed=False, fp8=None, impl="fused"):
     local = torch.stack(losses)
     torch.distributed.all_reduce(local)
     loss_errors = [float(abs(a / multiprocess.WORLD - b) / abs(b)) for a, b in zip(local, torch.stack(expected))]
+    # NOTE: the loss is a mean of products of either sign and can be a thousandth of its terms' size (the reordered
+    # stack's second step), so its own relative error magnifies fp32's rounding: 1.8e-5 on one CPU (2026-12-07; under
+    # 1e-5 on others, whose matmul kernels round differently) where the difference is 1.9e-8 of the terms' mean size.
+    # Measured against that size, the error is the same without the cancellation.
+    term_errors = [float(abs(a / multiprocess.WORLD - b) / s) for a, b, s in zip(local, expected, sizes)]
     casts = None if probe_casts is None else {"calls": probe_casts.calls, "stale": probe_casts.stale}
-    return {"params": errors, "losses": loss_errors, "moved": moved, "casts": casts, "views": views}
+    return {"params": errors, "losses": loss_errors, "term_errors": term_errors, "moved": moved, "casts": casts,
+            "views": views}
 
 
 # (preset, bf16 mixed precision[, FP8 recipe[, impl]]): the eager stack is the mixed-precision run's baseline
@@ -108,7 +116,7 @@ def test_fused_stack_under_fsdp2_matches_one_process(preset, runs):
     for rank, result in enumerate(runs(preset, False)):
         worst = max(result["params"], key=result["params"].get)
         assert result["params"][worst] < 1e-5, f"rank {rank}: {worst} {result['params'][worst]:.2e}"
-        assert max(result["losses"]) < 1e-5, result["losses"]
+        assert max(result["term_errors"]) < 1e-6, (result["term_errors"], result["losses"])
         assert result["moved"] > 1e-2, result["moved"]  # the steps moved the weights: the check has teeth
 
 
