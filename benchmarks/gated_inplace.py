@@ -17,7 +17,11 @@ Variants, each timed as its backward alone (CUDA-graph replays, the L2 flushed b
 * ``compile``: ``torch.compile`` of the backward's math in fp32 (the reference's), two fresh outputs;
 * ``liger``: Liger-Kernel's ``swiglu_backward`` (writes into gate and up), where it is installed.
 ``--tiles E:W,...`` adds ``tile-E-W``: the fresh launch with the backward's tile of E elements, W a warp
-(``gated.TILES.backward`` / ``backward_per_warp``; the default 4096 / 512). In-place variants overwrite their inputs
+(``gated.TILES.backward`` / ``backward_per_warp``; the default 4096 / 512). ``--flat`` adds ``flat`` (and
+``flat-E-W`` a tile): the same kernel launched on one (1, rows x width) row of the contiguous tensors, so each
+program's tile is one run of memory with no row index, row mask or row stride (what an elementwise pass over
+contiguous tensors can do; the packed form's halves cannot). ``grid-2d`` (and ``grid-2d-E-W`` a tile): the fresh
+launch on a 2-D grid (``activation.TILES.grid_2d``: no integer division before the first load). In-place variants overwrite their inputs
 on every replay; the times do not depend on the values. Before timing,
 each variant's gradients are checked against float64 math on the same inputs (max relative error a tensor, in the
 JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu`` (its test, under
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from blockfuse.ops import gated
+from blockfuse.ops import activation, gated
 
 SHAPES = [(2048, 768), (2048, 1024), (2048, 1536), (2048, 2048), (8192, 4096)]
 
@@ -76,7 +80,21 @@ def _with_tiles(call, elements: int, per_warp: int):
     return run
 
 
-def variants(m: int, n: int, device: str, tiles=()) -> dict:
+def _with_grid_2d(call):
+    """``call`` with the elementwise passes' 2-D grid (activation.TILES.grid_2d) on for its duration."""
+
+    def run(state):
+        before = activation.TILES
+        activation.TILES = dataclasses.replace(before, grid_2d=True)
+        try:
+            return call(state)
+        finally:
+            activation.TILES = before
+
+    return run
+
+
+def variants(m: int, n: int, device: str, tiles=(), flat: bool = False) -> dict:
     """label -> (setup: () -> state, call: state -> (dg, du)); setup makes fresh inputs (in-place calls spend them)."""
     gen = torch.Generator(device="cpu").manual_seed(m + n)
 
@@ -98,6 +116,19 @@ def variants(m: int, n: int, device: str, tiles=()) -> dict:
              "in-place": (inputs, in_place)}
     for elements, per_warp in tiles:
         table[f"tile-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(fresh, elements, per_warp))
+    table["grid-2d"] = (table["fresh"][0], _with_grid_2d(fresh))
+    for elements, per_warp in tiles:
+        table[f"grid-2d-{elements}-{per_warp}"] = (table["fresh"][0],
+                                                   _with_grid_2d(_with_tiles(fresh, elements, per_warp)))
+    if flat:
+        def flat_call(state):
+            dy, g, u, dg, du = (t.view(1, -1) for t in state)
+            gated.launch_gated_backward(dy, g, u, dg, du, "silu")
+            return state[3], state[4]
+
+        table["flat"] = (table["fresh"][0], flat_call)
+        for elements, per_warp in tiles:
+            table[f"flat-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(flat_call, elements, per_warp))
     if device == "cuda":
         compiled = _compiled_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))
@@ -116,11 +147,11 @@ def check(setup, call) -> float:
     return max(float((a.double() - b).norm() / b.norm()) for a, b in zip(got, want))
 
 
-def measure(shape, rounds: int, device: str, tiles=()) -> dict:
+def measure(shape, rounds: int, device: str, tiles=(), flat: bool = False) -> dict:
     from blockfuse.bench.timing import l2_flush, time_cuda_graph
 
     m, n = shape
-    table = variants(m, n, device, tiles)
+    table = variants(m, n, device, tiles, flat)
     row = {"shape": [m, n], "error": {label: check(*entry) for label, entry in table.items()}, "us": {}}
     samples = {label: [] for label in table}
     states = {label: setup() for label, (setup, _) in table.items()}
@@ -151,6 +182,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiles", default="", help="E:W,... backward tiles to time beside the default")
+    parser.add_argument("--flat", action="store_true", help="time the launch on one flat row too")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     import triton
@@ -159,7 +191,7 @@ def main(argv=None) -> dict:
     shapes = SHAPES if args.shapes is None else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     result = {"card": card, "torch": torch.__version__, "triton": triton.__version__, "rounds": args.rounds,
-              "rows": [measure(shape, args.rounds, args.device, tiles) for shape in shapes]}
+              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat) for shape in shapes]}
     labels = list(result["rows"][0]["us"])
     timing = "CUDA-graph kernel time, L2 flushed" if args.device == "cuda" else "one call's wall time (CPU)"
     lines = [f"# SwiGLU's backward: fresh outputs against in place ({card}; torch {torch.__version__}, triton "

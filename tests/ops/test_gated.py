@@ -434,6 +434,41 @@ def test_cuda_one_kernel_each_way_and_no_host_sync(form):
     assert sum("_gated_fwd_kernel" in k for k in kernels) == 1 and sum("_gated_bwd_kernel" in k for k in kernels) == 1
 
 
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("shape", [(199, 72), (9, 4400), (5, 760)], ids=shape_id)
+@pytest.mark.parametrize("form", ["separate", "packed"])
+def test_two_dimensional_grid_gives_the_same_values(form, shape, device):
+    """``activation.TILES.grid_2d`` (each program's tile from two program ids, no division) computes bit for bit what
+    the one-dimensional grid does, forward and backward, where the pass has several row blocks and, at 4400 wide,
+    several column blocks (small tiles, so that 199 rows take many programs)."""
+    from blockfuse.ops import activation, gated
+
+    inputs = make_inputs(shape, torch.bfloat16, device, form)
+    grad_output = random_tensor(shape, torch.bfloat16, device, seed=100)
+    results = {}
+    for grid_2d in (False, True):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(activation, "TILES", dataclasses.replace(activation.TILES, grid_2d=grid_2d))
+            patch.setattr(gated, "TILES", dataclasses.replace(gated.TILES, forward=512, forward_per_warp=256,
+                                                              backward=1024, backward_per_warp=256))
+            results[grid_2d] = forward_backward(OPS["swiglu"].blockfuse, inputs, grad_output)
+    (out_1d, grads_1d), (out_2d, grads_2d) = results[False], results[True]
+    assert torch.equal(out_1d, out_2d)
+    assert all(torch.equal(a, b) for a, b in zip(grads_1d, grads_2d))
+    assert out_1d.abs().max() > 0 and all(g.abs().max() > 0 for g in grads_1d)
+
+
+def test_tile_grid_falls_back_to_one_dimension_past_the_grids_rows(monkeypatch):
+    from blockfuse.ops import activation
+
+    monkeypatch.setattr(activation, "TILES", dataclasses.replace(activation.TILES, grid_2d=True))
+    assert activation.tile_grid(2048, 4400, 1, 512) == ((9, 2048), True)
+    assert activation.tile_grid(65535 * 4, 1024, 4, 1024) == ((1, 65535), True)
+    assert activation.tile_grid(65535 * 4 + 1, 1024, 4, 1024) == ((65536,), False)
+    monkeypatch.setattr(activation, "TILES", dataclasses.replace(activation.TILES, grid_2d=False))
+    assert activation.tile_grid(2048, 4400, 1, 512) == ((9 * 2048,), False)
+
+
 @pytest.mark.gpu
 def test_cuda_offsets_beyond_int32():
     """A packed [32769, 65536] bf16 tensor: its last rows start past 2**31 elements."""

@@ -291,19 +291,30 @@ class Tiles:
     # columns.
     max_block_n: int = 4096
     min_block_n: int = 128
+    # NOTE: a 2-D grid (column blocks x row blocks) gives each program its tile from two program ids; on a 1-D
+    # grid the program divides its id by the column blocks' count, a runtime integer division (~30 dependent SASS
+    # instructions, a MUFU among them, on sm_90 with Triton 3.6) before its first load's address is known: the
+    # gated backward at [2048, 1024] issued its first load at its 57th instruction, Liger-Kernel's (one row a
+    # program) at its 21st. Row blocks past the grid's second dimension (65535) keep the 1-D grid.
+    grid_2d: bool = False
 
 
 TILES = Tiles()
 
 
 @triton.jit
-def program_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def program_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GRID_2D: tl.constexpr = False):
     """Rows (int64), columns and mask of this program's tile of an (M, N) elementwise pass; programs
-    walk a row block's column blocks first, so neighbouring programs read neighbouring memory."""
-    pid = tl.program_id(0)
-    col_blocks = tl.cdiv(N, BLOCK_N)
-    row_block = pid // col_blocks
-    col_block = pid - row_block * col_blocks
+    walk a row block's column blocks first, so neighbouring programs read neighbouring memory. ``GRID_2D``: the
+    grid is (column blocks, row blocks) (:func:`tile_grid`), else one dimension of both."""
+    if GRID_2D:
+        col_block = tl.program_id(0)
+        row_block = tl.program_id(1)
+    else:
+        pid = tl.program_id(0)
+        col_blocks = tl.cdiv(N, BLOCK_N)
+        row_block = pid // col_blocks
+        col_block = pid - row_block * col_blocks
     rows = tl.cast(row_block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < N)[None, :]
@@ -347,6 +358,18 @@ def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> 
     num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
     programs = cdiv(m, block_m) * cdiv(n, block_n)
     return programs, block_m, block_n, num_warps
+
+
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
+
+
+def tile_grid(m: int, n: int, block_m: int, block_n: int) -> tuple[tuple[int, ...], bool]:
+    """(grid, GRID_2D) of an elementwise pass over (m, n) in (block_m, block_n) tiles (:func:`program_tile`):
+    (column blocks, row blocks) where ``TILES.grid_2d`` and the row blocks fit, else one dimension of both."""
+    col_blocks, row_blocks = cdiv(n, block_n), cdiv(m, block_m)
+    if TILES.grid_2d and row_blocks <= MAX_GRID_Y:
+        return (col_blocks, row_blocks), True
+    return (col_blocks * row_blocks,), False
 
 
 def column_sum(t2: Tensor) -> Tensor:

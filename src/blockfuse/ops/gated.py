@@ -30,7 +30,7 @@ import triton.language as tl
 from torch import Tensor
 
 from blockfuse.ops.activation import (CODES, activate, activate_grad, check_gelu_approximation, launch_shape,
-                                      program_tile)
+                                      program_tile, tile_grid)
 from blockfuse.ops import fp8_history
 from blockfuse.ops.checks import check_like
 from blockfuse.ops.fp8 import (
@@ -89,9 +89,10 @@ def _gated_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,  # N and the row strides come in units of VEC (launch.row_units)
+    GRID_2D: tl.constexpr = False,  # activation.tile_grid
 ):
     N, stride_g, stride_u, stride_y = N * VEC, stride_g * VEC, stride_u * VEC, stride_y * VEC
-    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
+    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N, GRID_2D)
     g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     y = activate(g, ACTIVATION)
     if GATED:
@@ -182,10 +183,11 @@ def _gated_bwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,  # N, du_offset and the row strides come in units of VEC (launch.row_units)
+    GRID_2D: tl.constexpr = False,  # activation.tile_grid
 ):
     N, du_offset, stride_dy, stride_g = N * VEC, du_offset * VEC, stride_dy * VEC, stride_g * VEC
     stride_u, stride_dg, stride_du = stride_u * VEC, stride_dg * VEC, stride_du * VEC
-    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N)
+    rows, cols, mask = program_tile(M, N, BLOCK_M, BLOCK_N, GRID_2D)
     dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     # NOTE: the activation is recomputed here from gate rather than saved by the forward:
@@ -232,13 +234,14 @@ def launch_gated_forward(g2: Tensor, u2: Optional[Tensor], y2: Tensor, activatio
     m, hidden = g2.shape
     if m == 0 or hidden == 0:
         return
-    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
+    _, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
+    grid, grid_2d = tile_grid(m, hidden, block_m, block_n)
     vec, n_units, strides = in_row_units(hidden, g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0))
     _fwd_kernel(
-        (programs,),
+        grid,
         g2, u2, y2, *strides, m, n_units,
         ACTIVATION=CODES[activation], GATED=u2 is not None, BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec,
-        num_warps=num_warps,
+        GRID_2D=grid_2d, num_warps=num_warps,
     )
 
 
@@ -254,16 +257,17 @@ def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Optional[Tensor], dg2: Op
         dg2 = packed_out
     if m == 0 or hidden == 0 or (dg2 is None and du2 is None):
         return
-    programs, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
+    _, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
+    grid, grid_2d = tile_grid(m, hidden, block_m, block_n)
     vec, n_units, strides = in_row_units(hidden, dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
                                          0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0))
     _bwd_kernel(
-        (programs,),
+        grid,
         dy2, g2, u2, dg2, du2, *strides,
         m, n_units, n_units if packed_out is not None else 0,  # (du_offset: hidden, in units)
         ACTIVATION=CODES[activation], GATED=u2 is not None, HAS_DG=dg2 is not None,
         HAS_DU=du2 is not None or packed_out is not None, DU_IN_DG=packed_out is not None,
-        BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec, num_warps=num_warps,
+        BLOCK_M=block_m, BLOCK_N=block_n, VEC=vec, GRID_2D=grid_2d, num_warps=num_warps,
     )
 
 
