@@ -21,11 +21,12 @@ Variants, each timed as its backward alone (CUDA-graph replays, the L2 flushed b
 ``flat-E-W`` a tile): the same kernel launched on one (1, rows x width) row of the contiguous tensors, so each
 program's tile is one run of memory with no row index, row mask or row stride (what an elementwise pass over
 contiguous tensors can do; the packed form's halves cannot). ``grid-2d`` (and ``grid-2d-E-W`` a tile): the fresh
-launch on a 2-D grid (``activation.TILES.grid_2d``: no integer division before the first load). In-place variants overwrite their inputs
-on every replay; the times do not depend on the values. Before timing,
-each variant's gradients are checked against float64 math on the same inputs (max relative error a tensor, in the
-JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu`` (its test, under
-``TRITON_INTERPRET=1``) runs the checks and one call's wall time instead.
+launch on a 2-D grid (``activation.TILES.grid_2d``: no integer division before the first load). ``--forward`` adds
+the forward's launch (``fwd``, ``fwd-grid-2d``) beside compile's and Liger's forwards (``fwd-compile``,
+``fwd-liger``). In-place variants overwrite their inputs on every replay; the times do not depend on the values.
+Before timing, each variant's gradients (a forward's output) are checked against float64 math on the same inputs
+(max relative error a tensor, in the JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu``
+(its test, under ``TRITON_INTERPRET=1``) runs the checks and one call's wall time instead.
 """
 
 from __future__ import annotations
@@ -56,6 +57,22 @@ def _compiled_backward():
         return dg.to(dy.dtype), du.to(dy.dtype)
 
     return torch.compile(backward)
+
+
+def forward_reference(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    return g * torch.sigmoid(g) * u
+
+
+def _compiled_forward():
+    return torch.compile(lambda g, u: forward_reference(g.float(), u.float()).to(g.dtype))
+
+
+def _liger_forward():
+    try:
+        from liger_kernel.ops.swiglu import swiglu_forward
+    except ImportError:
+        return None
+    return swiglu_forward
 
 
 def _liger_backward():
@@ -94,7 +111,7 @@ def _with_grid_2d(call):
     return run
 
 
-def variants(m: int, n: int, device: str, tiles=(), flat: bool = False) -> dict:
+def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward: bool = False) -> dict:
     """label -> (setup: () -> state, call: state -> (dg, du)); setup makes fresh inputs (in-place calls spend them)."""
     gen = torch.Generator(device="cpu").manual_seed(m + n)
 
@@ -129,6 +146,19 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False) -> dict:
         table["flat"] = (table["fresh"][0], flat_call)
         for elements, per_warp in tiles:
             table[f"flat-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(flat_call, elements, per_warp))
+    if forward:  # (labels "fwd...": the forward's launch, output y = silu(g) * u; state [dy, g, u, y])
+        def forward_call(state):
+            gated.launch_gated_forward(state[1], state[2], state[3], "silu")
+            return (state[3],)
+
+        table["fwd"] = (table["fresh"][0], forward_call)
+        table["fwd-grid-2d"] = (table["fresh"][0], _with_grid_2d(forward_call))
+        if device == "cuda":
+            compiled_forward = _compiled_forward()
+            table["fwd-compile"] = (inputs, lambda state: (compiled_forward(state[1], state[2]),))
+            liger_forward = _liger_forward()
+            if liger_forward is not None:
+                table["fwd-liger"] = (inputs, lambda state: (liger_forward(state[1], state[2])[2],))
     if device == "cuda":
         compiled = _compiled_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))
@@ -138,21 +168,23 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False) -> dict:
     return table
 
 
-def check(setup, call) -> float:
-    """Largest relative error (norm) of the two gradients against float64 math on the same inputs."""
+def check(setup, call, forward: bool = False) -> float:
+    """Largest relative error (norm) of the two gradients (``forward``: the output) against float64 math on the
+    same inputs."""
     state = setup()
     dy, g, u = (t.double() for t in state[:3])
-    want = reference(dy, g, u)
+    want = (forward_reference(g, u),) if forward else reference(dy, g, u)
     got = call(state)
     return max(float((a.double() - b).norm() / b.norm()) for a, b in zip(got, want))
 
 
-def measure(shape, rounds: int, device: str, tiles=(), flat: bool = False) -> dict:
+def measure(shape, rounds: int, device: str, tiles=(), flat: bool = False, forward: bool = False) -> dict:
     from blockfuse.bench.timing import l2_flush, time_cuda_graph
 
     m, n = shape
-    table = variants(m, n, device, tiles, flat)
-    row = {"shape": [m, n], "error": {label: check(*entry) for label, entry in table.items()}, "us": {}}
+    table = variants(m, n, device, tiles, flat, forward)
+    row = {"shape": [m, n], "error": {label: check(*entry, forward=label.startswith("fwd"))
+                                      for label, entry in table.items()}, "us": {}}
     samples = {label: [] for label in table}
     states = {label: setup() for label, (setup, _) in table.items()}
     flush = l2_flush() if device == "cuda" else (lambda: None)
@@ -183,6 +215,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiles", default="", help="E:W,... backward tiles to time beside the default")
     parser.add_argument("--flat", action="store_true", help="time the launch on one flat row too")
+    parser.add_argument("--forward", action="store_true", help="time the forward's launch too (fwd-*)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     import triton
@@ -191,7 +224,7 @@ def main(argv=None) -> dict:
     shapes = SHAPES if args.shapes is None else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     result = {"card": card, "torch": torch.__version__, "triton": triton.__version__, "rounds": args.rounds,
-              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat) for shape in shapes]}
+              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat, args.forward) for shape in shapes]}
     labels = list(result["rows"][0]["us"])
     timing = "CUDA-graph kernel time, L2 flushed" if args.device == "cuda" else "one call's wall time (CPU)"
     lines = [f"# SwiGLU's backward: fresh outputs against in place ({card}; torch {torch.__version__}, triton "
