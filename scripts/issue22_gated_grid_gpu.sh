@@ -5,7 +5,7 @@
 #   1. (tests) tests/ops/test_gated.py on CUDA: the two grids' values, the CUDA kernels and launches;
 #   2. (gated) benchmarks/gated_inplace.py: SwiGLU's backward kernel alone (CUDA-graph replays, the L2 flushed,
 #      alternating rounds) at 2048 rows and two larger shapes, the variants fresh (as shipped), grid-2d, the tile
-#      TILE (default 8192:1024) on either grid, the flat launch, Liger-Kernel and torch.compile; the forward's
+#      TILE (default 8192:1024) on either grid, Liger-Kernel and torch.compile; the forward's
 #      launch on either grid beside the peers' forwards;
 #   3. (fp8; FP8=1 only) bash scripts/issue22_fp8_rows_gpu.sh's FP8 rows (FP8_WIDTHS, FP8_S as there), on an H200.
 #
@@ -18,7 +18,7 @@ export PYTHONUNBUFFERED=1
 write_env
 python3 -c "import blockfuse.bench.runner as r; print('source digest', r.source_digest())" >> "$OUT/env.log" 2>&1
 packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_gated.py
-packed 270 gated python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --flat --forward \
+packed 270 gated python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --forward \
     --tiles "${TILE:-8192:1024}" --out "$OUT/gated" \
     --shapes 2048x768,2048x1024,2048x1536,2048x2048,2048x2560,2048x4304,8192x768,8192x4096
 if [ "${FP8:-0}" = 1 ]; then
