@@ -4,7 +4,9 @@
 * ``@pytest.mark.long`` tests (minutes on CI's two cores, or a pair of processes for a minute) are collected first;
 * the ``requires_triton`` fixture skips a test unless ops on CPU tensors run the Triton kernels
   (in the interpreter: ``TRITON_INTERPRET=1`` must be set before Python starts);
-* the ``device`` fixture is ``"cuda"`` when available, else ``"cpu"``.
+* the ``device`` fixture is ``"cuda"`` when available, else ``"cpu"``;
+* ``every_op_recorded``: the kernel launches and launcher calls of ``test_sm90_compile._exercise_every_op``, made
+  once a worker.
 """
 
 from __future__ import annotations
@@ -42,3 +44,21 @@ def requires_triton(device):
 @pytest.fixture(scope="session")
 def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(scope="session")
+def every_op_recorded():
+    """(the kernel launches, the launcher calls) that ``test_sm90_compile._exercise_every_op`` makes on the CPU, in
+    the interpreter: ``test_sm90_compile._record_launches``'s dict and ``test_launch._record_launcher_calls``'s calls
+    (each with its real arguments), both recorded in one run. Made once a session (once a pytest-xdist worker) for
+    the four tests that read them (the sm_90 builds, the launchers' opcheck, their decomposition under AOTAutograd,
+    benchmarks/sass_digest.py's), which each ran the whole exercise again (about 10 s in the interpreter). Request it
+    after a test's own skips."""
+    from tests.ops.test_launch import _record_launcher_calls
+    from tests.ops.test_sm90_compile import _exercise_every_op, _record_launches
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        launches = _record_launches(monkeypatch)
+        calls = _record_launcher_calls(monkeypatch)
+        _exercise_every_op("cpu")
+    return launches, list(calls.values())

@@ -227,7 +227,7 @@ def test_every_launcher_passes_opcheck(request, device):
     launcher op agree with what the kernels do, for every kind of call the ops make."""
     if device != "cpu":
         pytest.skip("runs the recorded interpreter calls")
-    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/ops/conftest.py)
+    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/conftest.py)
     assert {"norm_fwd", "norm_bwd"} <= {name for name, _ in calls}
     failures, kinds = [], set()
     for name, args in calls:
@@ -345,7 +345,7 @@ def test_every_launcher_decomposes_into_triton_kernels_on_cuda(request, device):
     (``launch.OPAQUE_LAUNCHERS``) must stay the one op. Needs no GPU."""
     if device != "cpu":
         pytest.skip("the GPU tests compile the ops for real")
-    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/ops/conftest.py)
+    _, calls = request.getfixturevalue("every_op_recorded")  # (tests/conftest.py)
     seen: dict[str, dict] = {}
     for name, args in calls:
         record = {"name": name, "args": [_describe(a) for a in args]}

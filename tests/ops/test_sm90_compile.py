@@ -355,7 +355,7 @@ def _exercise_every_op(device: str) -> None:
 def test_every_launch_compiles_for_sm90(request, device):
     if device != "cpu":
         pytest.skip("on a GPU the op tests compile every kernel for real")
-    launches, _ = request.getfixturevalue("every_op_recorded")  # (tests/ops/conftest.py)
+    launches, _ = request.getfixturevalue("every_op_recorded")  # (tests/conftest.py)
     kernels = {record["kernel"] for record in launches.values()}
     stages = {record["constexprs"].get("STAGES") for record in launches.values()
               if record["kernel"] == "_norm_bwd_kernel"}
