@@ -927,10 +927,12 @@ def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_
     in the interpreter; in pre mode (y normalized the fp32 sum) the cast of the kept stream normalized with those
     statistics, computed here in PyTorch. On a GPU within one FP8 step. None for a tensor that is not such an output,
     and without autograd."""
-    x = random_tensor((3, 13, width), torch.bfloat16, seed=140, scale=2.0).to(device) + 0.5
+    # NOTE: 21 rows (two groups of 16, the second padded): 39 made the same launches (each kernel's constants and warps,
+    # 2026-12-07) in twice the interpreter's time
+    x = random_tensor((3, 7, width), torch.bfloat16, seed=140, scale=2.0).to(device) + 0.5
     weight = (1.0 + 0.2 * random_tensor((width,), torch.bfloat16, seed=141)).to(device) if has_weight else None
     bias = (0.2 * random_tensor((width,), torch.bfloat16, seed=142)).to(device) if has_bias else None
-    res = random_tensor((3, 13, width), torch.bfloat16, seed=143).to(device) if residual else None
+    res = random_tensor((3, 7, width), torch.bfloat16, seed=143).to(device) if residual else None
     leaves = [t.clone().requires_grad_() if t is not None else None for t in (x, weight, bias, res)]
     (y, amax), _ = norm.norm_for_tensorwise_projection(leaves[0], leaves[1], leaves[2], 1e-5, leaves[3], "pre", 0.0,
                                                        True, is_rms, cast_before_weight)
@@ -948,7 +950,7 @@ def test_norm_cast_again_is_the_outputs_cast(is_rms, has_weight, has_bias, cast_
         written = y.detach()
     want_t, want_s = fp8._quantize_2d_ref(written.reshape(-1, width), E4M3, False, False, True, fp8.GEMM_MULTIPLE,
                                           amax)[2:]
-    assert yt.shape == want_t.shape == (width, 48) and yt.dtype == E4M3 and torch.equal(scale, want_s)
+    assert yt.shape == want_t.shape == (width, 32) and yt.dtype == E4M3 and torch.equal(scale, want_s)
     if torch.cuda.is_available():
         torch.testing.assert_close(yt.float(), want_t.float(), rtol=0.07, atol=0, msg="y^T")
     else:
