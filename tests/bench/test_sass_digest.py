@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_benchmark
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,9 +61,7 @@ def test_digests_the_launches_of_a_kernel(tmp_path, monkeypatch, every_op_record
     ``_exercise_every_op``): a process of its own ran the whole exercise again, about 13 s of CI's time."""
     from tests.ops import test_sm90_compile
 
-    spec = importlib.util.spec_from_file_location("sass_digest", REPO_ROOT / "benchmarks" / "sass_digest.py")
-    sass_digest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sass_digest)
+    sass_digest = load_benchmark("sass_digest")
     launches, _ = every_op_recorded
     monkeypatch.setattr(test_sm90_compile, "_record_launches", lambda _: dict(launches))
     monkeypatch.setattr(test_sm90_compile, "_exercise_every_op", lambda device: None)
