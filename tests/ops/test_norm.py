@@ -1295,7 +1295,9 @@ def test_joint_row_sums_match_the_sums_piece_by_piece(form, n, dtype, device):
     outputs and gradients of the sums reduced piece by piece (the same elements added in another order: within a few
     ulps of their dtype), 16-bit and fp32 rows (a thread's vector of 8 / 4 elements: _thread_partials), rows read with
     a stride. (1152, 1536: the forward's pieces only; 13312-14336 the backward's only.)"""
-    m, is_rms = 7, form.startswith("rms")
+    # NOTE: 5 rows (were 7): the same launches (each kernel's constants and warps, 2026-12-07), a masked last row block
+    # of 2, and on the CPU's 4 programs one walking two rows
+    m, is_rms = 5, form.startswith("rms")
     backward = norm.backward_rule(n, form == "ln-gelu", "-pre" in form, dtype.itemsize, is_rms=is_rms,
                                   bf16=dtype == torch.bfloat16)
     forward = norm.forward_rule(n, is_rms, "-pre" in form, "-pre" in form)
