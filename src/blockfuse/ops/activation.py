@@ -295,8 +295,12 @@ class Tiles:
     # grid the program divides its id by the column blocks' count, a runtime integer division (~30 dependent SASS
     # instructions, a MUFU among them, on sm_90 with Triton 3.6) before its first load's address is known: the
     # gated backward at [2048, 1024] issued its first load at its 57th instruction, Liger-Kernel's (one row a
-    # program) at its 21st. Row blocks past the grid's second dimension (65535) keep the 1-D grid.
-    grid_2d: bool = False
+    # program) at its 21st. Timed on an H200 (benchmarks/results/launch-rules/47-gated-grid-2026-12-07-h200/, two
+    # runs, SwiGLU's kernels alone at [2048, 768-4304] and [8192, 768 / 4096]): the forward 1.001-1.062x in all 16
+    # cell-runs (1.02-1.06x at [2048, 768 / 1024], now within 2.1% of Liger's), the backward 1.006-1.043x at 768-1536
+    # wide, 0.978 / 0.997x at [2048, 2048], within 1.1% elsewhere. Not timed on an H100. Row blocks past the grid's
+    # second dimension (65535) keep the 1-D grid.
+    grid_2d: bool = True
 
 
 TILES = Tiles()
