@@ -20,9 +20,10 @@ Variants, each timed as its backward alone (CUDA-graph replays, the L2 flushed b
 (``gated.TILES.backward`` / ``backward_per_warp``; the default 4096 / 512). ``--flat`` adds ``flat`` (and
 ``flat-E-W`` a tile): the same kernel launched on one (1, rows x width) row of the contiguous tensors, so each
 program's tile is one run of memory with no row index, row mask or row stride (what an elementwise pass over
-contiguous tensors can do; the packed form's halves cannot). ``grid-2d`` (and ``grid-2d-E-W`` a tile): the fresh
-launch on a 2-D grid (``activation.TILES.grid_2d``: no integer division before the first load). ``--forward`` adds
-the forward's launch (``fwd``, ``fwd-grid-2d``) beside compile's and Liger's forwards (``fwd-compile``,
+contiguous tensors can do; the packed form's halves cannot). ``grid-1d`` / ``grid-2d`` (and ``grid-2d-E-W`` a
+tile): the fresh launch on a 1-D / 2-D grid whatever the default (``activation.TILES.grid_2d``, on since
+results/launch-rules/47-*: no integer division before the first load). ``--forward`` adds the forward's launch
+(``fwd`` as shipped, ``fwd-grid-1d``, ``fwd-grid-2d``) beside compile's and Liger's forwards (``fwd-compile``,
 ``fwd-liger``). In-place variants overwrite their inputs on every replay; the times do not depend on the values.
 Before timing, each variant's gradients (a forward's output) are checked against float64 math on the same inputs
 (max relative error a tensor, in the JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu``
@@ -97,12 +98,12 @@ def _with_tiles(call, elements: int, per_warp: int):
     return run
 
 
-def _with_grid_2d(call):
-    """``call`` with the elementwise passes' 2-D grid (activation.TILES.grid_2d) on for its duration."""
+def _with_grid(call, grid_2d: bool = True):
+    """``call`` with the elementwise passes' 2-D grid (activation.TILES.grid_2d) on / off for its duration."""
 
     def run(state):
         before = activation.TILES
-        activation.TILES = dataclasses.replace(before, grid_2d=True)
+        activation.TILES = dataclasses.replace(before, grid_2d=grid_2d)
         try:
             return call(state)
         finally:
@@ -133,10 +134,11 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
              "in-place": (inputs, in_place)}
     for elements, per_warp in tiles:
         table[f"tile-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(fresh, elements, per_warp))
-    table["grid-2d"] = (table["fresh"][0], _with_grid_2d(fresh))
+    table["grid-1d"] = (table["fresh"][0], _with_grid(fresh, False))
+    table["grid-2d"] = (table["fresh"][0], _with_grid(fresh))
     for elements, per_warp in tiles:
         table[f"grid-2d-{elements}-{per_warp}"] = (table["fresh"][0],
-                                                   _with_grid_2d(_with_tiles(fresh, elements, per_warp)))
+                                                   _with_grid(_with_tiles(fresh, elements, per_warp)))
     if flat:
         def flat_call(state):
             dy, g, u, dg, du = (t.view(1, -1) for t in state)
@@ -152,7 +154,8 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
             return (state[3],)
 
         table["fwd"] = (table["fresh"][0], forward_call)
-        table["fwd-grid-2d"] = (table["fresh"][0], _with_grid_2d(forward_call))
+        table["fwd-grid-1d"] = (table["fresh"][0], _with_grid(forward_call, False))
+        table["fwd-grid-2d"] = (table["fresh"][0], _with_grid(forward_call))
         if device == "cuda":
             compiled_forward = _compiled_forward()
             table["fwd-compile"] = (inputs, lambda state: (compiled_forward(state[1], state[2]),))

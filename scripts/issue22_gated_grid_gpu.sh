@@ -4,9 +4,9 @@
 # the peers, one GPU, one call (~4 minutes; carry .whl for Liger-Kernel):
 #   1. (tests) tests/ops/test_gated.py on CUDA: the two grids' values, the CUDA kernels and launches;
 #   2. (gated) benchmarks/gated_inplace.py: SwiGLU's backward kernel alone (CUDA-graph replays, the L2 flushed,
-#      alternating rounds) at 2048 rows and two larger shapes, the variants fresh (as shipped), grid-2d, the tile
-#      TILE (default 8192:1024) on either grid, Liger-Kernel and torch.compile; the forward's
-#      launch on either grid beside the peers' forwards;
+#      alternating rounds) at 2048 rows and two larger shapes, the variants fresh (as shipped; the 2-D grid since
+#      launch-rules/47-*), grid-1d, grid-2d, the tile TILE (default 8192:1024) on either grid, Liger-Kernel and
+#      torch.compile; the forward's launch on either grid beside the peers' forwards;
 #   3. (fp8; FP8=1 only) bash scripts/issue22_fp8_rows_gpu.sh's FP8 rows (FP8_WIDTHS, FP8_S as there), on an H200.
 #
 #   [TILE=8192:1024] [ROUNDS=5] [FP8=1] bash scripts/issue22_gated_grid_gpu.sh PACK     (writes PACK/results.tar.gz)
