@@ -5,7 +5,7 @@
 #   1. (tests) tests/ops/test_gated.py on CUDA: the two grids' values, the CUDA kernels and launches;
 #   2. (gated) benchmarks/gated_inplace.py: SwiGLU's backward kernel alone (CUDA-graph replays, the L2 flushed,
 #      alternating rounds) at 2048 rows and two larger shapes, the variants fresh (as shipped; the 2-D grid since
-#      launch-rules/47-*), grid-1d, grid-2d, the tile TILE (default 8192:1024) on either grid, Liger-Kernel and
+#      launch-rules/47-*), grid-1d, grid-2d, the tile TILE (default 8192:1024; on either grid before 47-*), Liger and
 #      torch.compile; the forward's launch on either grid beside the peers' forwards;
 #   3. (fp8; FP8=1 only) bash scripts/issue22_fp8_rows_gpu.sh's FP8 rows (FP8_WIDTHS, FP8_S as there), on an H200.
 #
