@@ -84,32 +84,26 @@ def _liger_backward():
     return swiglu_backward
 
 
-def _with_tiles(call, elements: int, per_warp: int):
-    """``call`` with gated.TILES' backward tile set for its duration."""
+def _with_tiles(call, module, **fields):
+    """``call`` with ``module.TILES``' ``fields`` set for its duration (gated's backward tile, activation's grid)."""
 
     def run(state):
-        before = gated.TILES
-        gated.TILES = dataclasses.replace(before, backward=elements, backward_per_warp=per_warp)
+        before = module.TILES
+        module.TILES = dataclasses.replace(before, **fields)
         try:
             return call(state)
         finally:
-            gated.TILES = before
+            module.TILES = before
 
     return run
 
 
-def _with_grid(call, grid_2d: bool = True):
-    """``call`` with the elementwise passes' 2-D grid (activation.TILES.grid_2d) on / off for its duration."""
+def _tile(call, elements: int, per_warp: int):
+    return _with_tiles(call, gated, backward=elements, backward_per_warp=per_warp)
 
-    def run(state):
-        before = activation.TILES
-        activation.TILES = dataclasses.replace(before, grid_2d=grid_2d)
-        try:
-            return call(state)
-        finally:
-            activation.TILES = before
 
-    return run
+def _grid(call, grid_2d: bool = True):
+    return _with_tiles(call, activation, grid_2d=grid_2d)
 
 
 def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward: bool = False) -> dict:
@@ -133,12 +127,12 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
                        fresh),
              "in-place": (inputs, in_place)}
     for elements, per_warp in tiles:
-        table[f"tile-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(fresh, elements, per_warp))
-    table["grid-1d"] = (table["fresh"][0], _with_grid(fresh, False))
-    table["grid-2d"] = (table["fresh"][0], _with_grid(fresh))
+        table[f"tile-{elements}-{per_warp}"] = (table["fresh"][0], _tile(fresh, elements, per_warp))
+    table["grid-1d"] = (table["fresh"][0], _grid(fresh, False))
+    table["grid-2d"] = (table["fresh"][0], _grid(fresh))
     for elements, per_warp in tiles:
         table[f"grid-2d-{elements}-{per_warp}"] = (table["fresh"][0],
-                                                   _with_grid(_with_tiles(fresh, elements, per_warp)))
+                                                   _grid(_tile(fresh, elements, per_warp)))
     if flat:
         def flat_call(state):
             dy, g, u, dg, du = (t.view(1, -1) for t in state)
@@ -147,15 +141,15 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
 
         table["flat"] = (table["fresh"][0], flat_call)
         for elements, per_warp in tiles:
-            table[f"flat-{elements}-{per_warp}"] = (table["fresh"][0], _with_tiles(flat_call, elements, per_warp))
+            table[f"flat-{elements}-{per_warp}"] = (table["fresh"][0], _tile(flat_call, elements, per_warp))
     if forward:  # (labels "fwd...": the forward's launch, output y = silu(g) * u; state [dy, g, u, y])
         def forward_call(state):
             gated.launch_gated_forward(state[1], state[2], state[3], "silu")
             return (state[3],)
 
         table["fwd"] = (table["fresh"][0], forward_call)
-        table["fwd-grid-1d"] = (table["fresh"][0], _with_grid(forward_call, False))
-        table["fwd-grid-2d"] = (table["fresh"][0], _with_grid(forward_call))
+        table["fwd-grid-1d"] = (table["fresh"][0], _grid(forward_call, False))
+        table["fwd-grid-2d"] = (table["fresh"][0], _grid(forward_call))
         if device == "cuda":
             compiled_forward = _compiled_forward()
             table["fwd-compile"] = (inputs, lambda state: (compiled_forward(state[1], state[2]),))

@@ -441,6 +441,23 @@ def load_benchmark(name: str):
     return module
 
 
+def run_benchmark_main(monkeypatch, name: str, *argv: str, reset_dynamo: bool = False):
+    """``benchmarks/<name>.py``'s ``main()`` in this process with ``argv`` as its command line (a process of its own
+    spends 3-4 s of CI's time importing torch and blockfuse); ``reset_dynamo``: Dynamo's caches cleared before and
+    after (a tool that compiles). Returns what ``main`` returns."""
+    import sys
+
+    module = load_benchmark(name)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    if reset_dynamo:
+        torch._dynamo.reset()
+    try:
+        return module.main()
+    finally:
+        if reset_dynamo:
+            torch._dynamo.reset()
+
+
 class CastProbe:
     """Wraps ``ops.fp8._weight_operands`` (every FP8 layer's weight casts, kept between calls while the weight is
     unchanged) and checks each cast it hands out against a fresh cast of the weight as it is at that call:

@@ -15,7 +15,8 @@ def test_both_variants_checked_and_timed_in_every_round(tmp_path, device):
     each variant's gradients within bf16's rounding of float64 math (so an in-place launch that read an element
     after writing it would fail here), every variant timed in each of two rounds, the files written."""
     result = load_benchmark("gated_inplace").main(["--shapes", "8x24,5x40", "--rounds", "2", "--device", device,
-                                                   "--tiles", "1024:256", "--flat", "--forward", "--out", str(tmp_path)])
+                                                   "--tiles", "1024:256", "--flat", "--forward",
+                                                   "--out", str(tmp_path)])
     assert [row["shape"] for row in result["rows"]] == [[8, 24], [5, 40]]
     for row in result["rows"]:
         assert {"fresh", "in-place", "tile-1024-256", "grid-1d", "grid-2d", "grid-2d-1024-256", "flat",

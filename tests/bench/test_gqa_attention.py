@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
-from tests.helpers import load_benchmark
+from tests.helpers import run_benchmark_main
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -21,8 +20,7 @@ def test_smoke_run_reports_both_ways_with_the_same_errors(monkeypatch, capsys):
 
     monkeypatch.setattr(eager_module, "sdpa_takes_grouped_heads", eager_module.sdpa_takes_grouped_heads)
     monkeypatch.setattr(fused_module, "NATIVE_GQA", fused_module.NATIVE_GQA)
-    monkeypatch.setattr(sys, "argv", ["gqa_attention.py", "--smoke", "--rounds", "1"])
-    load_benchmark("gqa_attention").main()
+    run_benchmark_main(monkeypatch, "gqa_attention", "--smoke", "--rounds", "1")
     stdout = capsys.readouterr().out
     errors = {}
     for workload, way, out, dx in re.findall(r"^(.+?): (repeated|native): rel err out (\S+) dx (\S+)$",

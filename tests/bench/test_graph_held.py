@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import pytest
 import torch
 
 from blockfuse.models import PRESETS, TransformerBlock
-from tests.helpers import load_benchmark
+from tests.helpers import load_benchmark, run_benchmark_main
 
 
 def test_held_storages_finds_what_attention_and_the_linears_save_and_no_parameter():
@@ -38,13 +37,8 @@ def test_the_tool_compares_both_sides_of_an_fp8_block(recipe, monkeypatch, capsy
         pytest.skip(f"triton {triton.__version__}'s interpreter cannot bound a loop by a program id (3.7+ can)")
     # NOTE: the tool's main in this process (the interpreter on, as the tool needs): a process of its own spent 3-4 s
     # of CI's time a recipe importing torch and blockfuse
-    monkeypatch.setattr(sys, "argv", ["graph_held.py", "te-4layer", "--linear", f"fp8:{recipe}", "--shape", "1x16x64",
-                                      "--ffn", "128", "--top", "3"])
-    torch._dynamo.reset()
-    try:
-        load_benchmark("graph_held").main()
-    finally:
-        torch._dynamo.reset()
+    run_benchmark_main(monkeypatch, "graph_held", "te-4layer", "--linear", f"fp8:{recipe}", "--shape", "1x16x64",
+                       "--ffn", "128", "--top", "3", reset_dynamo=True)
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines if "held for the backward" in line] == ["eager", "compiled"]
     assert sum(line.startswith("  held by ") for line in lines) == 2

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from tests.helpers import load_benchmark
+from tests.helpers import run_benchmark_main
 
 
 @pytest.mark.usefixtures("requires_triton")
@@ -23,9 +22,8 @@ def test_times_every_launch_both_ways(tmp_path, monkeypatch, capsys):
     for owner, name in ((launch.Kernel, "__call__"), (torch, "_scaled_mm"),
                         (torch.nn.functional, "scaled_dot_product_attention")):
         monkeypatch.setattr(owner, name, getattr(owner, name))
-    monkeypatch.setattr(sys, "argv", ["launch_cost.py", "reordered", "--shape", "1x8x1024", "--steps", "1", "--device",
-                                      "cpu", "--json", str(tmp_path / "launch.json")])
-    load_benchmark("launch_cost").main()
+    run_benchmark_main(monkeypatch, "launch_cost", "reordered", "--shape", "1x8x1024", "--steps", "1", "--device",
+                       "cpu", "--json", str(tmp_path / "launch.json"))
     out = capsys.readouterr().out
     headers = [line for line in out.splitlines() if line.startswith("reordered x1 bf16")]
     assert len(headers) == 2 and "as it runs" in headers[0] and "synchronized before each call" in headers[1]

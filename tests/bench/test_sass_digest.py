@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_benchmark
+from tests.helpers import run_benchmark_main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,15 +61,13 @@ def test_digests_the_launches_of_a_kernel(tmp_path, monkeypatch, every_op_record
     ``_exercise_every_op``): a process of its own ran the whole exercise again, about 13 s of CI's time."""
     from tests.ops import test_sm90_compile
 
-    sass_digest = load_benchmark("sass_digest")
     launches, _ = every_op_recorded
     monkeypatch.setattr(test_sm90_compile, "_record_launches", lambda _: dict(launches))
     monkeypatch.setattr(test_sm90_compile, "_exercise_every_op", lambda device: None)
     monkeypatch.setattr(test_sm90_compile, "OTHER_TRITONS", [])  # (this machine's Triton only, as run() leaves it)
     out, dump = tmp_path / "digests.json", tmp_path / "sass"
-    monkeypatch.setattr(sys, "argv", ["sass_digest.py", "--kernels", "_transpose_bytes_kernel", "--out", str(out),
-                                      "--dump", str(dump)])
-    sass_digest.main()
+    run_benchmark_main(monkeypatch, "sass_digest", "--kernels", "_transpose_bytes_kernel", "--out", str(out),
+                       "--dump", str(dump))
     (version, digests), = json.loads(out.read_text()).items()
     assert digests and all(json.loads(key)["kernel"] == "_transpose_bytes_kernel" for key in digests)
     files = sorted(dump.iterdir())

@@ -27,7 +27,7 @@ from blockfuse.ops.linear_act import linear_act, linear_act_ref
 from blockfuse.ops.mlp import fused_mlp, fused_mlp_ref
 from tests.helpers import (
     as_layout, assert_all_close_to_reference, assert_compiles_like_eager, assert_runs_without_interpreter, grads,
-    leaves, load_benchmark, random_tensor,
+    leaves, random_tensor, run_benchmark_main,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -544,13 +544,8 @@ def test_gpu_benchmark_runs_on_cpu(tmp_path, monkeypatch, capsys):
     script's main in this process (a process of its own spent 3-4 s of CI's time importing torch and blockfuse),
     Dynamo reset around its compiled providers."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (its own import of triton_gemm_epilogue)
-    monkeypatch.setattr(sys, "argv", ["benchmarks/linear_act.py", "--device", "cpu", "--quick", "--out",
-                                      str(tmp_path)])
-    torch._dynamo.reset()
-    try:
-        load_benchmark("linear_act").main()
-    finally:
-        torch._dynamo.reset()
+    run_benchmark_main(monkeypatch, "linear_act", "--device", "cpu", "--quick", "--out", str(tmp_path),
+                       reset_dynamo=True)
     capsys.readouterr()
     record = json.loads((tmp_path / "linear_act.json").read_text())
     assert record["environment"]["torch"] == torch.__version__ and record["command"]
