@@ -348,8 +348,9 @@ def _column_block(n: int, max_block_n: int, min_block_n: int) -> int:
 _cached_column_block = functools.lru_cache(maxsize=None)(_column_block)
 
 
-def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int, int]:
-    """(programs, BLOCK_M, BLOCK_N, num_warps) of a (m, n) elementwise pass (:func:`program_tile`)."""
+def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) of a (m, n) elementwise pass (:func:`program_tile`; its grid:
+    :func:`tile_grid`)."""
     tiles = TILES
     column_block = _cached_column_block if n.__class__ is int else _column_block
     block_n = column_block(n, tiles.max_block_n, tiles.min_block_n)
@@ -360,8 +361,7 @@ def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> 
     while block_m > 1 and block_m // 2 >= m:
         block_m //= 2
     num_warps = min(16, max(1, (block_m * block_n) // elements_per_warp))
-    programs = cdiv(m, block_m) * cdiv(n, block_n)
-    return programs, block_m, block_n, num_warps
+    return block_m, block_n, num_warps
 
 
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension

@@ -234,7 +234,7 @@ def launch_gated_forward(g2: Tensor, u2: Optional[Tensor], y2: Tensor, activatio
     m, hidden = g2.shape
     if m == 0 or hidden == 0:
         return
-    _, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
+    block_m, block_n, num_warps = launch_shape(m, hidden, TILES.forward, TILES.forward_per_warp)
     grid, grid_2d = tile_grid(m, hidden, block_m, block_n)
     vec, n_units, strides = in_row_units(hidden, g2.stride(0), 0 if u2 is None else u2.stride(0), y2.stride(0))
     _fwd_kernel(
@@ -257,7 +257,7 @@ def launch_gated_backward(dy2: Tensor, g2: Tensor, u2: Optional[Tensor], dg2: Op
         dg2 = packed_out
     if m == 0 or hidden == 0 or (dg2 is None and du2 is None):
         return
-    _, block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
+    block_m, block_n, num_warps = launch_shape(m, hidden, TILES.backward, TILES.backward_per_warp)
     grid, grid_2d = tile_grid(m, hidden, block_m, block_n)
     vec, n_units, strides = in_row_units(hidden, dy2.stride(0), g2.stride(0), 0 if u2 is None else u2.stride(0),
                                          0 if dg2 is None else dg2.stride(0), 0 if du2 is None else du2.stride(0))
@@ -286,11 +286,11 @@ def fp8_tile(m: int, n: int, rowwise: bool, compiled: bool) -> tuple[int, int, i
     activation.launch_shape's tiles (NUM_CHUNKS 1)."""
     mode = "compiled" if compiled else "interpreted"
     if not rowwise:
-        _, block_m, block_n, num_warps = launch_shape(m, n, FP8_TILE_ELEMENTS[mode], TILES.forward_per_warp)
+        block_m, block_n, num_warps = launch_shape(m, n, FP8_TILE_ELEMENTS[mode], TILES.forward_per_warp)
         return block_m, block_n, 1, num_warps
     block_n = next_power_of_2(n)
     if block_n > FP8_ROW_LANES[mode]:
-        _, _, block_n, _ = launch_shape(1, n, 1, TILES.forward_per_warp)  # the column block: waste <= 1/8
+        _, block_n, _ = launch_shape(1, n, 1, TILES.forward_per_warp)  # the column block: waste <= 1/8
     num_chunks = cdiv(n, block_n)
     block_m = max(1, FP8_ROW_TILE_ELEMENTS[mode] // block_n) if num_chunks == 1 else 1
     while block_m > 1 and block_m // 2 >= m:
