@@ -1189,6 +1189,73 @@ def test_cached_tile_follows_the_module_constants(monkeypatch, device):
     for a, b in zip(got, expected):
         assert torch.equal(a, b)
 
+BATCH_AXIS_CASES = [
+    Case(batch=3, seq=37, q_heads=5, k_heads=1, head_dim=64, table="per-token"),
+    Case(batch=3, seq=21, q_heads=8, k_heads=2, head_dim=64, positions="ids"),
+    Case(batch=2, seq=19, q_heads=4, k_heads=4, head_dim=128, interleaved=True, layout="bhsd", out_layout="bshd",
+         positions="offset"),
+    Case(batch=3, seq=11, head_dim=40, rotary_dim=24, table="full", source="qkv", pass_rotary_dim=True),
+]
+
+
+@pytest.mark.usefixtures("requires_triton")
+@pytest.mark.parametrize("case", BATCH_AXIS_CASES, ids=case_id)
+def test_batch_axis_gives_the_same_values(case, monkeypatch, device):
+    """``rotary.TILES.batch_axis`` (the batch on grid axis 2, each program's batch row and tokens from program ids)
+    computes bit for bit what the flat token grid does, forward and backward: a seq that is not a multiple of the
+    token tile (its last tile masked in each batch row), per-batch positions and tables, the interleaved and
+    partial forms; each batch row in several programs of 2 tokens."""
+    import blockfuse.ops.rotary as rotary_module
+
+    q, k = make_qk(case, torch.float32, device)
+    position_ids, seq_offset, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, torch.float32, device, positions)
+    grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
+                    for i, h in enumerate((case.q_heads, case.k_heads))]
+    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+    grids = []
+    kernel = rotary_module._kernel
+
+    def spy(grid, *args, **constexprs):
+        grids.append((grid, constexprs["BATCH_AXIS"], constexprs["BLOCK_T"]))
+        return kernel(grid, *args, **constexprs)
+
+    monkeypatch.setattr(rotary_module, "_kernel", spy)
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
+    results = {}
+    for batch_axis in (False, True):
+        monkeypatch.setattr(rotary_module, "TILES", dataclasses.replace(rotary_module.TILES, batch_axis=batch_axis))
+        grids.clear()
+        lq, lk = leaves(q, k)
+        outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
+        results[batch_axis] = [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+        assert len(grids) == 2, grids  # forward, backward: the padded kernel both times
+        for grid, taken, block_t in grids:
+            assert taken == batch_axis and len(grid) == (3 if batch_axis else 2), grids
+            assert not batch_axis or (grid[0] > 1 and grid[2] == case.batch and case.seq % block_t), grids
+            assert block_t == 2, grids
+    for a, b, name in zip(results[False], results[True], ["q_out", "k_out", "dq", "dk"]):
+        assert torch.equal(a, b), name
+        assert a.abs().max() > 0, name
+
+
+def test_batch_axis_rule(monkeypatch):
+    """The launcher takes the batch axis where a batch row holds a whole token tile and the batch fits the
+    grid's third axis; else the flat token grid (one token a batch row, decoding: the batch is the token axis)."""
+    import blockfuse.ops.rotary as rotary_module
+
+    grids = []
+    monkeypatch.setattr(rotary_module, "_kernel", lambda grid, *args, **constexprs: grids.append(
+        (grid, constexprs["BATCH_AXIS"])))
+    monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
+    monkeypatch.setattr(rotary_module, "MAX_GRID_Z", 6)
+    for batch, seq in ((6, 64), (7, 64), (6, 1)):
+        q = torch.empty((batch, seq, 4, 64))  # (bshd; 4 heads of 64 a program, 1024 elements: 4 tokens)
+        rotary_module._launch([(q, q)], torch.empty((seq, 32)), torch.empty((seq, 32)), None, 0, 64, False,
+                              "bshd", "bshd", False, False)
+    assert grids == [((16, 1, 6), True), ((112, 1), False), ((2, 1), False)], grids
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"], ids=["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("inplace", [False, True], ids=["out_of_place", "inplace"])

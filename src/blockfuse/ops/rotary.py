@@ -58,6 +58,11 @@ class Tiles:
     tile_elements: int = 1024  # elements (tokens x heads x head_dim) a program tile
     elements_per_warp: int = 256
     max_warps: int = 8
+    # NOTE: the padded kernel's grid puts the batch on an axis of its own (axis 2, the token tiles of one batch row
+    # on axis 0) where a batch row holds a whole token tile and the batch fits the axis: b and s then come from
+    # program ids, not from dividing a flat token index by the runtime seq length before the first load
+    # (benchmarks/NOTES.md, RoPE).
+    batch_axis: bool = True
     # NOTE: the flat kernel's tile: flat_tile (token, pair) elements a program, flat_elements_per_warp a warp; at
     # least flat_min_tile (shorter sequences take _rotary_kernel). Heads split over the grid until it has
     # flat_programs_per_sm programs a multiprocessor (a full residency of 4-warp programs: each holds one head's loads
@@ -157,7 +162,7 @@ def _rotate_heads(
     them as they are, the packed forward's v).
 
     ``cos``, ``sin``: (BLOCK_T, 1, BLOCK_P) fp32, already loaded for these tokens; ``b``,
-    ``s``: (BLOCK_T,) int64 batch and sequence index of each token.
+    ``s``: (BLOCK_T,) int64 batch and sequence index of each token (``b`` an int64 scalar on the batch axis).
     """
     half = R // 2
     p = tl.arange(0, BLOCK_P)
@@ -241,6 +246,7 @@ def _rotary_kernel(
     QK_TOGETHER: tl.constexpr,  # one program rotates its heads of both tensors (else: separate programs)
     HAS_COPY: tl.constexpr,  # X3 is copied to Y3 by the programs of X2
     WIDE_TOKENS: tl.constexpr,  # token indices need int64 (2**31 - BLOCK_T tokens or more)
+    BATCH_AXIS: tl.constexpr,  # the grid's axis 2 is the batch, axis 0 a batch row's token tiles (else all tokens)
     ALIGN: tl.constexpr,  # a power of two dividing every batch, seq and head stride of X1, Y1, X2, Y2 (1: no hint)
     TABLE_ALIGN: tl.constexpr,  # the same for the batch and row strides of COS and SIN
     BLOCK_T: tl.constexpr,
@@ -254,13 +260,24 @@ def _rotary_kernel(
     # NOTE: token indices, batch and position are divided in int32 when they fit (a 64-bit
     # division is a long software routine on the GPU, ahead of every load of a short input)
     # and widened to int64 for the address arithmetic.
-    if WIDE_TOKENS:
-        tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+    # NOTE: with the batch on an axis of its own (BATCH_AXIS) the program ids give b and s, and the first
+    # load's address waits on no division (Tiles.batch_axis's NOTE).
+    if BATCH_AXIS:
+        if WIDE_TOKENS:
+            s = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+        else:
+            s = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        token_mask = s < S
+        b = tl.program_id(2).to(tl.int64)
+        s = s.to(tl.int64)
     else:
-        tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    token_mask = tokens < num_tokens
-    b = (tokens // S).to(tl.int64)
-    s = (tokens % S).to(tl.int64)
+        if WIDE_TOKENS:
+            tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
+        else:
+            tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        token_mask = tokens < num_tokens
+        b = (tokens // S).to(tl.int64)
+        s = (tokens % S).to(tl.int64)
     if HAS_POS:
         row = tl.load(POS + b * stride_pos_b + s * stride_pos_s, mask=token_mask, other=0).to(tl.int64)
     else:
@@ -633,6 +650,9 @@ def _table_strides(table: Tensor, rotary_dim: int, interleaved: bool) -> tuple[i
     return batch, table.stride(1), column
 
 
+MAX_GRID_Z = 65535  # CUDA's limit on a grid's third dimension
+
+
 def _power_of_2_below(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
@@ -798,8 +818,11 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
                      cos_strides, sin_strides, (b, s, h1, h2, h3), rotary_dim // 2, backward, align, table_align,
                      flat)
         return
+    # the batch on axis 2 where a batch row holds a whole token tile (a comparison: a range guard under
+    # torch.compile) and the batch fits the axis (TILES.batch_axis's NOTE)
+    batch_axis = bool(TILES.batch_axis and s >= block_t and b <= MAX_GRID_Z)
     _kernel(
-        (cdiv(num_tokens, block_t), splits1 + splits2),
+        (cdiv(s, block_t), splits1 + splits2, b) if batch_axis else (cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, x3, y3, cos, sin, position_ids,
         *x1_strides, *y1_strides, *x2_strides, *y2_strides,
         *cos_strides, *sin_strides,
@@ -807,7 +830,7 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         num_tokens, s, h1, h2, h3, seq_offset, table_rows, splits1,
         R=rotary_dim, D=d, INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=position_ids is not None,
         COPY_PASS=pass_dim > 0, QK_TOGETHER=qk_together, HAS_COPY=copies is not None,
-        WIDE_TOKENS=bool(num_tokens + block_t >= 2**31),
+        WIDE_TOKENS=bool((s if batch_axis else num_tokens) + block_t >= 2**31), BATCH_AXIS=batch_axis,
         ALIGN=align, TABLE_ALIGN=table_align,
         BLOCK_T=block_t, BLOCK_H1=block_h1, BLOCK_H2=block_h2,
         BLOCK_P=block_p,
