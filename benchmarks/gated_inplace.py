@@ -24,7 +24,10 @@ contiguous tensors can do; the packed form's halves cannot). ``grid-1d`` / ``gri
 tile): the fresh launch on a 1-D / 2-D grid whatever the default (``activation.TILES.grid_2d``, on since
 results/launch-rules/47-*: no integer division before the first load). ``--forward`` adds the forward's launch
 (``fwd`` as shipped, ``fwd-grid-1d``, ``fwd-grid-2d``) beside compile's and Liger's forwards (``fwd-compile``,
-``fwd-liger``). In-place variants overwrite their inputs on every replay; the times do not depend on the values.
+``fwd-liger``). ``--sequence`` adds each provider's forward then backward in one replay, the L2 flushed once before
+the forward, as the sweep's forward + backward cells run them (the backward then finds gate and up in the L2):
+``seq-fresh`` (the op as shipped), ``seq-in-place`` (its backward over gate and up), ``seq-compile``,
+``seq-liger``. In-place variants overwrite their inputs on every replay; the times do not depend on the values.
 Before timing, each variant's gradients (a forward's output) are checked against float64 math on the same inputs
 (max relative error a tensor, in the JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu``
 (its test, under ``TRITON_INTERPRET=1``) runs the checks and one call's wall time instead.
@@ -106,7 +109,8 @@ def _grid(call, grid_2d: bool = True):
     return _with_tiles(call, activation, grid_2d=grid_2d)
 
 
-def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward: bool = False) -> dict:
+def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward: bool = False,
+             sequence: bool = False) -> dict:
     """label -> (setup: () -> state, call: state -> (dg, du)); setup makes fresh inputs (in-place calls spend them)."""
     gen = torch.Generator(device="cpu").manual_seed(m + n)
 
@@ -156,12 +160,39 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
             liger_forward = _liger_forward()
             if liger_forward is not None:
                 table["fwd-liger"] = (inputs, lambda state: (liger_forward(state[1], state[2])[2],))
+    if sequence:  # (labels "seq-...": state [dy, g, u, y, (dg, du)], the forward into y, then the backward)
+        def then(backward):
+            def run(state):
+                gated.launch_gated_forward(state[1], state[2], state[3], "silu")
+                return backward(state)
+            return run
+
+        def with_outputs(count):
+            return lambda: inputs() + [torch.empty(m, n, device=device, dtype=torch.bfloat16) for _ in range(count)]
+
+        table["seq-fresh"] = (with_outputs(3), then(lambda state: fresh(state[:3] + state[4:])))
+        table["seq-in-place"] = (with_outputs(1), then(in_place))
     if device == "cuda":
         compiled = _compiled_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))
         liger = _liger_backward()
         if liger is not None:
             table["liger"] = (inputs, lambda state: liger(state[1], state[2], state[0]))
+        if sequence:
+            compiled_forward = _compiled_forward()
+
+            def seq_compile(state):
+                compiled_forward(state[1], state[2])
+                return compiled(*state)
+
+            table["seq-compile"] = (inputs, seq_compile)
+            liger_forward = _liger_forward()
+            if liger is not None and liger_forward is not None:
+                def seq_liger(state):
+                    liger_forward(state[1], state[2])
+                    return liger(state[1], state[2], state[0])
+
+                table["seq-liger"] = (inputs, seq_liger)
     return table
 
 
@@ -175,11 +206,12 @@ def check(setup, call, forward: bool = False) -> float:
     return max(float((a.double() - b).norm() / b.norm()) for a, b in zip(got, want))
 
 
-def measure(shape, rounds: int, device: str, tiles=(), flat: bool = False, forward: bool = False) -> dict:
+def measure(shape, rounds: int, device: str, tiles=(), flat: bool = False, forward: bool = False,
+            sequence: bool = False) -> dict:
     from blockfuse.bench.timing import l2_flush, time_cuda_graph
 
     m, n = shape
-    table = variants(m, n, device, tiles, flat, forward)
+    table = variants(m, n, device, tiles, flat, forward, sequence)
     row = {"shape": [m, n], "error": {label: check(*entry, forward=label.startswith("fwd"))
                                       for label, entry in table.items()}, "us": {}}
     samples = {label: [] for label in table}
@@ -213,6 +245,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--tiles", default="", help="E:W,... backward tiles to time beside the default")
     parser.add_argument("--flat", action="store_true", help="time the launch on one flat row too")
     parser.add_argument("--forward", action="store_true", help="time the forward's launch too (fwd-*)")
+    parser.add_argument("--sequence", action="store_true",
+                        help="time each provider's forward then backward in one replay too (seq-*)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     import triton
@@ -221,7 +255,7 @@ def main(argv=None) -> dict:
     shapes = SHAPES if args.shapes is None else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     result = {"card": card, "torch": torch.__version__, "triton": triton.__version__, "rounds": args.rounds,
-              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat, args.forward) for shape in shapes]}
+              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat, args.forward, args.sequence) for shape in shapes]}
     labels = list(result["rows"][0]["us"])
     timing = "CUDA-graph kernel time, L2 flushed" if args.device == "cuda" else "one call's wall time (CPU)"
     lines = [f"# SwiGLU's backward: fresh outputs against in place ({card}; torch {torch.__version__}, triton "
