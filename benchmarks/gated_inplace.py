@@ -27,7 +27,8 @@ results/launch-rules/47-*: no integer division before the first load). ``--forwa
 ``fwd-liger``). ``--sequence`` adds each provider's forward then backward in one replay, the L2 flushed once before
 the forward, as the sweep's forward + backward cells run them (the backward then finds gate and up in the L2):
 ``seq-fresh`` (the op as shipped), ``seq-in-place`` (its backward over gate and up), ``seq-compile``,
-``seq-liger``. In-place variants overwrite their inputs on every replay; the times do not depend on the values.
+``seq-liger``, and with ``--tiles`` ``seq-tile-E-W`` (the backward's tile E:W after the forward as shipped).
+In-place variants overwrite their inputs on every replay; the times do not depend on the values.
 Before timing, each variant's gradients (a forward's output) are checked against float64 math on the same inputs
 (max relative error a tensor, in the JSON). Writes ``gated-inplace.json`` / ``.md`` under ``--out``; ``--device cpu``
 (its test, under ``TRITON_INTERPRET=1``) runs the checks and one call's wall time instead.
@@ -170,8 +171,13 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
         def with_outputs(count):
             return lambda: inputs() + [torch.empty(m, n, device=device, dtype=torch.bfloat16) for _ in range(count)]
 
-        table["seq-fresh"] = (with_outputs(3), then(lambda state: fresh(state[:3] + state[4:])))
+        def fresh_after(state):
+            return fresh(state[:3] + state[4:])
+
+        table["seq-fresh"] = (with_outputs(3), then(fresh_after))
         table["seq-in-place"] = (with_outputs(1), then(in_place))
+        for elements, per_warp in tiles:
+            table[f"seq-tile-{elements}-{per_warp}"] = (with_outputs(3), then(_tile(fresh_after, elements, per_warp)))
     if device == "cuda":
         compiled = _compiled_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))

@@ -20,8 +20,9 @@ def test_both_variants_checked_and_timed_in_every_round(tmp_path, device):
     assert [row["shape"] for row in result["rows"]] == [[8, 24], [5, 40]]
     for row in result["rows"]:
         assert {"fresh", "in-place", "tile-1024-256", "grid-1d", "grid-2d", "grid-2d-1024-256", "flat",
-                "flat-1024-256", "fwd", "fwd-grid-1d", "fwd-grid-2d", "seq-fresh", "seq-in-place"} <= set(row["us"]), row
-        assert (device == "cpu") == (len(row["us"]) == 13), row
+                "flat-1024-256", "fwd", "fwd-grid-1d", "fwd-grid-2d", "seq-fresh", "seq-in-place",
+                "seq-tile-1024-256"} <= set(row["us"]), row
+        assert (device == "cpu") == (len(row["us"]) == 14), row
         assert all(0 < error < 8e-3 for error in row["error"].values()), row["error"]
         assert all(len(times) == 2 and min(times) > 0 for times in row["rounds"].values()), row
     assert json.loads((tmp_path / "gated-inplace.json").read_text())["rows"] == result["rows"]

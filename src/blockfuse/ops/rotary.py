@@ -60,8 +60,10 @@ class Tiles:
     max_warps: int = 8
     # NOTE: the padded kernel's grid puts the batch on an axis of its own (axis 2, the token tiles of one batch row
     # on axis 0) where a batch row holds a whole token tile and the batch fits the axis: b and s then come from
-    # program ids, not from dividing a flat token index by the runtime seq length before the first load
-    # (benchmarks/NOTES.md, RoPE).
+    # program ids, not from dividing a flat token index by the runtime seq length before the first load (sm_90: the
+    # first load at SASS instruction 44-50, not 62-70). On an H100, forward + backward 1.000-1.027x the flat token
+    # grid at head_dim 64 / 128 / 256 x heads 32/32, 32/8, 16/4 x seq 1024 / 4096 ([4, seq] bf16; benchmarks/
+    # results/launch-rules/49-rope-batch-axis-2026-12-07-h100/).
     batch_axis: bool = True
     # NOTE: the flat kernel's tile: flat_tile (token, pair) elements a program, flat_elements_per_warp a warp; at
     # least flat_min_tile (shorter sequences take _rotary_kernel). Heads split over the grid until it has
