@@ -885,6 +885,24 @@ def test_padded_head_dims_inplace(head_dim, source, device):
             assert torch.equal(a, b), rotary_dim
 
 
+def fp32_forward_backward(case: Case, device):
+    """``run() -> [q_out, k_out, dq, dk]``: the op on ``case``'s fp32 inputs, tables and output gradients (the same
+    values at every call), so that two launches' numbers can be compared element for element."""
+    q, k = make_qk(case, torch.float32, device)
+    position_ids, seq_offset, positions = make_positions(case, device)
+    cos, sin, _ = make_tables(case, torch.float32, device, positions)
+    grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
+                    for i, h in enumerate((case.q_heads, case.k_heads))]
+    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+
+    def run():
+        lq, lk = leaves(q, k)
+        outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
+        return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+
+    return run
+
+
 @pytest.mark.usefixtures("requires_triton")
 @pytest.mark.parametrize("case", [Case(positions="ids"), Case(head_dim=40, rotary_dim=24, interleaved=True,
                                                              layout="bhsd", table="full", pass_rotary_dim=True)],
@@ -894,22 +912,12 @@ def test_alignment_hints_change_no_number(case, monkeypatch, device):
     did before): the same fp32 math on every element, forward and backward."""
     import blockfuse.ops.rotary as rotary_module
 
-    q, k = make_qk(case, torch.float32, device)
-    position_ids, seq_offset, positions = make_positions(case, device)
-    cos, sin, _ = make_tables(case, torch.float32, device, positions)
-    grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
-                    for i, h in enumerate((case.q_heads, case.k_heads))]
-    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+    run = fp32_forward_backward(case, device)
     seen = []
 
     def alignments(*key):
         seen.append(rotary_module._alignments(*key))
         return seen[-1]
-
-    def run():
-        lq, lk = leaves(q, k)
-        outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
-        return [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
 
     monkeypatch.setattr(rotary_module, "_cached_alignments", alignments)
     hinted = run()
@@ -1207,12 +1215,7 @@ def test_batch_axis_gives_the_same_values(case, monkeypatch, device):
     partial forms; each batch row in several programs of 2 tokens."""
     import blockfuse.ops.rotary as rotary_module
 
-    q, k = make_qk(case, torch.float32, device)
-    position_ids, seq_offset, positions = make_positions(case, device)
-    cos, sin, _ = make_tables(case, torch.float32, device, positions)
-    grad_outputs = [random_tensor(case.shape(h, case.out_layout or case.layout), torch.float32, device, seed=20 + i)
-                    for i, h in enumerate((case.q_heads, case.k_heads))]
-    extra = {"rotary_dim": case.rot} if case.pass_rotary_dim else {}
+    run = fp32_forward_backward(case, device)
     grids = []
     kernel = rotary_module._kernel
 
@@ -1226,9 +1229,7 @@ def test_batch_axis_gives_the_same_values(case, monkeypatch, device):
     for batch_axis in (False, True):
         monkeypatch.setattr(rotary_module, "TILES", dataclasses.replace(rotary_module.TILES, batch_axis=batch_axis))
         grids.clear()
-        lq, lk = leaves(q, k)
-        outs = rotary(lq, lk, cos, sin, position_ids=position_ids, seq_offset=seq_offset, **case.kwargs(), **extra)
-        results[batch_axis] = [o.detach() for o in outs] + grads(outs, [lq, lk], grad_outputs)
+        results[batch_axis] = run()
         assert len(grids) == 2, grids  # forward, backward: the padded kernel both times
         for grid, taken, block_t in grids:
             assert taken == batch_axis and len(grid) == (3 if batch_axis else 2), grids
