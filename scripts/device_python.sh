@@ -17,7 +17,8 @@ step() {
     tail -4 "$OUT/$name.log"
 }
 
-# write_env: versions, the card, and the versions of transformers and the carried peers into $OUT/env.log.
+# write_env: versions, the card, the versions of transformers and the carried peers, and the source digest of the
+# copy's src/ (blockfuse.bench.runner.source_digest: which code ran, whatever commit the copy names) into $OUT/env.log.
 write_env() {
     python3 -m blockfuse env > "$OUT/env.log" 2>&1
     nvidia-smi --query-gpu=name,memory.total --format=csv >> "$OUT/env.log" 2>&1
@@ -28,6 +29,7 @@ for name in ('transformers', 'liger-kernel', 'torchao', 'cut-cross-entropy'):
         print(name, metadata.version(name))
     except metadata.PackageNotFoundError:
         print(name, 'not installed')" >> "$OUT/env.log" 2>&1
+    python3 -c "import blockfuse.bench.runner as r; print('source digest', r.source_digest())" >> "$OUT/env.log" 2>&1
 }
 
 # old_code: OLD=(env PYTHONPATH=...) when _gpu/old/src holds the code before a change (`git archive COMMIT src |

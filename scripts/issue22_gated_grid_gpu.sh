@@ -16,7 +16,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-python3 -c "import blockfuse.bench.runner as r; print('source digest', r.source_digest())" >> "$OUT/env.log" 2>&1
 packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/ops/test_gated.py
 packed 270 gated python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --forward \
     --tiles "${TILE:-8192:1024}" --out "$OUT/gated" \

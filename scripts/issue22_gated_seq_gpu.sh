@@ -18,7 +18,6 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-python3 -c "import blockfuse.bench.runner as r; print('source digest', r.source_digest())" >> "$OUT/env.log" 2>&1
 packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/bench/test_gated_inplace.py tests/ops/test_gated.py
 packed 240 seq python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --sequence \
     --tiles "${TILES:-1024:256,2048:256,2048:512,4096:256}" --out "$OUT/seq" \
