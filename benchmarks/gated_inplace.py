@@ -261,7 +261,8 @@ def main(argv=None) -> dict:
     shapes = SHAPES if args.shapes is None else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     result = {"card": card, "torch": torch.__version__, "triton": triton.__version__, "rounds": args.rounds,
-              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat, args.forward, args.sequence) for shape in shapes]}
+              "rows": [measure(shape, args.rounds, args.device, tiles, args.flat, args.forward, args.sequence)
+                       for shape in shapes]}
     labels = list(result["rows"][0]["us"])
     timing = "CUDA-graph kernel time, L2 flushed" if args.device == "cuda" else "one call's wall time (CPU)"
     lines = [f"# SwiGLU's backward: fresh outputs against in place ({card}; torch {torch.__version__}, triton "

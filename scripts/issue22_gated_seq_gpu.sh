@@ -18,7 +18,8 @@ OUT=$(mktemp -d)
 source "$(dirname "$0")/device_python.sh"
 export PYTHONUNBUFFERED=1
 write_env
-packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/bench/test_gated_inplace.py tests/ops/test_gated.py
+packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/bench/test_gated_inplace.py \
+    tests/ops/test_gated.py
 packed 240 seq python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --sequence \
     --tiles "${TILES:-1024:256,2048:256,2048:512,4096:256}" --out "$OUT/seq" \
     --shapes 2048x768,2048x1024,2048x1536,2048x2048,2048x2560,2048x4304,8192x768

@@ -13,7 +13,8 @@ from tests.helpers import load_benchmark
 def test_both_variants_checked_and_timed_in_every_round(tmp_path, device):
     """Two odd shapes on the session's device (the CPU: under the interpreter, wall time; a GPU: the peers too):
     each variant's gradients within bf16's rounding of float64 math (so an in-place launch that read an element
-    after writing it, or a forward + backward sequence whose forward wrote over an operand, would fail here), every variant timed in each of two rounds, the files written."""
+    after writing it, or a forward + backward sequence whose forward wrote over an operand, would fail here), every
+    variant timed in each of two rounds, the files written."""
     result = load_benchmark("gated_inplace").main(["--shapes", "8x24,5x40", "--rounds", "2", "--device", device,
                                                    "--tiles", "1024:256", "--flat", "--forward", "--sequence",
                                                    "--out", str(tmp_path)])

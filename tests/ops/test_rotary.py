@@ -1197,6 +1197,7 @@ def test_cached_tile_follows_the_module_constants(monkeypatch, device):
     for a, b in zip(got, expected):
         assert torch.equal(a, b)
 
+
 BATCH_AXIS_CASES = [
     Case(batch=3, seq=37, q_heads=5, k_heads=1, head_dim=64, table="per-token"),
     Case(batch=3, seq=21, q_heads=8, k_heads=2, head_dim=64, positions="ids"),
