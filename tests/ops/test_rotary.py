@@ -1250,7 +1250,7 @@ def test_batch_axis_rule(monkeypatch):
     monkeypatch.setattr(rotary_module, "_kernel", lambda grid, *args, **constexprs: grids.append(
         (grid, constexprs["BATCH_AXIS"])))
     monkeypatch.setattr(rotary_module, "_min_programs", lambda device: 1)
-    monkeypatch.setattr(rotary_module, "MAX_GRID_Z", 6)
+    monkeypatch.setattr(rotary_module, "MAX_GRID_YZ", 6)
     for batch, seq in ((6, 64), (7, 64), (6, 1)):
         q = torch.empty((batch, seq, 4, 64))  # (bshd; 4 heads of 64 a program, 1024 elements: 4 tokens)
         rotary_module._launch([(q, q)], torch.empty((seq, 32)), torch.empty((seq, 32)), None, 0, 64, False,

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from blockfuse.ops.launch import cdiv
+from blockfuse.ops.launch import MAX_GRID_YZ, cdiv
 from blockfuse.runtime import interpreter_enabled
 
 # NOTE: the constants are literals inside the kernels: a compiled kernel may only read
@@ -298,8 +298,8 @@ class Tiles:
     # program) at its 21st. Timed on an H200 (benchmarks/results/launch-rules/47-gated-grid-2026-12-07-h200/, two
     # runs, SwiGLU's kernels alone at [2048, 768-4304] and [8192, 768 / 4096]): the forward 1.001-1.062x in all 16
     # cell-runs (1.02-1.06x at [2048, 768 / 1024], now within 2.1% of Liger's), the backward 1.006-1.043x at 768-1536
-    # wide, 0.978 / 0.997x at [2048, 2048], within 1.1% elsewhere. Not timed on an H100. Row blocks past the grid's
-    # second dimension (65535) keep the 1-D grid.
+    # wide, 0.978 / 0.997x at [2048, 2048], within 1.1% elsewhere; on an H100 (48-gated-grid-2026-12-07-h100/) the
+    # forward 1.001-1.046x, the backward 0.998-1.035x. Row blocks past the grid's second dimension keep the 1-D grid.
     grid_2d: bool = True
 
 
@@ -364,14 +364,11 @@ def launch_shape(m: int, n: int, tile_elements: int, elements_per_warp: int) -> 
     return block_m, block_n, num_warps
 
 
-MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
-
-
 def tile_grid(m: int, n: int, block_m: int, block_n: int) -> tuple[tuple[int, ...], bool]:
     """(grid, GRID_2D) of an elementwise pass over (m, n) in (block_m, block_n) tiles (:func:`program_tile`):
     (column blocks, row blocks) where ``TILES.grid_2d`` and the row blocks fit, else one dimension of both."""
     col_blocks, row_blocks = cdiv(n, block_n), cdiv(m, block_m)
-    if TILES.grid_2d and row_blocks <= MAX_GRID_Y:
+    if TILES.grid_2d and row_blocks <= MAX_GRID_YZ:
         return (col_blocks, row_blocks), True
     return (col_blocks * row_blocks,), False
 

@@ -391,6 +391,9 @@ def launcher_op(name: str, *, mutates_args=(), fake=None):
 # ----------------------------------------------------------------------------------------
 
 
+MAX_GRID_YZ = 65535  # CUDA's limit on a grid's second and third dimensions (the first: 2**31 - 1)
+
+
 def cdiv(a: int, b: int) -> int:
     """``ceil(a / b)`` for launch arithmetic. NOTE: plain Python, not ``triton.cdiv``: on Triton 3.9
     that is a constexpr function costing microseconds a call on the host path."""

@@ -37,8 +37,8 @@ from blockfuse.ops.checks import check_like
 from blockfuse.ops.copy import copy_rows, launch_copy_rows
 # (kernels call fp8's jit functions and constants by their own names: ops/fp8_act.py's NOTE on Inductor)
 from blockfuse.ops.fp8 import E5M2_MAX, _quantized, delayed_scales, fold_amax, reciprocal
-from blockfuse.ops.launch import Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, tracing, \
-    zero_stand_in
+from blockfuse.ops.launch import MAX_GRID_YZ, Kernel, cdiv, empty_if_none, launcher_op, next_power_of_2, sm_count, \
+    tracing, zero_stand_in
 from blockfuse.ops.sharding import is_dtensor
 from blockfuse.runtime import use_triton
 
@@ -652,9 +652,6 @@ def _table_strides(table: Tensor, rotary_dim: int, interleaved: bool) -> tuple[i
     return batch, table.stride(1), column
 
 
-MAX_GRID_Z = 65535  # CUDA's limit on a grid's third dimension
-
-
 def _power_of_2_below(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
@@ -822,7 +819,7 @@ def _launch(pairs, cos, sin, position_ids, seq_offset, rotary_dim, interleaved, 
         return
     # the batch on axis 2 where a batch row holds a whole token tile (a comparison: a range guard under
     # torch.compile) and the batch fits the axis (TILES.batch_axis's NOTE)
-    batch_axis = bool(TILES.batch_axis and s >= block_t and b <= MAX_GRID_Z)
+    batch_axis = bool(TILES.batch_axis and s >= block_t and b <= MAX_GRID_YZ)
     _kernel(
         (cdiv(s, block_t), splits1 + splits2, b) if batch_axis else (cdiv(num_tokens, block_t), splits1 + splits2),
         pairs[0][0], pairs[0][1], x2, y2, x3, y3, cos, sin, position_ids,
