@@ -264,19 +264,15 @@ def _rotary_kernel(
     # and widened to int64 for the address arithmetic.
     # NOTE: with the batch on an axis of its own (BATCH_AXIS) the program ids give b and s, and the first
     # load's address waits on no division (Tiles.batch_axis's NOTE).
+    tile = tl.program_id(0)
+    if WIDE_TOKENS:
+        tile = tile.to(tl.int64)
+    tokens = tile * BLOCK_T + tl.arange(0, BLOCK_T)  # (with BATCH_AXIS: within batch row b)
     if BATCH_AXIS:
-        if WIDE_TOKENS:
-            s = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
-        else:
-            s = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-        token_mask = s < S
+        token_mask = tokens < S
         b = tl.program_id(2).to(tl.int64)
-        s = s.to(tl.int64)
+        s = tokens.to(tl.int64)
     else:
-        if WIDE_TOKENS:
-            tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
-        else:
-            tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
         token_mask = tokens < num_tokens
         b = (tokens // S).to(tl.int64)
         s = (tokens % S).to(tl.int64)
