@@ -147,24 +147,24 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
         table["flat"] = (table["fresh"][0], flat_call)
         for elements, per_warp in tiles:
             table[f"flat-{elements}-{per_warp}"] = (table["fresh"][0], _tile(flat_call, elements, per_warp))
-    if forward:  # (labels "fwd...": the forward's launch, output y = silu(g) * u; state [dy, g, u, y])
-        def forward_call(state):
-            gated.launch_gated_forward(state[1], state[2], state[3], "silu")
-            return (state[3],)
+    def forward_call(state):  # the forward's launch, output y = silu(g) * u into state[3]
+        gated.launch_gated_forward(state[1], state[2], state[3], "silu")
+        return (state[3],)
 
+    peers = device == "cuda" and (forward or sequence)  # (the peers' forwards, made once for both)
+    compiled_forward, liger_forward = (_compiled_forward(), _liger_forward()) if peers else (None, None)
+    if forward:  # (labels "fwd...": state [dy, g, u, y])
         table["fwd"] = (table["fresh"][0], forward_call)
         table["fwd-grid-1d"] = (table["fresh"][0], _grid(forward_call, False))
         table["fwd-grid-2d"] = (table["fresh"][0], _grid(forward_call))
         if device == "cuda":
-            compiled_forward = _compiled_forward()
             table["fwd-compile"] = (inputs, lambda state: (compiled_forward(state[1], state[2]),))
-            liger_forward = _liger_forward()
             if liger_forward is not None:
                 table["fwd-liger"] = (inputs, lambda state: (liger_forward(state[1], state[2])[2],))
     if sequence:  # (labels "seq-...": state [dy, g, u, y, (dg, du)], the forward into y, then the backward)
         def then(backward):
             def run(state):
-                gated.launch_gated_forward(state[1], state[2], state[3], "silu")
+                forward_call(state)
                 return backward(state)
             return run
 
@@ -179,20 +179,16 @@ def variants(m: int, n: int, device: str, tiles=(), flat: bool = False, forward:
         for elements, per_warp in tiles:
             table[f"seq-tile-{elements}-{per_warp}"] = (with_outputs(3), then(_tile(fresh_after, elements, per_warp)))
     if device == "cuda":
-        compiled = _compiled_backward()
+        compiled, liger = _compiled_backward(), _liger_backward()
         table["compile"] = (inputs, lambda state: compiled(*state))
-        liger = _liger_backward()
         if liger is not None:
             table["liger"] = (inputs, lambda state: liger(state[1], state[2], state[0]))
         if sequence:
-            compiled_forward = _compiled_forward()
-
             def seq_compile(state):
                 compiled_forward(state[1], state[2])
                 return compiled(*state)
 
             table["seq-compile"] = (inputs, seq_compile)
-            liger_forward = _liger_forward()
             if liger is not None and liger_forward is not None:
                 def seq_liger(state):
                     liger_forward(state[1], state[2])
