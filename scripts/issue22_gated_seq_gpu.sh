@@ -11,7 +11,8 @@
 #   2. (seq) benchmarks/gated_inplace.py --sequence with the tiles TILES (default 1024:256,2048:256,2048:512,4096:256)
 #      at 2048 rows and [8192, 768], 5 alternating rounds.
 #
-#   [TILES=E:W,...] [ROUNDS=5] bash scripts/issue22_gated_seq_gpu.sh PACK                 (writes PACK/results.tar.gz)
+#   [TILES=E:W,...] [SHAPES=MxN,...] [ROUNDS=5] [SEQ_S=240] bash scripts/issue22_gated_seq_gpu.sh PACK
+#                                                                                   (writes PACK/results.tar.gz)
 set -u
 PACK=${1:?usage: bash scripts/issue22_gated_seq_gpu.sh PACK}
 OUT=$(mktemp -d)
@@ -20,7 +21,7 @@ export PYTHONUNBUFFERED=1
 write_env
 packed 150 tests python3 -m pytest -q -rfE -p no:cacheprovider -n 8 tests/bench/test_gated_inplace.py \
     tests/ops/test_gated.py
-packed 240 seq python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --sequence \
+packed "${SEQ_S:-240}" seq python3 benchmarks/gated_inplace.py --rounds "${ROUNDS:-5}" --sequence \
     --tiles "${TILES:-1024:256,2048:256,2048:512,4096:256}" --out "$OUT/seq" \
-    --shapes 2048x768,2048x1024,2048x1536,2048x2048,2048x2560,2048x4304,8192x768
+    --shapes "${SHAPES:-2048x768,2048x1024,2048x1536,2048x2048,2048x2560,2048x4304,8192x768}"
 pack "$PACK"
