@@ -11,7 +11,8 @@ e5m2, 2 bits: 2^-3) and ``d`` half the subnormal spacing (e4m3: 2^-10; e5m2: 2^-
 the smallest normal. A GEMM of quantized operands then errs by at most
 ``Ea @ |B| + |A| @ Eb + Ea @ Eb`` (E the elementwise bounds), plus the accumulation
 (``K 2^-24 |A'| @ |B'|`` in fp32) and one rounding of the output (bf16: ``2^-8 |y|``; rowwise GEMMs
-write bf16 whatever the output dtype). The relative (Frobenius) error of random data sits well below
+write bf16 whatever the output dtype), which below the output dtype's smallest normal errs by up to half its
+subnormal spacing instead (fp16: 2^-25; a one-token weight gradient of small fp16 values lies there). The relative (Frobenius) error of random data sits well below
 that worst case. One rounding to e4m3 errs by about 0.025 of a tensor's norm (an error uniform over
 half an ulp either way, ulp = 2^-3 of the binade: sqrt(2^-6 / 12 / E[m^2]) with E[m^2] = 2.16 for a
 mantissa m spread over [1, 2); measured: 0.026 on Gaussian data), e5m2 about twice that (0.053). A GEMM
@@ -39,6 +40,7 @@ FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
 ROUNDOFF = {E4M3: 2.0**-4, E5M2: 2.0**-3}
 HALF_SUBNORMAL = {E4M3: 2.0**-10, E5M2: 2.0**-17}
 OUTPUT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+OUTPUT_HALF_SUBNORMAL = {torch.float32: 2.0**-150, torch.bfloat16: 2.0**-134, torch.float16: 2.0**-25}
 # Relative (Frobenius) error bounds against float64 (module docstring).
 FORWARD_BOUND = 0.05
 GRADIENT_BOUND = {"tensorwise": 0.08, "rowwise": 0.05}
@@ -288,7 +290,8 @@ def forward_bound(x, weight, bias, recipe, out_dtype):
     exact = F.linear(x2.double(), weight.double(), None if bias is None else bias.double())
     rounding = OUTPUT_ROUNDOFF[torch.bfloat16 if recipe == "rowwise" else out_dtype]
     magnitude = exact.abs() + (0 if bias is None else bias.double().abs())
-    return (bound + rounding * (magnitude + bound) + 1e-30).view(*x.shape[:-1], -1)
+    absolute = OUTPUT_HALF_SUBNORMAL[out_dtype]  # (the bf16 a rowwise GEMM writes first: far smaller)
+    return (bound + rounding * (magnitude + bound) + absolute + 1e-30).view(*x.shape[:-1], -1)
 
 
 def reference_tolerance(recipe, dtype, device):
@@ -380,8 +383,9 @@ def gradient_bounds(x2, weight, dy, recipe):
     dw_bound = gemm_error_bound(dy.t(), e_dy_cols.t(), x2, e_x)
     dx_exact, dw_exact = dy.double() @ weight.double(), dy.double().t() @ x2.double()
     rounding = OUTPUT_ROUNDOFF[torch.bfloat16 if rowwise else x2.dtype]
-    return (dx_bound + rounding * (dx_exact.abs() + dx_bound) + 1e-30,
-            dw_bound + rounding * (dw_exact.abs() + dw_bound) + 1e-30)
+    absolute = OUTPUT_HALF_SUBNORMAL[x2.dtype] + 1e-30  # (the gradients come in the operands' dtype)
+    return (dx_bound + rounding * (dx_exact.abs() + dx_bound) + absolute,
+            dw_bound + rounding * (dw_exact.abs() + dw_bound) + absolute)
 
 
 @pytest.mark.parametrize("recipe", fp8.RECIPES)
@@ -406,6 +410,26 @@ def test_gradients_are_within_fp8_error(recipe, dtype, shape, n, device):
     assert relative_error(dw, exact[1].grad) < GRADIENT_BOUND[recipe]
     # The bias gradient is a sum of dy in fp32 (a few fp32 roundings), then one rounding to bias's dtype.
     assert relative_error(db, exact[2].grad) < OUTPUT_ROUNDOFF[dtype] * 2 + 1e-6
+
+
+@pytest.mark.parametrize("recipe", fp8.RECIPES)
+def test_fp16_gradients_under_the_smallest_normal_are_within_the_bound(recipe, device):
+    """One fp16 token of small values (fuzz seed 51's case): its weight gradient dy^T x lies largely under fp16's
+    smallest normal (6.1e-5), where the output's rounding errs by up to half the subnormal spacing (2^-25), not by
+    2^-11 of the value. The bound allows that much and no more: the gradient rounded to nearest is within it, and an
+    error of one whole subnormal step is not."""
+    x = random_tensor((1, 80), torch.float16, seed=60, scale=2e-5).to(device)
+    weight = random_tensor((1152, 80), torch.float16, seed=61, scale=80**-0.5).to(device)
+    dy = random_tensor((1, 1152), torch.float16, seed=62).to(device)
+    leaves_ = [t.clone().requires_grad_() for t in (x, weight)]
+    fp8_linear(*leaves_, None, recipe=recipe).backward(dy)
+    exact = dy.double().t() @ x.double()
+    assert (exact.abs() < torch.finfo(torch.float16).tiny).float().mean() > 0.5  # mostly under the normal range
+    dx_bound, dw_bound = gradient_bounds(x, weight, dy, recipe)
+    assert_within(leaves_[0].grad, (dy.double() @ weight.double()), dx_bound, "dx")
+    assert_within(leaves_[1].grad, exact, dw_bound, "dweight")
+    step = torch.finfo(torch.float16).tiny * torch.finfo(torch.float16).eps  # 2^-24: one subnormal step
+    assert ((leaves_[1].grad.double() + step - exact).abs() > dw_bound).any()
 
 
 @pytest.mark.parametrize("recipe", fp8.RECIPES)
