@@ -12,8 +12,8 @@ the smallest normal. A GEMM of quantized operands then errs by at most
 ``Ea @ |B| + |A| @ Eb + Ea @ Eb`` (E the elementwise bounds), plus the accumulation
 (``K 2^-24 |A'| @ |B'|`` in fp32) and one rounding of the output (bf16: ``2^-8 |y|``; rowwise GEMMs
 write bf16 whatever the output dtype), which below the output dtype's smallest normal errs by up to half its
-subnormal spacing instead (fp16: 2^-25; a one-token weight gradient of small fp16 values lies there). The relative (Frobenius) error of random data sits well below
-that worst case. One rounding to e4m3 errs by about 0.025 of a tensor's norm (an error uniform over
+subnormal spacing instead (fp16: 2^-25; a one-token weight gradient of small fp16 values lies there). The
+relative (Frobenius) error of random data sits well below that worst case. One rounding to e4m3 errs by about 0.025 of a tensor's norm (an error uniform over
 half an ulp either way, ulp = 2^-3 of the binade: sqrt(2^-6 / 12 / E[m^2]) with E[m^2] = 2.16 for a
 mantissa m spread over [1, 2); measured: 0.026 on Gaussian data), e5m2 about twice that (0.053). A GEMM
 of two quantized operands sums two such independent errors: about 0.037 for the forward (e4m3 x e4m3),
@@ -414,7 +414,7 @@ def test_gradients_are_within_fp8_error(recipe, dtype, shape, n, device):
 
 @pytest.mark.parametrize("recipe", fp8.RECIPES)
 def test_fp16_gradients_under_the_smallest_normal_are_within_the_bound(recipe, device):
-    """One fp16 token of small values (fuzz seed 51's case): its weight gradient dy^T x lies largely under fp16's
+    """One fp16 token of small values (as in two cases fuzz seed 51 flagged): its weight gradient dy^T x lies largely under fp16's
     smallest normal (6.1e-5), where the output's rounding errs by up to half the subnormal spacing (2^-25), not by
     2^-11 of the value. The bound allows that much and no more: the gradient rounded to nearest is within it, and an
     error of one whole subnormal step is not."""
