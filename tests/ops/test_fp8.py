@@ -40,7 +40,9 @@ FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
 ROUNDOFF = {E4M3: 2.0**-4, E5M2: 2.0**-3}
 HALF_SUBNORMAL = {E4M3: 2.0**-10, E5M2: 2.0**-17}
 OUTPUT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
-OUTPUT_HALF_SUBNORMAL = {torch.float32: 2.0**-150, torch.bfloat16: 2.0**-134, torch.float16: 2.0**-25}
+# Half the subnormal spacing (smallest normal x machine epsilon) of each output dtype: fp32 2^-150, bf16 2^-134,
+# fp16 2^-25.
+OUTPUT_HALF_SUBNORMAL = {dtype: torch.finfo(dtype).tiny * torch.finfo(dtype).eps / 2 for dtype in OUTPUT_ROUNDOFF}
 # Relative (Frobenius) error bounds against float64 (module docstring).
 FORWARD_BOUND = 0.05
 GRADIENT_BOUND = {"tensorwise": 0.08, "rowwise": 0.05}
@@ -428,7 +430,7 @@ def test_fp16_gradients_under_the_smallest_normal_are_within_the_bound(recipe, d
     dx_bound, dw_bound = gradient_bounds(x, weight, dy, recipe)
     assert_within(leaves_[0].grad, (dy.double() @ weight.double()), dx_bound, "dx")
     assert_within(leaves_[1].grad, exact, dw_bound, "dweight")
-    step = torch.finfo(torch.float16).tiny * torch.finfo(torch.float16).eps  # 2^-24: one subnormal step
+    step = 2 * OUTPUT_HALF_SUBNORMAL[torch.float16]  # 2^-24: one subnormal step
     assert ((leaves_[1].grad.double() + step - exact).abs() > dw_bound).any()
 
 
